@@ -1,0 +1,94 @@
+# cserve — build, test, measure.
+#
+#   make               build ./cserve (release, jemalloc)
+#   make run           build and serve apps/hello.py on 127.0.0.1:8000 (ring handoff)
+#   make test          everything a submission must pass (installs missing packages first)
+#   make test-asan     the integration suite against an ASan+UBSan build
+#   make test-tsan     the handoffs and a short load run under TSan
+#   make deps          install the Debian/PyPI packages the build, tests and experiments need
+#   make micro | stress | fuzz | soak | experiments | paper
+#
+# Knobs: PYTHON_PC=python3-embed (pkg-config name of the CPython to embed),
+#        ALLOC=jemalloc|libc, OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
+
+PYTHON_PC  ?= python3-embed
+# The interpreter the tests and experiments run on: the one we embed.
+PYTHON     ?= /usr/bin/python3
+ALLOC      ?= jemalloc
+OPT        ?= -O2
+INSTRUMENTS ?= 1
+SAN        ?=
+BUILD      ?= build
+
+PY_CFLAGS := $(shell pkg-config --cflags $(PYTHON_PC) 2>/dev/null)
+PY_LIBS   := $(shell pkg-config --libs $(PYTHON_PC) 2>/dev/null)
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE $(WARN) -g -fno-omit-frame-pointer
+CFLAGS    := $(CFLAGS_BASE) $(OPT) -DCSERVE_INSTRUMENTS=$(INSTRUMENTS) $(EXTRA_CFLAGS)
+LDLIBS    := $(PY_LIBS) -lpthread -lm
+
+ifeq ($(SAN),asan)
+  CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+  ALLOC   := libc
+endif
+ifeq ($(SAN),tsan)
+  CFLAGS  += -fsanitize=thread
+  LDFLAGS += -fsanitize=thread
+  ALLOC   := libc
+endif
+ifeq ($(ALLOC),jemalloc)
+  LDLIBS  += -ljemalloc
+endif
+
+include handoffs/handoffs.mk
+include tests/parser.mk
+
+CORE_SRCS := $(wildcard core/*.c)
+SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
+OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
+
+.PHONY: all run test test-asan test-tsan deps integration-test clean
+
+all: cserve
+
+ifeq ($(BUILD),build)
+cserve: $(BUILD)/cserve
+	cp $< $@
+endif
+
+$(BUILD)/cserve: $(OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PY_CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(OBJS:.o=.d)
+
+deps:
+	scripts/setup.sh
+
+run: deps all
+	./cserve --handoff=ring
+
+# The integration suite, against every handoff backend.
+integration-test: all
+	$(PYTHON) -m pytest -q tests/integration
+
+test: deps all unit-test handoff-test fuzz-short integration-test
+
+test-asan: deps
+	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
+	CSERVE_BIN=build-asan/cserve ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	  $(PYTHON) -m pytest -q tests/integration
+
+test-tsan: deps
+	$(MAKE) BUILD=build-tsan SAN=tsan build-tsan/cserve handoff-test-tsan
+	CSERVE_BIN=build-tsan/cserve TSAN_OPTIONS=halt_on_error=1 \
+	  $(PYTHON) -m pytest -q tests/integration -k load
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz cserve

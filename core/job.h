@@ -1,0 +1,94 @@
+/* job.h — one request in flight between the loop thread and a pool thread.
+ *
+ * Ownership alternates, and the handoff is the fence: the loop fills a job
+ * and submits it; the pool thread owns it until it posts a message with
+ * job_post(); the loop owns it again until it acknowledges the message
+ * (job->ack, a futex word: release by the loop, acquire by the pool). Only
+ * JOB_DONE ends the request; the loop then recycles the job. The request's
+ * bytes stay in the connection's receive buffer (the views in req) until then.
+ *
+ * Messages (pool → loop):
+ *   JOB_DONE       out[msg_buf] holds the rest of the response (and maybe a
+ *                  file to sendfile after it); the job is the loop's again.
+ *   JOB_FLUSH      out[msg_buf] must be written now; the pool keeps running
+ *                  and fills the other buffer; the loop acks once it is sent.
+ *   JOB_NEED_BODY  the body window is empty and not at EOF: the loop reads
+ *                  more from the socket into it and acks.
+ * At most one message per job is unacknowledged at a time (the pool waits for
+ * the previous ack before posting again), so a job is in the handoff at most
+ * once. */
+#ifndef CSERVE_JOB_H
+#define CSERVE_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buffer.h"
+#include "http_parser.h"
+
+enum job_msg { JOB_DONE, JOB_FLUSH, JOB_NEED_BODY };
+
+/* The request body as the app sees it: a window of bytes the pool reads,
+ * refilled by the loop on JOB_NEED_BODY. */
+struct body_pipe {
+    const char *data; /* window: data[pos..len) not yet read by the app */
+    size_t len;
+    size_t pos;
+    bool eof;         /* no bytes will follow the window */
+    int error;        /* 0; 413 over --max-body-size; 400 bad chunking; -1 client gone or stalled */
+    /* loop side only */
+    char *own;        /* the loop's buffer for refills, allocated on first need */
+    size_t own_cap;
+    uint64_t remaining;       /* Content-Length bytes not yet received */
+    uint64_t received;        /* body bytes received so far (for the limit) */
+    struct http_chunked chunked;
+    struct buffer raw;        /* chunked: received bytes not yet decoded */
+    bool chunked_body;
+    bool expect_continue;
+    bool continue_sent;
+};
+
+struct conn;
+
+struct job {
+    /* ---- loop side (never read by the pool) ---- */
+    struct conn *conn;
+    struct job *next_free;
+    unsigned worker;
+
+    /* ---- the request: set by the loop before submit, read-only after ---- */
+    struct http_request req;
+    struct http_framing framing;
+    struct http_target target;
+    const char *remote_addr; /* NUL-terminated, owned by the connection */
+    const char *remote_port;
+    bool keep_alive;         /* the client allows another request after this one */
+    bool is_head;
+
+    struct body_pipe body;
+
+    /* ---- the response: written by the pool, sent by the loop ---- */
+    struct buffer out[2];
+    int msg_buf;             /* which out buffer the message carries (set before posting) */
+    enum job_msg msg;
+    bool close_after;        /* close the connection once the response is sent */
+    bool incomplete;         /* the response is cut short (app failed after headers) */
+    int file_fd;             /* JOB_DONE: >= 0, send file_len bytes from file_off after out */
+    off_t file_off;
+    uint64_t file_len;
+    int status;              /* for the access log */
+    uint64_t body_bytes;     /* for the access log */
+
+    /* ---- loop → pool during the request ---- */
+    _Atomic uint32_t ack;    /* futex word: bumped by the loop to answer a message */
+    bool conn_lost;          /* set before an ack: the client is gone, stop producing */
+
+    /* ---- pool side only ---- */
+    int fill_buf;            /* the out buffer the pool is filling */
+    uint32_t acks_seen;
+    bool awaiting_ack;
+};
+
+#endif

@@ -1,0 +1,19 @@
+/* log.h — one-line log messages on stderr, filtered by --log-level. */
+#ifndef CSERVE_LOG_H
+#define CSERVE_LOG_H
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR };
+
+extern enum log_level log_threshold;
+
+/* Returns 0 and sets the threshold, or -1 if name is not a level. */
+int log_set_level(const char *name);
+
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) do { if (log_threshold <= LOG_DEBUG) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARNING, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,297 @@
+/* loop.c — the event loop of one worker: epoll, accept, signals, timers,
+ * and the handoff's completions.
+ *
+ * One pass: wait (unless work is already waiting), handle socket events
+ * (reads parse and submit), drain completions (writes), expire timers. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../handoffs/handoff.h"
+#include "log.h"
+#include "loop.h"
+#include "options.h"
+#include "stats.h"
+
+#define MAX_EVENTS 256
+#define MAX_DRAIN 256
+#define ACCEPTS_PER_EVENT 64
+
+atomic_bool server_stopping;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t coarse_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
+              unsigned workers, struct stats *stats)
+{
+    memset(l, 0, sizeof *l);
+    l->opt = opt;
+    l->listen_fd = listen_fd;
+    l->handoff = h;
+    l->workers = workers;
+    l->capacity = opt->queue_capacity;
+    l->stats = stats;
+    l->conns.next = l->conns.prev = &l->conns;
+    l->now_ms = coarse_ms();
+    timer_list_init(&l->t_header, opt->header_timeout_ms);
+    timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
+    timer_list_init(&l->t_io, opt->io_timeout_ms);
+    timer_list_init(&l->t_linger, opt->io_timeout_ms < 2000 ? opt->io_timeout_ms : 2000);
+    l->outstanding = calloc(workers ? workers : 1, sizeof *l->outstanding);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!l->outstanding || l->epfd < 0)
+        return -1;
+
+    l->listener_src.kind = POLL_LISTENER;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
+        return -1;
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    l->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    l->signal_src.kind = POLL_SIGNAL;
+    ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &l->signal_src};
+    if (l->signal_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->signal_fd, &ev) != 0)
+        return -1;
+
+    if (h) {
+        l->handoff_src.kind = POLL_HANDOFF;
+        if (h->ops->watch(h, l->epfd, (uint64_t)(uintptr_t)&l->handoff_src) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void stop_accepting(struct loop *l)
+{
+    if (l->listen_fd < 0)
+        return;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+    close(l->listen_fd);
+    l->listen_fd = -1;
+}
+
+static void on_listener(struct loop *l)
+{
+    for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
+        struct sockaddr_storage addr;
+        socklen_t alen = sizeof addr;
+        int fd = accept4(l->listen_fd, (struct sockaddr *)&addr, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: stop accepting for a moment rather
+                 * than spin on a listener that stays readable. */
+                log_warn("accept: %s; pausing accepts for 100 ms", strerror(errno));
+                epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+                l->accept_paused_until = l->now_ms + 100;
+            }
+            return;
+        }
+        conn_accept(l, fd, &addr);
+    }
+}
+
+static void resume_accepting(struct loop *l)
+{
+    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0)
+        return;
+    l->accept_paused_until = 0;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
+    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->listen_fd, &ev);
+}
+
+static void begin_stop(struct loop *l)
+{
+    if (l->stopping)
+        return;
+    l->stopping = true;
+    atomic_store_explicit(&server_stopping, true, memory_order_relaxed);
+    l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
+    /* Take what the kernel already accepted for us, then close: a
+     * connection left in the backlog would be reset. */
+    if (l->listen_fd >= 0 && !l->accept_paused_until)
+        on_listener(l);
+    stop_accepting(l);
+    log_info("stopping: %u connection(s) open, %u request(s) with the app", l->nconns,
+             l->outstanding_total);
+}
+
+static void on_signal(struct loop *l)
+{
+    struct signalfd_siginfo si;
+    while (read(l->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        switch (si.ssi_signo) {
+        case SIGTERM:
+        case SIGINT: begin_stop(l); break;
+        case SIGUSR1:
+            if (l->opt->stats)
+                stats_print_table(l->stats, stderr);
+            if (l->opt->stats_json)
+                stats_write_json(l->stats, l->opt->stats_json);
+            break;
+        case SIGUSR2:
+            stats_window_start(l->stats);
+            log_info("stats: new measurement window");
+            break;
+        }
+    }
+}
+
+static void drain_completions(struct loop *l, bool fd_ready)
+{
+    struct job *done[MAX_DRAIN];
+    size_t n;
+    do {
+        n = l->handoff->ops->drain(l->handoff, fd_ready, done, MAX_DRAIN);
+        fd_ready = false;
+        for (size_t i = 0; i < n; i++)
+            conn_on_message(done[i]->conn, done[i]);
+    } while (n == MAX_DRAIN);
+    /* Room in the queues again: submit what was held back. */
+    while (l->pending_head && l->outstanding_total < l->workers * l->capacity) {
+        struct conn *c = l->pending_head;
+        l->pending_head = c->pending_next;
+        if (!l->pending_head)
+            l->pending_tail = NULL;
+        conn_retry_submit(c);
+        if (c->pending)
+            break; /* still full */
+    }
+}
+
+static void expire_timers(struct loop *l)
+{
+    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        struct timer_link *t;
+        while ((t = timer_expired(lists[i], l->now_ms)) != NULL) {
+            struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, timer));
+            conn_on_timeout(c);
+        }
+    }
+}
+
+static int next_timeout_ms(struct loop *l)
+{
+    uint64_t t = 1000; /* at least once a second: date, stats window, shutdown */
+    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        uint64_t n = timer_next_ms(lists[i], l->now_ms);
+        if (n < t)
+            t = n;
+    }
+    if (l->accept_paused_until && l->accept_paused_until - l->now_ms < t)
+        t = l->accept_paused_until > l->now_ms ? l->accept_paused_until - l->now_ms : 0;
+    if (l->stopping)
+        t = t > 50 ? 50 : t;
+    return (int)t;
+}
+
+static bool drained(struct loop *l)
+{
+    return l->nconns == 0 && l->outstanding_total == 0;
+}
+
+unsigned loop_run(struct loop *l)
+{
+    struct epoll_event events[MAX_EVENTS];
+    const struct handoff_ops *hops = l->handoff ? l->handoff->ops : NULL;
+    uint64_t t_mark = monotonic_ns();
+    for (;;) {
+        int timeout = next_timeout_ms(l);
+        bool slept = false;
+        if (timeout != 0 && hops) {
+            if (hops->before_sleep(l->handoff, l->outstanding_total))
+                timeout = 0;
+            slept = true;
+        }
+        uint64_t t0 = monotonic_ns();
+        int n = epoll_wait(l->epfd, events, MAX_EVENTS, timeout);
+        uint64_t t1 = monotonic_ns();
+        if (slept)
+            hops->after_sleep(l->handoff);
+        STAT(counter_inc(&l->lstats.passes); counter_inc(&l->lstats.epoll_waits);
+             counter_add(&l->lstats.wait_ns, t1 - t0); counter_add(&l->lstats.pass_ns, t0 - t_mark));
+        t_mark = t1;
+        if (n < 0) {
+            if (errno != EINTR) {
+                log_error("epoll_wait: %s", strerror(errno));
+                break;
+            }
+            n = 0;
+        }
+        STAT(counter_add(&l->lstats.events, (uint64_t)n));
+        l->now_ms = coarse_ms();
+        bool handoff_ready = false;
+        for (int i = 0; i < n; i++) {
+            struct poll_src *src = events[i].data.ptr;
+            switch (src->kind) {
+            case POLL_CONN: conn_on_event((struct conn *)src, events[i].events); break;
+            case POLL_LISTENER: on_listener(l); break;
+            case POLL_HANDOFF: handoff_ready = true; break;
+            case POLL_SIGNAL: on_signal(l); break;
+            }
+        }
+        if (hops && (handoff_ready || hops->polled))
+            drain_completions(l, handoff_ready);
+        expire_timers(l);
+        resume_accepting(l);
+        if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {
+            l->window_at = 0;
+            stats_window_start(l->stats);
+        }
+        if (l->stopping) {
+            for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
+                next = c->next;
+                conn_stop_if_idle(c);
+            }
+            if (drained(l))
+                break;
+            if (l->now_ms >= l->stop_deadline_ms) {
+                log_warn("graceful timeout: %u request(s) still with the app, %u connection(s) open",
+                         l->outstanding_total, l->nconns);
+                break;
+            }
+        }
+    }
+    return l->outstanding_total;
+}
+
+void loop_destroy(struct loop *l)
+{
+    /* Connections whose job is still with the app are left alone: the pool
+     * may touch them. Only a clean stop frees everything. */
+    if (l->outstanding_total == 0)
+        while (l->conns.next != &l->conns)
+            conn_close(l->conns.next);
+    stop_accepting(l);
+    if (l->signal_fd >= 0)
+        close(l->signal_fd);
+    close(l->epfd);
+    jobs_free_all(l);
+    free(l->outstanding);
+}

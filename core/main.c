@@ -1,0 +1,106 @@
+/* main.c — cserve: parse options, start Python and import the app (so a bad
+ * app fails before anything listens), then serve as one worker or as the
+ * supervisor of several. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "../handoffs/handoff.h"
+#include "listen.h"
+#include "log.h"
+#include "options.h"
+#include "supervisor.h"
+#include "worker.h"
+#include "wsgi.h"
+
+const struct options *wsgi_options;
+
+/* apps/ next to the binary, or next to the directory it is in (for
+ * build-asan/cserve and the like). */
+static void default_app_dir(char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *dir = dirname(exe);
+    snprintf(out, cap, "%s/apps", dir);
+    char probe[PATH_MAX + 16];
+    snprintf(probe, sizeof probe, "%s/hello.py", out);
+    if (access(probe, R_OK) != 0)
+        snprintf(out, cap, "%s/../apps", dir);
+}
+
+/* Idle keep-alive connections are cheap; descriptors should not be the limit. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static struct options opt;
+    options_parse(&opt, argc, argv);
+    wsgi_options = &opt;
+
+    signal(SIGPIPE, SIG_IGN);
+    /* Signals are read from a signalfd by the loop (and the supervisor):
+     * block them before any thread exists so every thread inherits that. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    raise_fd_limit();
+
+    char apps[PATH_MAX];
+    default_app_dir(apps, sizeof apps);
+    if (opt.chdir_dir && chdir(opt.chdir_dir) != 0) {
+        fprintf(stderr, "cserve: error: --chdir %s: %s\n", opt.chdir_dir, strerror(errno));
+        return 2;
+    }
+    char app_name[PATH_MAX + 64];
+    if (opt.native_hello)
+        snprintf(app_name, sizeof app_name, "native-hello");
+    else if (opt.app_spec)
+        snprintf(app_name, sizeof app_name, "%s", opt.app_spec);
+    else
+        snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
+    if (!opt.native_hello)
+        wsgi_init(&opt, apps);
+
+    const char *mode = opt.native_hello ? "native hello, no Python"
+                     : opt.inline_app   ? "inline: the app runs on the loop thread"
+                                        : NULL;
+    char where[400];
+    if (opt.bind_unix)
+        snprintf(where, sizeof where, "unix:%s", opt.bind_unix);
+    else
+        snprintf(where, sizeof where, "http://%s:%d", opt.bind_host, opt.bind_port);
+    if (opt.workers > 1) {
+        log_info("cserve %s serving %s on %s (%u workers; %s)", CSERVE_VERSION, app_name, where,
+                 opt.workers, mode ? mode : opt.handoff->name);
+        return supervisor_run(&opt, app_name);
+    }
+    int fd = listen_open(&opt, false);
+    if (fd < 0)
+        return 1;
+    if (mode)
+        log_info("cserve %s serving %s on %s (%s)", CSERVE_VERSION, app_name, where, mode);
+    else
+        log_info("cserve %s serving %s on %s (handoff %s, %u blocking thread%s)", CSERVE_VERSION,
+                 app_name, where, opt.handoff->name, opt.blocking_threads,
+                 opt.blocking_threads == 1 ? "" : "s");
+    return worker_run(&opt, fd, 0, opt.stats_json, false, app_name);
+}

@@ -1,0 +1,50 @@
+/* options.h — the command line, parsed once at start-up into one struct. */
+#ifndef CSERVE_OPTIONS_H
+#define CSERVE_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CSERVE_VERSION "0.1.0"
+
+struct handoff_ops;
+
+struct options {
+    /* where */
+    char bind_host[256];
+    int bind_port;
+    const char *bind_unix; /* non-NULL for --bind unix:PATH */
+    const char *chdir_dir;
+    /* what */
+    const char *app_spec;     /* MODULE:CALLABLE; NULL = the default app */
+    bool native_hello;        /* --app native-hello */
+    bool inline_app;          /* --inline */
+    /* how many */
+    unsigned workers;
+    unsigned blocking_threads;
+    const struct handoff_ops *handoff;
+    long spin_iters;          /* -1 = backend default */
+    long spin_ns;             /* > 0: spin budget in time */
+    unsigned queue_capacity;  /* jobs per pool thread */
+    int backlog;
+    /* limits, in bytes and milliseconds */
+    size_t max_header_size;
+    uint64_t max_body_size;
+    unsigned header_timeout_ms;
+    unsigned keepalive_timeout_ms;
+    unsigned io_timeout_ms;
+    unsigned graceful_timeout_ms;
+    /* logs and instruments */
+    bool access_log;
+    const char *access_log_file; /* NULL = stderr */
+    bool stats;
+    const char *stats_json;
+    double stats_window_s;     /* window starts this long after start-up; 0 = at start */
+};
+
+/* Parse argv into o. On --help/--version prints and exits 0; on a bad option
+ * prints one line naming the problem and exits 2. */
+void options_parse(struct options *o, int argc, char **argv);
+
+#endif

@@ -1,0 +1,213 @@
+/* pool.c — pool threads: take a job, run the app with the GIL held, post the
+ * response; hold the GIL while there is work and drop it only to wait. */
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../handoffs/handoff.h"
+#include "app.h"
+#include "futex.h"
+#include "job.h"
+#include "log.h"
+#include "pool.h"
+#include "stats.h"
+#include "wsgi.h"
+
+struct pool_thread {
+    pthread_t thread;
+    unsigned index;
+    struct pool *pool;
+    struct pool_stats *stats;
+    _Atomic bool exited;
+};
+
+struct pool {
+    struct handoff *handoff;
+    struct stats *stats;
+    unsigned n;
+    PyInterpreterState *interp;
+    struct pool_thread *threads;
+    _Atomic unsigned registered; /* threads that have put themselves in the stats */
+};
+
+/* The pool thread running on this OS thread; NULL on the loop thread. */
+static _Thread_local struct pool_thread *self;
+static PyThreadState *inline_state;
+
+void pool_set_inline_state(void *thread_state) { inline_state = thread_state; }
+
+bool job_streams(void) { return self != NULL; }
+
+static void post(struct job *job, enum job_msg msg)
+{
+    job->msg = msg;
+    job->msg_buf = job->fill_buf;
+    if (!self)
+        return; /* inline: the loop takes the message when the app returns */
+    struct handoff *h = self->pool->handoff;
+    if (msg != JOB_DONE)
+        STAT(counter_inc(&self->stats->messages));
+    if (h->ops->complete(h, self->index, job) != 0)
+        log_error("handoff complete failed: %s", strerror(errno));
+}
+
+/* Wait for the loop's answer to the message in flight, without the GIL. */
+static void await_ack(struct job *job)
+{
+    if (!job->awaiting_ack)
+        return;
+    uint32_t want = job->acks_seen + 1;
+    /* A2: acquire — pairs with the release A1 in job_ack (conn_body.c), so
+     * the window, EOF/error and conn_lost the loop wrote are visible here. */
+    if (atomic_load_explicit(&job->ack, memory_order_acquire) != want) {
+        PyThreadState *ts = PyEval_SaveThread();
+        STAT(counter_inc(&self->stats->gil_releases));
+        while (atomic_load_explicit(&job->ack, memory_order_acquire) != want)
+            futex_wait(&job->ack, want - 1);
+        PyEval_RestoreThread(ts);
+    }
+    job->acks_seen = want;
+    job->awaiting_ack = false;
+}
+
+void job_flush(struct job *job)
+{
+    if (!self)
+        return;
+    await_ack(job); /* the other buffer is written out and free again */
+    post(job, JOB_FLUSH);
+    job->awaiting_ack = true;
+    job->fill_buf ^= 1;
+    job->out[job->fill_buf].len = 0;
+}
+
+void job_need_body(struct job *job)
+{
+    if (!self) {
+        job->body.eof = true; /* inline: the loop read the whole body first */
+        return;
+    }
+    await_ack(job);
+    post(job, JOB_NEED_BODY);
+    job->awaiting_ack = true;
+    await_ack(job);
+}
+
+void job_done(struct job *job)
+{
+    await_ack(job);
+    post(job, JOB_DONE);
+}
+
+static void *pool_main(void *arg)
+{
+    struct pool_thread *t = arg;
+    struct pool *p = t->pool;
+    struct handoff *h = p->handoff;
+    const struct handoff_ops *ops = h->ops;
+    char name[16];
+    snprintf(name, sizeof name, "cserve-pool-%u", t->index);
+    pthread_setname_np(pthread_self(), name);
+    stats_register_self(p->stats, t->index + 1, name, "pool");
+    atomic_fetch_add(&p->registered, 1);
+    self = t;
+
+    PyThreadState *ts = PyThreadState_New(p->interp);
+    PyEval_RestoreThread(ts);
+    for (;;) {
+        struct job *job = ops->try_take ? ops->try_take(h, t->index) : NULL;
+        if (!job) {
+            PyEval_SaveThread();
+            STAT(counter_inc(&t->stats->gil_releases));
+            job = ops->take(h, t->index);
+            PyEval_RestoreThread(ts);
+            if (!job)
+                break;
+        }
+        wsgi_handle(job);
+        counter_inc(&t->stats->requests);
+    }
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent();
+    atomic_store(&t->exited, true);
+    return NULL;
+}
+
+struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats)
+{
+    struct pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->handoff = h;
+    p->stats = stats;
+    p->n = n;
+    p->interp = PyInterpreterState_Main();
+    p->threads = calloc(n, sizeof *p->threads);
+    if (!p->threads) {
+        free(p);
+        return NULL;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        struct pool_thread *t = &p->threads[i];
+        t->index = i;
+        t->pool = p;
+        t->stats = &stats->pool[i];
+        int err = pthread_create(&t->thread, NULL, pool_main, t);
+        if (err) {
+            log_error("cannot start pool thread %u: %s", i, strerror(err));
+            h->ops->shutdown(h);
+            for (unsigned j = 0; j < i; j++)
+                pthread_join(p->threads[j].thread, NULL);
+            free(p->threads);
+            free(p);
+            return NULL;
+        }
+    }
+    /* The stats are complete (and no longer written) once all are in. */
+    while (atomic_load(&p->registered) < n)
+        usleep(100);
+    return p;
+}
+
+bool pool_stop(struct pool *p, unsigned wait_ms)
+{
+    p->handoff->ops->shutdown(p->handoff);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += wait_ms / 1000;
+    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    bool all = true;
+    for (unsigned i = 0; i < p->n; i++)
+        if (pthread_timedjoin_np(p->threads[i].thread, NULL, &deadline) != 0)
+            all = false;
+    if (all) {
+        free(p->threads);
+        free(p);
+    }
+    return all;
+}
+
+void inline_run(struct loop *l, struct job *job)
+{
+    (void)l;
+    /* The loop thread takes the GIL per request: holding it across
+     * epoll_wait would starve any thread the app started. */
+    PyEval_RestoreThread(inline_state);
+    wsgi_handle(job);
+    inline_state = PyEval_SaveThread();
+}
+
+void pool_restore_inline_state(void)
+{
+    PyEval_RestoreThread(inline_state);
+}

@@ -1,0 +1,24 @@
+/* response_head.h — the parts of a response head every responder shares:
+ * the status line with Server and Date first, and the connection fields last. */
+#ifndef CSERVE_RESPONSE_HEAD_H
+#define CSERVE_RESPONSE_HEAD_H
+
+#include <stddef.h>
+
+#include "buffer.h"
+
+struct job;
+
+/* Room every head needs beyond the app's own fields. */
+#define RESPONSE_HEAD_FIXED 128
+
+/* "HTTP/1.1 <status>\r\nServer: cserve\r\nDate: ...\r\n"; status is "200 OK".
+ * The caller reserved len(status) + RESPONSE_HEAD_FIXED bytes. */
+void response_head_start(struct buffer *out, const char *status, size_t status_len);
+
+/* The connection field (close, or keep-alive for a 1.0 client) and the empty
+ * line. Sets job->close_after when the connection must close. The caller
+ * reserved RESPONSE_HEAD_FIXED bytes. */
+void response_head_end(struct buffer *out, struct job *job);
+
+#endif

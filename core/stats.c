@@ -1,0 +1,259 @@
+/* stats.c — per-thread reports over a measurement window.
+ *
+ * CPU time comes from each thread's own CPU clock (pthread_getcpuclockid),
+ * read only when a report or a window starts: the hot path times nothing per
+ * request. A window subtracts a snapshot taken at its start, so counters are
+ * never written by anyone but their owning thread. */
+#include "stats.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../handoffs/handoff.h"
+#include "options.h"
+
+struct field {
+    const char *name;
+    size_t off;
+};
+
+#define F(type, name) {#name, offsetof(struct type, name)}
+static const struct field loop_fields[] = {
+    F(loop_stats, requests), F(loop_stats, passes), F(loop_stats, epoll_waits),
+    F(loop_stats, events), F(loop_stats, wait_ns), F(loop_stats, pass_ns), F(loop_stats, accepts),
+    F(loop_stats, reads), F(loop_stats, read_eagain), F(loop_stats, writes), F(loop_stats, closes),
+};
+static const struct field pool_fields[] = {
+    F(pool_stats, requests), F(pool_stats, gil_releases), F(pool_stats, messages),
+};
+static const struct field hloop_fields[] = {
+    F(handoff_loop_counters, submitted), F(handoff_loop_counters, full),
+    F(handoff_loop_counters, submit_syscalls), F(handoff_loop_counters, wakes_sent),
+    F(handoff_loop_counters, drained), F(handoff_loop_counters, drain_syscalls),
+    F(handoff_loop_counters, eagain), F(handoff_loop_counters, sleep_syscalls),
+    F(handoff_loop_counters, loop_parks),
+};
+static const struct field hworker_fields[] = {
+    F(handoff_worker_counters, taken), F(handoff_worker_counters, take_syscalls),
+    F(handoff_worker_counters, parks), F(handoff_worker_counters, spins),
+    F(handoff_worker_counters, yields), F(handoff_worker_counters, completed),
+    F(handoff_worker_counters, complete_syscalls), F(handoff_worker_counters, loop_wakes),
+};
+#undef F
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+
+static uint64_t get(const void *base, const struct field *f)
+{
+    return counter_get((const counter_t *)((const char *)base + f->off));
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double thread_cpu(const struct stats_thread_ref *t)
+{
+    struct timespec ts;
+    if (!t->name || clock_gettime(t->cpu_clock, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void snapshot(struct stats *s, struct stats_snapshot *snap)
+{
+    snap->t = now_s();
+    for (unsigned i = 0; i < s->nthreads; i++)
+        snap->cpu[i] = thread_cpu(&s->threads[i]);
+    for (size_t f = 0; f < COUNT(loop_fields); f++)
+        snap->loop[f] = get(s->loop, &loop_fields[f]);
+    for (unsigned i = 0; i + 1 < s->nthreads; i++)
+        for (size_t f = 0; f < COUNT(pool_fields); f++)
+            snap->pool[i][f] = get(&s->pool[i], &pool_fields[f]);
+    if (s->handoff) {
+        for (size_t f = 0; f < COUNT(hloop_fields); f++)
+            snap->hloop[f] = get(&s->handoff->loop, &hloop_fields[f]);
+        for (unsigned i = 0; i + 1 < s->nthreads && i < s->handoff->workers; i++)
+            for (size_t f = 0; f < COUNT(hworker_fields); f++)
+                snap->hworker[i][f] = get(&s->handoff->worker[i], &hworker_fields[f]);
+    }
+}
+
+void stats_register_self(struct stats *s, unsigned index, const char *name, const char *role)
+{
+    struct stats_thread_ref *t = &s->threads[index];
+    t->role = role;
+    t->tid = (pid_t)syscall(SYS_gettid);
+    pthread_getcpuclockid(pthread_self(), &t->cpu_clock);
+    t->name = strdup(name);
+    /* The window's CPU baseline for this thread is taken now: it may start
+     * after the window did. */
+    s->base.cpu[index] = thread_cpu(t);
+}
+
+void stats_window_start(struct stats *s)
+{
+    snapshot(s, &s->base);
+}
+
+/* The window's figures, as a reader wants them. */
+struct report {
+    struct stats_snapshot now;
+    double window;
+};
+
+static void report_take(struct stats *s, struct report *r)
+{
+    snapshot(s, &r->now);
+    r->window = r->now.t - s->base.t;
+}
+
+static uint64_t thread_requests(struct stats *s, struct report *r, unsigned i)
+{
+    if (i == 0)
+        return r->now.loop[0] - s->base.loop[0];
+    return r->now.pool[i - 1][0] - s->base.pool[i - 1][0];
+}
+
+void stats_print_table(struct stats *s, FILE *f)
+{
+    struct report *r = malloc(sizeof *r);
+    if (!r)
+        return;
+    report_take(s, r);
+    fprintf(f, "cserve stats: worker %u (pid %d), window %.2f s, handoff %s%s\n", s->worker_index,
+            (int)getpid(), r->window, s->handoff_name, s->inline_mode ? " (inline)" : "");
+    fprintf(f, "  %-16s %8s %9s %11s %9s\n", "thread", "util", "cpu s", "requests", "us/req");
+    for (unsigned i = 0; i < s->nthreads; i++) {
+        if (!s->threads[i].name)
+            continue;
+        double cpu = r->now.cpu[i] - s->base.cpu[i];
+        uint64_t req = thread_requests(s, r, i);
+        fprintf(f, "  %-16s %7.1f%% %9.3f %11llu %9.2f\n", s->threads[i].name,
+                r->window > 0 ? 100.0 * cpu / r->window : 0.0, cpu, (unsigned long long)req,
+                req ? cpu / (double)req * 1e6 : 0.0);
+    }
+    uint64_t req = r->now.loop[0] - s->base.loop[0];
+    double per = req ? 1.0 / (double)req : 0;
+    fprintf(f, "  loop per request:");
+    for (size_t k = 1; k < COUNT(loop_fields); k++) {
+        double v = (double)(r->now.loop[k] - s->base.loop[k]) * per;
+        if (loop_fields[k].name[strlen(loop_fields[k].name) - 1] == 's' &&
+            strstr(loop_fields[k].name, "_ns"))
+            fprintf(f, " %s=%.2fus", loop_fields[k].name, v / 1000.0);
+        else
+            fprintf(f, " %s=%.3f", loop_fields[k].name, v);
+    }
+    fprintf(f, "\n");
+    if (s->handoff) {
+        fprintf(f, "  handoff (loop) per request:");
+        for (size_t k = 0; k < COUNT(hloop_fields); k++)
+            fprintf(f, " %s=%.3f", hloop_fields[k].name,
+                    (double)(r->now.hloop[k] - s->base.hloop[k]) * per);
+        fprintf(f, "\n");
+        for (unsigned i = 0; i + 1 < s->nthreads && i < s->handoff->workers; i++) {
+            fprintf(f, "  handoff (pool-%u) per request:", i);
+            for (size_t k = 0; k < COUNT(hworker_fields); k++)
+                fprintf(f, " %s=%.3f", hworker_fields[k].name,
+                        (double)(r->now.hworker[i][k] - s->base.hworker[i][k]) * per);
+            fprintf(f, "\n");
+        }
+    }
+    fflush(f);
+    free(r);
+}
+
+static void json_counters(FILE *f, const struct field *fields, size_t n, const uint64_t *now,
+                          const uint64_t *base)
+{
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, "%s\"%s\": %llu", k ? ", " : "", fields[k].name,
+                (unsigned long long)(now[k] - base[k]));
+}
+
+void stats_print_worker_json(struct stats *s, FILE *f)
+{
+    struct report *r = malloc(sizeof *r);
+    if (!r)
+        return;
+    report_take(s, r);
+    fprintf(f, "{\"worker\": %u, \"pid\": %d, \"window_s\": %.6f, \"threads\": [", s->worker_index,
+            (int)getpid(), r->window);
+    bool first = true;
+    for (unsigned i = 0; i < s->nthreads; i++) {
+        const struct stats_thread_ref *t = &s->threads[i];
+        if (!t->name)
+            continue;
+        double cpu = r->now.cpu[i] - s->base.cpu[i];
+        uint64_t req = thread_requests(s, r, i);
+        double util = r->window > 0 ? cpu / r->window : 0;
+        if (util > 1)
+            util = 1; /* clock granularity at a window's edges */
+        fprintf(f, "%s\n    {\"name\": \"%s\", \"role\": \"%s\", \"tid\": %d, \"cpu_s\": %.6f, "
+                   "\"utilisation\": %.6f, \"requests\": %llu, ",
+                first ? "" : ",", t->name, t->role, (int)t->tid, cpu, util, (unsigned long long)req);
+        if (req)
+            fprintf(f, "\"us_per_request\": %.4f, ", cpu / (double)req * 1e6);
+        else
+            fprintf(f, "\"us_per_request\": null, ");
+        fprintf(f, "\"counters\": {");
+        if (i == 0) {
+            json_counters(f, loop_fields + 1, COUNT(loop_fields) - 1, r->now.loop + 1, s->base.loop + 1);
+            uint64_t w = r->now.loop[2] - s->base.loop[2], e = r->now.loop[3] - s->base.loop[3];
+            fprintf(f, ", \"events_per_wait\": %.4f, \"wait_s\": %.6f, \"pass_s\": %.6f",
+                    w ? (double)e / (double)w : 0.0,
+                    (double)(r->now.loop[4] - s->base.loop[4]) / 1e9,
+                    (double)(r->now.loop[5] - s->base.loop[5]) / 1e9);
+            if (s->handoff) {
+                fprintf(f, ", \"handoff\": {");
+                json_counters(f, hloop_fields, COUNT(hloop_fields), r->now.hloop, s->base.hloop);
+                fprintf(f, "}");
+            }
+        } else {
+            json_counters(f, pool_fields + 1, COUNT(pool_fields) - 1, r->now.pool[i - 1] + 1,
+                          s->base.pool[i - 1] + 1);
+            fprintf(f, ", \"app_calls\": %llu", (unsigned long long)req);
+            if (s->handoff) {
+                fprintf(f, ", \"handoff\": {");
+                json_counters(f, hworker_fields, COUNT(hworker_fields), r->now.hworker[i - 1],
+                              s->base.hworker[i - 1]);
+                fprintf(f, "}");
+            }
+        }
+        fprintf(f, "}}");
+        first = false;
+    }
+    fprintf(f, "\n  ]}");
+    free(r);
+}
+
+int stats_write_json(struct stats *s, const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    if (s->part_file) {
+        stats_print_worker_json(s, f); /* the supervisor merges the parts */
+    } else {
+        fprintf(f, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": \"%s\", "
+                   "\"instruments\": %s, \"workers\": [\n  ",
+                CSERVE_VERSION, s->handoff_name, s->inline_mode ? "true" : "false", s->app_name,
+                CSERVE_INSTRUMENTS ? "true" : "false");
+        stats_print_worker_json(s, f);
+        fprintf(f, "\n]}\n");
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,210 @@
+/* supervisor.c — the parent of --workers N processes.
+ *
+ * The supervisor opens every worker's listener itself (SO_REUSEPORT, one per
+ * worker slot) before forking, so a bad --bind fails before anything runs,
+ * and a worker that dies leaves its listener open: connections queue there
+ * until the respawned worker accepts them, instead of being reset. The app
+ * was imported before the fork, so a respawn costs a fork, not an import. */
+#include <Python.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../handoffs/handoff.h"
+#include "listen.h"
+#include "log.h"
+#include "options.h"
+#include "supervisor.h"
+#include "worker.h"
+
+struct slot {
+    pid_t pid;
+    int listen_fd;
+    double started;
+    unsigned quick_deaths; /* deaths within a second of starting, in a row */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void part_path(char *out, size_t cap, const char *path, unsigned i)
+{
+    snprintf(out, cap, "%s.worker%u", path, i);
+}
+
+static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
+{
+    bool python = !opt->native_hello;
+    if (python)
+        PyOS_BeforeFork();
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (python)
+            PyOS_AfterFork_Child();
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the supervisor */
+        for (unsigned j = 0; j < opt->workers; j++)
+            if (slots[j].listen_fd != slots[i].listen_fd)
+                close(slots[j].listen_fd);
+        char stats_path[4200];
+        if (opt->stats_json)
+            part_path(stats_path, sizeof stats_path, opt->stats_json, i);
+        exit(worker_run(opt, slots[i].listen_fd, i, opt->stats_json ? stats_path : NULL, true,
+                        app_name));
+    }
+    if (python)
+        PyOS_AfterFork_Parent();
+    if (pid < 0) {
+        log_error("fork: %s", strerror(errno));
+        return -1;
+    }
+    slots[i].pid = pid;
+    slots[i].started = now_s();
+    return pid;
+}
+
+static void forward(struct slot *slots, unsigned n, int sig)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (slots[i].pid > 0)
+            kill(slots[i].pid, sig);
+}
+
+static void merge_stats(const struct options *opt, const char *app_name)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", opt->stats_json);
+    FILE *out = fopen(tmp, "w");
+    if (!out)
+        return;
+    fprintf(out, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": \"%s\", "
+                 "\"instruments\": %s, \"workers\": [",
+            CSERVE_VERSION, opt->native_hello ? "none" : opt->inline_app ? "none (inline)" : opt->handoff->name,
+            opt->inline_app ? "true" : "false", app_name, CSERVE_INSTRUMENTS ? "true" : "false");
+    bool first = true;
+    for (unsigned i = 0; i < opt->workers; i++) {
+        char part[4200];
+        part_path(part, sizeof part, opt->stats_json, i);
+        FILE *in = fopen(part, "r");
+        if (!in)
+            continue;
+        fprintf(out, "%s\n  ", first ? "" : ",");
+        first = false;
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            fwrite(buf, 1, n, out);
+        fclose(in);
+        unlink(part);
+    }
+    fprintf(out, "\n]}\n");
+    if (fclose(out) == 0)
+        rename(tmp, opt->stats_json);
+}
+
+int supervisor_run(const struct options *opt, const char *app_name)
+{
+    unsigned n = opt->workers;
+    struct slot *slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return 1;
+    for (unsigned i = 0; i < n; i++) {
+        /* Unix sockets cannot share a port: all workers accept on one. */
+        slots[i].listen_fd = (opt->bind_unix && i > 0) ? slots[0].listen_fd : listen_open(opt, true);
+        if (slots[i].listen_fd < 0)
+            return 1;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    sigaddset(&set, SIGALRM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (sfd < 0) {
+        log_error("signalfd: %s", strerror(errno));
+        return 1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (spawn(opt, slots, i, app_name) < 0)
+            return 1;
+    prctl(PR_SET_NAME, "cserve-super");
+    bool stopping = false;
+    unsigned alive = n;
+    while (alive > 0) {
+        struct signalfd_siginfo si;
+        if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
+            continue;
+        switch (si.ssi_signo) {
+        case SIGCHLD: {
+            int status;
+            pid_t pid;
+            while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                for (unsigned i = 0; i < n; i++) {
+                    if (slots[i].pid != pid)
+                        continue;
+                    slots[i].pid = 0;
+                    if (stopping) {
+                        alive--;
+                        break;
+                    }
+                    if (WIFSIGNALED(status))
+                        log_warn("worker %u (pid %d) killed by signal %d; respawning", i, (int)pid,
+                                 WTERMSIG(status));
+                    else
+                        log_warn("worker %u (pid %d) exited with %d; respawning", i, (int)pid,
+                                 WEXITSTATUS(status));
+                    slots[i].quick_deaths = now_s() - slots[i].started < 1.0 ? slots[i].quick_deaths + 1 : 0;
+                    if (slots[i].quick_deaths >= 5) /* crash loop: slow down */
+                        usleep(500000);
+                    if (spawn(opt, slots, i, app_name) < 0)
+                        alive--;
+                    break;
+                }
+            }
+            break;
+        }
+        case SIGTERM:
+        case SIGINT:
+            if (!stopping) {
+                stopping = true;
+                log_info("supervisor: stopping %u worker(s)", alive);
+                forward(slots, n, (int)si.ssi_signo);
+                /* Nobody accepts on these any more: let new connections be
+                 * refused rather than queue. */
+                for (unsigned i = 0; i < n; i++)
+                    if (i == 0 || slots[i].listen_fd != slots[0].listen_fd)
+                        close(slots[i].listen_fd);
+                /* A worker past its own graceful timeout is stuck: kill it. */
+                alarm((unsigned)(opt->graceful_timeout_ms / 1000 + 5));
+            }
+            break;
+        case SIGALRM:
+            log_warn("supervisor: workers did not stop in time; killing them");
+            forward(slots, n, SIGKILL);
+            break;
+        default:
+            forward(slots, n, (int)si.ssi_signo);
+            break;
+        }
+    }
+    if (opt->stats_json)
+        merge_stats(opt, app_name);
+    free(slots);
+    log_info("supervisor: stopped");
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* worker.c — assemble a worker: handoff, pool threads, loop; then take it
+ * apart in the order that lets every thread finish what it holds. */
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../handoffs/handoff.h"
+#include "log.h"
+#include "loop.h"
+#include "options.h"
+#include "pool.h"
+#include "stats.h"
+#include "worker.h"
+#include "wsgi.h"
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
+               bool part, const char *app_name)
+{
+    bool python = !opt->native_hello;
+    bool pooled = python && !opt->inline_app;
+    unsigned nthreads = pooled ? opt->blocking_threads : 0;
+
+    struct stats *stats = calloc(1, sizeof *stats);
+    struct loop *loop = calloc(1, sizeof *loop);
+    if (!stats || !loop) {
+        log_error("out of memory");
+        return 1;
+    }
+    stats->worker_index = index;
+    stats->nthreads = 1 + nthreads;
+    stats->pool = calloc(nthreads ? nthreads : 1, sizeof *stats->pool);
+    stats->handoff_name = pooled ? opt->handoff->name : opt->inline_app ? "none (inline)" : "none";
+    stats->app_name = app_name;
+    stats->inline_mode = opt->inline_app;
+    stats->part_file = part;
+    stats->loop = &loop->lstats;
+    pthread_setname_np(pthread_self(), "cserve-loop");
+    stats_register_self(stats, 0, "cserve-loop", "loop");
+
+    struct handoff *h = NULL;
+    if (pooled) {
+        struct handoff_config cfg = {.workers = nthreads, .capacity = opt->queue_capacity,
+                                     .spin_iters = opt->spin_iters, .spin_ns = opt->spin_ns};
+        h = opt->handoff->create(&cfg);
+        if (!h) {
+            log_error("cannot create the %s handoff: %s", opt->handoff->name, strerror(errno));
+            return 1;
+        }
+        stats->handoff = h;
+    }
+    if (loop_init(loop, opt, listen_fd, h, nthreads, stats) != 0) {
+        log_error("cannot start the event loop: %s", strerror(errno));
+        return 1;
+    }
+    /* The loop's stats live in the loop struct, which loop_init cleared. */
+    stats->loop = &loop->lstats;
+
+    struct pool *pool = NULL;
+    PyThreadState *main_state = NULL;
+    if (pooled) {
+        pool = pool_start(h, nthreads, stats);
+        if (!pool)
+            return 1;
+        main_state = PyEval_SaveThread();
+    } else if (python) {
+        pool_set_inline_state(PyEval_SaveThread());
+    }
+    stats_window_start(stats);
+    if (opt->stats_window_s > 0)
+        loop->window_at = monotonic_s() + opt->stats_window_s;
+
+    unsigned abandoned = loop_run(loop);
+
+    /* Report while the pool threads exist: a dead thread has no CPU clock. */
+    if (opt->stats)
+        stats_print_table(stats, stderr);
+    if (stats_path && stats_write_json(stats, stats_path) != 0)
+        log_error("cannot write %s: %s", stats_path, strerror(errno));
+    bool joined = true;
+    if (pool)
+        joined = pool_stop(pool, abandoned ? 200 : 10000);
+    if (abandoned || !joined) {
+        /* An app thread still runs a request: nothing it may touch can be
+         * freed, and the interpreter cannot be finalised under it. */
+        log_warn("exiting with %u request(s) unfinished", abandoned);
+        fflush(NULL);
+        _exit(0);
+    }
+    loop_destroy(loop);
+    if (h)
+        h->ops->destroy(h);
+    if (python) {
+        if (main_state)
+            PyEval_RestoreThread(main_state);
+        else
+            pool_restore_inline_state();
+        wsgi_finalize();
+    }
+    for (unsigned i = 0; i < stats->nthreads; i++)
+        free((void *)stats->threads[i].name);
+    free(stats->pool);
+    free(stats);
+    free(loop);
+    log_info("stopped");
+    return 0;
+}

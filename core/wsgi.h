@@ -1,0 +1,23 @@
+/* wsgi.h — the bridge between a job and a PEP 3333 application. */
+#ifndef CSERVE_WSGI_H
+#define CSERVE_WSGI_H
+
+#include <stdbool.h>
+
+struct options;
+struct job;
+
+/* Initialise the interpreter, import the app (the default one when
+ * opt->app_spec is NULL, found at default_app_dir) and prepare the bridge.
+ * On failure prints one line naming the problem and exits 2. Returns with
+ * the GIL held by the calling thread. */
+void wsgi_init(const struct options *opt, const char *default_app_dir);
+
+/* Run the app for job; GIL held. Posts the response through pool.h's
+ * job_flush/job_done: when it returns, the job is the loop's. */
+void wsgi_handle(struct job *job);
+
+/* Finalise the interpreter (GIL held by the caller). */
+void wsgi_finalize(void);
+
+#endif

@@ -1,0 +1,339 @@
+/* wsgi_app.c — start the interpreter, import the app, and run one request:
+ * call the app, turn what it returns into bytes, always call close(). */
+#include "wsgi_internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "log.h"
+#include "options.h"
+#include "pool.h"
+#include "wsgi.h"
+
+struct wsgi_state W;
+
+#define FLUSH_AT (256 * 1024) /* a buffered body this large is written before more is added */
+
+static void die_import(const char *spec, const char *why) __attribute__((noreturn));
+static void die_import(const char *spec, const char *why)
+{
+    fprintf(stderr, "cserve: error: cannot import app '%s': %s\n", spec, why);
+    exit(2);
+}
+
+/* The pending exception as "Type: message", for one-line errors. */
+static void exception_line(char *out, size_t cap)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    const char *tname = type ? ((PyTypeObject *)type)->tp_name : "error";
+    PyObject *msg = value ? PyObject_Str(value) : NULL;
+    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    snprintf(out, cap, "%s%s%s", tname, m && *m ? ": " : "", m ? m : "");
+    PyErr_Clear();
+    Py_XDECREF(msg);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static PyObject *import_app(const char *spec)
+{
+    const char *colon = strrchr(spec, ':');
+    char module[512];
+    size_t mlen = (size_t)(colon - spec);
+    if (mlen == 0 || mlen >= sizeof module || !colon[1])
+        die_import(spec, "expected MODULE:CALLABLE");
+    memcpy(module, spec, mlen);
+    module[mlen] = '\0';
+    char why[1024];
+    PyObject *mod = PyImport_ImportModule(module);
+    if (!mod) {
+        exception_line(why, sizeof why);
+        die_import(spec, why);
+    }
+    /* CALLABLE may be a dotted path inside the module. */
+    PyObject *obj = mod;
+    char attr[512];
+    snprintf(attr, sizeof attr, "%s", colon + 1);
+    for (char *part = strtok(attr, "."); part; part = strtok(NULL, ".")) {
+        PyObject *next = PyObject_GetAttrString(obj, part);
+        Py_DECREF(obj);
+        if (!next) {
+            PyErr_Clear();
+            snprintf(why, sizeof why, "module '%s' has no attribute '%s'", module, colon + 1);
+            die_import(spec, why);
+        }
+        obj = next;
+    }
+    if (!PyCallable_Check(obj)) {
+        snprintf(why, sizeof why, "'%s' is a %s, not a callable", colon + 1, Py_TYPE(obj)->tp_name);
+        die_import(spec, why);
+    }
+    return obj;
+}
+
+static void prepend_sys_path(const char *dir)
+{
+    PyObject *path = PySys_GetObject("path"); /* borrowed */
+    PyObject *d = PyUnicode_DecodeFSDefault(dir);
+    if (path && d)
+        PyList_Insert(path, 0, d);
+    Py_XDECREF(d);
+}
+
+void wsgi_init(const struct options *opt, const char *default_app_dir)
+{
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0; /* the loop owns signals (signalfd) */
+    config.parse_argv = 0;
+    PyStatus st = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(st)) {
+        fprintf(stderr, "cserve: error: cannot start Python: %s\n", st.err_msg ? st.err_msg : "?");
+        exit(2);
+    }
+    const char *spec = opt->app_spec;
+    if (spec) {
+        char cwd[4096];
+        prepend_sys_path(getcwd(cwd, sizeof cwd) ? cwd : ".");
+    } else {
+        prepend_sys_path(default_app_dir);
+        spec = "hello:application";
+    }
+    W.app = import_app(spec);
+
+    W.errors = PySys_GetObject("stderr");
+    Py_XINCREF(W.errors);
+    if (PyType_Ready(&InputType) < 0 || PyType_Ready(&ResponderType) < 0 ||
+        PyType_Ready(&FileWrapperType) < 0 || environ_init() < 0) {
+        PyErr_Print();
+        fprintf(stderr, "cserve: error: cannot prepare the WSGI bridge\n");
+        exit(2);
+    }
+    W.s_close = PyUnicode_InternFromString("close");
+    W.s_fileno = PyUnicode_InternFromString("fileno");
+    W.s_tell = PyUnicode_InternFromString("tell");
+}
+
+void wsgi_finalize(void)
+{
+    Py_CLEAR(W.app);
+    Py_FinalizeEx();
+}
+
+/* Log the pending exception with its traceback on stderr (not sys.last_*:
+ * that would keep the failed request's frames alive). */
+static void log_app_exception(struct job *job, const char *what)
+{
+    log_error("%s (%.*s %.*s)", what, (int)job->req.method_len, job->req.method,
+              (int)job->req.target_len, job->req.target);
+    PyErr_PrintEx(0);
+}
+
+/* Nothing was sent: replace whatever was buffered with a plain error. */
+static void respond_error(Responder *r, int status)
+{
+    struct job *job = r->job;
+    const char *line = status == 413 ? "413 Content Too Large"
+                     : status == 400 ? "400 Bad Request"
+                     : "500 Internal Server Error";
+    const char *text = line + 4;
+    job->out[job->fill_buf].len = 0;
+    Py_CLEAR(r->status);
+    Py_CLEAR(r->headers);
+    r->status = PyUnicode_FromString(line);
+    r->headers = Py_BuildValue("[(ss)]", "Content-Type", "text/plain; charset=utf-8");
+    r->content_length = -1;
+    r->chunked = false;
+    r->body_sent = 0;
+    job->close_after = true;
+    r->code = status;
+    if (!r->status || !r->headers || responder_send_head(r, (int64_t)strlen(text)) < 0 ||
+        responder_body(r, text, strlen(text)) < 0) {
+        PyErr_Clear();
+        job->incomplete = true; /* cannot even say 500: just close */
+    }
+}
+
+/* A regular file behind a wsgi.file_wrapper goes out with sendfile from
+ * the loop. Returns 1 if handled, 0 to iterate it instead, -1 on error. */
+static int try_sendfile(Responder *r, FileWrapper *fw)
+{
+    struct job *job = r->job;
+    PyObject *fno = PyObject_CallMethodNoArgs(fw->filelike, W.s_fileno);
+    if (!fno) {
+        PyErr_Clear();
+        return 0;
+    }
+    long fd = PyLong_AsLong(fno);
+    Py_DECREF(fno);
+    struct stat stt;
+    if (fd < 0 || PyErr_Occurred() || fstat((int)fd, &stt) != 0 || !S_ISREG(stt.st_mode)) {
+        PyErr_Clear();
+        return 0;
+    }
+    off_t off = lseek((int)fd, 0, SEEK_CUR);
+    PyObject *pos = PyObject_CallMethodNoArgs(fw->filelike, W.s_tell);
+    if (pos) {
+        off = (off_t)PyLong_AsLongLong(pos);
+        Py_DECREF(pos);
+    }
+    if (PyErr_Occurred() || off < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    uint64_t len = stt.st_size > off ? (uint64_t)(stt.st_size - off) : 0;
+    if (r->content_length >= 0 && (uint64_t)r->content_length < len)
+        len = (uint64_t)r->content_length;
+    if (responder_send_head(r, (int64_t)len) < 0)
+        return -1;
+    if (r->no_body || len == 0)
+        return 1;
+    int dupfd = fcntl((int)fd, F_DUPFD_CLOEXEC, 0);
+    if (dupfd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    if (r->chunked) { /* a 1.1 response without Content-Length cannot happen here */
+        close(dupfd);
+        return 0;
+    }
+    job->file_fd = dupfd;
+    job->file_off = off;
+    job->file_len = len;
+    r->body_sent = len;
+    return 1;
+}
+
+/* Feed the app's iterable to the responder. 0, or -1 with an exception. */
+static int consume(Responder *r, PyObject *result)
+{
+    struct job *job = r->job;
+    if (PyList_CheckExact(result) || PyTuple_CheckExact(result)) {
+        /* The whole body exists already: buffer it and send it with a
+         * Content-Length, flushing only to bound the buffer. */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(result);
+        PyObject **items = PySequence_Fast_ITEMS(result);
+        int64_t total = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!PyBytes_Check(items[i])) {
+                PyErr_Format(PyExc_TypeError, "the app's body item %zd is %s, not bytes", i,
+                             Py_TYPE(items[i])->tp_name);
+                return -1;
+            }
+            total += PyBytes_GET_SIZE(items[i]);
+        }
+        if (responder_send_head(r, total) < 0)
+            return -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (responder_body(r, PyBytes_AS_STRING(items[i]), (size_t)PyBytes_GET_SIZE(items[i])) < 0)
+                return -1;
+            if (job->out[job->fill_buf].len >= FLUSH_AT && !job->conn_lost)
+                job_flush(job);
+        }
+        return 0;
+    }
+    if (Py_IS_TYPE(result, &FileWrapperType)) {
+        int handled = try_sendfile(r, (FileWrapper *)result);
+        if (handled != 0)
+            return handled < 0 ? -1 : 0;
+    }
+    PyObject *it = PyObject_GetIter(result);
+    if (!it)
+        return -1;
+    PyObject *item;
+    while (!job->conn_lost && (item = PyIter_Next(it)) != NULL) {
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "the app yielded %s, not bytes", Py_TYPE(item)->tp_name);
+            Py_DECREF(item);
+            Py_DECREF(it);
+            return -1;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(item);
+        int rc = len ? responder_body(r, PyBytes_AS_STRING(item), (size_t)len) : 0;
+        Py_DECREF(item);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+        /* PEP 3333: a yielded block is not held back while the app makes
+         * the next one. */
+        if (len && r->headers_sent && job_streams() && !job->conn_lost)
+            job_flush(job);
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int call_close(PyObject *result)
+{
+    if (!PyObject_HasAttr(result, W.s_close))
+        return 0;
+    PyObject *rv = PyObject_CallMethodNoArgs(result, W.s_close);
+    if (!rv)
+        return -1;
+    Py_DECREF(rv);
+    return 0;
+}
+
+void wsgi_handle(struct job *job)
+{
+    job->fill_buf = 0;
+    job->out[0].len = 0;
+    PyObject *input = input_new(job);
+    Responder *r = responder_new(job);
+    PyObject *environ = input && r ? environ_build(job, input) : NULL;
+    PyObject *result = NULL;
+    if (environ) {
+        PyObject *args[2] = {environ, (PyObject *)r};
+        result = PyObject_Vectorcall(W.app, args, 2, NULL);
+    }
+    int failed = result ? consume(r, result) : -1;
+    if (failed && job->conn_lost)
+        PyErr_Clear(); /* the client left: nothing to report */
+    else if (failed)
+        log_app_exception(job, r && r->headers_sent ? "app failed after the response began"
+                                                    : "app failed");
+    if (result && call_close(result) < 0) {
+        log_app_exception(job, "the response's close() failed");
+        failed = -1;
+    }
+    Py_XDECREF(result);
+    if (!r) {
+        job->incomplete = true;
+        job->close_after = true;
+        PyErr_Clear();
+    } else if (failed && !r->headers_sent && !job->conn_lost) {
+        respond_error(r, job->body.error > 0 ? job->body.error : 500);
+    } else if (failed) {
+        job->incomplete = true; /* never a body that looks complete */
+        job->close_after = true;
+    } else if (responder_send_head(r, (int64_t)r->body_sent) < 0 || responder_end(r) < 0) {
+        log_app_exception(job, "bad response");
+        if (!r->headers_sent)
+            respond_error(r, 500);
+        else
+            job->incomplete = true;
+    }
+    if (r) {
+        job->status = r->code;
+        job->body_bytes = r->body_sent;
+        r->job = NULL;
+        Py_DECREF(r);
+    }
+    PyErr_Clear();
+    if (input) {
+        input_detach(input);
+        Py_DECREF(input);
+    }
+    Py_XDECREF(environ);
+    job_done(job);
+}

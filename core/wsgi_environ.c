@@ -1,0 +1,222 @@
+/* wsgi_environ.c — the environ dict (PEP 3333), built per request from the
+ * parsed views: a copy of a template holding the per-server keys, then the
+ * request's own. HTTP_* keys are interned once per header name and cached. */
+#include "wsgi_internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "options.h"
+
+extern const struct options *wsgi_options; /* set by worker start-up */
+
+#define KEY_CACHE_SLOTS 512
+#define KEY_NAME_MAX 64
+
+struct key_slot {
+    char name[KEY_NAME_MAX]; /* lower-case header name */
+    size_t len;
+    PyObject *key;           /* interned "HTTP_..." */
+};
+
+static struct key_slot key_cache[KEY_CACHE_SLOTS];
+
+static PyObject *interned(const char *s)
+{
+    return PyUnicode_InternFromString(s);
+}
+
+int environ_init(void)
+{
+    const struct options *opt = wsgi_options;
+    W.k_request_method = interned("REQUEST_METHOD");
+    W.k_path_info = interned("PATH_INFO");
+    W.k_query_string = interned("QUERY_STRING");
+    W.k_content_type = interned("CONTENT_TYPE");
+    W.k_content_length = interned("CONTENT_LENGTH");
+    W.k_server_protocol = interned("SERVER_PROTOCOL");
+    W.k_remote_addr = interned("REMOTE_ADDR");
+    W.k_remote_port = interned("REMOTE_PORT");
+    W.k_input = interned("wsgi.input");
+    W.v_http10 = interned("HTTP/1.0");
+    W.v_http11 = interned("HTTP/1.1");
+    W.v_empty = interned("");
+
+    PyObject *t = PyDict_New();
+    if (!t)
+        return -1;
+    const char *name = opt->bind_unix ? opt->bind_unix : opt->bind_host;
+    char port[16];
+    snprintf(port, sizeof port, "%d", opt->bind_unix ? 0 : opt->bind_port);
+    PyObject *wrapper = (PyObject *)&FileWrapperType;
+    int err = 0;
+    err |= PyDict_SetItemString(t, "SCRIPT_NAME", W.v_empty);
+    err |= PyDict_SetItemString(t, "SERVER_NAME", PyUnicode_FromString(name));
+    err |= PyDict_SetItemString(t, "SERVER_PORT", PyUnicode_FromString(port));
+    err |= PyDict_SetItemString(t, "SERVER_SOFTWARE", PyUnicode_FromString("cserve/" CSERVE_VERSION));
+    err |= PyDict_SetItemString(t, "wsgi.version", Py_BuildValue("(ii)", 1, 0));
+    err |= PyDict_SetItemString(t, "wsgi.url_scheme", PyUnicode_FromString("http"));
+    err |= PyDict_SetItemString(t, "wsgi.errors", W.errors ? W.errors : Py_None);
+    err |= PyDict_SetItemString(t, "wsgi.multithread", opt->blocking_threads > 1 ? Py_True : Py_False);
+    err |= PyDict_SetItemString(t, "wsgi.multiprocess", opt->workers > 1 ? Py_True : Py_False);
+    err |= PyDict_SetItemString(t, "wsgi.run_once", Py_False);
+    err |= PyDict_SetItemString(t, "wsgi.input_terminated", Py_True);
+    err |= PyDict_SetItemString(t, "wsgi.file_wrapper", wrapper);
+    if (err)
+        return -1;
+    W.environ_template = t;
+    return 0;
+}
+
+/* "HTTP_" + upper-cased name with '-' as '_'; NULL (no exception) when the
+ * name holds '_': such fields are dropped, so "X_Forwarded_For" cannot pose
+ * as "X-Forwarded-For" once both are spelled HTTP_X_FORWARDED_FOR. */
+static PyObject *http_key(const char *name, size_t len, bool *dropped)
+{
+    *dropped = memchr(name, '_', len) != NULL;
+    if (*dropped)
+        return NULL;
+    uint32_t h = 2166136261u;
+    char lower[KEY_NAME_MAX];
+    bool cacheable = len < KEY_NAME_MAX;
+    for (size_t i = 0; cacheable && i < len; i++) {
+        lower[i] = (char)tolower((unsigned char)name[i]);
+        h = (h ^ (unsigned char)lower[i]) * 16777619u;
+    }
+    struct key_slot *slot = NULL;
+    if (cacheable) {
+        for (unsigned probe = 0; probe < 8; probe++) {
+            struct key_slot *s = &key_cache[(h + probe) % KEY_CACHE_SLOTS];
+            if (s->key && s->len == len && memcmp(s->name, lower, len) == 0) {
+                Py_INCREF(s->key);
+                return s->key;
+            }
+            if (!s->key) {
+                slot = s;
+                break;
+            }
+        }
+    }
+    char *buf = malloc(len + 6);
+    if (!buf)
+        return PyErr_NoMemory();
+    memcpy(buf, "HTTP_", 5);
+    for (size_t i = 0; i < len; i++) {
+        char ch = (char)toupper((unsigned char)name[i]);
+        buf[5 + i] = ch == '-' ? '_' : ch;
+    }
+    buf[5 + len] = '\0';
+    PyObject *key = PyUnicode_DecodeLatin1(buf, (Py_ssize_t)len + 5, NULL);
+    free(buf);
+    if (!key)
+        return NULL;
+    PyUnicode_InternInPlace(&key);
+    if (slot) {
+        memcpy(slot->name, lower, len);
+        slot->len = len;
+        slot->key = key;
+        Py_INCREF(key);
+    }
+    return key;
+}
+
+/* Set key to value, or append ", value" ("; value" for Cookie) if present. */
+static int set_or_join(PyObject *env, PyObject *key, const char *v, size_t vlen, bool cookie)
+{
+    PyObject *value = PyUnicode_DecodeLatin1(v, (Py_ssize_t)vlen, NULL);
+    if (!value)
+        return -1;
+    PyObject *old = PyDict_GetItemWithError(env, key); /* borrowed */
+    if (old) {
+        PyObject *sep = PyUnicode_FromString(cookie ? "; " : ", ");
+        PyObject *a = sep ? PyUnicode_Concat(old, sep) : NULL;
+        PyObject *joined = a ? PyUnicode_Concat(a, value) : NULL;
+        Py_XDECREF(sep);
+        Py_XDECREF(a);
+        Py_DECREF(value);
+        if (!joined)
+            return -1;
+        value = joined;
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(value);
+        return -1;
+    }
+    int rc = PyDict_SetItem(env, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static int set_latin1(PyObject *env, PyObject *key, const char *v, size_t len)
+{
+    PyObject *value = PyUnicode_DecodeLatin1(v, (Py_ssize_t)len, NULL);
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItem(env, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static _Thread_local char *path_scratch;
+static _Thread_local size_t path_scratch_cap;
+
+PyObject *environ_build(struct job *job, PyObject *input)
+{
+    PyObject *env = PyDict_Copy(W.environ_template);
+    if (!env)
+        return NULL;
+    const struct http_request *req = &job->req;
+    const struct http_target *t = &job->target;
+    if (path_scratch_cap < t->path_len + 1) {
+        char *p = realloc(path_scratch, t->path_len + 64);
+        if (!p)
+            goto fail;
+        path_scratch = p;
+        path_scratch_cap = t->path_len + 64;
+    }
+    size_t plen = http_percent_decode(t->path, t->path_len, path_scratch);
+    if (set_latin1(env, W.k_request_method, req->method, req->method_len) < 0 ||
+        set_latin1(env, W.k_path_info, path_scratch, plen) < 0 ||
+        (t->query_len ? set_latin1(env, W.k_query_string, t->query, t->query_len)
+                      : PyDict_SetItem(env, W.k_query_string, W.v_empty)) < 0 ||
+        PyDict_SetItem(env, W.k_server_protocol,
+                       req->minor_version == 0 ? W.v_http10 : W.v_http11) < 0 ||
+        set_latin1(env, W.k_remote_addr, job->remote_addr, strlen(job->remote_addr)) < 0 ||
+        set_latin1(env, W.k_remote_port, job->remote_port, strlen(job->remote_port)) < 0 ||
+        PyDict_SetItem(env, W.k_input, input) < 0)
+        goto fail;
+    if (job->framing.body == HTTP_BODY_LENGTH) {
+        char cl[24];
+        int n = snprintf(cl, sizeof cl, "%llu", (unsigned long long)job->framing.content_length);
+        if (set_latin1(env, W.k_content_length, cl, (size_t)n) < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const struct http_header *h = &req->headers[i];
+        if (http_token_eq(h->name, h->name_len, "content-length") ||
+            http_token_eq(h->name, h->name_len, "transfer-encoding"))
+            continue; /* framing: CONTENT_LENGTH above says what the app gets */
+        if (http_token_eq(h->name, h->name_len, "content-type")) {
+            if (set_or_join(env, W.k_content_type, h->value, h->value_len, false) < 0)
+                goto fail;
+            continue;
+        }
+        bool dropped;
+        PyObject *key = http_key(h->name, h->name_len, &dropped);
+        if (!key) {
+            if (dropped)
+                continue;
+            goto fail;
+        }
+        int rc = set_or_join(env, key, h->value, h->value_len,
+                             http_token_eq(h->name, h->name_len, "cookie"));
+        Py_DECREF(key);
+        if (rc < 0)
+            goto fail;
+    }
+    return env;
+fail:
+    Py_DECREF(env);
+    return NULL;
+}

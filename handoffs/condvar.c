@@ -1,0 +1,244 @@
+/* condvar.c — mutex + condvar queue per worker; one locked completion queue
+ * plus an eventfd for the loop (libuv threadpool style).
+ *
+ * submit: lock, push, unlock, and signal only if the worker is waiting (a futex
+ * wake). Worker: futex wait in pthread_cond_wait when its queue is empty.
+ * complete: lock, push, unlock, and write the eventfd only when the completion
+ * queue went from empty to non-empty. Loop: epoll + one eventfd read per drain,
+ * then the whole batch under the lock. */
+#include "handoff.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "aligned.h"
+#include "ptr_fifo.h"
+
+struct condvar_worker {
+    pthread_mutex_t lock;
+    pthread_cond_t nonempty;
+    struct ptr_fifo queue; /* under lock */
+    bool waiting;          /* under lock: the worker is (about to be) in cond_wait */
+    bool stopping;         /* under lock */
+} __attribute__((aligned(CACHE_LINE)));
+
+struct condvar_handoff {
+    struct handoff base;
+    struct condvar_worker *w;
+    unsigned inited; /* workers whose lock/cond/queue exist (for cleanup) */
+    pthread_mutex_t done_lock;
+    struct ptr_fifo done; /* completions from all workers, under done_lock */
+    int done_efd;         /* readable while completions may be waiting */
+    bool cut_short;       /* loop-only: the last drain stopped at max */
+    bool done_inited;
+};
+
+static void condvar_destroy(struct handoff *base)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    if (!h)
+        return;
+    for (unsigned i = 0; i < h->inited; i++) {
+        pthread_mutex_destroy(&h->w[i].lock);
+        pthread_cond_destroy(&h->w[i].nonempty);
+        ptr_fifo_destroy(&h->w[i].queue);
+    }
+    free(h->w);
+    if (h->done_inited) {
+        pthread_mutex_destroy(&h->done_lock);
+        ptr_fifo_destroy(&h->done);
+    }
+    if (h->done_efd >= 0)
+        close(h->done_efd);
+    handoff_free(h);
+}
+
+static struct handoff *condvar_create(const struct handoff_config *cfg)
+{
+    struct condvar_handoff *h = handoff_alloc(&handoff_condvar, cfg, sizeof *h);
+    if (!h)
+        return NULL;
+    h->done_efd = -1;
+    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    if (!h->w)
+        goto err;
+    for (; h->inited < cfg->workers; h->inited++) {
+        struct condvar_worker *w = &h->w[h->inited];
+        if (ptr_fifo_init(&w->queue, cfg->capacity) < 0)
+            goto err;
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->nonempty, NULL);
+    }
+    /* Every outstanding job can be completed at once: workers x capacity. */
+    if (ptr_fifo_init(&h->done, cfg->workers * cfg->capacity) < 0)
+        goto err;
+    pthread_mutex_init(&h->done_lock, NULL);
+    h->done_inited = true;
+    h->done_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->done_efd < 0)
+        goto err;
+    return &h->base;
+err:;
+    int saved = errno ? errno : ENOMEM;
+    condvar_destroy(&h->base);
+    errno = saved;
+    return NULL;
+}
+
+static int condvar_submit(struct handoff *base, unsigned wi, struct job *job)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    struct condvar_worker *w = &h->w[wi];
+    pthread_mutex_lock(&w->lock);
+    if (!ptr_fifo_push(&w->queue, job)) {
+        pthread_mutex_unlock(&w->lock);
+        counter_inc(&base->loop.full);
+        return HANDOFF_FULL;
+    }
+    /* Take the waiting flag with the push, under the lock: one signal per wait,
+     * and none at all while the worker is busy (libuv: signal only if idle). */
+    bool wake = w->waiting;
+    w->waiting = false;
+    pthread_mutex_unlock(&w->lock);
+    counter_inc(&base->loop.submitted);
+    if (wake) {
+        pthread_cond_signal(&w->nonempty); /* a FUTEX_WAKE */
+        counter_inc(&base->loop.submit_syscalls);
+        counter_inc(&base->loop.wakes_sent);
+    }
+    return HANDOFF_OK;
+}
+
+static int condvar_watch(struct handoff *base, int epfd, uint64_t tag)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, h->done_efd, &ev);
+}
+
+/* Reset the eventfd *before* taking the batch. A completion pushed after our
+ * take found the queue empty and writes the eventfd after its push, so it is
+ * seen by the next epoll_wait; one pushed before the take is in this batch.
+ * Resetting after the take instead could swallow the write for an item that
+ * arrived in between, and the loop would sleep on a non-empty queue.
+ * A continuation call (the last drain returned max) skips the read: this
+ * round's reset already happened, and an extra read would only find EAGAIN. */
+static size_t condvar_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    if (fd_ready && !h->cut_short) {
+        uint64_t v;
+        counter_inc(&base->loop.drain_syscalls);
+        if (read(h->done_efd, &v, sizeof v) < 0 && errno == EAGAIN)
+            counter_inc(&base->loop.eagain);
+    }
+    size_t got = 0;
+    pthread_mutex_lock(&h->done_lock);
+    while (got < max && (out[got] = ptr_fifo_pop(&h->done)) != NULL)
+        got++;
+    pthread_mutex_unlock(&h->done_lock);
+    h->cut_short = got == max;
+    counter_add(&base->loop.drained, got);
+    return got;
+}
+
+static bool condvar_before_sleep(struct handoff *base, unsigned outstanding)
+{
+    (void)outstanding;
+    counter_inc(&base->loop.loop_parks);
+    return false; /* the eventfd is the latch */
+}
+
+static void condvar_after_sleep(struct handoff *base) { (void)base; }
+
+static struct job *condvar_try_take(struct handoff *base, unsigned wi)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    struct condvar_worker *w = &h->w[wi];
+    pthread_mutex_lock(&w->lock);
+    struct job *job = ptr_fifo_pop(&w->queue);
+    pthread_mutex_unlock(&w->lock);
+    if (job)
+        counter_inc(&base->worker[wi].taken);
+    return job;
+}
+
+static struct job *condvar_take(struct handoff *base, unsigned wi)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    struct condvar_worker *w = &h->w[wi];
+    struct handoff_worker_counters *c = &base->worker[wi];
+    pthread_mutex_lock(&w->lock);
+    struct job *job;
+    while ((job = ptr_fifo_pop(&w->queue)) == NULL && !w->stopping) {
+        w->waiting = true;
+        counter_inc(&c->parks);
+        counter_inc(&c->take_syscalls); /* the futex wait inside cond_wait */
+        pthread_cond_wait(&w->nonempty, &w->lock);
+    }
+    w->waiting = false;
+    pthread_mutex_unlock(&w->lock);
+    if (job)
+        counter_inc(&c->taken);
+    return job;
+}
+
+/* Only the push that makes the queue non-empty writes the eventfd. Safe because
+ * the loop resets the eventfd before it empties the queue (see condvar_drain):
+ * while the queue is non-empty, the write of the push that made it so has
+ * happened or is about to, after that reset, so epoll will report it. */
+static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    struct handoff_worker_counters *c = &base->worker[wi];
+    pthread_mutex_lock(&h->done_lock);
+    bool was_empty = ptr_fifo_count(&h->done) == 0;
+    bool ok = ptr_fifo_push(&h->done, job);
+    pthread_mutex_unlock(&h->done_lock);
+    if (!ok) { /* impossible under the capacity rule */
+        errno = ENOBUFS;
+        return -1;
+    }
+    counter_inc(&c->completed);
+    if (was_empty) {
+        uint64_t one = 1;
+        counter_inc(&c->complete_syscalls);
+        counter_inc(&c->loop_wakes);
+        if (write(h->done_efd, &one, sizeof one) != sizeof one)
+            return -1;
+    }
+    return 0;
+}
+
+static void condvar_shutdown(struct handoff *base)
+{
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
+    for (unsigned i = 0; i < base->workers; i++) {
+        pthread_mutex_lock(&h->w[i].lock);
+        h->w[i].stopping = true;
+        pthread_cond_broadcast(&h->w[i].nonempty);
+        pthread_mutex_unlock(&h->w[i].lock);
+    }
+}
+
+const struct handoff_ops handoff_condvar = {
+    .name = "condvar",
+    .summary = "mutex+condvar queue per worker; locked completion queue + eventfd (libuv style)",
+    .create = condvar_create,
+    .destroy = condvar_destroy,
+    .submit = condvar_submit,
+    .watch = condvar_watch,
+    .drain = condvar_drain,
+    .polled = false,
+    .before_sleep = condvar_before_sleep,
+    .after_sleep = condvar_after_sleep,
+    .try_take = condvar_try_take,
+    .take = condvar_take,
+    .complete = condvar_complete,
+    .shutdown = condvar_shutdown,
+};

@@ -1,0 +1,249 @@
+/* eventfd.c — a locked queue plus an eventfd each way: a write per handoff.
+ *
+ * submit: push under the worker's lock, write(worker eventfd). Worker: a
+ * blocking read of its eventfd returns how many jobs were announced; it pops
+ * that many into a private batch and serves later takes from the batch without
+ * a syscall. complete: push to the worker's completion queue, write(loop
+ * eventfd). Loop: epoll + one read, then pop every completion queue. */
+#include "handoff.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "aligned.h"
+#include "ptr_fifo.h"
+
+struct eventfd_worker {
+    pthread_mutex_t lock;    /* guards queue */
+    struct ptr_fifo queue;   /* loop -> worker */
+    int efd;                 /* counts jobs pushed on queue; the worker blocks in read */
+    struct ptr_fifo batch;   /* worker-private: popped, not yet returned by take */
+    pthread_mutex_t done_lock;
+    struct ptr_fifo done;    /* worker -> loop, under done_lock */
+} __attribute__((aligned(CACHE_LINE)));
+
+struct eventfd_handoff {
+    struct handoff base;
+    struct eventfd_worker *w;
+    unsigned inited;
+    unsigned drain_next; /* fairness when drain is cut short by max */
+    bool cut_short;      /* the last drain stopped at max: skip the reset read */
+    int done_efd;        /* loop's eventfd: written once per completion */
+    atomic_bool stopping;
+};
+
+static void eventfd_destroy(struct handoff *base)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    if (!h)
+        return;
+    for (unsigned i = 0; i < h->inited; i++) {
+        struct eventfd_worker *w = &h->w[i];
+        pthread_mutex_destroy(&w->lock);
+        pthread_mutex_destroy(&w->done_lock);
+        ptr_fifo_destroy(&w->queue);
+        ptr_fifo_destroy(&w->batch);
+        ptr_fifo_destroy(&w->done);
+        if (w->efd >= 0)
+            close(w->efd);
+    }
+    free(h->w);
+    if (h->done_efd >= 0)
+        close(h->done_efd);
+    handoff_free(h);
+}
+
+static struct handoff *eventfd_create(const struct handoff_config *cfg)
+{
+    struct eventfd_handoff *h = handoff_alloc(&handoff_eventfd, cfg, sizeof *h);
+    if (!h)
+        return NULL;
+    h->done_efd = -1;
+    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    if (!h->w)
+        goto err;
+    for (; h->inited < cfg->workers; h->inited++) {
+        struct eventfd_worker *w = &h->w[h->inited];
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_mutex_init(&w->done_lock, NULL);
+        w->efd = eventfd(0, EFD_CLOEXEC); /* blocking: the worker sleeps in read */
+        if (ptr_fifo_init(&w->queue, cfg->capacity) < 0 || ptr_fifo_init(&w->batch, cfg->capacity) < 0 ||
+            ptr_fifo_init(&w->done, cfg->capacity) < 0 || w->efd < 0) {
+            h->inited++;
+            goto err;
+        }
+    }
+    h->done_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->done_efd < 0)
+        goto err;
+    return &h->base;
+err:;
+    int saved = errno ? errno : ENOMEM;
+    eventfd_destroy(&h->base);
+    errno = saved;
+    return NULL;
+}
+
+static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    struct eventfd_worker *w = &h->w[wi];
+    pthread_mutex_lock(&w->lock);
+    bool ok = ptr_fifo_push(&w->queue, job);
+    pthread_mutex_unlock(&w->lock);
+    if (!ok) {
+        counter_inc(&base->loop.full);
+        return HANDOFF_FULL;
+    }
+    /* Push first, then write: a count the worker reads never exceeds the jobs
+     * already queued (except shutdown's extra one, see take). */
+    uint64_t one = 1;
+    counter_inc(&base->loop.submit_syscalls);
+    if (write(w->efd, &one, sizeof one) != sizeof one)
+        return HANDOFF_ERROR;
+    counter_inc(&base->loop.submitted);
+    return HANDOFF_OK;
+}
+
+static int eventfd_watch(struct handoff *base, int epfd, uint64_t tag)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, h->done_efd, &ev);
+}
+
+/* Read (reset) the eventfd before popping: a completion pushed after our pops
+ * writes after its push, so the next epoll_wait sees it. A continuation call
+ * (the last drain returned max) skips the read: this round already reset it. */
+static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    if (fd_ready && !h->cut_short) {
+        uint64_t v;
+        counter_inc(&base->loop.drain_syscalls);
+        if (read(h->done_efd, &v, sizeof v) < 0 && errno == EAGAIN)
+            counter_inc(&base->loop.eagain);
+    }
+    size_t got = 0;
+    for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
+        struct eventfd_worker *w = &h->w[h->drain_next];
+        pthread_mutex_lock(&w->done_lock);
+        while (got < max && (out[got] = ptr_fifo_pop(&w->done)) != NULL)
+            got++;
+        bool empty = ptr_fifo_count(&w->done) == 0;
+        pthread_mutex_unlock(&w->done_lock);
+        if (empty)
+            h->drain_next = (h->drain_next + 1) % base->workers;
+    }
+    h->cut_short = got == max;
+    counter_add(&base->loop.drained, got);
+    return got;
+}
+
+static bool eventfd_before_sleep(struct handoff *base, unsigned outstanding)
+{
+    (void)outstanding;
+    counter_inc(&base->loop.loop_parks);
+    return false; /* the eventfd is the latch */
+}
+
+static void eventfd_after_sleep(struct handoff *base) { (void)base; }
+
+/* Move up to n queued jobs into the private batch; returns how many moved. */
+static unsigned refill_batch(struct eventfd_worker *w, uint64_t n)
+{
+    unsigned moved = 0;
+    pthread_mutex_lock(&w->lock);
+    struct job *job;
+    while (moved < n && (job = ptr_fifo_pop(&w->queue)) != NULL) {
+        ptr_fifo_push(&w->batch, job);
+        moved++;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return moved;
+}
+
+static struct job *eventfd_take(struct handoff *base, unsigned wi)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    struct eventfd_worker *w = &h->w[wi];
+    struct handoff_worker_counters *c = &base->worker[wi];
+    for (;;) {
+        struct job *job = ptr_fifo_pop(&w->batch);
+        if (job) {
+            counter_inc(&c->taken);
+            return job;
+        }
+        /* Shutdown writes the eventfd once; after that read has been consumed
+         * a blocking read would never return, so check the flag first. */
+        if (atomic_load(&h->stopping)) {
+            if (refill_batch(w, UINT64_MAX) == 0)
+                return NULL;
+            continue;
+        }
+        uint64_t announced;
+        counter_inc(&c->take_syscalls);
+        counter_inc(&c->parks);
+        if (read(w->efd, &announced, sizeof announced) != sizeof announced) {
+            if (errno == EINTR)
+                continue;
+            return NULL;
+        }
+        /* Pop what the counter announced, no more: a job pushed but not yet
+         * announced would leave a count with nothing behind it. Shutdown's
+         * extra count may make us pop fewer; the stopping check handles it. */
+        refill_batch(w, announced);
+    }
+}
+
+static int eventfd_complete(struct handoff *base, unsigned wi, struct job *job)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    struct eventfd_worker *w = &h->w[wi];
+    struct handoff_worker_counters *c = &base->worker[wi];
+    pthread_mutex_lock(&w->done_lock);
+    bool ok = ptr_fifo_push(&w->done, job);
+    pthread_mutex_unlock(&w->done_lock);
+    if (!ok) { /* impossible under the capacity rule */
+        errno = ENOBUFS;
+        return -1;
+    }
+    counter_inc(&c->completed);
+    uint64_t one = 1;
+    counter_inc(&c->complete_syscalls);
+    counter_inc(&c->loop_wakes);
+    return write(h->done_efd, &one, sizeof one) == sizeof one ? 0 : -1;
+}
+
+static void eventfd_shutdown(struct handoff *base)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    atomic_store(&h->stopping, true);
+    uint64_t one = 1;
+    for (unsigned i = 0; i < base->workers; i++)
+        if (write(h->w[i].efd, &one, sizeof one) < 0) {
+            /* nothing else to do: the worker sees `stopping` on its next take */
+        }
+}
+
+const struct handoff_ops handoff_eventfd = {
+    .name = "eventfd",
+    .summary = "locked queue + one eventfd each way (a write per handoff)",
+    .create = eventfd_create,
+    .destroy = eventfd_destroy,
+    .submit = eventfd_submit,
+    .watch = eventfd_watch,
+    .drain = eventfd_drain,
+    .polled = false,
+    .before_sleep = eventfd_before_sleep,
+    .after_sleep = eventfd_after_sleep,
+    .try_take = NULL,
+    .take = eventfd_take,
+    .complete = eventfd_complete,
+    .shutdown = eventfd_shutdown,
+};

@@ -1,0 +1,28 @@
+/* futex.h — the two futex calls the ring's park/wake handshake needs.
+ *
+ * FUTEX_WAIT sleeps only if *word still equals `expected` when the kernel
+ * looks (under the futex hash-bucket lock), which is what makes
+ * "set flag, re-check, then sleep" safe against a wake that lands between the
+ * re-check and the sleep. Private futexes: the word never leaves the process. */
+#ifndef CSERVE_FUTEX_H
+#define CSERVE_FUTEX_H
+
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Returns 0 when woken (or spuriously), -1 with errno EAGAIN if *word != expected
+ * on entry, EINTR on a signal. Callers re-check their condition either way. */
+static inline long futex_wait(atomic_int *word, int expected)
+{
+    return syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+/* Wakes up to n waiters on word; returns how many were woken. */
+static inline long futex_wake(atomic_int *word, int n)
+{
+    return syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+#endif

@@ -1,0 +1,129 @@
+/* handoff.h — how a job crosses from the loop thread to a pool thread and back.
+ *
+ * One interface, one file per backend (dgram.c, condvar.c, eventfd.c, ring.c),
+ * picked by name at run time (handoff_find). A backend moves `struct job *`
+ * pointers and never looks inside one; the job's owner is whoever last took it
+ * from the handoff: the loop after submit→drain, the worker after take→complete.
+ * The handoff's own synchronisation (a kernel queue, a mutex, or the ring's
+ * release/acquire pairs) is what publishes the job's contents to the other side.
+ *
+ * Threads: exactly one loop thread calls the "loop side" functions; worker w
+ * (0 <= w < workers) is exactly one pool thread calling the "worker side"
+ * functions with its own index. shutdown may be called from any thread.
+ *
+ * Capacity: the loop never has more than `capacity` jobs outstanding on one
+ * worker (submitted and not yet drained as finished; a job drained as an
+ * intermediate message stays outstanding). Each outstanding job is in the
+ * handoff at most once at a time. So complete never finds its queue full. */
+#ifndef CSERVE_HANDOFF_H
+#define CSERVE_HANDOFF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/counter.h"
+
+struct job; /* opaque here */
+
+/* wrk's tri-state: pushed / fatal / full (backpressure: try later). */
+enum handoff_result { HANDOFF_OK = 0, HANDOFF_FULL = 1, HANDOFF_ERROR = -1 };
+
+struct handoff_config {
+    unsigned workers;   /* pool threads, >= 1 */
+    unsigned capacity;  /* max outstanding jobs per worker; a power of two >= 2 */
+    long spin_iters;    /* ring: pause iterations before yield/park; 0 = park at once; -1 = default */
+    long spin_ns;       /* ring: spin for this long instead (>0 overrides spin_iters) */
+};
+
+/* Written only by the loop thread. */
+struct handoff_loop_counters {
+    counter_t submitted;       /* jobs accepted by submit */
+    counter_t full;            /* submits refused for lack of space */
+    counter_t submit_syscalls; /* syscalls inside submit (send, write, futex wake) */
+    counter_t wakes_sent;      /* submits that woke a parked worker */
+    counter_t drained;         /* completions returned by drain */
+    counter_t drain_syscalls;  /* syscalls inside drain (recv/read), EAGAIN ones included */
+    counter_t eagain;          /* drain syscalls that found nothing */
+    counter_t sleep_syscalls;  /* syscalls in before_sleep/after_sleep */
+    counter_t loop_parks;      /* times the loop announced it would sleep */
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Written only by worker w. */
+struct handoff_worker_counters {
+    counter_t taken;            /* jobs returned by take/try_take */
+    counter_t take_syscalls;    /* syscalls inside take (recv, read, futex wait, sched_yield) */
+    counter_t parks;            /* blocking waits entered */
+    counter_t spins;            /* pause iterations */
+    counter_t yields;           /* sched_yield calls */
+    counter_t completed;        /* complete calls */
+    counter_t complete_syscalls;/* syscalls inside complete (send, write, futex wake) */
+    counter_t loop_wakes;       /* completes that woke a parked loop */
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Every backend's object starts with this. */
+struct handoff {
+    const struct handoff_ops *ops;
+    unsigned workers;
+    unsigned capacity;
+    struct handoff_loop_counters loop;
+    struct handoff_worker_counters *worker; /* [workers], each on its own lines */
+};
+
+struct handoff_ops {
+    const char *name;    /* as given to --handoff */
+    const char *summary; /* one line for --help */
+
+    /* NULL with errno set on failure. cfg is copied. */
+    struct handoff *(*create)(const struct handoff_config *cfg);
+    /* After shutdown and after every worker has returned from take. */
+    void (*destroy)(struct handoff *h);
+
+    /* ---- loop side ---- */
+    /* Queue job on worker w: HANDOFF_OK, HANDOFF_FULL (nothing queued) or HANDOFF_ERROR. */
+    int (*submit)(struct handoff *h, unsigned w, struct job *job);
+    /* Register with epoll the fd(s) whose readability means completions may be
+     * waiting; each event carries data.u64 == tag. Returns 0, or -1 with errno. */
+    int (*watch)(struct handoff *h, int epfd, uint64_t tag);
+    /* Move up to max completed jobs, in each worker's completion order, into out[].
+     * fd_ready: the loop saw an event tagged for this handoff (consume/reset the fd).
+     * Never blocks. The loop calls it again while it returns max. */
+    size_t (*drain)(struct handoff *h, bool fd_ready, struct job **out, size_t max);
+    /* True when completions can arrive with no fd event while the loop is busy
+     * (the ring): the loop then calls drain(fd_ready=false) on every pass. */
+    bool polled;
+    /* The loop is about to block in epoll_wait. Returns true if completions are
+     * already waiting (the loop then polls with timeout 0 and calls after_sleep).
+     * `outstanding`: jobs on all workers not yet drained as finished. */
+    bool (*before_sleep)(struct handoff *h, unsigned outstanding);
+    void (*after_sleep)(struct handoff *h);
+
+    /* ---- worker side (worker w only) ---- */
+    /* Never blocks and makes no syscall; NULL when nothing is queued. May be
+     * NULL for backends whose only check is a syscall (the pool then releases
+     * the GIL and calls take). */
+    struct job *(*try_take)(struct handoff *h, unsigned w);
+    /* Blocks until a job is queued (may spin first). NULL once shut down and
+     * the worker's queue is empty. Called without the GIL. */
+    struct job *(*take)(struct handoff *h, unsigned w);
+    /* Hand job back to the loop. 0, or -1 on a fatal error. */
+    int (*complete)(struct handoff *h, unsigned w, struct job *job);
+
+    /* Any thread: make every take return NULL once its queue is empty. */
+    void (*shutdown)(struct handoff *h);
+};
+
+extern const struct handoff_ops handoff_dgram, handoff_condvar, handoff_eventfd, handoff_ring;
+
+/* All backends, NULL-terminated, in --help order (ring first: the default). */
+extern const struct handoff_ops *const handoff_backends[];
+
+/* The backend called name, or NULL. */
+const struct handoff_ops *handoff_find(const char *name);
+
+/* Helpers for backends: allocate/free the base with `size` bytes in all
+ * (size >= sizeof(struct handoff)), cache-line aligned, counters zeroed. */
+void *handoff_alloc(const struct handoff_ops *ops, const struct handoff_config *cfg, size_t size);
+void handoff_free(void *h);
+
+#endif

@@ -1,0 +1,65 @@
+/* ptr_fifo.h — a bounded FIFO of job pointers with no synchronisation of its own.
+ *
+ * The locked backends (condvar.c, eventfd.c) keep one behind a mutex; the lock
+ * is what publishes the slots, so the indices here are plain integers.
+ * Free-running unsigned indices with a power-of-two mask (kfifo style): the
+ * count is tail - head even across wrap-around, and full/empty never collide. */
+#ifndef CSERVE_PTR_FIFO_H
+#define CSERVE_PTR_FIFO_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+struct job;
+
+struct ptr_fifo {
+    struct job **slots;
+    unsigned mask;
+    unsigned head; /* next slot to pop */
+    unsigned tail; /* next slot to push */
+};
+
+/* Smallest power of two >= n (n >= 1). */
+static inline unsigned pow2_at_least(unsigned n)
+{
+    unsigned p = 1;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+/* Room for at least `min_capacity` pointers. 0, or -1 when out of memory. */
+static inline int ptr_fifo_init(struct ptr_fifo *f, unsigned min_capacity)
+{
+    unsigned cap = pow2_at_least(min_capacity);
+    f->slots = calloc(cap, sizeof *f->slots);
+    f->mask = cap - 1;
+    f->head = f->tail = 0;
+    return f->slots ? 0 : -1;
+}
+
+static inline void ptr_fifo_destroy(struct ptr_fifo *f)
+{
+    free(f->slots);
+    f->slots = NULL;
+}
+
+static inline unsigned ptr_fifo_count(const struct ptr_fifo *f) { return f->tail - f->head; }
+
+static inline bool ptr_fifo_push(struct ptr_fifo *f, struct job *job)
+{
+    if (f->tail - f->head > f->mask)
+        return false;
+    f->slots[f->tail++ & f->mask] = job;
+    return true;
+}
+
+/* NULL when empty. */
+static inline struct job *ptr_fifo_pop(struct ptr_fifo *f)
+{
+    if (f->head == f->tail)
+        return NULL;
+    return f->slots[f->head++ & f->mask];
+}
+
+#endif

@@ -1,0 +1,375 @@
+/* ring.c — SPSC rings with spin-then-park on both sides (DESIGN.md §5).
+ *
+ * Per worker: a request ring (loop -> worker) and a completion ring
+ * (worker -> loop), see spsc_ring.h. On the common path nobody makes a
+ * syscall: a submit is a store and a fence, a completion the same. A worker
+ * with nothing to do spins (pause), yields a few times, then parks on a futex;
+ * the loop wakes it only if it is parked. The loop side is the same shape with
+ * one eventfd for the whole handoff as the latch: a worker writes it only when
+ * the loop has announced it is about to block in epoll_wait.
+ *
+ * The park/wake handshake (both directions) is the store-buffering shape:
+ *
+ *     producer                        consumer
+ *     push: store(tail)  [R1]         store(parked, 1)
+ *     F1: fence(seq_cst)              F2: fence(seq_cst)
+ *     load(parked)                    re-check the ring: load(tail) [A1]
+ *     if 1: wake                      if empty: sleep
+ *
+ * Each side stores one location and then loads the other's. Release/acquire
+ * alone allow both loads to return the old values (x86's store buffer does
+ * exactly that: handoffs/tests/litmus_sb.c shows it), and then the producer
+ * sees parked == 0 and does not wake while the consumer sees an empty ring and
+ * sleeps: a lost wakeup, with a job queued and nobody to run it. With a
+ * seq_cst fence between the store and the load on *both* sides, the fences are
+ * totally ordered: if F1 comes first the consumer's re-check sees the push, if
+ * F2 comes first the producer sees parked == 1. A fence on one side only does
+ * not help — the other side's store can still sit in its buffer past its load.
+ * handoffs/tests/ring_park.pml checks this with an explicit store-buffer model
+ * and finds the lost wakeup when either fence is removed. */
+#include "handoff.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aligned.h"
+#include "futex.h"
+#include "spsc_ring.h"
+
+/* Default spin budget before yielding (spin_iters == -1, spin_ns <= 0).
+ * Ski-rental reasoning: spinning is worth it for about as long as parking
+ * costs. On these 2-vCPU KVM guests waking a parked thread costs ~20 us of
+ * latency and a few us of CPU on both threads (futex wait + wake + IPI + the
+ * haltpoll exit), while a gap between jobs in the loop-bound regime is the
+ * loop's per-request cost, 5-10 us. 10 us of spinning absorbs those gaps
+ * without a park, yet an idle worker gives its core back within 10 us (plus
+ * four yields) — it does not keep stealing the core a load generator or the
+ * loop needs. Measured in experiments/micro (see handoffs/README.md). */
+#define RING_DEFAULT_SPIN_NS 10000L
+/* sched_yield calls between spinning and parking (crossbeam uses 4): cheap
+ * when the core is idle, and hand the core to a runnable loop when shared. */
+#define RING_YIELDS 4
+/* Longest run of pause instructions between two looks at the ring
+ * (crossbeam's backoff doubles 1, 2, ..., 64). */
+#define RING_MAX_PAUSE_STEP 64
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+struct ring_worker {
+    struct spsc_ring req;  /* loop -> worker */
+    struct spsc_ring done; /* worker -> loop */
+    /* Futex word: 1 while the worker is parked or about to park. Written by
+     * the worker (1, and 0 after it finds work) and by the loop (exchange to 0
+     * when it wakes it), so it has a line of its own. */
+    _Alignas(CACHE_LINE) atomic_int parked;
+} __attribute__((aligned(CACHE_LINE)));
+
+struct ring_handoff {
+    struct handoff base;
+    struct ring_worker *w;
+    unsigned inited;
+    /* Loop-side state, written by the loop. */
+    _Alignas(CACHE_LINE) unsigned drain_next;
+    bool cut_short; /* the last drain stopped at max: the loop is calling again */
+    int efd;
+    /* 1 while the loop is in (or about to enter) epoll_wait. Set/cleared by the
+     * loop, exchanged to 0 by the one worker that writes the eventfd. */
+    _Alignas(CACHE_LINE) atomic_int loop_parked;
+    /* Read-mostly. */
+    _Alignas(CACHE_LINE) atomic_bool stopping;
+    long spin_iters; /* used when spin_ns <= 0 */
+    long spin_ns;
+    int yields;
+};
+
+static void ring_destroy(struct handoff *base)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    if (!h)
+        return;
+    for (unsigned i = 0; i < h->inited; i++) {
+        spsc_destroy(&h->w[i].req);
+        spsc_destroy(&h->w[i].done);
+    }
+    free(h->w);
+    if (h->efd >= 0)
+        close(h->efd);
+    handoff_free(h);
+}
+
+static struct handoff *ring_create(const struct handoff_config *cfg)
+{
+    struct ring_handoff *h = handoff_alloc(&handoff_ring, cfg, sizeof *h);
+    if (!h)
+        return NULL;
+    h->efd = -1;
+    if (cfg->spin_ns > 0) {
+        h->spin_ns = cfg->spin_ns;
+    } else if (cfg->spin_iters >= 0) {
+        h->spin_iters = cfg->spin_iters;
+    } else {
+        h->spin_ns = RING_DEFAULT_SPIN_NS;
+    }
+    /* "0 = park at once": no spinning and no yields either. */
+    h->yields = (cfg->spin_ns <= 0 && cfg->spin_iters == 0) ? 0 : RING_YIELDS;
+    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    if (!h->w)
+        goto err;
+    for (; h->inited < cfg->workers; h->inited++) {
+        struct ring_worker *w = &h->w[h->inited];
+        atomic_init(&w->parked, 0);
+        if (spsc_init(&w->req, cfg->capacity) < 0 || spsc_init(&w->done, cfg->capacity) < 0) {
+            h->inited++;
+            goto err;
+        }
+    }
+    h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->efd < 0)
+        goto err;
+    return &h->base;
+err:;
+    int saved = errno ? errno : ENOMEM;
+    ring_destroy(&h->base);
+    errno = saved;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- loop side */
+
+static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    struct ring_worker *w = &h->w[wi];
+    if (!spsc_push(&w->req, job)) { /* R1 inside */
+        counter_inc(&base->loop.full);
+        return HANDOFF_FULL;
+    }
+    counter_inc(&base->loop.submitted);
+    /* F1: pairs with F2 in ring_take (store-buffering shape, see the top). */
+    atomic_thread_fence(memory_order_seq_cst);
+    /* Plain load first: a busy worker's flag is 0 and we leave its line
+     * shared instead of taking it exclusive with an exchange. The exchange
+     * makes exactly one submit wake each park. */
+    if (atomic_load_explicit(&w->parked, memory_order_relaxed) &&
+        atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) == 1) {
+        futex_wake(&w->parked, 1);
+        counter_inc(&base->loop.submit_syscalls);
+        counter_inc(&base->loop.wakes_sent);
+    }
+    return HANDOFF_OK;
+}
+
+static int ring_watch(struct handoff *base, int epfd, uint64_t tag)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, h->efd, &ev);
+}
+
+static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    /* The read only resets the latch: the rings, not the count, say what is
+     * there. A continuation call (the last drain returned max) skips it: the
+     * latch was reset by the first call of this round. */
+    if (fd_ready && !h->cut_short) {
+        uint64_t v;
+        counter_inc(&base->loop.drain_syscalls);
+        if (read(h->efd, &v, sizeof v) < 0 && errno == EAGAIN)
+            counter_inc(&base->loop.eagain);
+    }
+    size_t got = 0;
+    for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
+        struct spsc_ring *r = &h->w[h->drain_next].done;
+        struct job *job;
+        while (got < max && (job = spsc_pop(r)) != NULL) /* A1 inside */
+            out[got++] = job;
+        if (got < max) /* this ring is empty: next drain starts after it */
+            h->drain_next = (h->drain_next + 1) % base->workers;
+    }
+    h->cut_short = got == max;
+    counter_add(&base->loop.drained, got);
+    return got;
+}
+
+static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    (void)outstanding;
+    atomic_store_explicit(&h->loop_parked, 1, memory_order_relaxed);
+    counter_inc(&base->loop.loop_parks);
+    /* F4: pairs with F3 in ring_complete. After it, either our re-check sees
+     * a completion pushed before F3, or that worker's load after F3 sees
+     * loop_parked == 1 and writes the eventfd. */
+    atomic_thread_fence(memory_order_seq_cst);
+    for (unsigned i = 0; i < base->workers; i++)
+        if (spsc_nonempty(&h->w[i].done)) { /* A1 */
+            atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
+            return true;
+        }
+    return false;
+}
+
+/* Clearing late is harmless (at worst a worker writes the eventfd for nothing
+ * and the next epoll_wait returns at once); the loop polls every pass. */
+static void ring_after_sleep(struct handoff *base)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
+}
+
+/* -------------------------------------------------------------- worker side */
+
+static struct job *ring_try_take(struct handoff *base, unsigned wi)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    struct job *job = spsc_pop(&h->w[wi].req); /* A1 */
+    if (job)
+        counter_inc(&base->worker[wi].taken);
+    return job;
+}
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Spin with doubling runs of pause between looks at the ring, for spin_iters
+ * pauses or spin_ns nanoseconds. NULL if the budget ran out. */
+static struct job *spin_for_job(struct ring_handoff *h, struct ring_worker *w,
+                                struct handoff_worker_counters *c)
+{
+    long deadline = h->spin_ns > 0 ? now_ns() + h->spin_ns : 0;
+    long left = h->spin_ns > 0 ? -1 : h->spin_iters;
+    long step = 1;
+    while (deadline ? now_ns() < deadline : left > 0) {
+        long n = (left >= 0 && left < step) ? left : step;
+        for (long i = 0; i < n; i++)
+            cpu_relax();
+        counter_add(&c->spins, (uint64_t)n);
+        if (left >= 0)
+            left -= n;
+        struct job *job = spsc_pop(&w->req);
+        if (job)
+            return job;
+        if (step < RING_MAX_PAUSE_STEP)
+            step *= 2;
+    }
+    return NULL;
+}
+
+static struct job *ring_take(struct handoff *base, unsigned wi)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    struct ring_worker *w = &h->w[wi];
+    struct handoff_worker_counters *c = &base->worker[wi];
+    struct job *job = spsc_pop(&w->req);
+    if (!job)
+        job = spin_for_job(h, w, c);
+    for (int i = 0; !job && i < h->yields; i++) {
+        sched_yield();
+        counter_inc(&c->yields);
+        counter_inc(&c->take_syscalls);
+        job = spsc_pop(&w->req);
+    }
+    while (!job) {
+        atomic_store_explicit(&w->parked, 1, memory_order_relaxed);
+        /* F2: pairs with F1 in ring_submit and F5 in ring_shutdown. */
+        atomic_thread_fence(memory_order_seq_cst);
+        job = spsc_pop(&w->req); /* the re-check: reloads tail when empty (A1) */
+        if (job)
+            break;
+        if (atomic_load_explicit(&h->stopping, memory_order_relaxed)) {
+            atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
+            return NULL;
+        }
+        counter_inc(&c->parks);
+        counter_inc(&c->take_syscalls);
+        /* Sleeps only if parked is still 1 when the kernel looks, so a wake
+         * that exchanged it to 0 after our re-check is not lost. Returns on a
+         * wake, a signal or spuriously: the loop re-checks either way. */
+        futex_wait(&w->parked, 1);
+        job = spsc_pop(&w->req);
+    }
+    /* Found work while announced as parked: withdraw, so the loop does not
+     * pay for a wake we no longer need. (If it already took the flag, its
+     * wake finds nobody asleep and costs only the syscall.) */
+    if (atomic_load_explicit(&w->parked, memory_order_relaxed))
+        atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
+    counter_inc(&c->taken);
+    return job;
+}
+
+static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    struct handoff_worker_counters *c = &base->worker[wi];
+    if (!spsc_push(&h->w[wi].done, job)) { /* R1; full is impossible under the capacity rule */
+        errno = ENOBUFS;
+        return -1;
+    }
+    counter_inc(&c->completed);
+    /* F3: pairs with F4 in ring_before_sleep (store-buffering shape). */
+    atomic_thread_fence(memory_order_seq_cst);
+    /* Several workers may see the flag; the exchange lets one write. */
+    if (atomic_load_explicit(&h->loop_parked, memory_order_relaxed) &&
+        atomic_exchange_explicit(&h->loop_parked, 0, memory_order_relaxed) == 1) {
+        uint64_t one = 1;
+        counter_inc(&c->complete_syscalls);
+        counter_inc(&c->loop_wakes);
+        if (write(h->efd, &one, sizeof one) != sizeof one)
+            return -1;
+    }
+    return 0;
+}
+
+static void ring_shutdown(struct handoff *base)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    atomic_store_explicit(&h->stopping, true, memory_order_relaxed);
+    /* F5: pairs with F2. A worker that parks after this sees `stopping` in
+     * its re-check; one that parked before it has parked == 1 here. */
+    atomic_thread_fence(memory_order_seq_cst);
+    for (unsigned i = 0; i < base->workers; i++) {
+        atomic_store_explicit(&h->w[i].parked, 0, memory_order_relaxed);
+        futex_wake(&h->w[i].parked, 1);
+    }
+    uint64_t one = 1;
+    if (write(h->efd, &one, sizeof one) < 0) {
+        /* the loop only needs a nudge; a full counter already is one */
+    }
+}
+
+const struct handoff_ops handoff_ring = {
+    .name = "ring",
+    .summary = "SPSC rings, spin-then-park, wake only if parked (0 syscalls when busy)",
+    .create = ring_create,
+    .destroy = ring_destroy,
+    .submit = ring_submit,
+    .watch = ring_watch,
+    .drain = ring_drain,
+    .polled = true,
+    .before_sleep = ring_before_sleep,
+    .after_sleep = ring_after_sleep,
+    .try_take = ring_try_take,
+    .take = ring_take,
+    .complete = ring_complete,
+    .shutdown = ring_shutdown,
+};

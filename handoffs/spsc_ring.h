@@ -1,0 +1,94 @@
+/* spsc_ring.h — a bounded single-producer/single-consumer ring of job pointers.
+ *
+ * Free-running unsigned indices masked by capacity-1 (a power of two): the fill
+ * level is tail - head even across wrap-around. Each index lives on its own
+ * cache line with the *other* side's cached copy of the opposite index
+ * (rigtorp's SPSCQueue): the producer re-reads `head` only when its cached copy
+ * says the ring is full, the consumer re-reads `tail` only when its copy says
+ * empty, so in steady state each side touches the shared line once per batch.
+ *
+ * Synchronising pairs:
+ *   R1 store(tail, release) in spsc_push   pairs with A1 load(tail, acquire) in
+ *      spsc_pop / spsc_nonempty: the slot write (and the job it points to)
+ *      happens before the consumer reads it.
+ *   R2 store(head, release) in spsc_pop    pairs with A2 load(head, acquire) in
+ *      spsc_push: the consumer's read of a slot happens before the producer
+ *      overwrites that slot on the next lap. */
+#ifndef CSERVE_SPSC_RING_H
+#define CSERVE_SPSC_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "../core/counter.h"
+
+struct job;
+
+struct spsc_ring {
+    /* Producer's line: written by the producer only. */
+    _Alignas(CACHE_LINE) atomic_uint tail; /* next slot to fill */
+    unsigned head_cache;                   /* producer's last view of head */
+    /* Consumer's line: written by the consumer only. */
+    _Alignas(CACHE_LINE) atomic_uint head; /* next slot to read */
+    unsigned tail_cache;                   /* consumer's last view of tail */
+    /* Read-only after init. */
+    _Alignas(CACHE_LINE) struct job **slots;
+    unsigned mask;
+};
+
+/* capacity: a power of two. 0, or -1 when out of memory. */
+static inline int spsc_init(struct spsc_ring *r, unsigned capacity)
+{
+    atomic_init(&r->tail, 0);
+    atomic_init(&r->head, 0);
+    r->head_cache = r->tail_cache = 0;
+    r->mask = capacity - 1;
+    r->slots = calloc(capacity, sizeof *r->slots);
+    return r->slots ? 0 : -1;
+}
+
+static inline void spsc_destroy(struct spsc_ring *r)
+{
+    free(r->slots);
+    r->slots = NULL;
+}
+
+/* Producer only. False when full (nothing stored). */
+static inline bool spsc_push(struct spsc_ring *r, struct job *job)
+{
+    unsigned t = atomic_load_explicit(&r->tail, memory_order_relaxed); /* own index */
+    if (t - r->head_cache > r->mask) {
+        r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire); /* A2 */
+        if (t - r->head_cache > r->mask)
+            return false;
+    }
+    r->slots[t & r->mask] = job;
+    atomic_store_explicit(&r->tail, t + 1, memory_order_release); /* R1: pairs with A1 */
+    return true;
+}
+
+/* Consumer only. NULL when empty. */
+static inline struct job *spsc_pop(struct spsc_ring *r)
+{
+    unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed); /* own index */
+    if (h == r->tail_cache) {
+        r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire); /* A1 */
+        if (h == r->tail_cache)
+            return NULL;
+    }
+    struct job *job = r->slots[h & r->mask];
+    atomic_store_explicit(&r->head, h + 1, memory_order_release); /* R2: pairs with A2 */
+    return job;
+}
+
+/* Consumer only: is anything queued? Re-reads tail (A1) — used right after a
+ * seq_cst fence, where a stale cached copy would defeat the fence. */
+static inline bool spsc_nonempty(struct spsc_ring *r)
+{
+    unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire); /* A1 */
+    return h != r->tail_cache;
+}
+
+#endif

@@ -1,0 +1,89 @@
+#!/bin/sh
+# On-CPU profile of cserve under wrk, reduced to µs of CPU per request per
+# thread, by syscall and by function (scripts/perf_reduce.py).
+#
+#   scripts/profile.sh [-d SECS] [-c CONNS] [-o DIR] [-p PID -u URL] [-w WRK_CPUS] [-- CSERVE_ARGS...]
+#
+# Without -p it starts ./cserve (CSERVE_BIN) with CSERVE_ARGS on a free port
+# and stops it afterwards; with -p PID -u URL it profiles a running server
+# (any server: only cserve gets the matching stats window). Output in DIR
+# (default /tmp/cserve-profile): perf.data, wrk.txt, stats.json, report.txt,
+# report.md.
+#
+# Timeline: wrk runs WARM + SECS + 1 seconds; after WARM, SIGUSR2 opens a new
+# cserve stats window and `perf record` runs for SECS; then SIGUSR1 writes the
+# window's stats. So the perf samples and cserve's per-thread request counts
+# and CPU cover the same seconds, and perf_reduce.py scales by exact counts.
+#
+# Only on-CPU samples: -e cpu-clock counts only while a thread runs, so a
+# thread's samples are its CPU time. A wall-clock sampler would also sample
+# the threads while they block in epoll_wait/futex/recv and report waiting as
+# cost — the seed note's trap (see perf_reduce.py).
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SECS=5 CONNS=16 OUT=/tmp/cserve-profile PID="" URL="" WRKCPUS="" WARM=2 FREQ=999
+while getopts d:c:o:p:u:w:F: opt; do
+    case $opt in
+        d) SECS=$OPTARG ;; c) CONNS=$OPTARG ;; o) OUT=$OPTARG ;;
+        p) PID=$OPTARG ;; u) URL=$OPTARG ;; w) WRKCPUS=$OPTARG ;; F) FREQ=$OPTARG ;;
+        *) sed -n '2,12p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = "--" ] && shift
+mkdir -p "$OUT"
+rm -f "$OUT/stats.json"
+
+STARTED=""
+if [ -z "$PID" ]; then
+    BIN=${CSERVE_BIN:-$ROOT/cserve}
+    PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "$BIN" --bind "127.0.0.1:$PORT" --stats-json "$OUT/stats.json" "$@" 2>"$OUT/server.log" &
+    PID=$!
+    STARTED=$PID
+    URL=${URL:-http://127.0.0.1:$PORT/}
+    i=0
+    until /usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1',$PORT),0.2)" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 150 ] && { echo "profile: server did not start" >&2; cat "$OUT/server.log" >&2; kill "$PID"; exit 1; }
+        sleep 0.1
+    done
+fi
+[ -n "$URL" ] || { echo "profile: -p needs -u URL" >&2; exit 2; }
+cleanup() { [ -n "$STARTED" ] && kill "$STARTED" 2>/dev/null && wait "$STARTED" 2>/dev/null; true; }
+trap cleanup EXIT
+
+IS_CSERVE=0
+grep -q '^cserve' "/proc/$PID/task/$PID/comm" 2>/dev/null && IS_CSERVE=1
+grep -q -- '--stats-json' "/proc/$PID/cmdline" 2>/dev/null || IS_CSERVE=0
+
+WRK="wrk -t1 -c$CONNS -d$((WARM + SECS + 1))s --latency $URL"
+[ -n "$WRKCPUS" ] && WRK="taskset -c $WRKCPUS $WRK"
+echo "profile: pid $PID, $WRK; perf record -e cpu-clock -F $FREQ --per-thread -g for ${SECS}s after ${WARM}s" >&2
+LOAD0=$(cut -d' ' -f1 /proc/loadavg)
+$WRK >"$OUT/wrk.txt" &
+WRKPID=$!
+sleep "$WARM"
+[ $IS_CSERVE = 1 ] && kill -USR2 "$PID"
+perf record -q -e cpu-clock -F "$FREQ" --per-thread -g -p "$PID" -o "$OUT/perf.data" -- sleep "$SECS" 2>"$OUT/perf.log" || {
+    cat "$OUT/perf.log" >&2; exit 1; }
+[ $IS_CSERVE = 1 ] && kill -USR1 "$PID"
+wait "$WRKPID"
+sleep 0.3
+
+SCALE="--wrk $OUT/wrk.txt --seconds $SECS"
+[ $IS_CSERVE = 1 ] && [ -s "$OUT/stats.json" ] && SCALE="$SCALE --stats-json $OUT/stats.json"
+perf script -i "$OUT/perf.data" -F comm,tid,period,event,ip,sym,dso 2>/dev/null >"$OUT/perf.txt"
+# shellcheck disable=SC2086
+/usr/bin/python3 "$ROOT/scripts/perf_reduce.py" "$OUT/perf.txt" $SCALE --json "$OUT/report.json" >"$OUT/report.txt"
+{
+    echo "On-CPU profile (perf record -e cpu-clock -F $FREQ --per-thread -g, ${SECS} s inside a $(($WARM + SECS + 1)) s wrk run),"
+    echo "reduced by scripts/perf_reduce.py. Server: \`$(tr '\0' ' ' </proc/"$PID"/cmdline 2>/dev/null)\`;"
+    echo "load: \`$WRK\` — $(grep -E 'Requests/sec' "$OUT/wrk.txt" | tr -s ' ');"
+    echo "machine: $(nproc)x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r);"
+    echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none); 1-min load average before: $LOAD0."
+    # shellcheck disable=SC2086
+    /usr/bin/python3 "$ROOT/scripts/perf_reduce.py" "$OUT/perf.txt" $SCALE --markdown
+} >"$OUT/report.md"
+grep -E 'requests in|Requests/sec' "$OUT/wrk.txt" >&2
+cat "$OUT/report.txt"

@@ -1,0 +1,57 @@
+#!/bin/sh
+# Install what the build, the tests and the experiments need, only when missing.
+#
+# Idempotent and fast when everything is present: `dpkg -s` checks each
+# package, and `apt-get update` runs only if something has to be installed.
+# Runs as root with no TTY (DEBIAN_FRONTEND=noninteractive); uses sudo only if
+# not root and sudo exists. granian (a peer for the experiments, PyPI only) is
+# installed for /usr/bin/python3 — the interpreter cserve embeds — and a
+# failure there is a warning, not an error: only experiments/ needs it.
+set -eu
+
+PY=${PYTHON:-/usr/bin/python3}
+export DEBIAN_FRONTEND=noninteractive
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+
+PKGS="build-essential pkg-config python3-dev libjemalloc-dev libbenchmark-dev
+clang libclang-rt-14-dev spin wrk hyperfine python3-pytest python3-flask
+python3-django python3-matplotlib gunicorn uwsgi uwsgi-plugin-python3
+linux-perf strace"
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
+fi
+
+missing=""
+for p in $PKGS; do
+    # "install ok installed" is the only state that means the files are there.
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -n "$missing" ]; then
+    echo "setup: installing:$missing"
+    $SUDO apt-get update -q
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -q --no-install-recommends $missing
+else
+    echo "setup: Debian packages present"
+fi
+
+# granian, for the peer rows of the experiments.
+if "$PY" -c "import granian" >/dev/null 2>&1; then
+    echo "setup: granian present ($("$PY" -c 'import granian; print(granian.__version__)' 2>/dev/null || echo '?'))"
+else
+    echo "setup: installing granian for $PY (pip)"
+    if ! "$PY" -m pip --version >/dev/null 2>&1; then
+        # pip for the system interpreter comes from Debian.
+        if ! dpkg-query -W -f='${Status}' python3-pip 2>/dev/null | grep -q "install ok installed"; then
+            $SUDO apt-get install -y -q --no-install-recommends python3-pip || true
+        fi
+    fi
+    if ! "$PY" -m pip install -q --break-system-packages granian; then
+        echo "setup: WARNING: granian could not be installed; the experiments skip its peer rows" >&2
+    fi
+fi

@@ -1,0 +1,175 @@
+"""The command line (issue "cserve core"): --help, --version, option and app
+errors (exit 2, one line, never listening), --bind unix:, --app native-hello,
+the default app."""
+import re
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import APPS, BIN, ROOT, Server, free_port
+from httpclient import Reader, get, req
+
+OPTIONS = ["--bind", "--chdir", "--workers", "--blocking-threads", "--handoff", "--spin", "--inline",
+           "--app", "--backlog", "--max-header-size", "--max-body-size", "--header-timeout",
+           "--keepalive-timeout", "--io-timeout", "--graceful-timeout", "--access-log", "--log-level",
+           "--stats", "--stats-json", "--stats-window", "--version", "--help"]
+BACKENDS = ["ring", "dgram", "condvar", "eventfd"]
+
+
+def run(*args, timeout=15):
+    return subprocess.run([BIN, *args], cwd=str(ROOT), capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_lists_every_option_and_backend():
+    p = run("--help")
+    assert p.returncode == 0, p.stderr
+    for opt in OPTIONS:
+        assert re.search(re.escape(opt) + r"\b", p.stdout), f"--help does not list {opt}"
+    for b in BACKENDS:
+        assert re.search(r"\b" + b + r"\b", p.stdout), f"--help does not list backend {b}"
+
+
+def test_version():
+    p = run("--version")
+    assert p.returncode == 0
+    assert re.fullmatch(r"cserve \d+\.\d+\.\d+\n?", p.stdout), p.stdout
+
+
+def _never_listens(args, port, timeout=15):
+    """Run cserve; while it runs keep trying to connect to port. Returns the
+    CompletedProcess-like (rc, stderr) and whether anything ever accepted."""
+    errf = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([BIN, *args], cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=errf)
+    accepted = False
+    deadline = time.monotonic() + timeout
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                accepted = True
+            except OSError:
+                pass
+            time.sleep(0.01)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"cserve {args} still running after {timeout}s")
+    finally:
+        errf.seek(0)
+        err = errf.read()
+        errf.close()
+    return proc.returncode, err, accepted
+
+
+APPARG = "wsgi_apps:application"
+ERRORS = [
+    # (id, arguments after --bind/--chdir, text the one error line must name)
+    ("unknown_option", ["--no-such-option", APPARG], "--no-such-option"),
+    ("bad_number_workers", ["--workers", "abc", APPARG], "abc"),
+    ("bad_number_blocking_threads", ["--blocking-threads", "-3", APPARG], "-3"),
+    ("bad_number_equals_form", ["--backlog=12x", APPARG], "12x"),
+    ("unknown_handoff", ["--handoff", "carrier-pigeon", APPARG], "carrier-pigeon"),
+    ("bad_bind_address", [APPARG, "--bind", "not-an-address"], "not-an-address"),
+    ("missing_option_value", [APPARG, "--workers"], "--workers"),
+    ("module_not_found", ["nosuch:app"], "nosuch"),
+    ("attribute_missing", ["wsgi_apps:missing_attr"], "missing_attr"),
+    ("import_raises", ["raises_on_import:application"], "boom-on-import"),
+    ("not_callable", ["wsgi_apps:not_callable"], "not_callable"),
+]
+
+
+@pytest.mark.parametrize("args,needle", [pytest.param(a, n, id=i) for i, a, n in ERRORS])
+def test_error_exits_2_with_one_line_and_never_listens(args, needle):
+    port = free_port()
+    full = ["--bind", f"127.0.0.1:{port}", "--chdir", str(APPS)] + args
+    rc, err, accepted = _never_listens(full, port)
+    assert rc == 2, (rc, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert needle in lines[0], lines[0]
+    assert lines[0].startswith("cserve"), lines[0]
+    assert not accepted, "the port was listened on despite the error"
+
+
+def test_bind_unix_socket(tmp_path):
+    path = str(tmp_path / "cserve.sock")
+    srv = Server([BIN, "--bind", f"unix:{path}", "--chdir", str(APPS), "wsgi_apps:application"], 0, cwd=str(ROOT))
+    try:
+        deadline = time.monotonic() + 15
+        s = None
+        while time.monotonic() < deadline:
+            assert srv.proc.poll() is None, srv.log_text()
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(5)
+                s.connect(path)
+                break
+            except OSError:
+                s.close()
+                s = None
+                time.sleep(0.05)
+        assert s is not None, "unix socket never accepted:\n" + srv.log_text()
+        with s:
+            s.sendall(req("GET", "/hello") + req("GET", "/environ?u=1"))
+            r = Reader(s)
+            a = r.read_response()
+            b = r.read_response()
+        assert a.status == 200 and a.body == b"hello"
+        assert b.status == 200 and b'"PATH_INFO": "/environ"' in b.body
+        assert srv.stop() == 0
+    finally:
+        srv.close()
+
+
+def _same_as_default(resp):
+    assert resp.status == 200 and resp.reason == "OK"
+    assert resp.body == b"Hello, World!"
+    assert resp.header("content-type") == "text/plain"
+    assert resp.header("content-length") == "13"
+
+
+def test_default_app_with_only_bind(server_factory):
+    srv = server_factory()
+    _same_as_default(get(srv.port, "/"))
+    _same_as_default(get(srv.port, "/any/path?x=1"))
+
+
+def test_native_hello_same_as_default_app(server_factory):
+    py = server_factory()
+    native = server_factory("--app", "native-hello")
+    a, b = get(py.port, "/"), get(native.port, "/")
+    _same_as_default(a)
+    _same_as_default(b)
+    assert (a.status, a.body, a.header("content-type"), a.header("content-length")) == \
+        (b.status, b.body, b.header("content-type"), b.header("content-length"))
+    assert b.header("server") == "cserve" and b.header("date")
+
+
+def test_options_accept_equals_form(tmp_path):
+    port = free_port()
+    srv = Server([BIN, f"--bind=127.0.0.1:{port}", "--handoff=eventfd", f"--chdir={APPS}",
+                  "--blocking-threads=2", "wsgi_apps:application"], port, cwd=str(ROOT))
+    try:
+        srv.wait_ready()
+        resp = get(port, "/environ")
+        assert resp.status == 200 and b'"wsgi.multithread": true' in resp.body
+    finally:
+        srv.close()
+
+
+def test_no_arguments_serves_default_app_on_8000():
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", 8000))
+        except OSError:
+            pytest.skip("port 8000 is busy on this machine")
+    srv = Server([BIN], 8000, cwd=str(ROOT))
+    try:
+        srv.wait_ready()
+        _same_as_default(get(8000, "/"))
+        assert srv.stop() == 0
+    finally:
+        srv.close()

@@ -1,0 +1,499 @@
+"""HTTP/1.1 behaviour of the core server (issue "cserve core"), on raw sockets.
+
+Behaviour that crosses the handoff (bodies streamed to wsgi.input, pipelined
+responses, streamed responses) runs over every backend through the
+module-scoped `hsrv` fixture; pure request-parsing checks run on ring only.
+"""
+import email.utils
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+from conftest import APPS, HANDOFFS, start_server
+from httpclient import (Reader, chunked, get, raw_exchange, read_all, read_chunk, read_head,
+                        req, request)
+
+if str(APPS) not in sys.path:
+    sys.path.insert(0, str(APPS))
+from wsgi_apps import pattern  # noqa: E402
+
+APP = "wsgi_apps:application"
+
+
+def _serve(request, *args, **kw):
+    srv = start_server(*args, app=APP, **kw)
+    request.addfinalizer(srv.close)
+    return srv
+
+
+@pytest.fixture(scope="module", params=HANDOFFS)
+def hsrv(request):
+    """One server per handoff backend for the module."""
+    return _serve(request, handoff=request.param)
+
+
+@pytest.fixture(scope="module")
+def limits():
+    """Ring server with small limits for the parser/limit tests."""
+    srv = start_server("--max-body-size", "1000", "--max-header-size", "4096", app=APP)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture(scope="module")
+def timeouts():
+    srv = start_server("--header-timeout", "1", "--keepalive-timeout", "1", app=APP)
+    yield srv
+    srv.close()
+
+
+def _json(resp):
+    assert resp.status == 200, resp
+    return json.loads(resp.body)
+
+
+# ------------------------------------------------------------ keep-alive
+
+def test_keepalive_is_default_for_http11(hsrv):
+    with hsrv.connect() as s:
+        r = Reader(s)
+        for i in range(3):
+            s.sendall(req("GET", f"/hello?i={i}"))
+            resp = r.read_response()
+            assert resp.status == 200 and resp.body == b"hello"
+            assert (resp.header("connection") or "").lower() != "close"
+        assert not r.closed(timeout=0.3)
+
+
+def test_http10_closes_by_default(hsrv):
+    with hsrv.connect() as s:
+        s.sendall(b"GET /hello HTTP/1.0\r\n\r\n")
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == b"hello"
+        assert resp.version == "HTTP/1.1"
+        assert r.closed(timeout=3)
+
+
+def test_http10_keepalive_with_connection_header(hsrv):
+    with hsrv.connect() as s:
+        r = Reader(s)
+        for _ in range(2):
+            s.sendall(b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            resp = r.read_response()
+            assert resp.status == 200 and resp.body == b"hello"
+            assert resp.header("connection", "").lower() == "keep-alive"
+        assert not r.closed(timeout=0.3)
+
+
+def test_pipelining_responses_in_order_mixed_methods(hsrv):
+    body = b"posted-body-123"
+    raw = (req("GET", "/environ/one")
+           + req("POST", "/raw_echo", [("Content-Length", str(len(body)))], body)
+           + req("HEAD", "/head")
+           + req("POST", "/echo?mode=readline", [("Transfer-Encoding", "chunked")],
+                 chunked(b"a\nb\n", [1]))
+           + req("GET", "/environ/five?q=5"))
+    with hsrv.connect() as s:
+        s.sendall(raw)
+        r = Reader(s)
+        assert _json(r.read_response())["PATH_INFO"] == "/environ/one"
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == body
+        resp = r.read_response("HEAD")
+        assert resp.status == 200 and resp.header("content-length") == "20" and resp.body == b""
+        assert _json(r.read_response())["pieces"] == ["a\n", "b\n", ""]
+        env = _json(r.read_response())
+        assert env["PATH_INFO"] == "/environ/five" and env["QUERY_STRING"] == "q=5"
+        assert not r.closed(timeout=0.3)
+
+
+def test_pipelining_many_small_requests(hsrv):
+    n = 50
+    with hsrv.connect() as s:
+        s.sendall(b"".join(req("GET", f"/environ?n={i}") for i in range(n)))
+        r = Reader(s)
+        for i in range(n):
+            assert _json(r.read_response())["QUERY_STRING"] == f"n={i}"
+
+
+def test_connection_close_honoured(hsrv):
+    with hsrv.connect() as s:
+        s.sendall(req("GET", "/hello", [("Connection", "close")]))
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == b"hello"
+        assert resp.header("connection", "").lower() == "close"
+        assert r.closed(timeout=3)
+
+
+def test_head_has_headers_and_no_body(hsrv):
+    with hsrv.connect() as s:
+        # A GET after the HEAD on the same connection: any stray body bytes
+        # from the HEAD would corrupt the second response.
+        s.sendall(req("HEAD", "/head") + req("GET", "/head"))
+        r = Reader(s)
+        h = r.read_response("HEAD")
+        g = r.read_response()
+        assert h.status == 200 and h.body == b""
+        assert h.header("content-length") == str(len(g.body)) == "20"
+        assert h.header("x-method") == "HEAD" and g.header("x-method") == "GET"
+        assert h.header("content-type") == g.header("content-type") == "text/plain"
+
+
+def test_204_and_304_have_no_body(hsrv):
+    with hsrv.connect() as s:
+        s.sendall(req("GET", "/status?code=204") + req("GET", "/status?code=304") + req("GET", "/hello"))
+        r = Reader(s)
+        a, b = r.read_response(), r.read_response()
+        assert (a.status, b.status) == (204, 304)
+        assert a.header("transfer-encoding") is None and b.header("transfer-encoding") is None
+        c = r.read_response()
+        assert c.status == 200 and c.body == b"hello"
+
+
+def test_date_and_server_headers(hsrv):
+    resp = get(hsrv.port, "/hello")
+    assert resp.version == "HTTP/1.1"
+    assert resp.header("server") == "cserve"
+    date = email.utils.parsedate_to_datetime(resp.header("date"))
+    assert date.tzinfo is not None
+    assert abs(date.timestamp() - time.time()) < 120
+    assert resp.raw_head.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+# ------------------------------------------------------- request bodies
+
+def test_content_length_body_streamed_to_wsgi_input(hsrv):
+    body = b"x=1&y=" + b"z" * 5000
+    resp = request(hsrv.port, req("POST", "/raw_echo", [("Content-Length", str(len(body)))], body))
+    assert resp.status == 200 and resp.body == body
+
+
+def test_content_length_body_larger_than_1mb(hsrv):
+    body = os.urandom(1 << 20) + b"tail" * 1000
+    raw = req("POST", "/digest", [("Content-Length", str(len(body)))], body)
+    d = _json(request(hsrv.port, raw, timeout=20))
+    assert d == {"len": len(body), "sha256": hashlib.sha256(body).hexdigest(),
+                 "content_length": str(len(body))}
+
+
+def test_chunked_upload_with_trailers(hsrv):
+    body = b"trailer test body\n" * 10
+    raw = req("POST", "/raw_echo", [("Transfer-Encoding", "chunked")],
+              chunked(body, [17, 5], trailers=[("X-Checksum", "abc"), ("X-Other", "1")]))
+    with hsrv.connect() as s:
+        s.sendall(raw + req("GET", "/environ"))
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == body
+        # trailers were discarded and consumed: the next request parses cleanly
+        env = _json(r.read_response())
+        assert "HTTP_X_CHECKSUM" not in env
+
+
+def test_chunked_upload_with_chunk_extensions(hsrv):
+    body = b"extensions are ignored" * 3
+    raw = req("POST", "/raw_echo", [("Transfer-Encoding", "chunked")], chunked(body, [7], ext=True))
+    resp = request(hsrv.port, raw)
+    assert resp.status == 200 and resp.body == body
+
+
+def test_chunked_upload_many_small_chunks(hsrv):
+    body = bytes(i % 251 for i in range(3000))
+    raw = req("POST", "/raw_echo", [("Transfer-Encoding", "chunked")], chunked(body, [1, 2, 3]))
+    resp = request(hsrv.port, raw, timeout=10)
+    assert resp.status == 200 and resp.body == body
+
+
+def test_chunked_upload_sent_in_pieces(hsrv):
+    body = b"0123456789abcdef" * 64
+    raw = req("POST", "/raw_echo", [("Transfer-Encoding", "chunked"), ("Connection", "close")],
+              chunked(body, [100, 33]))
+    out = raw_exchange(hsrv.port, raw, timeout=5, split=[1, 2, 3, 5, 7, 11, 13, 17, 19, 23] * 12)
+    head, _, rest = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), out[:200]
+    assert rest == body
+
+
+def test_chunked_upload_larger_than_1mb(hsrv):
+    body = os.urandom((1 << 20) + 12345)
+    raw = req("POST", "/digest", [("Transfer-Encoding", "chunked")], chunked(body, [65536, 1000, 7]))
+    d = _json(request(hsrv.port, raw, timeout=20))
+    assert d["len"] == len(body) and d["sha256"] == hashlib.sha256(body).hexdigest()
+    assert d["content_length"] is None  # no CONTENT_LENGTH for chunked bodies
+
+
+# ------------------------------------------------------------ 100-continue
+
+def _recv_some(s, timeout):
+    s.settimeout(timeout)
+    try:
+        return s.recv(65536)
+    except socket.timeout:
+        return None
+
+
+def test_expect_100_continue_sent_when_app_reads(hsrv):
+    body = b"continue-body"
+    head = req("POST", "/raw_echo", [("Content-Length", str(len(body))), ("Expect", "100-continue")])
+    with hsrv.connect() as s:
+        s.sendall(head)
+        first = b""
+        deadline = time.monotonic() + 5
+        while b"\r\n\r\n" not in first and time.monotonic() < deadline:
+            data = _recv_some(s, 5)
+            if not data:
+                break
+            first += data
+        # the interim response arrives first, before we sent any body byte
+        assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first
+        s.sendall(body)
+        r = Reader(s)
+        r.buf = first[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == body and resp.interim == []
+
+
+def test_expect_100_not_sent_when_app_does_not_read(hsrv):
+    head = req("POST", "/noread", [("Content-Length", "10"), ("Expect", "100-continue")])
+    with hsrv.connect() as s:
+        s.sendall(head)
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.interim == [] and resp.status == 200 and resp.body == b"not read"
+        assert b"100 Continue" not in resp.raw_head
+        # the unread body is never coming: the server closes after the response
+        assert r.closed(timeout=3)
+
+
+def test_expect_100_not_sent_when_body_already_arrived(hsrv):
+    body = b"already-here"
+    raw = req("POST", "/raw_echo", [("Content-Length", str(len(body))), ("Expect", "100-continue")], body)
+    resp = request(hsrv.port, raw)
+    assert resp.interim == [] and resp.status == 200 and resp.body == body
+
+
+def test_expect_unsupported_is_417(limits):
+    out = raw_exchange(limits.port, req("POST", "/raw_echo", [("Content-Length", "1"), ("Expect", "fancy")], b"x"))
+    assert out.startswith(b"HTTP/1.1 417"), out[:100]
+
+
+# ---------------------------------------------------------- response framing
+
+def test_chunked_response_for_generator_without_content_length_http11(hsrv):
+    with hsrv.connect() as s:
+        s.sendall(req("GET", "/stream?n=4&size=3") + req("GET", "/hello"))
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.header("transfer-encoding") == "chunked"
+        assert resp.header("content-length") is None
+        assert resp.body == b"aaabbbcccddd"
+        assert r.read_response().body == b"hello"  # still keep-alive
+
+
+def test_close_delimited_response_for_generator_http10(hsrv):
+    out = raw_exchange(hsrv.port, b"GET /stream?n=4&size=3 HTTP/1.0\r\n\r\n", timeout=5)
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    low = head.lower()
+    assert b"transfer-encoding" not in low and b"content-length" not in low
+    assert body == b"aaabbbcccddd"
+
+
+def test_list_response_gets_content_length(hsrv):
+    resp = get(hsrv.port, "/big?mode=list&size=100000")
+    assert resp.header("content-length") == "100000"
+    assert resp.header("transfer-encoding") is None
+    assert resp.body == pattern(100000)
+
+
+def _slow_read(srv, path, expect_len, rcvbuf=16384):
+    """A client with a small receive buffer that starts reading late and
+    then reads in small pieces: the server must handle partial writes."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(20)
+    s.connect(("127.0.0.1", srv.port))
+    with s:
+        s.sendall(req("GET", path))
+        time.sleep(0.5)  # let the server hit a full socket buffer
+        r = Reader(s)
+        head = read_head(r)
+        assert head.status == 200
+        data = b""
+        deadline = time.monotonic() + 30
+        te = head.header("transfer-encoding")
+        if te:
+            assert te == "chunked"
+            n = 0
+            while time.monotonic() < deadline:
+                c = read_chunk(r)
+                if not c:
+                    break
+                data += c
+                n += 1
+                if n % 16 == 0:
+                    time.sleep(0.01)
+        else:
+            assert head.header("content-length") == str(expect_len)
+            data, r.buf = r.buf, b""
+            i = 0
+            while len(data) < expect_len and time.monotonic() < deadline:
+                chunk = s.recv(8192)
+                assert chunk, "closed early after %d bytes" % len(data)
+                data += chunk
+                i += 1
+                if i % 64 == 0:
+                    time.sleep(0.01)
+        return data
+
+
+@pytest.mark.parametrize("mode", ["gen", "list", "cl"])
+def test_large_response_8mb_read_slowly(hsrv, mode):
+    size = 8 << 20
+    data = _slow_read(hsrv, f"/big?mode={mode}&size={size}", size)
+    assert len(data) == size
+    assert data == pattern(size)
+
+
+# ------------------------------------------------------------- bad input
+
+LONG_TARGET = "/" + "a" * 5000
+BIG_HEADERS = [(f"X-Filler-{i}", "v" * 100) for i in range(60)]
+
+BAD_REQUESTS = [
+    ("malformed_request_line", b"GARBAGE\r\n\r\n", 400),
+    ("request_line_missing_version", b"GET /\r\nHost: x\r\n\r\n", 400),
+    ("cl_and_te_together", req("POST", "/raw_echo", [("Content-Length", "5"), ("Transfer-Encoding", "chunked")],
+                               b"0\r\n\r\n"), 400),
+    ("differing_duplicate_content_length", req("POST", "/raw_echo", [("Content-Length", "5"), ("Content-Length", "6")],
+                                               b"123456"), 400),
+    ("content_length_not_decimal", req("POST", "/raw_echo", [("Content-Length", "+5")], b"12345"), 400),
+    ("obs_fold", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n", 400),
+    ("control_char_in_value", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n", 400),
+    ("nul_in_value", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400),
+    ("whitespace_before_colon", b"GET / HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n", 400),
+    ("bare_lf", b"GET / HTTP/1.1\nHost: x\n\n", 400),
+    ("bad_target_relative", b"GET foo HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("bad_target_fragment", b"GET /a#frag HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("missing_host_http11", b"GET / HTTP/1.1\r\n\r\n", 400),
+    ("bad_chunk_size", req("POST", "/raw_echo", [("Transfer-Encoding", "chunked")], b"zz\r\nabc\r\n0\r\n\r\n"), 400),
+    ("body_over_max_body_size_413", req("POST", "/raw_echo", [("Content-Length", "1001")], b"x" * 1001), 413),
+    ("chunked_body_over_max_body_size_413", req("POST", "/digest", [("Transfer-Encoding", "chunked")],
+                                                chunked(b"y" * 3000, [500])), 413),
+    ("long_target_414", req("GET", LONG_TARGET), 414),
+    ("huge_header_block_431", req("GET", "/", BIG_HEADERS), 431),
+    ("too_many_header_fields_431", req("GET", "/", [(f"X{i}", "1") for i in range(120)]), 431),
+    ("unknown_transfer_coding_501", req("POST", "/raw_echo", [("Transfer-Encoding", "gzip, chunked")],
+                                        b"0\r\n\r\n"), 501),
+    ("http2_version_505", b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+]
+
+
+@pytest.mark.parametrize("raw,status", [pytest.param(r, s, id=n) for n, r, s in BAD_REQUESTS])
+def test_bad_request_gets_status_and_close(limits, raw, status):
+    with limits.connect() as s:
+        try:
+            s.sendall(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer and close before reading all of it
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.status == status, resp
+        assert resp.version == "HTTP/1.1"
+        assert resp.header("connection", "").lower() == "close"
+        assert len(resp.body) > 0  # a short text body (Content-Length or close-delimited)
+        assert r.closed(timeout=3)
+    # the server still serves another connection afterwards
+    ok = get(limits.port, "/hello")
+    assert ok.status == 200 and ok.body == b"hello"
+
+
+def test_body_over_max_is_413_before_the_app_runs(limits, tmp_path):
+    marker = tmp_path / "ran"
+    raw = req("POST", f"/closer?marker={marker}", [("Content-Length", "5000")])
+    out = raw_exchange(limits.port, raw, timeout=3)
+    assert out.startswith(b"HTTP/1.1 413"), out[:100]
+    assert not marker.exists()
+
+
+def test_bad_request_does_not_affect_other_connections(limits):
+    with limits.connect() as a:
+        ra = Reader(a)
+        a.sendall(req("GET", "/hello"))
+        assert ra.read_response().body == b"hello"
+        out = raw_exchange(limits.port, b"BROKEN REQUEST LINE\r\n\r\n")
+        assert out.startswith(b"HTTP/1.1 400")
+        a.sendall(req("GET", "/hello"))
+        assert ra.read_response().body == b"hello"
+
+
+# ------------------------------------------------------------- timeouts
+
+def test_slowloris_closed_while_other_clients_served(timeouts):
+    """A client dribbling its head slower than --header-timeout 1 is closed
+    within ~1-3 s; meanwhile a normal client is served."""
+    slow = timeouts.connect()
+    slow.settimeout(0.05)
+    start = time.monotonic()
+    dribble = req("GET", "/hello", [("X-Slow", "y" * 200)])[:-2]  # never completes
+    got = b""
+    closed_at = None
+    served = 0
+    pos = 0
+    with slow:
+        while time.monotonic() - start < 6:
+            if pos < len(dribble):
+                try:
+                    slow.sendall(dribble[pos:pos + 1])
+                except (BrokenPipeError, ConnectionResetError):
+                    closed_at = time.monotonic()
+                    break
+                pos += 1
+            try:
+                data = slow.recv(4096)
+                if not data:
+                    closed_at = time.monotonic()
+                    break
+                got += data
+            except socket.timeout:
+                pass
+            except ConnectionResetError:
+                closed_at = time.monotonic()
+                break
+            # another client is served normally meanwhile
+            resp = get(timeouts.port, "/hello", headers=[("Connection", "close")], timeout=3)
+            assert resp.status == 200 and resp.body == b"hello"
+            served += 1
+            time.sleep(0.15)
+    assert closed_at is not None, "slow client not closed within 6 s"
+    assert closed_at - start < 4.0
+    assert served >= 2
+    assert got == b"" or got.startswith(b"HTTP/1.1 408"), got[:100]
+
+
+def test_silent_connection_closed_after_header_timeout(timeouts):
+    with timeouts.connect() as s:
+        start = time.monotonic()
+        r = Reader(s)
+        assert r.closed(timeout=5)
+        assert time.monotonic() - start < 4.0
+
+
+def test_keepalive_idle_connection_closed(timeouts):
+    with timeouts.connect() as s:
+        r = Reader(s)
+        s.sendall(req("GET", "/hello"))
+        assert r.read_response().body == b"hello"
+        s.sendall(req("GET", "/hello"))  # still open right after a response
+        assert r.read_response().body == b"hello"
+        start = time.monotonic()
+        data, eof = read_all(r, timeout=5)
+        assert eof and data == b""
+        assert time.monotonic() - start < 4.0

@@ -1,0 +1,180 @@
+"""Process behaviour (issue "cserve core"): graceful SIGTERM with requests in
+flight, idle SIGTERM, --workers 2 (both serve, a killed worker is respawned,
+SIGTERM to the supervisor stops every worker)."""
+import json
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from httpclient import Reader, get, read_all, req
+
+APP = "wsgi_apps:application"
+
+
+def _gone(pid):
+    """True if pid no longer runs (absent, or a zombie awaiting its reaper)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _wait_gone(pid, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _pid_of(port, timeout=3.0):
+    resp = get(port, "/pid", headers=[("Connection", "close")], timeout=timeout)
+    assert resp.status == 200
+    return int(resp.body)
+
+
+def test_sigterm_completes_in_flight_requests_then_exits_0(server_factory, handoff):
+    srv = server_factory("--blocking-threads", "4", "--graceful-timeout", "10", app=APP, handoff=handoff)
+    # an idle keep-alive connection, to be closed by the shutdown
+    idle = srv.connect(timeout=10)
+    idle.sendall(req("GET", "/hello"))
+    ridle = Reader(idle)
+    assert ridle.read_response().body == b"hello"
+    socks = []
+    try:
+        for _ in range(3):
+            s = srv.connect(timeout=10)
+            s.sendall(req("GET", "/sleep?s=0.5"))
+            socks.append(s)
+        time.sleep(0.15)  # all three are now running in the app
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        for s in socks:
+            r = Reader(s)
+            resp = r.read_response()
+            assert resp.status == 200 and resp.body == b"slept"
+            assert resp.header("connection", "").lower() == "close"
+            assert r.closed(timeout=5)
+        assert ridle.closed(timeout=5), "idle keep-alive connection not closed on SIGTERM"
+        assert srv.proc.wait(timeout=10) == 0
+        assert time.monotonic() - t0 < 10
+    finally:
+        for s in socks + [idle]:
+            s.close()
+    assert "Traceback" not in srv.log_text()
+
+
+def test_sigterm_stops_accepting_new_connections(server_factory):
+    srv = server_factory("--graceful-timeout", "10", app=APP)
+    with srv.connect(timeout=10) as busy:
+        busy.sendall(req("GET", "/sleep?s=1.0"))
+        time.sleep(0.2)
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the in-flight request still runs for ~0.6 s
+        served = None
+        try:
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=2) as s:
+                s.sendall(req("GET", "/hello"))
+                data, _ = read_all(Reader(s), timeout=2)
+                served = data.startswith(b"HTTP/1.1 200")
+        except OSError:
+            served = False  # refused or reset: not accepted
+        assert not served, "a connection made after SIGTERM was served"
+        resp = Reader(busy).read_response()
+        assert resp.body == b"slept" and resp.header("connection", "").lower() == "close"
+    assert srv.proc.wait(timeout=10) == 0
+
+
+def test_sigterm_idle_server_exits_0_promptly(server_factory):
+    srv = server_factory(app=APP)
+    assert get(srv.port, "/hello").status == 200
+    t0 = time.monotonic()
+    assert srv.stop(signal.SIGTERM, timeout=10) == 0
+    assert time.monotonic() - t0 < 5
+
+
+def test_sigint_idle_server_exits_0(server_factory):
+    srv = server_factory()
+    assert srv.stop(signal.SIGINT, timeout=10) == 0
+
+
+# ------------------------------------------------------------- --workers 2
+
+def _collect_pids(port, want=2, tries=3000, timeout=15.0, exclude=()):
+    """Fetch /pid over fresh connections until `want` distinct pids (not in
+    exclude) are seen; bounded in count and time. Failed connections are
+    retried (a worker may be restarting)."""
+    pids = set()
+    deadline = time.monotonic() + timeout
+    for _ in range(tries):
+        if time.monotonic() > deadline:
+            break
+        try:
+            pids.add(_pid_of(port))
+        except (OSError, EOFError):
+            time.sleep(0.05)
+            continue
+        if len(pids - set(exclude)) >= want:
+            break
+        time.sleep(0.002)
+    return pids
+
+
+def test_workers_2_both_serve(server_factory):
+    srv = server_factory("--workers", "2", app=APP)
+    pids = _collect_pids(srv.port)
+    assert len(pids) == 2, pids
+    assert srv.proc.pid not in pids  # the supervisor does not serve
+    env = json.loads(get(srv.port, "/environ").body)
+    assert env["wsgi.multiprocess"] is True
+    assert srv.stop() == 0
+
+
+def test_workers_2_sigkill_one_worker_is_respawned(server_factory):
+    srv = server_factory("--workers", "2", app=APP)
+    pids = _collect_pids(srv.port)
+    assert len(pids) == 2, pids
+    victim = sorted(pids)[0]
+    os.kill(victim, signal.SIGKILL)
+    assert _wait_gone(victim, 5)
+    # within a few seconds requests succeed again (the other worker serves)
+    deadline = time.monotonic() + 5
+    ok = 0
+    while ok < 20 and time.monotonic() < deadline:
+        try:
+            if _pid_of(srv.port) != victim:
+                ok += 1
+        except (OSError, EOFError):
+            ok = 0
+            time.sleep(0.05)
+    assert ok == 20, "requests do not succeed after a worker was killed"
+    # and a new worker appears
+    new = _collect_pids(srv.port, want=2, exclude=[victim]) - pids
+    assert new, "no new worker pid after SIGKILL"
+    assert victim not in _collect_pids(srv.port, want=3, tries=50)
+    all_pids = (pids | new) - {victim}
+    assert srv.stop(signal.SIGTERM, timeout=15) == 0
+    for p in all_pids:
+        assert _wait_gone(p, 5), f"worker {p} survived the supervisor"
+
+
+def test_workers_2_sigterm_to_supervisor_stops_all(server_factory):
+    srv = server_factory("--workers", "2", app=APP)
+    pids = _collect_pids(srv.port)
+    assert len(pids) == 2, pids
+    t0 = time.monotonic()
+    assert srv.stop(signal.SIGTERM, timeout=15) == 0
+    assert time.monotonic() - t0 < 10
+    for p in pids:
+        assert _wait_gone(p, 5), f"orphan worker {p} still running"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()

@@ -1,0 +1,72 @@
+# tests/parser.mk — the HTTP parser's unit tests and fuzzers (included by the
+# top-level Makefile, which defines CC and CFLAGS_BASE).
+#
+#   make unit-test                  C unit tests under ASan+UBSan, twice: the
+#                                   portable scanners and the SSE4.2 ones
+#   make fuzz-short                 every fuzzer for FUZZ_SHORT_SECONDS (5)
+#   make fuzz FUZZ_SECONDS=N        every fuzzer for N seconds (60)
+
+# Included before the top-level Makefile's "all": keep our targets from
+# becoming the default goal (restored at the end of this file).
+PARSER_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
+
+PARSER_SRCS := core/http_parser.c core/http_framing.c core/http_target.c \
+               core/http_chunked.c core/http_chars.c
+PARSER_HDRS := core/http_parser.h core/http_chars.h
+
+UNIT_TESTS     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
+UNIT_CFLAGS    := $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
+UNIT_BINS      := $(UNIT_TESTS:%=build/unit/%)
+# The same tests against the SSE4.2 fast paths (only where the CPU has them).
+HAVE_SSE42     := $(shell grep -qw sse4_2 /proc/cpuinfo 2>/dev/null && echo 1)
+UNIT_BINS_SIMD := $(if $(HAVE_SSE42),$(UNIT_TESTS:%=build/unit/sse42/%))
+
+FUZZ_CC      ?= clang
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=undefined -Wall -Wextra -Werror -Wshadow \
+                -Wstrict-prototypes -Wmissing-prototypes
+FUZZ_TARGETS := fuzz_request fuzz_chunked fuzz_connection
+FUZZ_BINS    := $(FUZZ_TARGETS:%=build-fuzz/%)
+FUZZ_SECONDS ?= 60
+FUZZ_SHORT_SECONDS ?= 5
+
+.PHONY: unit-test fuzz-short fuzz fuzz-build
+
+build/unit/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS)
+
+build/unit/sse42/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(UNIT_CFLAGS) -msse4.2 -o $@ $< $(PARSER_SRCS)
+
+unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD)
+	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
+
+build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(PARSER_SRCS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# Each run starts from the committed seeds and keeps what it finds in a
+# scratch corpus under build-fuzz/ (the seeds stay clean); a crash leaves its
+# input in build-fuzz/ and fails the target.
+define run_fuzzer
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  echo "== $$t ($(1) s)"; \
+	  ./build-fuzz/$$t -max_total_time=$(1) -print_final_stats=0 \
+	    -artifact_prefix=build-fuzz/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+	    2>build-fuzz/$$t.log || { tail -40 build-fuzz/$$t.log; exit 1; }; \
+	  grep -E 'DONE' build-fuzz/$$t.log | tail -1; \
+	done
+endef
+
+fuzz-short: $(FUZZ_BINS)
+	$(call run_fuzzer,$(FUZZ_SHORT_SECONDS))
+
+fuzz: $(FUZZ_BINS)
+	$(call run_fuzzer,$(FUZZ_SECONDS))
+
+.DEFAULT_GOAL := $(PARSER_MK_SAVED_GOAL)
