@@ -49,7 +49,8 @@ CORE_SRCS := $(wildcard core/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-asan test-tsan deps integration-test clean
+.PHONY: all run test test-asan test-tsan deps integration-test soak experiments experiments-quick \
+        profile paper clean
 
 all: cserve
 
@@ -89,6 +90,29 @@ test-tsan: deps
 	$(MAKE) BUILD=build-tsan SAN=tsan build-tsan/cserve handoff-test-tsan
 	CSERVE_BIN=build-tsan/cserve TSAN_OPTIONS=halt_on_error=1 \
 	  $(PYTHON) -m pytest -q tests/integration -k load
+
+# Long load and fault runs (10^6 requests per backend, more fault rounds).
+soak: deps all
+	CSERVE_SOAK=1 $(PYTHON) -m pytest -q tests/integration/test_load.py tests/integration/test_faults.py
+
+# The full sweep (~20-30 min on a 2-vCPU guest) and its tables and figures.
+experiments: deps all
+	$(PYTHON) experiments/run.py
+	$(PYTHON) experiments/report.py
+
+experiments-quick: deps all
+	$(PYTHON) experiments/run.py --quick
+	$(PYTHON) experiments/report.py --dir experiments/results/quick
+
+# On-CPU profiles reduced to µs per request per thread (perf, cpu-clock).
+profile: deps all
+	mkdir -p experiments/results
+	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h && \
+	  cp /tmp/cserve-profile-$$h/report.md experiments/results/profile-$$h.md || exit 1; done
+
+paper:
+	$(PYTHON) experiments/report.py
+	$(PYTHON) paper/build.py
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz cserve

@@ -44,3 +44,15 @@ void buffer_free(struct buffer *b)
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+void *calloc_lines(size_t n, size_t size)
+{
+    size_t bytes = n * size;
+    if (size && bytes / size != n)
+        return NULL;
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p)
+        memset(p, 0, bytes ? bytes : 64);
+    return p;
+}

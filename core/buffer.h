@@ -19,4 +19,8 @@ bool buffer_append(struct buffer *b, const void *p, size_t n);
 void buffer_reset(struct buffer *b, size_t keep);
 void buffer_free(struct buffer *b);
 
+/* Zeroed memory aligned to a cache line, for structs that keep one
+ * thread's counters away from another's (free with free()). */
+void *calloc_lines(size_t n, size_t size);
+
 #endif

@@ -441,9 +441,12 @@ void conn_stop_if_idle(struct conn *c)
 {
     if (c->state != CONN_HEAD || c->rbuf.len > 0 || c->job)
         return;
-    /* A request may be on its way to us: read it first (it is then served
-     * with "Connection: close"); the next pass closes what stayed idle. */
-    if (c->readable) {
+    /* A request may have arrived with its edge not yet seen: try one read
+     * whatever `readable` says (a request found is served, with
+     * "Connection: close"); the next pass closes what stayed idle. */
+    if (!c->stop_read) {
+        c->stop_read = true;
+        c->readable = true;
         conn_read_head(c);
         return;
     }

@@ -46,6 +46,7 @@ struct conn {
     bool readable;       /* edge-triggered: data may be waiting */
     bool writable;       /* edge-triggered: send buffer has room */
     bool dead;           /* socket closed; kept only until the app's job returns */
+    bool stop_read;      /* shutting down: the last read of an idle connection is done */
     bool prereading;     /* reading the body before calling the app: all of it with
                           * --inline, else up to PREREAD_MAX (so a small body costs
                           * the app no round trip to the loop) */

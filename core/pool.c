@@ -133,6 +133,7 @@ static void *pool_main(void *arg)
         wsgi_handle(job);
         counter_inc(&t->stats->requests);
     }
+    wsgi_thread_cleanup();
     PyThreadState_Clear(ts);
     PyThreadState_DeleteCurrent();
     atomic_store(&t->exited, true);

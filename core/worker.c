@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "buffer.h"
 #include "log.h"
 #include "loop.h"
 #include "options.h"
@@ -34,14 +35,14 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     unsigned nthreads = pooled ? opt->blocking_threads : 0;
 
     struct stats *stats = calloc(1, sizeof *stats);
-    struct loop *loop = calloc(1, sizeof *loop);
+    struct loop *loop = calloc_lines(1, sizeof *loop);
     if (!stats || !loop) {
         log_error("out of memory");
         return 1;
     }
     stats->worker_index = index;
     stats->nthreads = 1 + nthreads;
-    stats->pool = calloc(nthreads ? nthreads : 1, sizeof *stats->pool);
+    stats->pool = calloc_lines(nthreads ? nthreads : 1, sizeof *stats->pool);
     stats->handoff_name = pooled ? opt->handoff->name : opt->inline_app ? "none (inline)" : "none";
     stats->app_name = app_name;
     stats->inline_mode = opt->inline_app;

@@ -17,6 +17,10 @@ void wsgi_init(const struct options *opt, const char *default_app_dir);
  * job_flush/job_done: when it returns, the job is the loop's. */
 void wsgi_handle(struct job *job);
 
+/* Free what the bridge keeps per thread; call on a thread that ran apps,
+ * before it exits. */
+void wsgi_thread_cleanup(void);
+
 /* Finalise the interpreter (GIL held by the caller). */
 void wsgi_finalize(void);
 

@@ -123,8 +123,14 @@ void wsgi_init(const struct options *opt, const char *default_app_dir)
     W.s_tell = PyUnicode_InternFromString("tell");
 }
 
+void wsgi_thread_cleanup(void)
+{
+    environ_thread_cleanup();
+}
+
 void wsgi_finalize(void)
 {
+    wsgi_thread_cleanup(); /* the calling thread's, for --inline */
     Py_CLEAR(W.app);
     Py_FinalizeEx();
 }
@@ -327,6 +333,8 @@ void wsgi_handle(struct job *job)
         job->status = r->code;
         job->body_bytes = r->body_sent;
         r->job = NULL;
+        /* write() holds the responder: break the cycle, or neither is freed. */
+        Py_CLEAR(r->write);
         Py_DECREF(r);
     }
     PyErr_Clear();

@@ -220,3 +220,10 @@ fail:
     Py_DECREF(env);
     return NULL;
 }
+
+void environ_thread_cleanup(void)
+{
+    free(path_scratch);
+    path_scratch = NULL;
+    path_scratch_cap = 0;
+}

@@ -29,6 +29,7 @@ extern PyTypeObject FileWrapperType; /* wsgi.file_wrapper */
 /* wsgi_environ.c */
 int environ_init(void);
 PyObject *environ_build(struct job *job, PyObject *input);
+void environ_thread_cleanup(void);
 
 /* wsgi_input.c */
 PyObject *input_new(struct job *job);

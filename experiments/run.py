@@ -402,7 +402,6 @@ def main():
     if a.quick and a.interval >= a.duration:
         a.interval = a.duration / 4
     out = a.out or os.path.join(ROOT, "experiments", "results", "quick" if a.quick else "")
-    os.makedirs(out, exist_ok=True)
 
     S = sweeps(a.quick)
     names = a.sweep or list(S)
@@ -431,6 +430,7 @@ def main():
         return
     if not os.access(CSERVE, os.X_OK) and any(r["server"] == "cserve" for _, r in todo):
         sys.exit(f"no {CSERVE}: run make first")
+    os.makedirs(out, exist_ok=True)
     mach, rev = machine(), commit()
     if os.getloadavg()[0] > 0.5:
         print(f"WARNING: load average {os.getloadavg()[0]:.2f}: something else is running; "

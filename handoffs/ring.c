@@ -269,6 +269,9 @@ static struct job *spin_for_job(struct ring_handoff *h, struct ring_worker *w,
         struct job *job = spsc_pop(&w->req);
         if (job)
             return job;
+        /* An unbounded budget (benchmarks) must still notice shutdown. */
+        if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
+            return NULL;
         if (step < RING_MAX_PAUSE_STEP)
             step *= 2;
     }

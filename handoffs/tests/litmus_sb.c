@@ -1,6 +1,6 @@
 /* litmus_sb.c — the store-buffering (Dekker) litmus test on this machine.
  *
- *   litmus_sb [ROUNDS]        (default 1000000)
+ *   litmus_sb [ROUNDS [MAX_SECONDS]]   (defaults 1000000 rounds, 3 s per variant)
  *
  * Two threads, each: store its own flag, then load the other's. The outcome
  * "both loaded the old value" is exactly the ring's lost wakeup (producer:
@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct shared {
     _Alignas(64) atomic_ulong x;       /* thread A's flag */
@@ -29,6 +30,8 @@ struct shared {
     _Alignas(64) atomic_ulong arrived; /* barrier: 2 per round */
     _Alignas(64) unsigned long rounds;
     bool fenced;
+    double max_seconds;            /* a loaded machine gets fewer rounds, not a hang */
+    _Alignas(64) atomic_ulong done_rounds; /* set by A when it stops early */
     unsigned char *saw_old_a, *saw_old_b; /* per round: did A (B) load an old value */
 };
 
@@ -38,17 +41,32 @@ static struct shared S;
 static void barrier(unsigned long round)
 {
     atomic_fetch_add_explicit(&S.arrived, 1, memory_order_acq_rel);
-    unsigned long target = 2 * (round + 1);
+    unsigned long target = 2 * round; /* rounds count from 1 */
     unsigned spins = 0;
     while (atomic_load_explicit(&S.arrived, memory_order_acquire) < target)
-        if (++spins % 4096 == 0)
+        if (++spins % 128 == 0)
             sched_yield(); /* the partner may share our core: let it run */
 }
 
-static void run_side(atomic_ulong *mine, atomic_ulong *theirs, unsigned char *saw_old)
+static double now_s(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Side A alone decides when to stop (every 64 rounds it looks at the clock)
+ * and publishes the round count before the barrier B is waiting at. */
+static void run_side(atomic_ulong *mine, atomic_ulong *theirs, unsigned char *saw_old, bool decides)
+{
+    double deadline = now_s() + S.max_seconds;
     for (unsigned long r = 1; r <= S.rounds; r++) {
+        if (decides && r % 64 == 0 && now_s() > deadline)
+            atomic_store(&S.done_rounds, r - 1);
         barrier(r);
+        unsigned long stop = atomic_load(&S.done_rounds);
+        if (stop && r > stop)
+            break;
         unsigned long seen;
         if (S.fenced) {
             atomic_store_explicit(mine, r, memory_order_relaxed);
@@ -62,13 +80,15 @@ static void run_side(atomic_ulong *mine, atomic_ulong *theirs, unsigned char *sa
     }
 }
 
-static void *side_a(void *p) { (void)p; run_side(&S.x, &S.y, S.saw_old_a); return NULL; }
-static void *side_b(void *p) { (void)p; run_side(&S.y, &S.x, S.saw_old_b); return NULL; }
+static void *side_a(void *p) { (void)p; run_side(&S.x, &S.y, S.saw_old_a, true); return NULL; }
+static void *side_b(void *p) { (void)p; run_side(&S.y, &S.x, S.saw_old_b, false); return NULL; }
 
-static unsigned long run(bool fenced, unsigned long rounds)
+/* Returns the rounds where both sides loaded an old value; *ran: rounds run. */
+static unsigned long run(bool fenced, unsigned long rounds, unsigned long *ran)
 {
     S.rounds = rounds;
     S.fenced = fenced;
+    atomic_store(&S.done_rounds, 0);
     atomic_store(&S.x, 0);
     atomic_store(&S.y, 0);
     atomic_store(&S.arrived, 0);
@@ -83,8 +103,10 @@ static unsigned long run(bool fenced, unsigned long rounds)
     pthread_create(&b, NULL, side_b, NULL);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
+    unsigned long stop = atomic_load(&S.done_rounds);
+    *ran = stop ? stop : rounds;
     unsigned long both_old = 0;
-    for (unsigned long r = 0; r < rounds; r++)
+    for (unsigned long r = 0; r < *ran; r++)
         both_old += S.saw_old_a[r] && S.saw_old_b[r];
     free(S.saw_old_a);
     free(S.saw_old_b);
@@ -94,14 +116,16 @@ static unsigned long run(bool fenced, unsigned long rounds)
 int main(int argc, char **argv)
 {
     unsigned long rounds = argc > 1 ? strtoul(argv[1], NULL, 0) : 1000000;
+    S.max_seconds = argc > 2 ? strtod(argv[2], NULL) : 3.0;
     if (rounds == 0)
         rounds = 1;
-    unsigned long weak = run(false, rounds);
+    unsigned long ran;
+    unsigned long weak = run(false, rounds, &ran);
     printf("litmus_sb weak   (release/acquire): both loaded the old value in %lu of %lu rounds (%.2f %%)%s\n",
-           weak, rounds, 100.0 * (double)weak / (double)rounds,
+           weak, ran, 100.0 * (double)weak / (double)ran,
            weak ? "" : "  [note: none seen this run; allowed, not a failure]");
-    unsigned long fenced = run(true, rounds);
-    printf("litmus_sb fenced (seq_cst fences) : both loaded the old value in %lu of %lu rounds\n", fenced, rounds);
+    unsigned long fenced = run(true, rounds, &ran);
+    printf("litmus_sb fenced (seq_cst fences) : both loaded the old value in %lu of %lu rounds\n", fenced, ran);
     if (fenced) {
         fprintf(stderr, "litmus_sb: FAIL: the seq_cst fences allowed the store-buffering outcome\n");
         return 1;

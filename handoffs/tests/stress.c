@@ -18,7 +18,8 @@
  *   - the worker's write to the job is visible to the loop after drain
  *     (publication through the handoff; TSan checks the happens-before),
  *   - totals and the handoff's own counters agree with what happened,
- *   - progress: no drained job for WATCHDOG_MS (default 1000) = lost wakeup.
+ *   - progress: no drained job for WATCHDOG_MS (default 1000) = lost wakeup,
+ *   - the registry: ring first, handoff_find by name, bad capacity refused.
  * Random pauses on both sides (short spins, and sleeps long enough for the
  * other side to park) make both the spinning and the parking paths run. */
 #include "../handoff.h"
@@ -387,9 +388,27 @@ static void print_summary(double elapsed)
            (unsigned long long)yields, (unsigned long long)complete_sc, (unsigned long long)loop_wakes);
 }
 
+/* The registry and the config check, before the run proper. */
+static void check_registry(void)
+{
+    if (handoff_backends[0] != &handoff_ring)
+        fail("handoff_backends[0] is not the ring (the default)");
+    for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
+        if (handoff_find((*b)->name) != *b)
+            fail("handoff_find(\"%s\") does not return that backend", (*b)->name);
+    if (handoff_find("no-such-backend"))
+        fail("handoff_find accepted an unknown name");
+    struct handoff_config bad = {.workers = 1, .capacity = 3, .spin_iters = -1};
+    errno = 0;
+    struct handoff *x = opt.ops->create(&bad);
+    if (x || errno != EINVAL)
+        fail("create accepted capacity 3 (not a power of two)");
+}
+
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
+    check_registry();
     struct handoff_config cfg = {.workers = opt.workers, .capacity = opt.capacity, .spin_iters = opt.spin_iters};
     h = opt.ops->create(&cfg);
     if (!h)

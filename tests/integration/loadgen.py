@@ -373,3 +373,19 @@ def settled_fds(pid, quiet=0.5, timeout=5.0):
         elif time.monotonic() - since >= quiet:
             break
     return last
+
+
+def sanitizer(binary):
+    """'asan' / 'tsan' if the binary was built with that sanitizer, else None.
+    Under a sanitizer RSS is not the program's memory (shadow memory, ASan's
+    quarantine of freed blocks), so memory bounds are reported, not asserted."""
+    try:
+        with open(binary, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if b"__asan_init" in data:
+        return "asan"
+    if b"__tsan_init" in data:
+        return "tsan"
+    return None

@@ -20,11 +20,23 @@ import time
 import pytest
 
 import loadgen
+from conftest import BIN
 from httpclient import Reader, get
 from loadgen import fd_count, rss_kib, settled_fds, wait_until
 
 SOAK = os.environ.get("CSERVE_SOAK") == "1"
 APP = "fault_apps:app"
+SAN = loadgen.sanitizer(BIN)
+
+
+def assert_memory(ok, msg):
+    """Memory bounds hold for a release build; under a sanitizer RSS is
+    dominated by shadow memory and quarantine, so they are only printed."""
+    if SAN:
+        if not ok:
+            print(f"  (not asserted under {SAN}: {msg})")
+        return
+    assert ok, msg
 
 
 def hello_ok(port, path="/hello", timeout=5.0):
@@ -128,7 +140,7 @@ def test_ten_thousand_idle_connections(server_factory):
         print(f"\n  {n} idle connections (half after one request) opened in {t_open:.1f}s: "
               f"RSS {base_rss} -> {rss} KiB = {per_conn:.0f} bytes per idle connection; "
               f"fds {base_fds} -> {fd_count(pid)}")
-        assert per_conn < 64 * 1024, f"{per_conn:.0f} bytes per idle connection"
+        assert_memory(per_conn < 64 * 1024, f"{per_conn:.0f} bytes per idle connection")
         # still serving new clients, and the idle ones too
         for _ in range(20):
             hello_ok(srv.port, "/")
@@ -228,7 +240,7 @@ def test_vanishing_clients_leak_nothing(server_factory, mode):
         missing = sorted(set(expected) - set(closes()), key=lambda r: int(r.split()[1]))
         assert not missing, f"close() not called for {len(missing)} requests, e.g. {missing[:5]}"
         assert back, f"fds {fd_count(pid)} did not return to baseline {base_fds}"
-        assert growth < 10 * 1024, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds"
+        assert_memory(growth < 10 * 1024, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds")
         assert srv.proc.poll() is None
         hello_ok(srv.port)
     finally:
@@ -407,7 +419,7 @@ def test_app_reference_cycles_are_collected(server_factory):
         s.sendall(b"GET /cycle-stats HTTP/1.1\r\nHost: l\r\n\r\n")
         finalized = int(rd.read_response().body)
     print(f"\n  1000 cycle requests: RSS {before} -> {after} KiB, {finalized} of 2040 nodes finalized")
-    assert after - before < 200 * 1024, f"RSS grew {after - before} KiB: cycles not collected"
+    assert_memory(after - before < 200 * 1024, f"RSS grew {after - before} KiB: cycles not collected")
     assert finalized > 1000
 
 

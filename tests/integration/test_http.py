@@ -47,7 +47,7 @@ def limits():
 
 @pytest.fixture(scope="module")
 def timeouts():
-    srv = start_server("--header-timeout", "1", "--keepalive-timeout", "1", app=APP)
+    srv = start_server("--header-timeout", "1", "--keepalive-timeout", "1", "--io-timeout", "1", app=APP)
     yield srv
     srv.close()
 
@@ -167,7 +167,39 @@ def test_date_and_server_headers(hsrv):
     assert resp.raw_head.startswith(b"HTTP/1.1 200 OK\r\n")
 
 
+def test_head_of_streamed_response_has_no_body(hsrv):
+    with hsrv.connect() as s:
+        s.sendall(req("HEAD", "/stream?n=3&size=4") + req("GET", "/hello"))
+        r = Reader(s)
+        h = r.read_response("HEAD")
+        assert h.status == 200 and h.body == b""
+        nxt = r.read_response()
+        assert nxt.raw_head.startswith(b"HTTP/1.1 200 ") and nxt.body == b"hello"
+
+
+def test_absolute_form_target(hsrv):
+    env = _json(request(hsrv.port, req("GET", "http://example.com/environ/abs?x=1")))
+    assert env["PATH_INFO"] == "/environ/abs" and env["QUERY_STRING"] == "x=1"
+
+
 # ------------------------------------------------------- request bodies
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_unread_request_body_is_skipped_before_next_pipelined_request(hsrv, framing):
+    body = b"unread-body-bytes" * 100
+    if framing == "chunked":
+        first = req("POST", "/noread", [("Transfer-Encoding", "chunked")], chunked(body, [100]))
+    else:
+        first = req("POST", "/noread", [("Content-Length", str(len(body)))], body)
+    partly = req("POST", "/echo?mode=readn&n=4", [("Content-Length", "4")], b"abcd")
+    with hsrv.connect() as s:
+        s.sendall(first + partly + req("GET", "/hello"))
+        r = Reader(s)
+        assert r.read_response().body == b"not read"
+        assert _json(r.read_response())["body"] == "abcd"
+        nxt = r.read_response()
+        assert nxt.raw_head.startswith(b"HTTP/1.1 200 ") and nxt.body == b"hello"
+
 
 def test_content_length_body_streamed_to_wsgi_input(hsrv):
     body = b"x=1&y=" + b"z" * 5000
@@ -297,6 +329,18 @@ def test_chunked_response_for_generator_without_content_length_http11(hsrv):
         assert r.read_response().body == b"hello"  # still keep-alive
 
 
+def test_chunked_response_skips_empty_items(hsrv):
+    with hsrv.connect() as s:
+        s.sendall(req("GET", "/empties") + req("GET", "/hello"))
+        r = Reader(s)
+        assert read_head(r).header("transfer-encoding") == "chunked"
+        assert read_chunk(r) == b"a"  # not a premature 0-length last chunk
+        assert read_chunk(r) == b"b"
+        assert read_chunk(r) == b""
+        nxt = r.read_response()
+        assert nxt.raw_head.startswith(b"HTTP/1.1 200 ") and nxt.body == b"hello"
+
+
 def test_close_delimited_response_for_generator_http10(hsrv):
     out = raw_exchange(hsrv.port, b"GET /stream?n=4&size=3 HTTP/1.0\r\n\r\n", timeout=5)
     head, _, body = out.partition(b"\r\n\r\n")
@@ -392,6 +436,7 @@ BAD_REQUESTS = [
     ("too_many_header_fields_431", req("GET", "/", [(f"X{i}", "1") for i in range(120)]), 431),
     ("unknown_transfer_coding_501", req("POST", "/raw_echo", [("Transfer-Encoding", "gzip, chunked")],
                                         b"0\r\n\r\n"), 501),
+    ("chunked_on_http10", b"POST /raw_echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
     ("http2_version_505", b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
 ]
 
@@ -497,3 +542,15 @@ def test_keepalive_idle_connection_closed(timeouts):
         data, eof = read_all(r, timeout=5)
         assert eof and data == b""
         assert time.monotonic() - start < 4.0
+
+
+def test_io_timeout_stalled_upload_closed(timeouts):
+    """A body upload that stops making progress for --io-timeout 1 is abandoned."""
+    with timeouts.connect() as s:
+        s.sendall(req("POST", "/raw_echo", [("Content-Length", "100")], b"0123456789"))
+        start = time.monotonic()
+        data, eof = read_all(Reader(s), timeout=6)
+        assert eof, "stalled upload not closed"
+        assert time.monotonic() - start < 4.0
+        assert not data.startswith(b"HTTP/1.1 200")
+    assert get(timeouts.port, "/hello").body == b"hello"

@@ -15,7 +15,11 @@ import pytest
 import loadgen
 from loadgen import HELLO, Kind, Spec, learn_template
 
+from conftest import BIN
+
 SOAK = os.environ.get("CSERVE_SOAK") == "1"
+SAN = loadgen.sanitizer(BIN)
+RSS_SLACK_KIB = 8 * 1024  # after warm-up; a 100-byte-per-request leak is 10 MB per 10^5
 SCALE = float(os.environ.get("CSERVE_LOAD_SCALE", "1"))
 CONNS = 64
 DEPTH = 16
@@ -40,6 +44,27 @@ def assert_clean(res, srv):
     assert not res.errors, f"{len(res.errors)} connections failed; first: {res.errors[:3]}"
     assert res.done == res.expected
     assert srv.proc.poll() is None, f"server died:\n{srv.log_text()[-3000:]}"
+
+
+def loaded(name, srv, specs, n):
+    """A warm-up run of n/10, then the measured run of n: every response
+    verified, and the server's RSS must not grow across the measured run
+    (memory per request that is never given back is a leak)."""
+    warm = loadgen.run(srv.port, specs, max(2000, n // 10), CONNS, DEPTH, timeout=600)
+    assert_clean(warm, srv)
+    rss0 = loadgen.rss_kib(srv.proc.pid)
+    res = loadgen.run(srv.port, specs, n, CONNS, DEPTH, timeout=600)
+    report(name, res, srv)
+    assert_clean(res, srv)
+    growth = loadgen.rss_kib(srv.proc.pid) - rss0
+    print(f"  RSS growth over {n} requests after warm-up: {growth} KiB "
+          f"({growth * 1024 / n:.1f} bytes/request)")
+    if SAN:
+        print(f"  (RSS bound not asserted under {SAN})")
+    else:
+        assert growth < RSS_SLACK_KIB, (f"RSS grew {growth} KiB over {n} requests "
+                                        f"({growth * 1024 / n:.0f} bytes/request): a leak per request")
+    return res
 
 
 # ---- the checker itself must be able to fail ---------------------------------
@@ -127,18 +152,13 @@ def test_loadgen_checker_detects_corruption(corrupt):
 
 def test_load_hello_pipelined(server_factory, handoff):
     srv = server_factory(handoff=handoff)
-    specs = loadgen.hello_specs(srv.port)
-    res = loadgen.run(srv.port, specs, n_requests(100_000), CONNS, DEPTH, timeout=600)
-    report(f"hello/{handoff}", res, srv)
-    assert_clean(res, srv)
+    loaded(f"hello/{handoff}", srv, loadgen.hello_specs(srv.port), n_requests(100_000))
 
 
 def test_load_blocking_threads_4(server_factory, handoff):
     srv = server_factory("--blocking-threads", "4", handoff=handoff)
-    specs = loadgen.hello_specs(srv.port)
-    res = loadgen.run(srv.port, specs, n_requests(100_000), CONNS, DEPTH, timeout=600)
-    report(f"hello/{handoff}/blocking-threads=4", res, srv)
-    assert_clean(res, srv)
+    loaded(f"hello/{handoff}/blocking-threads=4", srv, loadgen.hello_specs(srv.port),
+           n_requests(100_000))
 
 
 DIGEST = lambda body: Kind(  # noqa: E731
@@ -184,7 +204,4 @@ def post_mix_specs(port):
 
 def test_load_post_mix(server_factory, handoff):
     srv = server_factory(app="fault_apps:app", handoff=handoff)
-    specs = post_mix_specs(srv.port)
-    res = loadgen.run(srv.port, specs, n_requests(20_000), CONNS, DEPTH, timeout=600)
-    report(f"post-mix/{handoff}", res, srv)
-    assert_clean(res, srv)
+    loaded(f"post-mix/{handoff}", srv, post_mix_specs(srv.port), n_requests(50_000))

@@ -193,6 +193,18 @@ def test_wsgi_input_methods(wsrv, mode, framing):
     assert [p.encode("latin-1") for p in d["pieces"]] == _reference(mode)
 
 
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_wsgi_input_readline_longer_than_buffers(wsrv, framing):
+    body = b"x" * 200000 + b"\n" + b"y" * 70000
+    if framing == "chunked":
+        hdr, raw = [("Transfer-Encoding", "chunked")], chunked(body, [10000, 999])
+    else:
+        hdr, raw = [("Content-Length", str(len(body)))], body
+    d = _json(request(wsrv.port, req("POST", "/echo?mode=readline", hdr, raw), timeout=10))
+    assert [len(p) for p in d["pieces"]] == [200001, 70000, 0]
+    assert d["body"].encode("latin-1") == body
+
+
 def test_wsgi_input_empty_body_reads_eof(wsrv):
     d = _json(post(wsrv.port, "/echo?mode=readline", b""))
     assert d["pieces"] == [""]

@@ -167,6 +167,20 @@ def stream(environ, start_response):
     return gen()
 
 
+def empties(environ, start_response):
+    """A generator that yields empty items between data: an empty item must
+    not be sent as a (terminating) zero-length chunk."""
+    start_response("200 OK", [CT])
+
+    def gen():
+        yield b""
+        yield b"a"
+        yield b""
+        yield b"b"
+        yield b""
+    return gen()
+
+
 def gated(environ, start_response):
     """Yields b"first", then waits until the file ?gate= exists (the client
     creates it after it has received the first chunk), then yields b"second".
@@ -431,6 +445,7 @@ ROUTES = {
     "noread": noread,
     "stream": stream,
     "gated": gated,
+    "empties": empties,
     "big": big,
     "head": head,
     "status": status,
