@@ -42,6 +42,7 @@ ifeq ($(ALLOC),jemalloc)
   LDLIBS  += -ljemalloc
 endif
 
+.DEFAULT_GOAL := all
 include handoffs/handoffs.mk
 include tests/parser.mk
 

@@ -111,11 +111,11 @@ void conn_close(struct conn *c)
     close(c->fd);
     c->fd = -1;
     c->dead = true;
+    job_set_lost(job); /* the app may stop early; an ack below publishes it too */
     if (c->state == CONN_BODY || (c->state == CONN_WRITE && c->after_write == AW_BODY)) {
         job->body.error = -1;
         job_ack(job);
     } else if (c->state == CONN_WRITE) {
-        job->conn_lost = true;
         job_ack(job);
     }
     c->state = CONN_APP;
@@ -354,7 +354,7 @@ void conn_on_message(struct conn *c, struct job *job)
         } else {
             if (job->msg == JOB_NEED_BODY)
                 job->body.error = -1;
-            job->conn_lost = true;
+            job_set_lost(job);
             job_ack(job);
         }
         return;

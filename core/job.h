@@ -83,12 +83,24 @@ struct job {
 
     /* ---- loop → pool during the request ---- */
     _Atomic uint32_t ack;    /* futex word: bumped by the loop to answer a message */
-    bool conn_lost;          /* set before an ack: the client is gone, stop producing */
+    _Atomic bool conn_lost;  /* the client is gone: stop producing. Atomic because the
+                              * loop may set it while the app runs (relaxed: nothing
+                              * else is published with it; an ack orders it anyway) */
 
     /* ---- pool side only ---- */
     int fill_buf;            /* the out buffer the pool is filling */
     uint32_t acks_seen;
     bool awaiting_ack;
 };
+
+static inline bool job_lost(struct job *job)
+{
+    return atomic_load_explicit(&job->conn_lost, memory_order_relaxed);
+}
+
+static inline void job_set_lost(struct job *job)
+{
+    atomic_store_explicit(&job->conn_lost, true, memory_order_relaxed);
+}
 
 #endif

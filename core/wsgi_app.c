@@ -242,7 +242,7 @@ static int consume(Responder *r, PyObject *result)
         for (Py_ssize_t i = 0; i < n; i++) {
             if (responder_body(r, PyBytes_AS_STRING(items[i]), (size_t)PyBytes_GET_SIZE(items[i])) < 0)
                 return -1;
-            if (job->out[job->fill_buf].len >= FLUSH_AT && !job->conn_lost)
+            if (job->out[job->fill_buf].len >= FLUSH_AT && !job_lost(job))
                 job_flush(job);
         }
         return 0;
@@ -256,7 +256,7 @@ static int consume(Responder *r, PyObject *result)
     if (!it)
         return -1;
     PyObject *item;
-    while (!job->conn_lost && (item = PyIter_Next(it)) != NULL) {
+    while (!job_lost(job) && (item = PyIter_Next(it)) != NULL) {
         if (!PyBytes_Check(item)) {
             PyErr_Format(PyExc_TypeError, "the app yielded %s, not bytes", Py_TYPE(item)->tp_name);
             Py_DECREF(item);
@@ -272,7 +272,7 @@ static int consume(Responder *r, PyObject *result)
         }
         /* PEP 3333: a yielded block is not held back while the app makes
          * the next one. */
-        if (len && r->headers_sent && job_streams() && !job->conn_lost)
+        if (len && r->headers_sent && job_streams() && !job_lost(job))
             job_flush(job);
     }
     Py_DECREF(it);
@@ -303,7 +303,7 @@ void wsgi_handle(struct job *job)
         result = PyObject_Vectorcall(W.app, args, 2, NULL);
     }
     int failed = result ? consume(r, result) : -1;
-    if (failed && job->conn_lost)
+    if (failed && job_lost(job))
         PyErr_Clear(); /* the client left: nothing to report */
     else if (failed)
         log_app_exception(job, r && r->headers_sent ? "app failed after the response began"
@@ -317,7 +317,7 @@ void wsgi_handle(struct job *job)
         job->incomplete = true;
         job->close_after = true;
         PyErr_Clear();
-    } else if (failed && !r->headers_sent && !job->conn_lost) {
+    } else if (failed && !r->headers_sent && !job_lost(job)) {
         respond_error(r, job->body.error > 0 ? job->body.error : 500);
     } else if (failed) {
         job->incomplete = true; /* never a body that looks complete */

@@ -326,7 +326,7 @@ static PyObject *responder_write(PyObject *self, PyObject *data)
         PyErr_Format(PyExc_TypeError, "write() takes bytes, not %s", Py_TYPE(data)->tp_name);
         return NULL;
     }
-    if (job->conn_lost) {
+    if (job_lost(job)) {
         PyErr_SetString(PyExc_ConnectionAbortedError, "the client disconnected");
         return NULL;
     }
