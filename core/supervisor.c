@@ -24,6 +24,7 @@
 #include "options.h"
 #include "supervisor.h"
 #include "worker.h"
+#include "wsgi.h"
 
 struct slot {
     pid_t pid;
@@ -204,6 +205,8 @@ int supervisor_run(const struct options *opt, const char *app_name)
     }
     if (opt->stats_json)
         merge_stats(opt, app_name);
+    if (!opt->native_hello)
+        wsgi_finalize(); /* the supervisor kept the imported app for respawns */
     free(slots);
     log_info("supervisor: stopped");
     return 0;
