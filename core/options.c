@@ -14,7 +14,7 @@
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
-    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_QUEUE, OPT_INLINE, OPT_APP,
+    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_QUEUE, OPT_INLINE, OPT_APP,
     OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW,
@@ -27,6 +27,7 @@ static const struct option long_options[] = {
     {"blocking-threads", required_argument, NULL, OPT_THREADS},
     {"handoff", required_argument, NULL, OPT_HANDOFF},
     {"spin", required_argument, NULL, OPT_SPIN},
+    {"loop-spin", required_argument, NULL, OPT_LOOP_SPIN},
     {"queue-size", required_argument, NULL, OPT_QUEUE},
     {"inline", no_argument, NULL, OPT_INLINE},
     {"app", required_argument, NULL, OPT_APP},
@@ -72,6 +73,8 @@ static void usage(FILE *out)
     fprintf(out,
 "      --spin N | Nus         ring: spin budget before a pool thread parks, in pause\n"
 "                             iterations or microseconds; 0 parks at once\n"
+"      --loop-spin US         ring: microseconds the loop polls for completions before it\n"
+"                             sleeps in epoll_wait while requests are at the app (default 0)\n"
 "      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "\n"
 "Limits (what a client gets when it hits one, in brackets):\n"
@@ -207,6 +210,9 @@ void options_parse(struct options *o, int argc, char **argv)
                 die_usage("unknown --handoff '%s' (ring, dgram, condvar or eventfd)", optarg);
             break;
         case OPT_SPIN: parse_spin(o, optarg); break;
+        case OPT_LOOP_SPIN:
+            o->loop_spin_ns = (long)parse_count("--loop-spin", optarg, 0, 1000000) * 1000;
+            break;
         case OPT_QUEUE: {
             unsigned long q = parse_count("--queue-size", optarg, 2, 1u << 20);
             if (q & (q - 1))
