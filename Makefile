@@ -98,6 +98,7 @@ soak: deps all
 
 # The full sweep (~20-30 min on a 2-vCPU guest) and its tables and figures.
 experiments: deps all
+	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	$(PYTHON) experiments/run.py
 	$(PYTHON) experiments/report.py
 

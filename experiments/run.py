@@ -65,7 +65,8 @@ def server_cmd(run, port, stats_file):
     s, app = run["server"], run["app"]
     if s == "cserve":
         d, spec, _ = APPS[app]
-        cmd = [CSERVE, "--bind", f"127.0.0.1:{port}", "--stats-json", stats_file]
+        binary = os.path.join(ROOT, run["binary"]) if run.get("binary") else CSERVE
+        cmd = [binary, "--bind", f"127.0.0.1:{port}", "--stats-json", stats_file]
         cmd += run.get("args", [])
         if run.get("mode") == "inline":
             cmd.append("--inline")
@@ -99,7 +100,11 @@ def label(run):
     if run["server"] != "cserve":
         return f"{run['server']} {run['app']} c{run['conns']}"
     mode = run.get("mode") or f"{run['handoff']} bt{run.get('bt', 1)}"
-    return f"cserve {mode} {run['app']} c{run['conns']} [{placement_name(run)}]"
+    extra = " ".join(run.get("args", []))
+    if run.get("binary"):
+        extra = (extra + " " + run["binary"]).strip()
+    extra = f" {extra}" if extra else ""
+    return f"cserve {mode}{extra} {run['app']} c{run['conns']} [{placement_name(run)}]"
 
 
 def placement_name(run):
@@ -143,6 +148,13 @@ def sweeps(quick):
                    for c in (16, 64, 256)])
     S["frameworks"] = ([cs(app=a) for a in ("flask", "django")] +
                        [{"server": "granian", "app": a, "conns": 64} for a in ("flask", "django")])
+    # The instruments' own cost: the same run with the counters compiled out
+    # (make INSTRUMENTS=0 BUILD=build-noinst), alternated to share the noise.
+    S["instruments"] = [cs(conns=c, **b) for _ in range(3) for c in (16, 64)
+                        for b in ({}, {"binary": "build-noinst/cserve"})]
+    # Spin budgets: the pool thread's (--spin) and the loop's (--loop-spin).
+    S["spin"] = [cs(app=a, args=x) for a in ("hello", "cpu20") for x in (
+        ["--spin", "0"], [], ["--spin", "50us"], ["--loop-spin", "2"], ["--loop-spin", "10"])]
     S["placement"] = [cs(handoff=h, placement=p) for h in ("ring", "dgram") for p in (
         {},
         {"server": "0", "wrk": "1"},                                     # loop+pool share a core
