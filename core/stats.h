@@ -21,7 +21,7 @@
 #if CSERVE_INSTRUMENTS
 #define STAT(stmt) do { stmt; } while (0)
 #else
-#define STAT(stmt) do { } while (0)
+#define STAT(stmt) do { if (0) { stmt; } } while (0) /* type-checked, never run */
 #endif
 
 struct loop_stats {
