@@ -92,9 +92,12 @@ test-tsan: deps
 	CSERVE_BIN=build-tsan/cserve TSAN_OPTIONS=halt_on_error=1 \
 	  $(PYTHON) -m pytest -q tests/integration -k load
 
-# Long load and fault runs (10^6 requests per backend, more fault rounds).
+# Long load and fault runs: the long forms of the load and fault tests (10^6
+# requests per backend, 2000 rounds per vanishing client), then a timed run
+# per backend watching RSS and fds for drift (SOAK_MINUTES each).
+SOAK_MINUTES ?= 2
 soak: deps all
-	CSERVE_SOAK=1 $(PYTHON) -m pytest -q tests/integration/test_load.py tests/integration/test_faults.py
+	CSERVE_BIN=./cserve $(PYTHON) tests/soak.py --minutes $(SOAK_MINUTES)
 
 # The full sweep (~20-30 min on a 2-vCPU guest) and its tables and figures.
 experiments: deps all

@@ -203,6 +203,10 @@ void conn_read_head(struct conn *c)
             size_t more = c->rbuf.cap ? c->rbuf.cap : RBUF_INITIAL;
             if (c->rbuf.len + more > limit)
                 more = limit - c->rbuf.len;
+            if (more == 0) { /* full of a head the parser could not end */
+                conn_error(c, 431);
+                return;
+            }
             if (!buffer_reserve(&c->rbuf, more)) {
                 conn_close(c);
                 return;

@@ -16,6 +16,7 @@
 
 #include "../handoffs/handoff.h"
 #include "log.h"
+#include "signals.h"
 #include "loop.h"
 #include "options.h"
 #include "stats.h"
@@ -25,6 +26,15 @@
 #define ACCEPTS_PER_EVENT 64
 
 atomic_bool server_stopping;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
 
 static uint64_t monotonic_ns(void)
 {
@@ -67,11 +77,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
         return -1;
 
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGUSR2);
+    server_signal_set(&set);
     l->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     l->signal_src.kind = POLL_SIGNAL;
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &l->signal_src};
@@ -199,7 +205,7 @@ static bool spin_for_completions(struct loop *l)
     uint64_t until = monotonic_ns() + (uint64_t)l->opt->loop_spin_ns;
     do {
         for (int i = 0; i < 32; i++)
-            __builtin_ia32_pause();
+            cpu_relax();
         if (drain_completions(l, false) > 0)
             return true;
     } while (l->outstanding_total > 0 && monotonic_ns() < until);

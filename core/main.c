@@ -14,6 +14,7 @@
 #include "../handoffs/handoff.h"
 #include "listen.h"
 #include "log.h"
+#include "signals.h"
 #include "options.h"
 #include "supervisor.h"
 #include "worker.h"
@@ -56,11 +57,7 @@ int main(int argc, char **argv)
     /* Signals are read from a signalfd by the loop (and the supervisor):
      * block them before any thread exists so every thread inherits that. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGUSR2);
+    server_signal_set(&set);
     sigprocmask(SIG_BLOCK, &set, NULL);
     raise_fd_limit();
 

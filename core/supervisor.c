@@ -21,6 +21,7 @@
 #include "../handoffs/handoff.h"
 #include "listen.h"
 #include "log.h"
+#include "signals.h"
 #include "options.h"
 #include "supervisor.h"
 #include "worker.h"
@@ -127,12 +128,8 @@ int supervisor_run(const struct options *opt, const char *app_name)
             return 1;
     }
     sigset_t set;
-    sigemptyset(&set);
+    server_signal_set(&set);
     sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGUSR2);
     sigaddset(&set, SIGALRM);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);

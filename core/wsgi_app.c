@@ -271,8 +271,12 @@ static int consume(Responder *r, PyObject *result)
             return -1;
         }
         /* PEP 3333: a yielded block is not held back while the app makes
-         * the next one. */
-        if (len && r->headers_sent && job_streams() && !job_lost(job))
+         * the next one. Once the body has all the bytes its Content-Length
+         * promised, nothing more can follow it: it goes out with the final
+         * message instead (frameworks set Content-Length and return a
+         * one-block iterable; flushing that would cost a round trip). */
+        bool complete = r->content_length >= 0 && r->body_sent >= (uint64_t)r->content_length;
+        if (len && !complete && r->headers_sent && job_streams() && !job_lost(job))
             job_flush(job);
     }
     Py_DECREF(it);

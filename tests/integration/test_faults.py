@@ -223,7 +223,10 @@ def test_vanishing_clients_leak_nothing(server_factory, mode):
                     wait_until(lambda: len(closes()) >= len(expected), 10)
                     wait_until(lambda: fd_count(pid) <= base_fds, 10)
                     rss_warm = rss_kib(pid)
-                e = _vanish_round(srv.port, mode, logpath, i)
+                try:
+                    e = _vanish_round(srv.port, mode, logpath, i)
+                except AssertionError as err:
+                    raise AssertionError(f"{err}\nserver log (tail):\n{srv.log_text()[-3000:]}") from None
                 if e:
                     expected.append(e)
         elapsed = time.monotonic() - t0
