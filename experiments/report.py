@@ -112,11 +112,14 @@ def provenance(rows):
     m = ok[-1]["machine"]
     d = ok[-1].get("durations", {})
     commits = sorted({r.get("commit", "?") for r in ok})
-    busy = max((r.get("loadavg_before") or 0) for r in ok)
+    # Runs go back to back, so every load average but the first includes the
+    # sweep's own previous run: only the first one says whether something
+    # else was running.
+    busy = ok[0].get("loadavg_before") or 0
     return (f"Machine: {m.get('nproc')}× {m.get('model')}, kernel {m.get('kernel')}, Python {m.get('python')}, "
             f"{m.get('cserve')}; commit {', '.join(commits)}; window {d.get('window')} s after "
             f"{d.get('warmup')} s warm-up{' (quick)' if d.get('quick') else ''}; wrk -t1; runs "
-            f"{ok[0]['time']} … {ok[-1]['time']}; highest 1-min load average before a run {busy}"
+            f"{ok[0]['time']} … {ok[-1]['time']}; 1-min load average before the first run {busy}"
             f"{' — BUSY MACHINE, rates not comparable' if busy > 0.5 else ''}. "
             f"Commands: experiments/run.py (exact lines in the .jsonl).")
 

@@ -146,7 +146,7 @@ def sweeps(quick):
     S["peers"] = ([cs(conns=c) for c in (16, 64, 256)] +
                   [{"server": p, "app": "hello", "conns": c} for p in ("granian", "uwsgi", "gunicorn")
                    for c in (16, 64, 256)])
-    S["frameworks"] = ([cs(app=a) for a in ("flask", "django")] +
+    S["frameworks"] = ([cs(app=a, args=x) for a in ("flask", "django") for x in ([], ["--loop-spin", "20"])] +
                        [{"server": "granian", "app": a, "conns": 64} for a in ("flask", "django")])
     # The instruments' own cost: the same run with the counters compiled out
     # (make INSTRUMENTS=0 BUILD=build-noinst), alternated to share the noise.
