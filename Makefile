@@ -104,6 +104,7 @@ experiments: deps all
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	$(PYTHON) experiments/run.py
 	$(PYTHON) experiments/report.py
+	$(PYTHON) experiments/instrument_cost.py > experiments/results/instrument_cost.md
 
 experiments-quick: deps all
 	$(PYTHON) experiments/run.py --quick

@@ -248,8 +248,8 @@ void conn_dispatch(struct conn *c, struct job *job, size_t head_len)
     job->remote_addr = c->remote_addr;
     job->remote_port = c->remote_port;
     job->keep_alive = job->framing.keep_alive && !l->stopping;
-    job->is_head = http_token_eq(job->req.method, job->req.method_len, "head") &&
-                   job->req.method_len == 4 && job->req.method[0] == 'H';
+    /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
+    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
     c->job = job;
     timer_disarm(&c->timer);
     status = conn_body_start(c, head_len);
