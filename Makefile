@@ -57,7 +57,7 @@ all: cserve
 
 ifeq ($(BUILD),build)
 cserve: $(BUILD)/cserve
-	cp $< $@
+	cp $< $@.tmp && mv -f $@.tmp $@  # a rename works while ./cserve runs
 endif
 
 $(BUILD)/cserve: $(OBJS)
