@@ -72,14 +72,18 @@ $(BUILD)/%.o: %.c
 deps:
 	scripts/setup.sh
 
-run: deps all
+# deps first, then a fresh make: the Makefile's pkg-config look-ups must see
+# the python3-dev that deps may just have installed.
+run: deps
+	$(MAKE) all
 	./cserve --handoff=ring
 
 # The integration suite, against every handoff backend.
 integration-test: all
 	$(PYTHON) -m pytest -q tests/integration
 
-test: deps all unit-test handoff-test fuzz-short integration-test
+test: deps
+	$(MAKE) all unit-test handoff-test fuzz-short integration-test
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
@@ -96,22 +100,26 @@ test-tsan: deps
 # requests per backend, 2000 rounds per vanishing client), then a timed run
 # per backend watching RSS and fds for drift (SOAK_MINUTES each).
 SOAK_MINUTES ?= 2
-soak: deps all
+soak: deps
+	$(MAKE) all
 	CSERVE_BIN=./cserve $(PYTHON) tests/soak.py --minutes $(SOAK_MINUTES)
 
 # The full sweep (~20-30 min on a 2-vCPU guest) and its tables and figures.
-experiments: deps all
+experiments: deps
+	$(MAKE) all
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	$(PYTHON) experiments/run.py
 	$(PYTHON) experiments/report.py
 	$(PYTHON) experiments/instrument_cost.py > experiments/results/instrument_cost.md
 
-experiments-quick: deps all
+experiments-quick: deps
+	$(MAKE) all
 	$(PYTHON) experiments/run.py --quick
 	$(PYTHON) experiments/report.py --dir experiments/results/quick
 
 # On-CPU profiles reduced to µs per request per thread (perf, cpu-clock).
-profile: deps all
+profile: deps
+	$(MAKE) all
 	mkdir -p experiments/results
 	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h && \
 	  cp /tmp/cserve-profile-$$h/report.md experiments/results/profile-$$h.md || exit 1; done

@@ -27,6 +27,19 @@ void conn_queue(struct conn *c, const char *a, size_t alen, const char *b, size_
     c->state = CONN_WRITE;
 }
 
+/* After a failed write: 1 to retry (EINTR), 0 when the socket is full (wait
+ * for EPOLLOUT), -1 when the peer is gone. */
+static int write_failed(struct conn *c)
+{
+    if (errno == EINTR)
+        return 1;
+    if (errno == EAGAIN) {
+        c->writable = false;
+        return 0;
+    }
+    return -1;
+}
+
 /* 1: all written; 0: the socket is full (wait for EPOLLOUT); -1: the peer is gone. */
 static int write_out(struct conn *c)
 {
@@ -36,13 +49,10 @@ static int write_out(struct conn *c)
                                   : writev(c->fd, c->wv, c->wvcnt);
         STAT(counter_inc(&l->lstats.writes));
         if (n < 0) {
-            if (errno == EINTR)
+            int r = write_failed(c);
+            if (r > 0)
                 continue;
-            if (errno == EAGAIN) {
-                c->writable = false;
-                return 0;
-            }
-            return -1;
+            return r;
         }
         size_t done = (size_t)n;
         while (c->wvcnt > 0 && done >= c->wv[0].iov_len) {
@@ -60,13 +70,10 @@ static int write_out(struct conn *c)
         ssize_t n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, chunk);
         STAT(counter_inc(&l->lstats.writes));
         if (n < 0) {
-            if (errno == EINTR)
+            int r = write_failed(c);
+            if (r > 0)
                 continue;
-            if (errno == EAGAIN) {
-                c->writable = false;
-                return 0;
-            }
-            return -1;
+            return r;
         }
         if (n == 0) /* the file shrank under us: the response cannot be completed */
             return -1;
