@@ -125,6 +125,8 @@ void conn_on_event(struct conn *c, uint32_t events)
 {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
         c->readable = true;
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        c->peer_shut = true;
     if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
         c->writable = true;
     switch (c->state) {
@@ -138,7 +140,7 @@ void conn_on_event(struct conn *c, uint32_t events)
     }
 }
 
-/* Read into rbuf. Returns bytes read, 0 when nothing is waiting, -1 when the
+/* Read into dst. Returns bytes read, 0 when nothing is waiting, -1 when the
  * peer closed or failed (the caller closes). */
 ssize_t conn_recv(struct conn *c, char *dst, size_t room)
 {
@@ -146,7 +148,12 @@ ssize_t conn_recv(struct conn *c, char *dst, size_t room)
     ssize_t n = recv(c->fd, dst, room, 0);
     STAT(counter_inc(&l->lstats.reads));
     if (n > 0) {
-        if ((size_t)n < room)
+        /* A short read drained the socket, and new data brings a new edge,
+         * so the EAGAIN read can be skipped. Not once the peer has shut:
+         * that edge was the last one, and the EOF or error still waiting
+         * behind the data must be read, or the connection would wait for
+         * an edge that never comes. */
+        if ((size_t)n < room && !c->peer_shut)
             c->readable = false;
         return n;
     }

@@ -26,7 +26,7 @@
 void job_ack(struct job *job)
 {
     /* A1: release — publishes the loop's writes to the window (or
-     * conn_lost) to the pool thread's acquire load in job_await_ack. */
+     * conn_lost) to the pool thread's acquire load A2 in await_ack (pool.c). */
     atomic_fetch_add_explicit(&job->ack, 1, memory_order_release);
     futex_wake(&job->ack, 1);
 }

@@ -18,7 +18,7 @@ ssize_t conn_recv(struct conn *c, char *dst, size_t room);
 /* conn_body.c: the request body, from the socket into the app's window */
 int conn_body_start(struct conn *c, size_t head_len); /* 0 or an error status */
 void conn_fill_body(struct conn *c);
-/* Answer the pool's message: release pairs with the pool's acquire in job_await_ack. */
+/* Answer the pool's message: release pairs with the pool's acquire A2 in await_ack (pool.c). */
 void job_ack(struct job *job);
 
 /* conn_write.c */

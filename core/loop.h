@@ -44,6 +44,7 @@ struct conn {
     enum conn_state state;
     enum after_write after_write;
     bool readable;       /* edge-triggered: data may be waiting */
+    bool peer_shut;      /* the peer's FIN/RST was reported: no further edge will come */
     bool writable;       /* edge-triggered: send buffer has room */
     bool dead;           /* socket closed; kept only until the app's job returns */
     bool stop_read;      /* shutting down: the last read of an idle connection is done */

@@ -160,6 +160,38 @@ def test_ten_thousand_idle_connections(server_factory):
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+
+@pytest.mark.parametrize("how", ["fin", "rst"])
+def test_client_gone_while_app_runs_then_body_read_does_not_hang(server_factory, how):
+    """The client sends part of a body and leaves (FIN or RST) while the app
+    is still busy; the app then reads: first the bytes still queued in the
+    socket (a short read), then the end. The peer's shutdown was the
+    connection's last readiness edge, so after that short read the loop must
+    still read on, not wait for an edge that never comes (which would hang
+    the app until --io-timeout, and every request queued behind it)."""
+    srv = server_factory("--io-timeout", "30", app=APP)
+    fd, logpath = tempfile.mkstemp(prefix="cserve-close-")
+    os.close(fd)
+    try:
+        for i in range(3):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.sendall(b"POST /upload?log=%s&id=%d&delay=0.3 HTTP/1.1\r\nHost: localhost\r\n"
+                      b"Content-Length: 200000\r\n\r\n" % (logpath.encode(), i))
+            s.sendall(b"u" * 100_000)
+            assert wait_until(lambda: f"upload-start {i}" in records(logpath), 10, 0.002)
+            if how == "rst":
+                rst_close(s)
+            else:
+                s.shutdown(socket.SHUT_WR)
+            t0 = time.monotonic()
+            done = wait_until(lambda: f"upload {i}" in records(logpath), 10, 0.01)
+            s.close()
+            assert done, (f"round {i}: the app's close() not called {time.monotonic() - t0:.1f}s "
+                          f"after the client left\n{srv.log_text()[-2000:]}")
+        hello_ok(srv.port)
+    finally:
+        os.unlink(logpath)
+
 # ---- clients that vanish -------------------------------------------------------
 
 ROUNDS = 2000 if SOAK else 200

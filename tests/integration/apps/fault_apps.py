@@ -65,8 +65,11 @@ def _upload(environ, start_response, q):
     # test the app is running before it vanishes.
     _record(q, "upload-start")
     inp = environ["wsgi.input"]
+    delay = float(q.get("delay", "0"))  # sleep before reading: the client may leave meanwhile
 
     def gen():
+        if delay:
+            time.sleep(delay)
         n = 0
         while True:
             chunk = inp.read(8192)
