@@ -96,9 +96,6 @@ struct loop {
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;
     struct loop_stats lstats;
-    void *inline_ctx;          /* --inline: the Python state the loop runs the app with */
-    char server_name[256];
-    char server_port[8];
 };
 
 /* Pool threads read this when they build a response head: once it is set,
