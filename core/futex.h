@@ -1,23 +1,29 @@
-/* futex.h — the two futex operations cserve uses (private to the process). */
+/* futex.h — the two futex calls cserve makes: the ring's park/wake handshake
+ * and a pool thread's wait for the loop's answer to a job's message.
+ *
+ * FUTEX_WAIT sleeps only if *word still equals `expected` when the kernel
+ * looks (under the futex hash-bucket lock), which is what makes
+ * "set flag, re-check, then sleep" safe against a wake that lands between the
+ * re-check and the sleep. Private futexes: the word never leaves the process. */
 #ifndef CSERVE_FUTEX_H
 #define CSERVE_FUTEX_H
 
 #include <linux/futex.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Sleep while *word == expected (the kernel re-checks it, so a wake between
- * the caller's check and the sleep is not lost). Spurious returns happen. */
-static inline void futex_wait(_Atomic uint32_t *word, uint32_t expected)
+/* Returns 0 when woken (or spuriously), -1 with errno EAGAIN if *word != expected
+ * on entry, EINTR on a signal. Callers re-check their condition either way. */
+static inline long futex_wait(atomic_int *word, int expected)
 {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+    return syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
-static inline void futex_wake(_Atomic uint32_t *word, int count)
+/* Wakes up to n waiters on word; returns how many were woken. */
+static inline long futex_wake(atomic_int *word, int n)
 {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+    return syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 #endif

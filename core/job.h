@@ -82,14 +82,14 @@ struct job {
     uint64_t body_bytes;     /* for the access log */
 
     /* ---- loop → pool during the request ---- */
-    _Atomic uint32_t ack;    /* futex word: bumped by the loop to answer a message */
+    atomic_int ack;          /* futex word: bumped by the loop to answer a message */
     _Atomic bool conn_lost;  /* the client is gone: stop producing. Atomic because the
                               * loop may set it while the app runs (relaxed: nothing
                               * else is published with it; an ack orders it anyway) */
 
     /* ---- pool side only ---- */
     int fill_buf;            /* the out buffer the pool is filling */
-    uint32_t acks_seen;
+    int acks_seen;
     bool awaiting_ack;
 };
 

@@ -17,6 +17,7 @@
 #include "../handoffs/handoff.h"
 #include "log.h"
 #include "signals.h"
+#include "spin.h"
 #include "loop.h"
 #include "options.h"
 #include "stats.h"
@@ -26,15 +27,6 @@
 #define ACCEPTS_PER_EVENT 64
 
 atomic_bool server_stopping;
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield" ::: "memory");
-#endif
-}
 
 static uint64_t monotonic_ns(void)
 {

@@ -62,7 +62,7 @@ static void await_ack(struct job *job)
 {
     if (!job->awaiting_ack)
         return;
-    uint32_t want = job->acks_seen + 1;
+    int want = job->acks_seen + 1;
     /* A2: acquire — pairs with the release A1 in job_ack (conn_body.c), so
      * the window, EOF/error and conn_lost the loop wrote are visible here. */
     if (atomic_load_explicit(&job->ack, memory_order_acquire) != want) {

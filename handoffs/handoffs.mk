@@ -10,7 +10,7 @@
 HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c
 
 HANDOFF_BACKENDS  := ring dgram condvar eventfd
-HANDOFF_HDRS      := $(wildcard handoffs/*.h) core/counter.h
+HANDOFF_HDRS      := $(wildcard handoffs/*.h) core/counter.h core/futex.h core/spin.h
 HANDOFF_TEST_DIR  := $(BUILD)/handoffs-tests
 # The tests run on the handoff sources compiled into the test binary itself,
 # with their own flags (not the server's objects, which may be ASan or -O2).

@@ -39,7 +39,8 @@
 #include <unistd.h>
 
 #include "aligned.h"
-#include "futex.h"
+#include "../core/futex.h"
+#include "../core/spin.h"
 #include "spsc_ring.h"
 
 /* Default spin budget before yielding (spin_iters == -1, spin_ns <= 0).
@@ -58,17 +59,6 @@
 /* Longest run of pause instructions between two looks at the ring
  * (crossbeam's backoff doubles 1, 2, ..., 64). */
 #define RING_MAX_PAUSE_STEP 64
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield" ::: "memory");
-#else
-    atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
 
 struct ring_worker {
     struct spsc_ring req;  /* loop -> worker */
