@@ -8,20 +8,48 @@
 #   make deps          install the Debian/PyPI packages the build, tests and experiments need
 #   make micro | stress | fuzz | soak | experiments | paper
 #
-# Knobs: PYTHON_PC=python3-embed (pkg-config name of the CPython to embed),
-#        ALLOC=jemalloc|libc, OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
+# Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
+#        PYTHON_PC (a pkg-config name to take its flags from instead),
+#        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
 
-PYTHON_PC  ?= python3-embed
-# The interpreter the tests and experiments run on: the one we embed.
+# Which CPython to embed (README "Which Python"): PYTHON, asked where its
+# installation lives. The tests and experiments run on it too. The system
+# python3 keeps its pkg-config file; any other interpreter (pyenv, a venv's
+# python, python3.12) gives its flags through its own pythonX.Y-config --embed,
+# or its python-X.Y-embed.pc when there is no -config script.
 PYTHON     ?= /usr/bin/python3
+PYTHON_PC  ?= $(if $(filter /usr/bin/python3,$(PYTHON)),python3-embed)
 ALLOC      ?= jemalloc
 OPT        ?= -O2
 INSTRUMENTS ?= 1
 SAN        ?=
 BUILD      ?= build
 
-PY_CFLAGS := $(shell pkg-config --cflags $(PYTHON_PC) 2>/dev/null)
-PY_LIBS   := $(shell pkg-config --libs $(PYTHON_PC) 2>/dev/null)
+PY_PROBE  := $(shell $(PYTHON) -c 'import sys, sysconfig as s; g = s.get_config_var; \
+  print(sys.base_prefix, "%d.%d" % sys.version_info[:2], g("BINDIR"), g("LIBDIR"), g("Py_ENABLE_SHARED") or 0)' 2>/dev/null)
+PY_HOME   := $(word 1,$(PY_PROBE))
+PY_VER    := $(word 2,$(PY_PROBE))
+PY_BINDIR := $(word 3,$(PY_PROBE))
+PY_LIBDIR := $(word 4,$(PY_PROBE))
+PY_SHARED := $(word 5,$(PY_PROBE))
+PY_CONFIG := $(wildcard $(PY_BINDIR)/python$(PY_VER)-config)
+ifneq ($(PYTHON_PC),)
+  PY_CFLAGS := $(shell pkg-config --cflags $(PYTHON_PC) 2>/dev/null)
+  PY_LIBS   := $(shell pkg-config --libs $(PYTHON_PC) 2>/dev/null)
+else ifneq ($(PY_CONFIG),)
+  PY_CFLAGS := $(shell $(PY_CONFIG) --includes)
+  PY_LIBS   := $(shell $(PY_CONFIG) --embed --ldflags)
+else
+  PY_CFLAGS := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --cflags python-$(PY_VER)-embed 2>/dev/null)
+  PY_LIBS   := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --libs python-$(PY_VER)-embed 2>/dev/null)
+endif
+# A libpython outside the linker's default directories (pyenv, /opt) is found
+# at run time through an rpath; a static one must export its symbols so the C
+# extension modules it loads (_ssl, numpy) can link against them.
+PY_LIBS   += $(if $(filter 1,$(PY_SHARED)),$(if $(filter /usr/lib% /lib%,$(PY_LIBDIR)),,-Wl,-rpath,$(PY_LIBDIR)))
+PY_LIBS   += -Wl,--export-dynamic
+# cserve starts that installation by its own prefix, whatever PATH holds.
+PY_DEFS   := -DCSERVE_PYTHON_HOME='"$(PY_HOME)"' -DCSERVE_PYTHON_EXE='"$(PY_BINDIR)/python$(PY_VER)"'
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE $(WARN) -g -fno-omit-frame-pointer
@@ -39,8 +67,20 @@ ifeq ($(SAN),tsan)
   ALLOC   := libc
 endif
 ifeq ($(ALLOC),jemalloc)
-  LDLIBS  += -ljemalloc
+  HAVE_JEMALLOC := $(shell printf '\043include <jemalloc/jemalloc.h>\nint main(void){return 0;}\n' | \
+                     $(CC) -x c - -ljemalloc -o /dev/null 2>/dev/null && echo 1)
+  ifeq ($(HAVE_JEMALLOC),1)
+    LDLIBS  += -ljemalloc
+  else
+    $(info cserve: jemalloc's development files are missing (Debian: libjemalloc-dev); linking the C library's malloc instead (ALLOC=libc))
+    ALLOC := libc
+  endif
 endif
+# Objects remember which Python they were compiled for: another PYTHON in the
+# same BUILD directory rebuilds everything instead of mixing headers.
+PY_STAMP := $(BUILD)/python.stamp
+PY_STAMP_TEXT := $(PYTHON) $(PY_HOME) $(PY_CFLAGS) $(PY_LIBS) $(ALLOC)
+$(shell mkdir -p $(BUILD) && (echo '$(PY_STAMP_TEXT)' | cmp -s - $(PY_STAMP) || echo '$(PY_STAMP_TEXT)' > $(PY_STAMP)))
 
 .DEFAULT_GOAL := all
 include handoffs/handoffs.mk
@@ -62,6 +102,9 @@ endif
 
 $(BUILD)/cserve: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(OBJS): $(PY_STAMP)
+$(BUILD)/core/interp.o: CFLAGS += $(PY_DEFS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,10 +1,12 @@
-/* main.c — cserve: parse options, start Python and import the app (so a bad
- * app fails before anything listens), then serve as one worker or as the
- * supervisor of several. */
+/* main.c — cserve: parse options, pick the interpreter and virtualenv, start
+ * Python and import the app (so a bad app fails before anything listens),
+ * open the sockets, then serve as one worker or as the supervisor of
+ * several. */
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +14,12 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "interp.h"
 #include "listen.h"
 #include "log.h"
 #include "signals.h"
 #include "options.h"
+#include "privs.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "wsgi.h"
@@ -61,6 +65,11 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &set, NULL);
     raise_fd_limit();
 
+    bool python = !opt.native_hello;
+    /* A wrong virtualenv or user fails here, before anything listens. */
+    if (python)
+        interp_select(&opt);
+    bool dropping = privs_resolve(&opt);
     char apps[PATH_MAX];
     default_app_dir(apps, sizeof apps);
     if (opt.chdir_dir && chdir(opt.chdir_dir) != 0) {
@@ -74,30 +83,40 @@ int main(int argc, char **argv)
         snprintf(app_name, sizeof app_name, "%s", opt.app_spec);
     else
         snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
-    if (!opt.native_hello)
-        wsgi_init(&opt, apps);
 
+    /* Normally the app is imported first, so a bad app fails before anything
+     * listens. With --user the sockets come first (port 80 needs root), then
+     * root is dropped, and only then does app code run: never as root. */
+    int *fds = calloc(opt.workers, sizeof *fds);
+    if (!fds)
+        return 1;
+    if (dropping) {
+        if (listen_open_all(&opt, opt.workers, fds) != 0)
+            return 1;
+        privs_drop();
+    }
+    if (python)
+        wsgi_init(&opt, apps);
+    if (!dropping && listen_open_all(&opt, opt.workers, fds) != 0)
+        return 1;
+
+    char how[600];
     const char *mode = opt.native_hello ? "native hello, no Python"
                      : opt.inline_app   ? "inline: the app runs on the loop thread"
                                         : NULL;
-    char where[400];
-    if (opt.bind_unix)
-        snprintf(where, sizeof where, "unix:%s", opt.bind_unix);
+    if (opt.workers > 1)
+        snprintf(how, sizeof how, "%u workers; %s", opt.workers, mode ? mode : opt.handoff->name);
+    else if (mode)
+        snprintf(how, sizeof how, "%s", mode);
     else
-        snprintf(where, sizeof where, "http://%s:%d", opt.bind_host, opt.bind_port);
-    if (opt.workers > 1) {
-        log_info("cserve %s serving %s on %s (%u workers; %s)", CSERVE_VERSION, app_name, where,
-                 opt.workers, mode ? mode : opt.handoff->name);
-        return supervisor_run(&opt, app_name);
-    }
-    int fd = listen_open(&opt, false);
-    if (fd < 0)
-        return 1;
-    if (mode)
-        log_info("cserve %s serving %s on %s (%s)", CSERVE_VERSION, app_name, where, mode);
-    else
-        log_info("cserve %s serving %s on %s (handoff %s, %u blocking thread%s)", CSERVE_VERSION,
-                 app_name, where, opt.handoff->name, opt.blocking_threads,
-                 opt.blocking_threads == 1 ? "" : "s");
-    return worker_run(&opt, fd, 0, opt.stats_json, false, app_name);
+        snprintf(how, sizeof how, "handoff %s, %u blocking thread%s", opt.handoff->name,
+                 opt.blocking_threads, opt.blocking_threads == 1 ? "" : "s");
+    log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
+             python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
+             dropping ? privs_describe() : "");
+    int rc = opt.workers > 1 ? supervisor_run(&opt, app_name, fds)
+                             : worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name);
+    free(fds);
+    listen_cleanup();
+    return rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../handoffs/handoff.h"
+#include "interp.h"
 #include "log.h"
 
 enum {
@@ -17,12 +18,16 @@ enum {
     OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_QUEUE, OPT_INLINE, OPT_APP,
     OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
-    OPT_STATS_JSON, OPT_STATS_WINDOW,
+    OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
 };
 
 static const struct option long_options[] = {
     {"bind", required_argument, NULL, OPT_BIND},
     {"chdir", required_argument, NULL, OPT_CHDIR},
+    {"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+    {"user", required_argument, NULL, OPT_USER},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"virtualenv", required_argument, NULL, OPT_VIRTUALENV},
     {"workers", required_argument, NULL, OPT_WORKERS},
     {"blocking-threads", required_argument, NULL, OPT_THREADS},
     {"handoff", required_argument, NULL, OPT_HANDOFF},
@@ -60,6 +65,20 @@ static void usage(FILE *out)
 "Where and what:\n"
 "  -b, --bind ADDR            HOST:PORT or unix:PATH (default 127.0.0.1:8000)\n"
 "      --chdir DIR            chdir to DIR and put it first on sys.path before importing\n"
+"      --socket-mode MODE     octal permissions of a unix: socket, e.g. 660 so a proxy in\n"
+"                             the socket's group can connect (default: from the umask).\n"
+"                             A unix: bind refuses a path holding a non-socket or a live\n"
+"                             socket, replaces a stale one and removes its own at exit\n"
+"      --user USER            after binding, serve as USER (name or uid; needs root):\n"
+"                             bind port 80 as root, import and run the app as USER\n"
+"      --group GROUP          ... and as GROUP (default: USER's primary group)\n"
+"      --virtualenv DIR       use the virtualenv DIR: its sys.prefix and site-packages, as\n"
+"                             DIR/bin/python sees them (default: $VIRTUAL_ENV, else the\n"
+"                             virtualenv cserve is installed in). It must be made by the\n"
+"                             Python cserve embeds (see --version)\n"
+"\n"
+"A listening socket passed by systemd (LISTEN_FDS, LISTEN_PID; socket activation)\n"
+"is used instead of --bind.\n"
 "      --app native-hello     serve the hello bytes from C, no Python: the loop's ceiling\n"
 "      --inline               run the app on the loop thread: no pool, no handoff\n"
 "\n"
@@ -193,6 +212,7 @@ void options_parse(struct options *o, int argc, char **argv)
     o->keepalive_timeout_ms = 5000;
     o->io_timeout_ms = 60000;
     o->graceful_timeout_ms = 30000;
+    o->socket_mode = -1;
 
     opterr = 0;
     int c;
@@ -200,6 +220,18 @@ void options_parse(struct options *o, int argc, char **argv)
         switch (c) {
         case OPT_BIND: parse_bind(o, optarg); break;
         case OPT_CHDIR: o->chdir_dir = optarg; break;
+        case OPT_SOCKET_MODE: {
+            char *end;
+            errno = 0;
+            long m = strtol(optarg, &end, 8);
+            if (errno || end == optarg || *end || m < 0 || m > 0777)
+                die_usage("--socket-mode needs octal permissions from 0 to 777 (e.g. 660), not '%s'", optarg);
+            o->socket_mode = (int)m;
+            break;
+        }
+        case OPT_USER: o->user = optarg; break;
+        case OPT_GROUP: o->group = optarg; break;
+        case OPT_VIRTUALENV: o->virtualenv = optarg; break;
         case OPT_WORKERS: o->workers = (unsigned)parse_count("--workers", optarg, 1, 256); break;
         case OPT_THREADS:
             o->blocking_threads = (unsigned)parse_count("--blocking-threads", optarg, 1, 256);
@@ -255,7 +287,10 @@ void options_parse(struct options *o, int argc, char **argv)
         case OPT_STATS: o->stats = true; break;
         case OPT_STATS_JSON: o->stats_json = optarg; break;
         case OPT_STATS_WINDOW: o->stats_window_s = parse_seconds_ms("--stats-window", optarg) / 1000.0; break;
-        case OPT_VERSION: printf("cserve " CSERVE_VERSION "\n"); exit(0);
+        case OPT_VERSION:
+            interp_select(o); /* the virtualenv this start would use, checked */
+            printf("cserve " CSERVE_VERSION " (%s)\n", interp_describe());
+            exit(0);
         case OPT_HELP: usage(stdout); exit(0);
         case ':': die_usage("option '%s' needs a value", argv[optind - 1]);
         default: die_usage("unknown option '%s'", argv[optind - 1]);
@@ -270,6 +305,8 @@ void options_parse(struct options *o, int argc, char **argv)
             die_usage("the app must be MODULE:CALLABLE, not '%s'", argv[optind]);
         o->app_spec = argv[optind];
     }
+    if (o->socket_mode >= 0 && !o->bind_unix)
+        die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
         die_usage("%s", "--app native-hello and --inline exclude each other");
 }

@@ -16,6 +16,10 @@ struct options {
     int bind_port;
     const char *bind_unix; /* non-NULL for --bind unix:PATH */
     const char *chdir_dir;
+    int socket_mode;          /* --socket-mode for unix: binds; -1 = leave the umask's */
+    const char *user;         /* --user: serve as this user after binding */
+    const char *group;        /* --group: ... and this group */
+    const char *virtualenv;   /* --virtualenv DIR; NULL = $VIRTUAL_ENV or none */
     /* what */
     const char *app_spec;     /* MODULE:CALLABLE; NULL = the default app */
     bool native_hello;        /* --app native-hello */

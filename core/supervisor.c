@@ -1,7 +1,8 @@
 /* supervisor.c — the parent of --workers N processes.
  *
- * The supervisor opens every worker's listener itself (SO_REUSEPORT, one per
- * worker slot) before forking, so a bad --bind fails before anything runs,
+ * main opens every worker's listener (SO_REUSEPORT, one per worker slot; one
+ * shared socket for unix: and systemd's) before forking, so a bad --bind
+ * fails before anything runs,
  * and a worker that dies leaves its listener open: connections queue there
  * until the respawned worker accepts them, instead of being reset. The app
  * was imported before the fork, so a respawn costs a fork, not an import. */
@@ -115,18 +116,14 @@ static void merge_stats(const struct options *opt, const char *app_name)
         rename(tmp, opt->stats_json);
 }
 
-int supervisor_run(const struct options *opt, const char *app_name)
+int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds)
 {
     unsigned n = opt->workers;
     struct slot *slots = calloc(n, sizeof *slots);
     if (!slots)
         return 1;
-    for (unsigned i = 0; i < n; i++) {
-        /* Unix sockets cannot share a port: all workers accept on one. */
-        slots[i].listen_fd = (opt->bind_unix && i > 0) ? slots[0].listen_fd : listen_open(opt, true);
-        if (slots[i].listen_fd < 0)
-            return 1;
-    }
+    for (unsigned i = 0; i < n; i++)
+        slots[i].listen_fd = listen_fds[i];
     sigset_t set;
     server_signal_set(&set);
     sigaddset(&set, SIGCHLD);

@@ -5,6 +5,7 @@
 
 struct options;
 
-int supervisor_run(const struct options *opt, const char *app_name);
+/* listen_fds[i]: worker i's listening socket (the same fd may repeat). */
+int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "../handoffs/handoff.h"
 #include "buffer.h"
+#include "listen.h"
 #include "log.h"
 #include "loop.h"
 #include "options.h"
@@ -97,6 +98,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
         /* An app thread still runs a request: nothing it may touch can be
          * freed, and the interpreter cannot be finalised under it. */
         log_warn("exiting with %u request(s) unfinished", abandoned);
+        listen_cleanup(); /* _exit skips atexit */
         fflush(NULL);
         _exit(0);
     }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "interp.h"
 #include "job.h"
 #include "log.h"
 #include "options.h"
@@ -90,16 +91,7 @@ static void prepend_sys_path(const char *dir)
 
 void wsgi_init(const struct options *opt, const char *default_app_dir)
 {
-    PyConfig config;
-    PyConfig_InitPythonConfig(&config);
-    config.install_signal_handlers = 0; /* the loop owns signals (signalfd) */
-    config.parse_argv = 0;
-    PyStatus st = Py_InitializeFromConfig(&config);
-    PyConfig_Clear(&config);
-    if (PyStatus_Exception(st)) {
-        fprintf(stderr, "cserve: error: cannot start Python: %s\n", st.err_msg ? st.err_msg : "?");
-        exit(2);
-    }
+    interp_start(); /* interp.c: the build's prefix, the selected virtualenv */
     const char *spec = opt->app_spec;
     if (spec) {
         char cwd[4096];

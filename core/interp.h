@@ -1,0 +1,23 @@
+/* interp.h — which Python cserve runs: the installation it was built against,
+ * found by that installation's own prefix (never through PATH), plus at most
+ * one virtualenv of the same Python version. */
+#ifndef CSERVE_INTERP_H
+#define CSERVE_INTERP_H
+
+struct options;
+
+/* Pick the virtualenv: --virtualenv DIR, else $VIRTUAL_ENV, else the one this
+ * binary is installed in (pip install). A virtualenv that is missing or made
+ * by another Python version ends the process here with one line and exit 2:
+ * call it before anything listens. */
+void interp_select(const struct options *opt);
+
+/* Start the embedded interpreter with its build-time prefix and the selected
+ * virtualenv. Exits 2 with one line if it cannot start. Returns with the GIL. */
+void interp_start(void);
+
+/* "Python 3.11.2 at /usr" or "Python 3.11.2 at /usr, virtualenv /srv/venv":
+ * for --version and the start-up line. */
+const char *interp_describe(void);
+
+#endif
