@@ -27,18 +27,23 @@
 const struct options *wsgi_options;
 
 /* apps/ next to the binary, or next to the directory it is in (for
- * build-asan/cserve and the like). */
+ * build-asan/cserve and the like), or PREFIX/share/cserve/apps where
+ * `pip install` puts it beside PREFIX/bin/cserve. */
 static void default_app_dir(char *out, size_t cap)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
     char *dir = dirname(exe);
-    snprintf(out, cap, "%s/apps", dir);
-    char probe[PATH_MAX + 16];
-    snprintf(probe, sizeof probe, "%s/hello.py", out);
-    if (access(probe, R_OK) != 0)
-        snprintf(out, cap, "%s/../apps", dir);
+    static const char *const candidates[] = {"%s/apps", "%s/../apps", "%s/../share/cserve/apps"};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        snprintf(out, cap, candidates[i], dir);
+        char probe[PATH_MAX + 16];
+        snprintf(probe, sizeof probe, "%s/hello.py", out);
+        if (access(probe, R_OK) == 0)
+            return;
+    }
+    snprintf(out, cap, "%s/apps", dir); /* the error will name this one */
 }
 
 /* Idle keep-alive connections are cheap; descriptors should not be the limit. */
