@@ -135,20 +135,23 @@ static int listen_tcp(const struct options *opt, bool reuseport)
 }
 
 /* sd_listen_fds(3) without libsystemd: the sockets are ours only if
- * LISTEN_PID names this process. The variables are removed so nothing this
- * process starts takes them for its own. Returns the fd, -1 when none was
- * passed, -2 on a passed fd that cannot be served. */
-static int listen_inherited(void)
+ * LISTEN_PID names this process. The variables are removed (before Python
+ * copies the environment into os.environ) so nothing this process starts
+ * takes them for its own. Sets inherited to the fd, or -2 for a passed fd
+ * that cannot be served. */
+static int inherited = -1;
+
+void listen_claim_inherited(void)
 {
     const char *pid_s = getenv("LISTEN_PID"), *fds_s = getenv("LISTEN_FDS");
     if (!pid_s || !fds_s)
-        return -1;
+        return;
     long pid = strtol(pid_s, NULL, 10), nfds = strtol(fds_s, NULL, 10);
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_FDNAMES");
     if (pid != (long)getpid() || nfds < 1)
-        return -1;
+        return;
     if (nfds > 1)
         log_warn("systemd passed %ld sockets; serving on the first (fd %d) only", nfds, SD_LISTEN_FDS_START);
     int fd = SD_LISTEN_FDS_START;
@@ -156,12 +159,14 @@ static int listen_inherited(void)
     socklen_t len = sizeof type;
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
         log_error("fd %d from systemd (LISTEN_FDS) is not a stream socket", fd);
-        return -2;
+        inherited = -2;
+        return;
     }
     len = sizeof accepting;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) {
         log_error("fd %d from systemd (LISTEN_FDS) is not listening (Accept=no is required)", fd);
-        return -2;
+        inherited = -2;
+        return;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -179,12 +184,12 @@ static int listen_inherited(void)
         }
     }
     snprintf(described, sizeof described, "systemd socket fd %d%s", fd, what);
-    return fd;
+    inherited = fd;
 }
 
 int listen_open_all(const struct options *opt, unsigned n, int *fds)
 {
-    int shared = listen_inherited();
+    int shared = inherited;
     if (shared == -2)
         return -1;
     if (shared < 0 && opt->bind_unix)
@@ -224,7 +229,11 @@ void listen_cleanup(void)
     created.owner = 0;
     struct stat st;
     /* Only our inode: a later server may have replaced the path already. */
-    if (stat(created.path, &st) == 0 && st.st_dev == created.dev && st.st_ino == created.ino &&
-        unlink(created.path) != 0)
+    if (stat(created.path, &st) != 0) {
+        if (errno != ENOENT)
+            log_warn("cannot remove %s: %s", created.path, strerror(errno));
+        return;
+    }
+    if (st.st_dev == created.dev && st.st_ino == created.ino && unlink(created.path) != 0)
         log_warn("cannot remove %s: %s", created.path, strerror(errno));
 }

@@ -8,6 +8,11 @@
 
 struct options;
 
+/* Take a listening socket systemd passed (LISTEN_FDS/LISTEN_PID naming this
+ * process) and remove those variables from the environment: call first,
+ * before Python copies the environment. */
+void listen_claim_inherited(void);
+
 /* The listening sockets for n workers into fds[0..n-1], all non-blocking.
  * A socket systemd passed (LISTEN_FDS/LISTEN_PID) or a unix: socket is one
  * socket every worker accepts on; TCP with n > 1 is one SO_REUSEPORT socket

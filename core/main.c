@@ -70,6 +70,7 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &set, NULL);
     raise_fd_limit();
 
+    listen_claim_inherited();
     bool python = !opt.native_hello;
     /* A wrong virtualenv or user fails here, before anything listens. */
     if (python)

@@ -1,0 +1,235 @@
+"""Deployment options (issue "Run where Python users run", item 5):
+--socket-mode; unix: binds that refuse a non-socket or a live socket,
+replace a stale one and remove their own at exit; --user/--group after
+binding; a listening socket inherited from systemd (LISTEN_FDS/LISTEN_PID)."""
+import os
+import pwd
+import grp
+import signal
+import socket
+import stat
+import subprocess
+import time
+
+import pytest
+
+from conftest import APPS, BIN, ROOT, free_port
+from deploy_support import Proc, clean_env, info, one_line_error, serve_info, wait_connect
+
+
+def test_help_lists_the_deployment_options():
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True).stdout
+    for opt in ("--socket-mode", "--user", "--group", "--virtualenv", "LISTEN_FDS"):
+        assert opt in out, opt
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_socket_mode_and_removed_at_exit(tmp_path, workers):
+    path = str(tmp_path / "s.sock")
+    p, _ = serve_info(["--socket-mode", "660", "--workers", str(workers)], env=clean_env(), addr=path)
+    try:
+        assert info(p, path)["prefix"]
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o660
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+        assert p.stop() == 0, p.text()
+        assert not os.path.exists(path), "the socket file was left behind after a graceful exit"
+    finally:
+        p.close()
+
+
+def test_socket_mode_needs_a_unix_bind():
+    p = Proc([BIN, "--bind", f"127.0.0.1:{free_port()}", "--socket-mode", "660"], env=clean_env())
+    assert p.wait_exit() == 2 and "--socket-mode" in one_line_error(p)
+
+
+def test_bad_socket_mode():
+    p = Proc([BIN, "--bind", "unix:/tmp/x.sock", "--socket-mode", "999"], env=clean_env())
+    assert p.wait_exit() == 2 and "999" in one_line_error(p)
+
+
+def test_unix_bind_refuses_a_regular_file(tmp_path):
+    path = tmp_path / "not-a-socket"
+    path.write_text("precious")
+    p, _ = serve_info(env=clean_env(), addr=str(path))
+    assert p.wait_exit() == 2
+    line = one_line_error(p)
+    assert "not a socket" in line and str(path) in line, line
+    assert path.read_text() == "precious"
+
+
+def test_unix_bind_refuses_a_live_socket(tmp_path):
+    path = str(tmp_path / "live.sock")
+    live = socket.socket(socket.AF_UNIX)
+    live.bind(path)
+    live.listen(8)
+    try:
+        p, _ = serve_info(env=clean_env(), addr=path)
+        assert p.wait_exit() == 2
+        assert "listening" in one_line_error(p)
+        # the first server still owns the path
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(path)
+        c.close()
+        assert os.path.exists(path)
+    finally:
+        live.close()
+
+
+def test_unix_bind_replaces_a_stale_socket(tmp_path):
+    path = str(tmp_path / "stale.sock")
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(path)
+    dead.close()  # the file stays, nobody listens: what a killed server leaves
+    assert stat.S_ISSOCK(os.stat(path).st_mode)
+    p, _ = serve_info(env=clean_env(), addr=path)
+    try:
+        assert info(p, path)["prefix"]
+        assert "stale" in p.text()
+    finally:
+        assert p.stop() == 0
+        p.close()
+
+
+def test_a_second_cserve_cannot_take_over_a_live_one(tmp_path):
+    path = str(tmp_path / "one.sock")
+    first, _ = serve_info(env=clean_env(), addr=path)
+    try:
+        info(first, path)
+        second, _ = serve_info(env=clean_env(), addr=path)
+        assert second.wait_exit() == 2 and "listening" in one_line_error(second)
+        info(first, path)  # still reachable
+    finally:
+        first.stop()
+        first.close()
+
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching user needs root")
+
+
+def _status_ids(pid):
+    ids = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("Uid:", "Gid:")):
+                ids[line[:3]] = [int(x) for x in line.split()[1:]]
+    return ids
+
+
+def _privileged_port():
+    for port in range(990, 1024):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    pytest.skip("no free port below 1024")
+
+
+@root_only
+@pytest.mark.parametrize("workers", [1, 2])
+def test_user_group_drop_after_binding_a_privileged_port(workers):
+    nobody = pwd.getpwnam("nobody")
+    nogroup = grp.getgrnam("nogroup")
+    port = _privileged_port()
+    p, addr = serve_info(["--user", "nobody", "--group", "nogroup", "--workers", str(workers)],
+                         env=clean_env(), addr=("127.0.0.1", port))
+    try:
+        got = info(p, addr)
+        assert (got["uid"], got["euid"], got["gid"], got["egid"]) == (nobody.pw_uid,) * 2 + (nogroup.gr_gid,) * 2
+        ids = _status_ids(p.proc.pid)  # real, effective, saved, filesystem
+        assert ids["Uid"] == [nobody.pw_uid] * 4 and ids["Gid"] == [nogroup.gr_gid] * 4, ids
+        assert "as nobody:nogroup" in p.text()
+        assert p.stop() == 0, p.text()
+    finally:
+        p.close()
+
+
+@root_only
+def test_user_owns_its_unix_socket_and_removes_it():
+    import tempfile
+    d = tempfile.mkdtemp(prefix="cserve-user-")  # in /tmp: nobody can reach it
+    os.chmod(d, 0o777)  # ... and unlink in it
+    path = os.path.join(d, "u.sock")
+    p, _ = serve_info(["--user", "nobody", "--socket-mode", "600"], env=clean_env(), addr=path)
+    try:
+        assert info(p, path)["uid"] == pwd.getpwnam("nobody").pw_uid
+        st = os.stat(path)
+        assert st.st_uid == pwd.getpwnam("nobody").pw_uid and stat.S_IMODE(st.st_mode) == 0o600
+        assert p.stop() == 0
+        assert not os.path.exists(path), p.text()
+    finally:
+        p.close()
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(d)
+
+
+def test_unknown_user_refused_before_listening():
+    port = free_port()
+    p = Proc([BIN, "--bind", f"127.0.0.1:{port}", "--user", "no-such-user-xyz"], env=clean_env())
+    assert p.wait_exit() == 2 and "no-such-user-xyz" in one_line_error(p)
+
+
+_EXEC_WITH_FD3 = """
+import os, sys
+fd = int(sys.argv[1])
+if fd != 3:
+    os.dup2(fd, 3)
+    os.close(fd)
+os.set_inheritable(3, True)
+os.environ.setdefault("LISTEN_PID", str(os.getpid()))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _spawn_with_inherited(listener, extra_env, bind_port):
+    """cserve with `listener` as fd 3 and LISTEN_PID set to its own pid, as
+    systemd starts it (a Python shim puts the fd in place, then execs cserve:
+    the pid stays)."""
+    import sys
+    fd = listener.fileno()
+    env = clean_env(LISTEN_FDS="1", **extra_env)
+    return Proc([sys.executable, "-c", _EXEC_WITH_FD3, str(fd), BIN, "--bind", f"127.0.0.1:{bind_port}",
+                 "--chdir", str(APPS), "deploy_info:application"], env=env, pass_fds=(fd,))
+
+
+@pytest.mark.parametrize("family", ["tcp", "unix"])
+def test_systemd_socket_activation(tmp_path, family):
+    if family == "tcp":
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        addr = listener.getsockname()
+    else:
+        addr = str(tmp_path / "sd.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(addr)
+    listener.listen(64)
+    other_port = free_port()
+    p = _spawn_with_inherited(listener, {}, other_port)
+    listener.close()  # only cserve holds it now
+    try:
+        got = info(p, addr)
+        assert got["env"]["LISTEN_FDS"] is None and got["env"]["LISTEN_PID"] is None
+        assert "systemd socket fd 3" in p.text()
+        with pytest.raises(OSError):  # --bind was not used
+            socket.create_connection(("127.0.0.1", other_port), timeout=0.5).close()
+        assert p.stop() == 0
+        if family == "unix":
+            assert os.path.exists(addr), "cserve removed a socket systemd owns"
+    finally:
+        p.close()
+
+
+def test_listen_fds_for_another_pid_are_ignored():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = free_port()
+    p = _spawn_with_inherited(listener, {"LISTEN_PID": "1"}, port)
+    try:
+        assert info(p, ("127.0.0.1", port))["prefix"]
+    finally:
+        listener.close()
+        p.stop()
+        p.close()
