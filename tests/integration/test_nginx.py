@@ -1,0 +1,188 @@
+"""Behind a real nginx (issue "Run where Python users run", item 6).
+
+Debian's nginx (nginx-light; scripts/setup.sh installs it) runs as a reverse
+proxy with its own temporary prefix: workers as www-data, proxy_http_version
+1.1, an upstream keep-alive pool, proxy_request_buffering off. cserve sits on
+a unix socket it hands to nobody:www-data with --socket-mode 660, the way the
+README's "Deploying" section sets it up. Checks: a multi-megabyte chunked
+upload echoed byte for byte; a streamed (generator) response; upstream
+keep-alive reuse (cserve's accept count); POSTs sent around the moment an
+idle upstream connection times out (no 502 when nginx's upstream
+keepalive_timeout is shorter than cserve's --keepalive-timeout, the README's
+rule); a short wrk run with zero errors."""
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import APPS, BIN, free_port
+from deploy_support import Proc, clean_env, wait_connect
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+pytestmark = [
+    pytest.mark.skipif(NGINX is None, reason="nginx is not installed (scripts/setup.sh installs nginx-light)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="nginx workers as www-data and cserve --user need root"),
+]
+
+CSERVE_KEEPALIVE = 2.0   # cserve --keepalive-timeout (s)
+NGINX_UPSTREAM_KEEPALIVE = 1  # nginx upstream keepalive_timeout (s): shorter, the README's rule
+
+CONF = """
+user www-data;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 512; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    client_max_body_size 64m;
+
+    upstream cserve {{
+        server unix:{sock};
+        keepalive 16;
+        keepalive_timeout {ka}s;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://cserve;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_request_buffering off;
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def stack():
+    d = tempfile.mkdtemp(prefix="cserve-nginx-")
+    os.chmod(d, 0o777)  # www-data reaches the socket; nobody removes it at exit
+    os.makedirs(os.path.join(d, "tmp"), mode=0o777)
+    sock = os.path.join(d, "cserve.sock")
+    port = free_port()
+    stats = os.path.join(d, "stats.json")
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(CONF.format(d=d, sock=sock, port=port, ka=NGINX_UPSTREAM_KEEPALIVE))
+    srv = Proc([BIN, "--bind", f"unix:{sock}", "--socket-mode", "660", "--user", "nobody", "--group", "www-data",
+                "--keepalive-timeout", str(CSERVE_KEEPALIVE), "--stats-json", stats, "--chdir", str(APPS),
+                "wsgi_apps:application"], env=clean_env())
+    wait_connect(srv, sock).close()
+    ngx = Proc([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"], env=clean_env())
+    try:
+        wait_connect(ngx, ("127.0.0.1", port)).close()
+        yield {"port": port, "srv": srv, "ngx": ngx, "dir": d, "stats": stats, "sock": sock}
+    finally:
+        ngx.stop()
+        srv.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _conn(stack):
+    return http.client.HTTPConnection("127.0.0.1", stack["port"], timeout=30)
+
+
+def _accepts(stack):
+    """cserve's accepted connections so far: SIGUSR1 rewrites --stats-json."""
+    before = os.path.getmtime(stack["stats"]) if os.path.exists(stack["stats"]) else 0
+    stack["srv"].proc.send_signal(10)  # SIGUSR1
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if os.path.exists(stack["stats"]) and os.path.getmtime(stack["stats"]) != before:
+            try:
+                text = open(stack["stats"]).read()
+                json.loads(text)
+                return sum(int(n) for n in re.findall(r'"accepts":\s*(\d+)', text))
+            except ValueError:
+                pass
+        time.sleep(0.02)
+    raise AssertionError("no stats from cserve:\n" + stack["srv"].text())
+
+
+def test_workers_and_socket_permissions(stack):
+    st = os.stat(stack["sock"])
+    assert oct(st.st_mode & 0o777) == "0o660"
+    c = _conn(stack)
+    c.request("GET", "/hello")
+    r = c.getresponse()
+    assert r.status == 200 and r.read() == b"hello", stack["ngx"].text()
+
+
+def test_chunked_multi_megabyte_upload_echoed(stack):
+    blob = os.urandom(3 * 1024 * 1024 + 12345)
+    pieces = (blob[i:i + 65536 + 7] for i in range(0, len(blob), 65536 + 7))
+    c = _conn(stack)
+    c.request("POST", "/raw_echo", body=pieces, encode_chunked=True,
+              headers={"Transfer-Encoding": "chunked", "Content-Type": "application/octet-stream"})
+    r = c.getresponse()
+    body = r.read()
+    assert r.status == 200, (r.status, body[:200])
+    assert len(body) == len(blob) and hashlib.sha256(body).digest() == hashlib.sha256(blob).digest()
+
+
+def test_streamed_generator_response(stack):
+    c = _conn(stack)
+    c.request("GET", "/stream?n=200&size=1000")
+    r = c.getresponse()
+    body = r.read()
+    assert r.status == 200
+    assert r.getheader("Transfer-Encoding") == "chunked"
+    assert body == b"".join(bytes([ord("a") + i % 26]) * 1000 for i in range(200))
+
+
+def test_upstream_keepalive_reused(stack):
+    before = _accepts(stack)
+    for _ in range(30):  # a new client connection each time: nginx pools upstream
+        c = _conn(stack)
+        c.request("GET", "/hello")
+        assert c.getresponse().read() == b"hello"
+        c.close()
+    used = _accepts(stack) - before
+    assert used <= 2, f"{used} upstream connections for 30 requests: keep-alive not reused"
+
+
+def test_post_as_idle_upstream_connection_times_out_no_502(stack):
+    """POSTs (which nginx does not retry) sent at delays around both idle
+    timeouts, each after a request that leaves an idle upstream connection."""
+    statuses = []
+    delays = [NGINX_UPSTREAM_KEEPALIVE + x for x in (-0.05, 0.0, 0.05)] + \
+             [CSERVE_KEEPALIVE + x for x in (-0.1, -0.02, 0.0, 0.02, 0.1)]
+    for delay in delays:
+        c = _conn(stack)
+        c.request("GET", "/hello")
+        c.getresponse().read()
+        c.close()
+        time.sleep(delay)
+        c = _conn(stack)
+        c.request("POST", "/raw_echo", body=b"x" * 1000, headers={"Content-Type": "text/plain"})
+        r = c.getresponse()
+        statuses.append((delay, r.status))
+        r.read()
+        c.close()
+    assert all(s == 200 for _, s in statuses), (statuses, open(os.path.join(stack["dir"], "error.log")).read())
+
+
+def test_wrk_zero_errors(stack):
+    wrk = shutil.which("wrk")
+    if not wrk:
+        pytest.skip("wrk is not installed (scripts/setup.sh installs it)")
+    out = subprocess.run([wrk, "-t1", "-c16", "-d2s", f"http://127.0.0.1:{stack['port']}/hello"],
+                         capture_output=True, text=True, timeout=30).stdout
+    m = re.search(r"(\d+) requests in", out)
+    assert m and int(m.group(1)) > 100, out
+    assert "Socket errors" not in out and "Non-2xx" not in out, out
