@@ -174,6 +174,13 @@ static void set_string(PyConfig *config, wchar_t **field, const char *value)
 
 void interp_start(void)
 {
+    /* After --user, the installation may not be readable (a pyenv under
+     * /root): say so instead of CPython's "failed to get the codec". */
+    char stdlib[PATH_MAX];
+    snprintf(stdlib, sizeof stdlib, "%s/lib/python%d.%d", CSERVE_PYTHON_HOME, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    if (CSERVE_PYTHON_HOME[0] && access(stdlib, R_OK | X_OK) != 0)
+        die("cannot read the Python installation at %s as uid %u: %s (with --user, use a Python that user "
+            "can read)", stdlib, (unsigned)geteuid(), strerror(errno));
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0; /* the loop owns signals (signalfd) */

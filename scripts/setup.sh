@@ -1,5 +1,9 @@
 #!/bin/sh
 # Install what the build, the tests and the experiments need, only when missing.
+# python3-venv and python3-pip: the virtualenv and `pip install .` tests;
+# nginx-light: the reverse-proxy test (tests/integration/test_nginx.py). A
+# Debian nginx package may start its own service on install; the tests run
+# their own nginx with a private prefix and never touch that one.
 #
 # Idempotent and fast when everything is present: `dpkg -s` checks each
 # package, and `apt-get update` runs only if something has to be installed.
@@ -16,7 +20,7 @@ export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 PKGS="build-essential pkg-config python3-dev libjemalloc-dev libbenchmark-dev
 clang libclang-rt-14-dev spin wrk hyperfine python3-pytest python3-flask
 python3-django python3-matplotlib gunicorn uwsgi uwsgi-plugin-python3
-linux-perf strace"
+linux-perf strace python3-venv python3-pip nginx-light"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
