@@ -105,6 +105,7 @@ $(BUILD)/cserve: $(OBJS)
 
 $(OBJS): $(PY_STAMP)
 $(BUILD)/core/interp.o: CFLAGS += $(PY_DEFS)
+$(BUILD)/core/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"'
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -10,6 +10,10 @@
 #include <string.h>
 
 #include "../handoffs/handoff.h"
+
+#ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
+#define CSERVE_ALLOC "?"
+#endif
 #include "interp.h"
 #include "log.h"
 
@@ -289,7 +293,7 @@ void options_parse(struct options *o, int argc, char **argv)
         case OPT_STATS_WINDOW: o->stats_window_s = parse_seconds_ms("--stats-window", optarg) / 1000.0; break;
         case OPT_VERSION:
             interp_select(o); /* the virtualenv this start would use, checked */
-            printf("cserve " CSERVE_VERSION " (%s)\n", interp_describe());
+            printf("cserve " CSERVE_VERSION " (%s; malloc: %s)\n", interp_describe(), CSERVE_ALLOC);
             exit(0);
         case OPT_HELP: usage(stdout); exit(0);
         case ':': die_usage("option '%s' needs a value", argv[optind - 1]);
