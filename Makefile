@@ -173,4 +173,4 @@ paper:
 	$(PYTHON) paper/build.py
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz cserve
+	rm -rf build build-asan build-tsan build-fuzz build-other-python cserve
