@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/counter.h"
+#include "../lib/counter.h"
 
 struct job; /* opaque here */
 

@@ -10,7 +10,7 @@
 HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c
 
 HANDOFF_BACKENDS  := ring dgram condvar eventfd
-HANDOFF_HDRS      := $(wildcard handoffs/*.h) core/counter.h core/futex.h core/spin.h
+HANDOFF_HDRS      := $(wildcard handoffs/*.h) $(wildcard lib/*.h)
 HANDOFF_TEST_DIR  := $(BUILD)/handoffs-tests
 # The tests run on the handoff sources compiled into the test binary itself,
 # with their own flags (not the server's objects, which may be ASan or -O2).
@@ -49,7 +49,7 @@ handoff-litmus: $(HANDOFF_TEST_DIR)/litmus_sb
 handoff-model: handoffs/tests/ring_park.pml handoffs/tests/check_model.sh
 	CC="$(CC)" handoffs/tests/check_model.sh $(HANDOFF_TEST_DIR)/model
 
-handoff-test: handoff-stress-short handoff-litmus handoff-model
+handoff-test: layering handoff-stress-short handoff-litmus handoff-model
 
 handoff-test-tsan: handoff-test
 
@@ -73,3 +73,13 @@ $(MICRO_DIR)/bench_handoff: experiments/micro/bench_handoff.cc experiments/micro
 
 micro: $(MICRO_DIR)/bench_handoff
 	$< $(MICRO_ARGS)
+
+# Layering: lib/ includes only system headers and itself; handoffs/ never
+# includes core/ (core/ stands on handoffs/, not the other way round).
+.PHONY: layering
+layering:
+	@if grep -n '#include "' lib/*.h | grep -v '#include "[a-z_]*\.h"'; then \
+	  echo "layering: FAIL: lib/ includes outside lib/" >&2; exit 1; fi
+	@if grep -rn --include='*.[ch]' '#include ".*core/' handoffs/; then \
+	  echo "layering: FAIL: handoffs/ includes core/" >&2; exit 1; fi
+	@echo "layering: OK (lib/ <- handoffs/ <- core/)"

@@ -1,4 +1,4 @@
-/* ring.c — SPSC rings with spin-then-park on both sides (DESIGN.md §5).
+/* ring.c — SPSC rings with spin-then-park on both sides.
  *
  * Per worker: a request ring (loop -> worker) and a completion ring
  * (worker -> loop), see spsc_ring.h. On the common path nobody makes a
@@ -38,9 +38,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "aligned.h"
-#include "../core/futex.h"
-#include "../core/spin.h"
+#include "../lib/aligned.h"
+#include "../lib/futex.h"
+#include "../lib/clock.h"
+#include "../lib/cpu_relax.h"
 #include "spsc_ring.h"
 
 /* Default spin budget before yielding (spin_iters == -1, spin_ns <= 0).
@@ -234,22 +235,15 @@ static struct job *ring_try_take(struct handoff *base, unsigned wi)
     return job;
 }
 
-static long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 /* Spin with doubling runs of pause between looks at the ring, for spin_iters
  * pauses or spin_ns nanoseconds. NULL if the budget ran out. */
 static struct job *spin_for_job(struct ring_handoff *h, struct ring_worker *w,
                                 struct handoff_worker_counters *c)
 {
-    long deadline = h->spin_ns > 0 ? now_ns() + h->spin_ns : 0;
+    long deadline = h->spin_ns > 0 ? (long)clock_ns() + h->spin_ns : 0;
     long left = h->spin_ns > 0 ? -1 : h->spin_iters;
     long step = 1;
-    while (deadline ? now_ns() < deadline : left > 0) {
+    while (deadline ? (long)clock_ns() < deadline : left > 0) {
         long n = (left >= 0 && left < step) ? left : step;
         for (long i = 0; i < n; i++)
             cpu_relax();

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "../core/counter.h"
+#include "../lib/counter.h"
 
 struct job;
 

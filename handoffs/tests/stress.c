@@ -23,6 +23,7 @@
  * Random pauses on both sides (short spins, and sleeps long enough for the
  * other side to park) make both the spinning and the parking paths run. */
 #include "../handoff.h"
+#include "../../lib/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -336,13 +337,6 @@ static void parse_args(int argc, char **argv)
         usage();
 }
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 static void check_counters(const struct loop_state *s, const struct worker_arg *wa)
 {
     uint64_t taken = 0, completed = 0, counted_taken = 0;
@@ -430,8 +424,7 @@ int main(int argc, char **argv)
             s.free_list[w] = j;
         }
 
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = clock_s();
     for (unsigned w = 0; w < opt.workers; w++) {
         wa[w].index = w;
         if (pthread_create(&wa[w].thread, NULL, worker_main, &wa[w]) != 0)
@@ -448,7 +441,7 @@ int main(int argc, char **argv)
         pthread_join(wa[w].thread, NULL);
     atomic_store(&finished, true);
     pthread_join(watchdog, NULL);
-    double elapsed = seconds_since(&t0);
+    double elapsed = clock_s() - t0;
 
     check_counters(&s, wa);
     print_summary(elapsed);
