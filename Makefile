@@ -83,7 +83,7 @@ integration-test: all
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
-	$(MAKE) all unit-test handoff-test fuzz-short integration-test
+	$(MAKE) all unit-test handoff-test mutants fuzz-short integration-test
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve

@@ -18,15 +18,21 @@
  *
  * Each side stores one location and then loads the other's. Release/acquire
  * alone allow both loads to return the old values (x86's store buffer does
- * exactly that: handoffs/tests/litmus_sb.c shows it), and then the producer
+ * exactly that: handoffs/tests/ring_litmus.c shows it on this code), and then the producer
  * sees parked == 0 and does not wake while the consumer sees an empty ring and
  * sleeps: a lost wakeup, with a job queued and nobody to run it. With a
  * seq_cst fence between the store and the load on *both* sides, the fences are
  * totally ordered: if F1 comes first the consumer's re-check sees the push, if
  * F2 comes first the producer sees parked == 1. A fence on one side only does
  * not help — the other side's store can still sit in its buffer past its load.
- * handoffs/tests/ring_park.pml checks this with an explicit store-buffer model
- * and finds the lost wakeup when either fence is removed. */
+ *
+ * Every ordering named here (F1..F5, X1, C1, and R1/A1, R2/A2 in spsc_ring.h)
+ * is written through ring_order.h, so a mutant build can remove exactly one;
+ * `make mutants` requires a test to fail on each. handoffs/tests/
+ * ring_protocol.pml models this file's protocol (both parks, two workers
+ * racing for loop_parked, the eventfd latch, shutdown, the capacity rule)
+ * under a weak store model, and check_steps.py keeps its steps in the order
+ * of the operations below. */
 #include "handoff.h"
 
 #include <errno.h>
@@ -42,6 +48,7 @@
 #include "../lib/futex.h"
 #include "../lib/clock.h"
 #include "../lib/cpu_relax.h"
+#include "ring_order.h"
 #include "spsc_ring.h"
 
 /* Default spin budget before yielding (spin_iters == -1, spin_ns <= 0).
@@ -152,16 +159,26 @@ static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
     }
     counter_inc(&base->loop.submitted);
     /* F1: pairs with F2 in ring_take (store-buffering shape, see the top). */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F1);
     /* Plain load first: a busy worker's flag is 0 and we leave its line
      * shared instead of taking it exclusive with an exchange. The exchange
      * makes exactly one submit wake each park. */
-    if (atomic_load_explicit(&w->parked, memory_order_relaxed) &&
-        atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) == 1) {
+    if (!atomic_load_explicit(&w->parked, memory_order_relaxed))
+        return HANDOFF_OK;
+    if (RING_HAS_X1) {
+        /* X1: clear the flag, then wake. The worker's futex_wait(parked, 1)
+         * then either finds 0 (and returns) or is already asleep (and this
+         * wake finds it). Wake-then-clear would let a worker that enters
+         * futex_wait between the two sleep on a 1 after the wake has gone. */
+        if (atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) != 1)
+            return HANDOFF_OK;
         futex_wake(&w->parked, 1);
-        counter_inc(&base->loop.submit_syscalls);
-        counter_inc(&base->loop.wakes_sent);
+    } else { /* the X1 mutant */
+        futex_wake(&w->parked, 1);
+        atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
     }
+    counter_inc(&base->loop.submit_syscalls);
+    counter_inc(&base->loop.wakes_sent);
     return HANDOFF_OK;
 }
 
@@ -207,9 +224,9 @@ static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
     /* F4: pairs with F3 in ring_complete. After it, either our re-check sees
      * a completion pushed before F3, or that worker's load after F3 sees
      * loop_parked == 1 and writes the eventfd. */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F4);
     for (unsigned i = 0; i < base->workers; i++)
-        if (spsc_nonempty(&h->w[i].done)) { /* A1 */
+        if (spsc_nonempty(&h->w[i].done)) { /* A1, re-read after the fence (C1) */
             atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
             return true;
         }
@@ -279,7 +296,7 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
     while (!job) {
         atomic_store_explicit(&w->parked, 1, memory_order_relaxed);
         /* F2: pairs with F1 in ring_submit and F5 in ring_shutdown. */
-        atomic_thread_fence(memory_order_seq_cst);
+        RING_FENCE(F2);
         job = spsc_pop(&w->req); /* the re-check: reloads tail when empty (A1) */
         if (job)
             break;
@@ -314,7 +331,7 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
     }
     counter_inc(&c->completed);
     /* F3: pairs with F4 in ring_before_sleep (store-buffering shape). */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F3);
     /* Several workers may see the flag; the exchange lets one write. */
     if (atomic_load_explicit(&h->loop_parked, memory_order_relaxed) &&
         atomic_exchange_explicit(&h->loop_parked, 0, memory_order_relaxed) == 1) {
@@ -333,7 +350,7 @@ static void ring_shutdown(struct handoff *base)
     atomic_store_explicit(&h->stopping, true, memory_order_relaxed);
     /* F5: pairs with F2. A worker that parks after this sees `stopping` in
      * its re-check; one that parked before it has parked == 1 here. */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F5);
     for (unsigned i = 0; i < base->workers; i++) {
         atomic_store_explicit(&h->w[i].parked, 0, memory_order_relaxed);
         futex_wake(&h->w[i].parked, 1);
