@@ -11,7 +11,8 @@
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
 
-HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c
+HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c \
+                handoffs/spin_policy.c
 
 HANDOFF_BACKENDS  := ring dgram condvar eventfd
 HANDOFF_HDRS      := $(wildcard handoffs/*.h) $(wildcard lib/*.h)
@@ -23,7 +24,7 @@ HANDOFF_SHORT_JOBS ?= 200000
 HANDOFF_LONG_JOBS  ?= 10000000
 LITMUS_SECONDS     ?= 2
 
-.PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus \
+.PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-policy \
         handoff-model mutants stress micro
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
@@ -52,10 +53,20 @@ handoff-stress-short: $(HANDOFF_TEST_DIR)/stress-tsan
 	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 4 -s 0 -n $(HANDOFF_SHORT_JOBS); \
 	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 1 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 ))
 
-# The ring without TSan, where the CPU's own reordering is live.
+# The ring without TSan, where the CPU's own reordering is live; the last
+# run also requires the adaptive spin budgets to settle (-S).
 handoff-stress-o2: $(HANDOFF_TEST_DIR)/stress
-	@set -e; $< -b ring -w 1 -s 0 -n $(HANDOFF_SHORT_JOBS); $< -b ring -w 4 -n $(HANDOFF_SHORT_JOBS); \
-	$< -b ring -w 2 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 ))
+	@set -e; $< -b ring -w 1 -s 0 -n $(HANDOFF_SHORT_JOBS); \
+	$< -b ring -w 2 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 )); \
+	$< -b ring -w 4 -n $$(( $(HANDOFF_SHORT_JOBS) * 5 )) -S
+
+# The adaptive spin policy fed synthetic wait histories (deterministic).
+$(HANDOFF_TEST_DIR)/spin_policy_test: handoffs/tests/spin_policy_test.c handoffs/spin_policy.c handoffs/spin_policy.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/spin_policy_test.c handoffs/spin_policy.c
+
+handoff-policy: $(HANDOFF_TEST_DIR)/spin_policy_test
+	$<
 
 handoff-spsc: $(HANDOFF_TEST_DIR)/spsc_test-tsan
 	TSAN_OPTIONS=halt_on_error=1 $< 100000
@@ -67,7 +78,7 @@ handoff-litmus: $(HANDOFF_TEST_DIR)/ring_litmus
 handoff-model: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh handoffs/tests/check_steps.py
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/check_model.sh $(HANDOFF_TEST_DIR)/model
 
-handoff-test: layering handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model
+handoff-test: layering handoff-policy handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model
 
 # ~40 s on a 2-vCPU guest: 11 mutant builds, each failing the tests named for it.
 mutants:

@@ -51,13 +51,15 @@ struct options {
     unsigned workers, capacity;
     uint64_t jobs;
     long spin_iters;
+    long loop_spin_ns;
+    bool check_settle;
     unsigned pause_percent;
     long watchdog_ms;
     uint64_t seed;
 };
 
 static struct options opt = {
-    .workers = 1, .capacity = 8, .jobs = 200000, .spin_iters = -1,
+    .workers = 1, .capacity = 8, .jobs = 200000, .spin_iters = -1, .loop_spin_ns = -1,
     .pause_percent = 5, .watchdog_ms = 1000, .seed = 1,
 };
 
@@ -150,6 +152,11 @@ static void *worker_main(void *p)
 
 /* ---------------------------------------------------------------- watchdog */
 
+/* -S: the adaptive budgets, sampled every 10 ms by the watchdog. */
+#define MAX_SAMPLES 4096
+static uint64_t budget_samples[MAX_SAMPLES][2]; /* worker 0's, the loop's */
+static unsigned n_samples;
+
 static void *watchdog_main(void *p)
 {
     (void)p;
@@ -158,6 +165,11 @@ static void *watchdog_main(void *p)
     while (!atomic_load(&finished)) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
+        if (n_samples < MAX_SAMPLES) {
+            budget_samples[n_samples][0] = counter_get(&h->worker[0].spin_budget_ns);
+            budget_samples[n_samples][1] = counter_get(&h->loop.loop_spin_budget_ns);
+            n_samples++;
+        }
         uint64_t now = atomic_load(&progress);
         if (now != last) {
             last = now;
@@ -310,7 +322,8 @@ static void run_loop(struct loop_state *s)
 static void usage(void)
 {
     fprintf(stderr, "usage: stress -b BACKEND [-w WORKERS] [-n JOBS] [-c CAPACITY] [-s SPIN_ITERS]\n"
-                    "              [-p PAUSE_PERCENT] [-t WATCHDOG_MS] [-r SEED]\nbackends:");
+                    "              [-p PAUSE_PERCENT] [-t WATCHDOG_MS] [-r SEED] [-l LOOP_SPIN_NS] [-S]\n"
+                    "  -s/-l -1: the ring's adaptive budgets (default); -S: require them to settle\nbackends:");
     for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
         fprintf(stderr, " %s", (*b)->name);
     fputc('\n', stderr);
@@ -320,13 +333,15 @@ static void usage(void)
 static void parse_args(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "b:w:n:c:s:p:t:r:")) != -1) {
+    while ((c = getopt(argc, argv, "b:w:n:c:s:p:t:r:l:S")) != -1) {
         switch (c) {
         case 'b': opt.ops = handoff_find(optarg); if (!opt.ops) usage(); break;
         case 'w': opt.workers = (unsigned)strtoul(optarg, NULL, 0); break;
         case 'n': opt.jobs = strtoull(optarg, NULL, 0); break;
         case 'c': opt.capacity = (unsigned)strtoul(optarg, NULL, 0); break;
         case 's': opt.spin_iters = strtol(optarg, NULL, 0); break;
+        case 'l': opt.loop_spin_ns = strtol(optarg, NULL, 0); break;
+        case 'S': opt.check_settle = true; break;
         case 'p': opt.pause_percent = (unsigned)strtoul(optarg, NULL, 0); break;
         case 't': opt.watchdog_ms = strtol(optarg, NULL, 0); break;
         case 'r': opt.seed = strtoull(optarg, NULL, 0) | 1; break;
@@ -382,6 +397,40 @@ static void print_summary(double elapsed)
            (unsigned long long)yields, (unsigned long long)complete_sc, (unsigned long long)loop_wakes);
 }
 
+/* -S: over the second half of the run, each budget changes between at most
+ * one in five samples (+2). The policy re-decides every 32 waits, hundreds of
+ * times between two samples here: without its hysteresis and decay it
+ * changes between most samples. The bound is loose because this machine is
+ * shared: a preempted thread is a real change in the waits, and the policy
+ * is right to follow it. */
+static void check_settled(void)
+{
+    if (n_samples < 20)
+        fail("-S: only %u budget samples (run longer)", n_samples);
+    for (int side = 0; side < 2; side++) {
+        unsigned first = n_samples / 2, n = n_samples - first, changes = 0, best = 0;
+        uint64_t mode = 0;
+        for (unsigned i = first; i < n_samples; i++) {
+            unsigned same = 0;
+            for (unsigned j = first; j < n_samples; j++)
+                same += budget_samples[j][side] == budget_samples[i][side];
+            if (same > best) {
+                best = same;
+                mode = budget_samples[i][side];
+            }
+            changes += i > first && budget_samples[i][side] != budget_samples[i - 1][side];
+        }
+        printf("stress: %s spin budget over the last %u samples (10 ms apart): %u %% at %llu ns, %u changes\n",
+               side ? "loop" : "worker 0", n, 100 * best / n, (unsigned long long)mode, changes);
+        if (getenv("STRESS_SAMPLES"))
+            for (unsigned i = 0; i < n_samples; i++)
+                printf("%llu%c", (unsigned long long)budget_samples[i][side], i + 1 < n_samples ? ' ' : '\n');
+        fflush(stdout);
+        if (changes > n / 5 + 2)
+            fail("-S: the %s's spin budget did not settle", side ? "loop" : "worker");
+    }
+}
+
 /* The registry and the config check, before the run proper. */
 static void check_registry(void)
 {
@@ -403,7 +452,8 @@ int main(int argc, char **argv)
 {
     parse_args(argc, argv);
     check_registry();
-    struct handoff_config cfg = {.workers = opt.workers, .capacity = opt.capacity, .spin_iters = opt.spin_iters};
+    struct handoff_config cfg = {.workers = opt.workers, .capacity = opt.capacity,
+                                 .spin_iters = opt.spin_iters, .loop_spin_ns = opt.loop_spin_ns};
     h = opt.ops->create(&cfg);
     if (!h)
         fail("create: %s", strerror(errno));
@@ -445,6 +495,8 @@ int main(int argc, char **argv)
 
     check_counters(&s, wa);
     print_summary(elapsed);
+    if (opt.check_settle)
+        check_settled();
     opt.ops->destroy(h);
     free(s.pool);
     free(s.free_list);
