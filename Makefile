@@ -6,6 +6,7 @@
 #   make test-asan     the integration suite against an ASan+UBSan build
 #   make test-tsan     the handoffs and a short load run under TSan
 #   make deps          install the Debian/PyPI packages the build, tests and experiments need
+#   make bench         issue 10's side-by-side benchmark and goals (BENCH_ARGS=--quick: smoke)
 #   make micro | stress | fuzz | soak | experiments | paper
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
@@ -91,7 +92,7 @@ SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-asan test-tsan deps integration-test soak experiments experiments-quick \
-        profile paper clean
+        profile paper clean bench
 
 all: cserve
 
@@ -127,7 +128,7 @@ integration-test: all
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
-	$(MAKE) all unit-test handoff-test fuzz-short integration-test
+	$(MAKE) all unit-test handoff-test mutants fuzz-short integration-test
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
@@ -160,6 +161,14 @@ experiments-quick: deps
 	$(MAKE) all
 	$(PYTHON) experiments/run.py --quick
 	$(PYTHON) experiments/report.py --dir experiments/results/quick
+
+# Issue 10's side-by-side (~5 min; run it on a quiet machine): ring vs the
+# other handoffs, native-hello and Granian; PASS/FAIL per goal. BENCH_ARGS:
+# e.g. --quick (smoke), --baseline-bin OLD_CSERVE.
+BENCH_ARGS ?=
+bench: deps
+	$(MAKE) all
+	$(PYTHON) experiments/bench.py $(BENCH_ARGS)
 
 # On-CPU profiles reduced to µs per request per thread (perf, cpu-clock).
 profile: deps

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "conn_internal.h"
-#include "futex.h"
+#include "../lib/futex.h"
 #include "options.h"
 
 #define BODY_WINDOW 65536

@@ -17,7 +17,7 @@
 #include "../handoffs/handoff.h"
 #include "log.h"
 #include "signals.h"
-#include "spin.h"
+#include "../lib/cpu_relax.h"
 #include "loop.h"
 #include "options.h"
 #include "stats.h"

@@ -12,7 +12,7 @@
 
 #include "../handoffs/handoff.h"
 #include "app.h"
-#include "futex.h"
+#include "../lib/futex.h"
 #include "job.h"
 #include "log.h"
 #include "pool.h"

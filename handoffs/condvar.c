@@ -16,7 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "aligned.h"
+#include "../lib/aligned.h"
 #include "ptr_fifo.h"
 
 struct condvar_worker {

@@ -1,4 +1,4 @@
-/* dgram.c — the seed's baseline: two SOCK_DGRAM socketpairs per worker.
+/* dgram.c — the baseline: two SOCK_DGRAM socketpairs per worker.
  *
  * The job pointer *is* the datagram. The kernel's socket lock is the fence that
  * publishes the job, the socket buffer is the queue, and the completion end is
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "aligned.h"
+#include "../lib/aligned.h"
 
 struct dgram_worker {
     int submit_loop;   /* loop sends jobs here (non-blocking) */
@@ -123,7 +123,7 @@ static int dgram_watch(struct handoff *base, int epfd, uint64_t tag)
 }
 
 /* One event tag covers every worker's socket, so a ready drain visits them all
- * and pays one EAGAIN recv per worker: the seed's cost, kept on purpose. */
+ * and pays one EAGAIN recv per worker: the baseline's cost, kept on purpose. */
 static size_t dgram_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
 {
     struct dgram_handoff *h = (struct dgram_handoff *)base;
@@ -210,7 +210,7 @@ static void dgram_shutdown(struct handoff *base)
 
 const struct handoff_ops handoff_dgram = {
     .name = "dgram",
-    .summary = "two SOCK_DGRAM socketpairs per worker (the seed's baseline: 4 syscalls + EAGAIN)",
+    .summary = "two SOCK_DGRAM socketpairs per worker (the baseline: 4 syscalls + EAGAIN)",
     .create = dgram_create,
     .destroy = dgram_destroy,
     .submit = dgram_submit,

@@ -15,7 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "aligned.h"
+#include "../lib/aligned.h"
 #include "ptr_fifo.h"
 
 struct eventfd_worker {

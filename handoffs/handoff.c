@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aligned.h"
+#include "../lib/aligned.h"
 
 /* Ring first: it is the default and the one --help lists first. */
 const struct handoff_ops *const handoff_backends[] = {

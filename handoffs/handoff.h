@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/counter.h"
+#include "../lib/counter.h"
 
 struct job; /* opaque here */
 
@@ -32,8 +32,11 @@ enum handoff_result { HANDOFF_OK = 0, HANDOFF_FULL = 1, HANDOFF_ERROR = -1 };
 struct handoff_config {
     unsigned workers;   /* pool threads, >= 1 */
     unsigned capacity;  /* max outstanding jobs per worker; a power of two >= 2 */
-    long spin_iters;    /* ring: pause iterations before yield/park; 0 = park at once; -1 = default */
+    long spin_iters;    /* ring: pause iterations before yield/park; 0 = park at once;
+                           -1 (with spin_ns <= 0) = adaptive (spin_policy.h) */
     long spin_ns;       /* ring: spin for this long instead (>0 overrides spin_iters) */
+    long loop_spin_ns;  /* ring: the loop polls for completions this long before it parks
+                           (in before_sleep); 0 = never; -1 = adaptive (spin_policy.h) */
 };
 
 /* Written only by the loop thread. */
@@ -47,6 +50,9 @@ struct handoff_loop_counters {
     counter_t eagain;          /* drain syscalls that found nothing */
     counter_t sleep_syscalls;  /* syscalls in before_sleep/after_sleep */
     counter_t loop_parks;      /* times the loop announced it would sleep */
+    counter_t loop_spins;      /* ring: polls of the completion rings in before_sleep */
+    counter_t loop_spin_hits;  /* ring: before_sleep spins that found a completion */
+    counter_t loop_spin_budget_ns; /* ring: the loop's current spin budget (a gauge, not a count) */
 } __attribute__((aligned(CACHE_LINE)));
 
 /* Written only by worker w. */
@@ -59,6 +65,8 @@ struct handoff_worker_counters {
     counter_t completed;        /* complete calls */
     counter_t complete_syscalls;/* syscalls inside complete (send, write, futex wake) */
     counter_t loop_wakes;       /* completes that woke a parked loop */
+    counter_t spin_hits;        /* ring: waits that ended in the spin (no park) */
+    counter_t spin_budget_ns;   /* ring: the current spin budget (a gauge, not a count) */
 } __attribute__((aligned(CACHE_LINE)));
 
 /* Every backend's object starts with this. */

@@ -2,24 +2,30 @@
 # Included by the top-level Makefile (which compiles HANDOFF_SRCS into ./cserve).
 #
 #   make handoff-test       short TSan stress of every backend x {1,4} workers,
-#                           the store-buffering litmus test, the Promela model
+#                           the same at -O2 without TSan for the ring, the ring's
+#                           SPSC queue at its full path under TSan, the litmus
+#                           test on ring.c, the Promela model (+ its step check)
 #   make handoff-test-tsan  the same (it is already a TSan build)
+#   make mutants            build each ring mutant (ring_order.h), require a test
+#                           to fail on it (handoffs/tests/mutants.sh; in make test)
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
 
-HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c
+HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c \
+                handoffs/spin_policy.c
 
 HANDOFF_BACKENDS  := ring dgram condvar eventfd
-HANDOFF_HDRS      := $(wildcard handoffs/*.h) core/counter.h core/futex.h core/spin.h
+HANDOFF_HDRS      := $(wildcard handoffs/*.h) $(wildcard lib/*.h)
 HANDOFF_TEST_DIR  := $(BUILD)/handoffs-tests
 # The tests run on the handoff sources compiled into the test binary itself,
 # with their own flags (not the server's objects, which may be ASan or -O2).
 HANDOFF_TSAN      := -O1 -fsanitize=thread
 HANDOFF_SHORT_JOBS ?= 200000
 HANDOFF_LONG_JOBS  ?= 10000000
-LITMUS_ROUNDS      ?= 5000000
+LITMUS_SECONDS     ?= 2
 
-.PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-litmus handoff-model stress micro
+.PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-policy handoff-batch \
+        handoff-model mutants stress micro
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
@@ -30,10 +36,14 @@ $(HANDOFF_TEST_DIR)/stress: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HD
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/stress.c $(HANDOFF_SRCS) -lpthread
 
 # No sanitizer: TSan's instrumented atomics would hide the hardware reordering
-# this test exists to show.
-$(HANDOFF_TEST_DIR)/litmus_sb: handoffs/tests/litmus_sb.c
+# this test exists to show. It #includes ring.c (and stands in for the kernel).
+$(HANDOFF_TEST_DIR)/ring_litmus: handoffs/tests/ring_litmus.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -O2 -o $@ $< -lpthread
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ $< $(filter-out handoffs/ring.c,$(HANDOFF_SRCS)) -lpthread
+
+$(HANDOFF_TEST_DIR)/spsc_test-tsan: handoffs/tests/spsc_test.c $(HANDOFF_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(HANDOFF_TSAN) -o $@ $< -lpthread
 
 # Every backend with 1 and 4 workers, then the ring with spinning off (every
 # wait a park) and the smallest capacity (every ring wrap-around and full path).
@@ -43,13 +53,45 @@ handoff-stress-short: $(HANDOFF_TEST_DIR)/stress-tsan
 	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 4 -s 0 -n $(HANDOFF_SHORT_JOBS); \
 	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 1 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 ))
 
-handoff-litmus: $(HANDOFF_TEST_DIR)/litmus_sb
-	$< $(LITMUS_ROUNDS) 3
+# The ring without TSan, where the CPU's own reordering is live; the last
+# run also requires the adaptive spin budgets to settle (-S).
+handoff-stress-o2: $(HANDOFF_TEST_DIR)/stress
+	@set -e; $< -b ring -w 1 -s 0 -n $(HANDOFF_SHORT_JOBS); \
+	$< -b ring -w 2 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 )); \
+	$< -b ring -w 4 -n $$(( $(HANDOFF_SHORT_JOBS) * 5 )) -S
 
-handoff-model: handoffs/tests/ring_park.pml handoffs/tests/check_model.sh
-	CC="$(CC)" handoffs/tests/check_model.sh $(HANDOFF_TEST_DIR)/model
+# The adaptive spin policy fed synthetic wait histories (deterministic).
+$(HANDOFF_TEST_DIR)/spin_policy_test: handoffs/tests/spin_policy_test.c handoffs/spin_policy.c handoffs/spin_policy.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/spin_policy_test.c handoffs/spin_policy.c
 
-handoff-test: handoff-stress-short handoff-litmus handoff-model
+handoff-policy: $(HANDOFF_TEST_DIR)/spin_policy_test
+	$<
+
+# -O2, not TSan: under TSan each submit is slower than the worker's wake-up,
+# so every submit meets a freshly parked worker and the burst is no burst.
+$(HANDOFF_TEST_DIR)/batch_test: handoffs/tests/batch_test.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/batch_test.c $(HANDOFF_SRCS) -lpthread
+
+handoff-batch: $(HANDOFF_TEST_DIR)/batch_test
+	$<
+
+handoff-spsc: $(HANDOFF_TEST_DIR)/spsc_test-tsan
+	TSAN_OPTIONS=halt_on_error=1 $< 100000
+
+handoff-litmus: $(HANDOFF_TEST_DIR)/ring_litmus
+	$< worker $(LITMUS_SECONDS)
+	$< loop $(LITMUS_SECONDS)
+
+handoff-model: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh handoffs/tests/check_steps.py
+	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/check_model.sh $(HANDOFF_TEST_DIR)/model
+
+handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model
+
+# ~40 s on a 2-vCPU guest: 11 mutant builds, each failing the tests named for it.
+mutants:
+	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/mutants.sh $(HANDOFF_TEST_DIR)/mutants
 
 handoff-test-tsan: handoff-test
 
@@ -73,3 +115,13 @@ $(MICRO_DIR)/bench_handoff: experiments/micro/bench_handoff.cc experiments/micro
 
 micro: $(MICRO_DIR)/bench_handoff
 	$< $(MICRO_ARGS)
+
+# Layering: lib/ includes only system headers and itself; handoffs/ never
+# includes core/ (core/ stands on handoffs/, not the other way round).
+.PHONY: layering
+layering:
+	@if grep -n '#include "' lib/*.h | grep -v '#include "[a-z_]*\.h"'; then \
+	  echo "layering: FAIL: lib/ includes outside lib/" >&2; exit 1; fi
+	@if grep -rn --include='*.[ch]' '#include ".*core/' handoffs/; then \
+	  echo "layering: FAIL: handoffs/ includes core/" >&2; exit 1; fi
+	@echo "layering: OK (lib/ <- handoffs/ <- core/)"

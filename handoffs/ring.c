@@ -1,4 +1,4 @@
-/* ring.c — SPSC rings with spin-then-park on both sides (DESIGN.md §5).
+/* ring.c — SPSC rings with spin-then-park on both sides.
  *
  * Per worker: a request ring (loop -> worker) and a completion ring
  * (worker -> loop), see spsc_ring.h. On the common path nobody makes a
@@ -18,15 +18,21 @@
  *
  * Each side stores one location and then loads the other's. Release/acquire
  * alone allow both loads to return the old values (x86's store buffer does
- * exactly that: handoffs/tests/litmus_sb.c shows it), and then the producer
+ * exactly that: handoffs/tests/ring_litmus.c shows it on this code), and then the producer
  * sees parked == 0 and does not wake while the consumer sees an empty ring and
  * sleeps: a lost wakeup, with a job queued and nobody to run it. With a
  * seq_cst fence between the store and the load on *both* sides, the fences are
  * totally ordered: if F1 comes first the consumer's re-check sees the push, if
  * F2 comes first the producer sees parked == 1. A fence on one side only does
  * not help — the other side's store can still sit in its buffer past its load.
- * handoffs/tests/ring_park.pml checks this with an explicit store-buffer model
- * and finds the lost wakeup when either fence is removed. */
+ *
+ * Every ordering named here (F1..F5, X1, C1, and R1/A1, R2/A2 in spsc_ring.h)
+ * is written through ring_order.h, so a mutant build can remove exactly one;
+ * `make mutants` requires a test to fail on each. handoffs/tests/
+ * ring_protocol.pml models this file's protocol (both parks, two workers
+ * racing for loop_parked, the eventfd latch, shutdown, the capacity rule)
+ * under a weak store model, and check_steps.py keeps its steps in the order
+ * of the operations below. */
 #include "handoff.h"
 
 #include <errno.h>
@@ -38,21 +44,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "aligned.h"
-#include "../core/futex.h"
-#include "../core/spin.h"
+#include "../lib/aligned.h"
+#include "../lib/futex.h"
+#include "../lib/clock.h"
+#include "../lib/cpu_relax.h"
+#include "ring_order.h"
+#include "spin_policy.h"
 #include "spsc_ring.h"
 
-/* Default spin budget before yielding (spin_iters == -1, spin_ns <= 0).
- * Ski-rental reasoning: spinning is worth it for about as long as parking
- * costs. On these 2-vCPU KVM guests waking a parked thread costs ~20 us of
- * latency and a few us of CPU on both threads (futex wait + wake + IPI + the
- * haltpoll exit), while a gap between jobs in the loop-bound regime is the
- * loop's per-request cost, 5-10 us. 10 us of spinning absorbs those gaps
- * without a park, yet an idle worker gives its core back within 10 us (plus
- * four yields) — it does not keep stealing the core a load generator or the
- * loop needs. Measured in experiments/micro (see handoffs/README.md). */
-#define RING_DEFAULT_SPIN_NS 10000L
+/* The adaptive budgets (spin_iters == -1 and spin_ns <= 0 for the workers,
+ * loop_spin_ns == -1 for the loop) are chosen by spin_policy.h from the waits
+ * each side has seen. A worker starts at 8 us: the gap between jobs in the
+ * loop-bound regime is the loop's per-request cost, 5-10 us, and a park costs
+ * ~20 us here. The loop starts at 0 (its spin delays socket work) and learns
+ * from the workers' wake-up stamps. Neither spins longer than the park costs
+ * can justify: 64 us at most. */
+#define RING_WORKER_START_SPIN_NS 8000L
+#define RING_LOOP_START_SPIN_NS 0L
+#define RING_MAX_ADAPTIVE_SPIN_NS 64000L
 /* sched_yield calls between spinning and parking (crossbeam uses 4): cheap
  * when the core is idle, and hand the core to a runnable loop when shared. */
 #define RING_YIELDS 4
@@ -67,6 +76,11 @@ struct ring_worker {
      * the worker (1, and 0 after it finds work) and by the loop (exchange to 0
      * when it wakes it), so it has a line of its own. */
     _Alignas(CACHE_LINE) atomic_int parked;
+    /* When the loop last woke this worker (clock_ns), written just before
+     * the futex_wake: tells the worker's policy how long its wait really was. */
+    _Atomic uint64_t wake_at;
+    /* The worker's own: its adaptive spin policy. */
+    _Alignas(CACHE_LINE) struct spin_policy policy;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct ring_handoff {
@@ -77,14 +91,21 @@ struct ring_handoff {
     _Alignas(CACHE_LINE) unsigned drain_next;
     bool cut_short; /* the last drain stopped at max: the loop is calling again */
     int efd;
+    bool loop_adaptive;
+    long loop_spin_ns;     /* fixed budget when !loop_adaptive */
+    uint64_t sleep_from;   /* clock_ns when the loop ran out of completions; 0: no wait */
+    struct spin_policy loop_policy;
+    uint64_t wakes_seen;   /* loop.wakes_sent when the loop last learnt from a wait */
     /* 1 while the loop is in (or about to enter) epoll_wait. Set/cleared by the
      * loop, exchanged to 0 by the one worker that writes the eventfd. */
     _Alignas(CACHE_LINE) atomic_int loop_parked;
+    _Atomic uint64_t loop_wake_at; /* when a worker last wrote the eventfd (clock_ns) */
     /* Read-mostly. */
     _Alignas(CACHE_LINE) atomic_bool stopping;
     long spin_iters; /* used when spin_ns <= 0 */
     long spin_ns;
     int yields;
+    bool adaptive; /* workers: budget from w->policy, not spin_ns/spin_iters */
 };
 
 static void ring_destroy(struct handoff *base)
@@ -113,8 +134,20 @@ static struct handoff *ring_create(const struct handoff_config *cfg)
     } else if (cfg->spin_iters >= 0) {
         h->spin_iters = cfg->spin_iters;
     } else {
-        h->spin_ns = RING_DEFAULT_SPIN_NS;
+        h->adaptive = true;
     }
+    /* Spinning is cheap only if the loop and every worker can each have a core. */
+    bool spare = spin_policy_spare_core(cfg->workers + 1);
+    /* The loop learns only where a core is spare. Without one, the loop's
+     * spin runs on the core the pool thread needs to produce the very
+     * completion the loop waits for (and the client's), so its waits grow
+     * with its own budget; in the stress harness on a 2-vCPU guest the two
+     * policies then chased each other (the budget changed between most 10 ms
+     * samples). There the adaptive loop does not spin at all. */
+    h->loop_adaptive = cfg->loop_spin_ns < 0 && spare;
+    h->loop_spin_ns = cfg->loop_spin_ns > 0 ? cfg->loop_spin_ns : 0;
+    spin_policy_init(&h->loop_policy, SPIN_POLICY_PARK_NS, spare, RING_MAX_ADAPTIVE_SPIN_NS,
+                     RING_LOOP_START_SPIN_NS);
     /* "0 = park at once": no spinning and no yields either. */
     h->yields = (cfg->spin_ns <= 0 && cfg->spin_iters == 0) ? 0 : RING_YIELDS;
     h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
@@ -123,6 +156,8 @@ static struct handoff *ring_create(const struct handoff_config *cfg)
     for (; h->inited < cfg->workers; h->inited++) {
         struct ring_worker *w = &h->w[h->inited];
         atomic_init(&w->parked, 0);
+        spin_policy_init(&w->policy, SPIN_POLICY_PARK_NS, spare, RING_MAX_ADAPTIVE_SPIN_NS,
+                         RING_WORKER_START_SPIN_NS);
         if (spsc_init(&w->req, cfg->capacity) < 0 || spsc_init(&w->done, cfg->capacity) < 0) {
             h->inited++;
             goto err;
@@ -151,16 +186,28 @@ static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
     }
     counter_inc(&base->loop.submitted);
     /* F1: pairs with F2 in ring_take (store-buffering shape, see the top). */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F1);
     /* Plain load first: a busy worker's flag is 0 and we leave its line
      * shared instead of taking it exclusive with an exchange. The exchange
      * makes exactly one submit wake each park. */
-    if (atomic_load_explicit(&w->parked, memory_order_relaxed) &&
-        atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) == 1) {
+    if (!atomic_load_explicit(&w->parked, memory_order_relaxed))
+        return HANDOFF_OK;
+    if (RING_HAS_X1) {
+        /* X1: clear the flag, then wake. The worker's futex_wait(parked, 1)
+         * then either finds 0 (and returns) or is already asleep (and this
+         * wake finds it). Wake-then-clear would let a worker that enters
+         * futex_wait between the two sleep on a 1 after the wake has gone. */
+        if (atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) != 1)
+            return HANDOFF_OK;
+        /* For the worker's spin policy only; the handshake does not read it. */
+        atomic_store_explicit(&w->wake_at, clock_ns(), memory_order_relaxed);
         futex_wake(&w->parked, 1);
-        counter_inc(&base->loop.submit_syscalls);
-        counter_inc(&base->loop.wakes_sent);
+    } else { /* the X1 mutant */
+        futex_wake(&w->parked, 1);
+        atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
     }
+    counter_inc(&base->loop.submit_syscalls);
+    counter_inc(&base->loop.wakes_sent);
     return HANDOFF_OK;
 }
 
@@ -197,19 +244,76 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
     return got;
 }
 
+/* Any completion queued? (consumer-side look at every ring, no pop). */
+static bool any_done(struct ring_handoff *h)
+{
+    for (unsigned i = 0; i < h->base.workers; i++)
+        if (spsc_nonempty(&h->w[i].done))
+            return true;
+    return false;
+}
+
+/* The loop's spin: poll the completion rings until `until`. */
+static bool spin_for_done(struct ring_handoff *h, uint64_t until)
+{
+    counter_t *spins = &h->base.loop.loop_spins;
+    do {
+        for (int i = 0; i < 32; i++)
+            cpu_relax();
+        counter_inc(spins);
+        if (any_done(h))
+            return true;
+    } while (clock_ns() < until);
+    return false;
+}
+
+static void loop_record(struct ring_handoff *h, uint64_t wait_ns)
+{
+    if (!h->loop_adaptive)
+        return;
+    /* A wait during which the loop had to wake a parked worker measures that
+     * worker's wake-up, not the pool's service time: learning from it would
+     * couple the two policies (the worker parks -> the loop's waits grow ->
+     * the loop parks -> the worker's waits grow ...). Skip it. */
+    uint64_t wakes = counter_get(&h->base.loop.wakes_sent);
+    if (wakes != h->wakes_seen) {
+        h->wakes_seen = wakes;
+        return;
+    }
+    spin_policy_record(&h->loop_policy, wait_ns);
+    atomic_store_explicit(&h->base.loop.loop_spin_budget_ns, (uint64_t)h->loop_policy.budget_ns,
+                          memory_order_relaxed);
+}
+
 static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    (void)outstanding;
+    h->sleep_from = 0;
+    if (outstanding > 0) {
+        /* The loop waits for the pool: spin a little first (the budget is
+         * the policy's, or the fixed --loop-spin). The spin only looks; the
+         * handshake below is the same whether it ran or not. */
+        uint64_t t0 = clock_ns();
+        long budget = h->loop_adaptive ? h->loop_policy.budget_ns : h->loop_spin_ns;
+        if (budget > 0 && spin_for_done(h, t0 + (uint64_t)budget)) {
+            counter_inc(&base->loop.loop_spin_hits);
+            loop_record(h, clock_ns() - t0);
+            return true;
+        }
+        h->sleep_from = t0;
+    }
     atomic_store_explicit(&h->loop_parked, 1, memory_order_relaxed);
     counter_inc(&base->loop.loop_parks);
     /* F4: pairs with F3 in ring_complete. After it, either our re-check sees
      * a completion pushed before F3, or that worker's load after F3 sees
      * loop_parked == 1 and writes the eventfd. */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F4);
     for (unsigned i = 0; i < base->workers; i++)
-        if (spsc_nonempty(&h->w[i].done)) { /* A1 */
+        if (spsc_nonempty(&h->w[i].done)) { /* A1, re-read after the fence (C1) */
             atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
+            if (h->sleep_from)
+                loop_record(h, clock_ns() - h->sleep_from);
+            h->sleep_from = 0;
             return true;
         }
     return false;
@@ -221,6 +325,13 @@ static void ring_after_sleep(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
     atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
+    /* A worker's wake-up stamp after we started waiting is when the first
+     * completion came: that was the wait. Woken by a socket instead: no
+     * sample (the wait for the pool was cut short, its length unknown). */
+    uint64_t stamp = atomic_load_explicit(&h->loop_wake_at, memory_order_relaxed);
+    if (h->sleep_from && stamp > h->sleep_from)
+        loop_record(h, stamp - h->sleep_from);
+    h->sleep_from = 0;
 }
 
 /* -------------------------------------------------------------- worker side */
@@ -234,22 +345,15 @@ static struct job *ring_try_take(struct handoff *base, unsigned wi)
     return job;
 }
 
-static long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 /* Spin with doubling runs of pause between looks at the ring, for spin_iters
- * pauses or spin_ns nanoseconds. NULL if the budget ran out. */
+ * pauses or spin_ns nanoseconds (from t0). NULL if the budget ran out. */
 static struct job *spin_for_job(struct ring_handoff *h, struct ring_worker *w,
-                                struct handoff_worker_counters *c)
+                                struct handoff_worker_counters *c, uint64_t t0, long spin_ns)
 {
-    long deadline = h->spin_ns > 0 ? now_ns() + h->spin_ns : 0;
-    long left = h->spin_ns > 0 ? -1 : h->spin_iters;
+    long deadline = spin_ns > 0 ? (long)t0 + spin_ns : 0;
+    long left = spin_ns > 0 ? -1 : h->spin_iters;
     long step = 1;
-    while (deadline ? now_ns() < deadline : left > 0) {
+    while (deadline ? (long)clock_ns() < deadline : left > 0) {
         long n = (left >= 0 && left < step) ? left : step;
         for (long i = 0; i < n; i++)
             cpu_relax();
@@ -274,9 +378,21 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
     struct ring_worker *w = &h->w[wi];
     struct handoff_worker_counters *c = &base->worker[wi];
     struct job *job = spsc_pop(&w->req);
-    if (!job)
-        job = spin_for_job(h, w, c);
-    for (int i = 0; !job && i < h->yields; i++) {
+    if (job) {
+        counter_inc(&c->taken);
+        return job;
+    }
+    /* Nothing there: a wait starts. The spin and the yields only look again;
+     * the handshake below is the same whatever budget they had. */
+    uint64_t t0 = h->adaptive || h->spin_ns > 0 ? clock_ns() : 0;
+    long budget = h->adaptive ? w->policy.budget_ns : h->spin_ns;
+    bool woken = false;
+    if (!h->adaptive || budget > 0)
+        job = spin_for_job(h, w, c, t0, budget);
+    if (job)
+        counter_inc(&c->spin_hits);
+    int yields = h->adaptive && budget == 0 ? 0 : h->yields; /* budget 0: park at once */
+    for (int i = 0; !job && i < yields; i++) {
         sched_yield();
         counter_inc(&c->yields);
         counter_inc(&c->take_syscalls);
@@ -285,7 +401,7 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
     while (!job) {
         atomic_store_explicit(&w->parked, 1, memory_order_relaxed);
         /* F2: pairs with F1 in ring_submit and F5 in ring_shutdown. */
-        atomic_thread_fence(memory_order_seq_cst);
+        RING_FENCE(F2);
         job = spsc_pop(&w->req); /* the re-check: reloads tail when empty (A1) */
         if (job)
             break;
@@ -298,7 +414,7 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
         /* Sleeps only if parked is still 1 when the kernel looks, so a wake
          * that exchanged it to 0 after our re-check is not lost. Returns on a
          * wake, a signal or spuriously: the loop re-checks either way. */
-        futex_wait(&w->parked, 1);
+        woken = futex_wait(&w->parked, 1) == 0;
         job = spsc_pop(&w->req);
     }
     /* Found work while announced as parked: withdraw, so the loop does not
@@ -307,6 +423,14 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
     if (atomic_load_explicit(&w->parked, memory_order_relaxed))
         atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
     counter_inc(&c->taken);
+    if (h->adaptive) {
+        /* The wait lasted until the job came: when the loop's wake-up says,
+         * if it woke us during this wait, else until now. */
+        uint64_t end = clock_ns();
+        uint64_t stamp = atomic_load_explicit(&w->wake_at, memory_order_relaxed);
+        spin_policy_record(&w->policy, (woken && stamp > t0 && stamp < end ? stamp : end) - t0);
+        atomic_store_explicit(&c->spin_budget_ns, (uint64_t)w->policy.budget_ns, memory_order_relaxed);
+    }
     return job;
 }
 
@@ -320,13 +444,14 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
     }
     counter_inc(&c->completed);
     /* F3: pairs with F4 in ring_before_sleep (store-buffering shape). */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F3);
     /* Several workers may see the flag; the exchange lets one write. */
     if (atomic_load_explicit(&h->loop_parked, memory_order_relaxed) &&
         atomic_exchange_explicit(&h->loop_parked, 0, memory_order_relaxed) == 1) {
         uint64_t one = 1;
         counter_inc(&c->complete_syscalls);
         counter_inc(&c->loop_wakes);
+        atomic_store_explicit(&h->loop_wake_at, clock_ns(), memory_order_relaxed); /* policy only */
         if (write(h->efd, &one, sizeof one) != sizeof one)
             return -1;
     }
@@ -339,7 +464,7 @@ static void ring_shutdown(struct handoff *base)
     atomic_store_explicit(&h->stopping, true, memory_order_relaxed);
     /* F5: pairs with F2. A worker that parks after this sees `stopping` in
      * its re-check; one that parked before it has parked == 1 here. */
-    atomic_thread_fence(memory_order_seq_cst);
+    RING_FENCE(F5);
     for (unsigned i = 0; i < base->workers; i++) {
         atomic_store_explicit(&h->w[i].parked, 0, memory_order_relaxed);
         futex_wake(&h->w[i].parked, 1);

@@ -21,7 +21,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "../core/counter.h"
+#include "../lib/counter.h"
+#include "ring_order.h"
 
 struct job;
 
@@ -59,12 +60,12 @@ static inline bool spsc_push(struct spsc_ring *r, struct job *job)
 {
     unsigned t = atomic_load_explicit(&r->tail, memory_order_relaxed); /* own index */
     if (t - r->head_cache > r->mask) {
-        r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire); /* A2 */
+        r->head_cache = atomic_load_explicit(&r->head, RING_ORDER(A2, memory_order_acquire));
         if (t - r->head_cache > r->mask)
             return false;
     }
     r->slots[t & r->mask] = job;
-    atomic_store_explicit(&r->tail, t + 1, memory_order_release); /* R1: pairs with A1 */
+    atomic_store_explicit(&r->tail, t + 1, RING_ORDER(R1, memory_order_release)); /* pairs with A1 */
     return true;
 }
 
@@ -73,21 +74,23 @@ static inline struct job *spsc_pop(struct spsc_ring *r)
 {
     unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed); /* own index */
     if (h == r->tail_cache) {
-        r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire); /* A1 */
+        r->tail_cache = atomic_load_explicit(&r->tail, RING_ORDER(A1, memory_order_acquire));
         if (h == r->tail_cache)
             return NULL;
     }
     struct job *job = r->slots[h & r->mask];
-    atomic_store_explicit(&r->head, h + 1, memory_order_release); /* R2: pairs with A2 */
+    atomic_store_explicit(&r->head, h + 1, RING_ORDER(R2, memory_order_release)); /* pairs with A2 */
     return job;
 }
 
 /* Consumer only: is anything queued? Re-reads tail (A1) — used right after a
- * seq_cst fence, where a stale cached copy would defeat the fence. */
+ * seq_cst fence, where a stale cached copy would defeat the fence (C1: the
+ * mutant without the re-read answers from the cached copy alone). */
 static inline bool spsc_nonempty(struct spsc_ring *r)
 {
     unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire); /* A1 */
+    if (RING_HAS_C1)
+        r->tail_cache = atomic_load_explicit(&r->tail, RING_ORDER(A1, memory_order_acquire));
     return h != r->tail_cache;
 }
 

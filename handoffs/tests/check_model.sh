@@ -1,42 +1,57 @@
 #!/bin/sh
-# check_model.sh WORKDIR — verify handoffs/tests/ring_park.pml with spin and
-# assert every expected outcome:
-#   both fences          -> 0 errors (no lost wakeup in any interleaving)
-#   producer fence only  -> the lost wakeup is found
-#   consumer fence only  -> the lost wakeup is found
-#   no fences            -> the lost wakeup is found
-#   both fences + REACH_WAKE -> the park/wake path is reachable (non-vacuous)
+# check_model.sh WORKDIR [MUTANT] — check handoffs/tests/ring_protocol.pml with spin.
+#
+# Without MUTANT (the build as it is):
+#   check_steps.py   the model's steps match ring.c's operations, in order
+#   checked          no lost wakeup, no hang, nothing lost: 0 errors
+#   reach-wake       a worker parks and is woken (assert(0) there must fire)
+#   reach-loopwake   the loop sleeps in epoll and is woken by the eventfd
+# With MUTANT (F1..F5, X1, C1: see handoffs/ring_order.h): the orderings the
+# build -DRING_MUTANT=RING_M_MUTANT lacks are read from ring_order.h with the
+# preprocessor and switched off in the model; exit 0 only if spin then finds a
+# violation (the mutant is caught), 1 if the model still passes.
 set -eu
-work=${1:?usage: check_model.sh WORKDIR}
-model=$(cd "$(dirname "$0")" && pwd)/ring_park.pml
+work=${1:?usage: check_model.sh WORKDIR [MUTANT]}
+mutant=${2:-}
+here=$(cd "$(dirname "$0")" && pwd)
+model=$here/ring_protocol.pml
 cc=${CC:-cc}
-mkdir -p "$work"
-cd "$work"
+python=${PYTHON:-/usr/bin/python3}
+mkdir -p "$work" && work=$(cd "$work" && pwd)
 
-# run_pan NAME FLAGS... : prints the pan error count
+# run_pan NAME SPIN_FLAGS... : prints the error count; output in WORK/NAME.out
 run_pan() {
     name=$1; shift
-    rm -f pan pan.* "$name.out"
-    spin "$@" -a "$model" >/dev/null
-    $cc -O2 -w -DSAFETY -o pan pan.c
-    ./pan -m10000 >"$name.out" 2>&1 || true
-    sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$name.out" | tail -n 1
+    d=$work/$name
+    rm -rf "$d" && mkdir -p "$d"
+    (cd "$d" && spin "$@" -a "$model" >/dev/null && $cc -O1 -w -DSAFETY -o pan pan.c &&
+     ./pan -m100000 >"$work/$name.out" 2>&1) || true
+    sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$work/$name.out" | tail -n 1
 }
+
+if [ -n "$mutant" ]; then
+    flags=$(for n in F1 F2 F3 F4 F5 X1 C1; do printf '#if !RING_HAS_%s\n-DNO_%s\n#endif\n' $n $n; done |
+            $cc -E -P -DRING_MUTANT=RING_M_$mutant -include "$here/../ring_order.h" - | grep '^-DNO_' | tr -s ' \n' ' ')
+    if [ -z "$(echo $flags)" ]; then echo "model: mutant $mutant changes nothing the model has"; exit 1; fi
+    errs=$(run_pan "mutant-$mutant" $flags)
+    if [ -n "$errs" ] && [ "$errs" != 0 ]; then
+        echo "model: mutant $mutant ($flags): violation found: $(grep -oE 'invalid end state|assertion violated.*' "$work/mutant-$mutant.out" | head -n 1)"
+        exit 0
+    fi
+    echo "model: mutant $mutant ($flags): no violation" >&2
+    exit 1
+fi
 
 fail=0
+$python "$here/check_steps.py" "$here/../ring.c" "$model" || fail=1
 expect() { # NAME WANT(0|found) ERRORS REASON
-    if [ "$2" = 0 ] && [ "$3" = 0 ]; then echo "ring_park.pml $1: no errors (expected) -- $4"
-    elif [ "$2" = found ] && [ -n "$3" ] && [ "$3" != 0 ]; then echo "ring_park.pml $1: violation found (expected) -- $4"
-    else echo "ring_park.pml $1: FAIL: errors=${3:-none} but expected $2 -- $4" >&2; fail=1; fi
+    if [ "$2" = 0 ] && [ "$3" = 0 ]; then echo "ring_protocol.pml $1: no errors (expected) -- $4"
+    elif [ "$2" = found ] && [ -n "$3" ] && [ "$3" != 0 ]; then echo "ring_protocol.pml $1: violation found (expected) -- $4"
+    else echo "ring_protocol.pml $1: FAIL: errors=${3:-none} but expected $2 -- $4" >&2; fail=1; fi
 }
-
-expect fenced      0     "$(run_pan fenced -DFENCE_P -DFENCE_C)" "fences on both sides: no lost wakeup"
-expect no-cfence   found "$(run_pan no-cfence -DFENCE_P)"       "consumer fence removed: lost wakeup"
-expect no-pfence   found "$(run_pan no-pfence -DFENCE_C)"       "producer fence removed: lost wakeup"
-expect no-fences   found "$(run_pan no-fences)"                 "no fences: lost wakeup"
-expect reach-wake  found "$(run_pan reach-wake -DFENCE_P -DFENCE_C -DREACH_WAKE)" "park+wake path is explored"
-# The lost-wakeup runs must fail as a deadlock (invalid end state), not anything else.
-for n in no-cfence no-pfence no-fences; do
-    grep -q "invalid end state" "$n.out" || { echo "ring_park.pml $n: FAIL: not an invalid end state" >&2; fail=1; }
-done
+expect checked        0     "$(run_pan checked)"                    "every ordering in place: no lost wakeup, no hang"
+expect reach-wake     found "$(run_pan reach-wake -DREACH_WAKE)"     "a worker parks and is woken"
+expect reach-loopwake found "$(run_pan reach-loopwake -DREACH_LOOPWAKE)" "the loop sleeps and the eventfd wakes it"
+grep -q "assertion violated" "$work/reach-wake.out" || fail=1
+grep -q "assertion violated" "$work/reach-loopwake.out" || fail=1
 exit $fail

@@ -23,6 +23,7 @@
  * Random pauses on both sides (short spins, and sleeps long enough for the
  * other side to park) make both the spinning and the parking paths run. */
 #include "../handoff.h"
+#include "../../lib/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,13 +51,15 @@ struct options {
     unsigned workers, capacity;
     uint64_t jobs;
     long spin_iters;
+    long loop_spin_ns;
+    bool check_settle;
     unsigned pause_percent;
     long watchdog_ms;
     uint64_t seed;
 };
 
 static struct options opt = {
-    .workers = 1, .capacity = 8, .jobs = 200000, .spin_iters = -1,
+    .workers = 1, .capacity = 8, .jobs = 200000, .spin_iters = -1, .loop_spin_ns = -1,
     .pause_percent = 5, .watchdog_ms = 1000, .seed = 1,
 };
 
@@ -149,6 +152,11 @@ static void *worker_main(void *p)
 
 /* ---------------------------------------------------------------- watchdog */
 
+/* -S: the adaptive budgets, sampled every 10 ms by the watchdog. */
+#define MAX_SAMPLES 4096
+static uint64_t budget_samples[MAX_SAMPLES][2]; /* worker 0's, the loop's */
+static unsigned n_samples;
+
 static void *watchdog_main(void *p)
 {
     (void)p;
@@ -157,6 +165,11 @@ static void *watchdog_main(void *p)
     while (!atomic_load(&finished)) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
+        if (n_samples < MAX_SAMPLES) {
+            budget_samples[n_samples][0] = counter_get(&h->worker[0].spin_budget_ns);
+            budget_samples[n_samples][1] = counter_get(&h->loop.loop_spin_budget_ns);
+            n_samples++;
+        }
         uint64_t now = atomic_load(&progress);
         if (now != last) {
             last = now;
@@ -309,7 +322,8 @@ static void run_loop(struct loop_state *s)
 static void usage(void)
 {
     fprintf(stderr, "usage: stress -b BACKEND [-w WORKERS] [-n JOBS] [-c CAPACITY] [-s SPIN_ITERS]\n"
-                    "              [-p PAUSE_PERCENT] [-t WATCHDOG_MS] [-r SEED]\nbackends:");
+                    "              [-p PAUSE_PERCENT] [-t WATCHDOG_MS] [-r SEED] [-l LOOP_SPIN_NS] [-S]\n"
+                    "  -s/-l -1: the ring's adaptive budgets (default); -S: require them to settle\nbackends:");
     for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
         fprintf(stderr, " %s", (*b)->name);
     fputc('\n', stderr);
@@ -319,13 +333,15 @@ static void usage(void)
 static void parse_args(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "b:w:n:c:s:p:t:r:")) != -1) {
+    while ((c = getopt(argc, argv, "b:w:n:c:s:p:t:r:l:S")) != -1) {
         switch (c) {
         case 'b': opt.ops = handoff_find(optarg); if (!opt.ops) usage(); break;
         case 'w': opt.workers = (unsigned)strtoul(optarg, NULL, 0); break;
         case 'n': opt.jobs = strtoull(optarg, NULL, 0); break;
         case 'c': opt.capacity = (unsigned)strtoul(optarg, NULL, 0); break;
         case 's': opt.spin_iters = strtol(optarg, NULL, 0); break;
+        case 'l': opt.loop_spin_ns = strtol(optarg, NULL, 0); break;
+        case 'S': opt.check_settle = true; break;
         case 'p': opt.pause_percent = (unsigned)strtoul(optarg, NULL, 0); break;
         case 't': opt.watchdog_ms = strtol(optarg, NULL, 0); break;
         case 'r': opt.seed = strtoull(optarg, NULL, 0) | 1; break;
@@ -334,13 +350,6 @@ static void parse_args(int argc, char **argv)
     }
     if (!opt.ops || opt.workers < 1)
         usage();
-}
-
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 static void check_counters(const struct loop_state *s, const struct worker_arg *wa)
@@ -388,6 +397,40 @@ static void print_summary(double elapsed)
            (unsigned long long)yields, (unsigned long long)complete_sc, (unsigned long long)loop_wakes);
 }
 
+/* -S: over the second half of the run, each budget changes between at most
+ * one in five samples (+2). The policy re-decides every 32 waits, hundreds of
+ * times between two samples here: without its hysteresis and decay it
+ * changes between most samples. The bound is loose because this machine is
+ * shared: a preempted thread is a real change in the waits, and the policy
+ * is right to follow it. */
+static void check_settled(void)
+{
+    if (n_samples < 20)
+        fail("-S: only %u budget samples (run longer)", n_samples);
+    for (int side = 0; side < 2; side++) {
+        unsigned first = n_samples / 2, n = n_samples - first, changes = 0, best = 0;
+        uint64_t mode = 0;
+        for (unsigned i = first; i < n_samples; i++) {
+            unsigned same = 0;
+            for (unsigned j = first; j < n_samples; j++)
+                same += budget_samples[j][side] == budget_samples[i][side];
+            if (same > best) {
+                best = same;
+                mode = budget_samples[i][side];
+            }
+            changes += i > first && budget_samples[i][side] != budget_samples[i - 1][side];
+        }
+        printf("stress: %s spin budget over the last %u samples (10 ms apart): %u %% at %llu ns, %u changes\n",
+               side ? "loop" : "worker 0", n, 100 * best / n, (unsigned long long)mode, changes);
+        if (getenv("STRESS_SAMPLES"))
+            for (unsigned i = 0; i < n_samples; i++)
+                printf("%llu%c", (unsigned long long)budget_samples[i][side], i + 1 < n_samples ? ' ' : '\n');
+        fflush(stdout);
+        if (changes > n / 5 + 2)
+            fail("-S: the %s's spin budget did not settle", side ? "loop" : "worker");
+    }
+}
+
 /* The registry and the config check, before the run proper. */
 static void check_registry(void)
 {
@@ -409,7 +452,8 @@ int main(int argc, char **argv)
 {
     parse_args(argc, argv);
     check_registry();
-    struct handoff_config cfg = {.workers = opt.workers, .capacity = opt.capacity, .spin_iters = opt.spin_iters};
+    struct handoff_config cfg = {.workers = opt.workers, .capacity = opt.capacity,
+                                 .spin_iters = opt.spin_iters, .loop_spin_ns = opt.loop_spin_ns};
     h = opt.ops->create(&cfg);
     if (!h)
         fail("create: %s", strerror(errno));
@@ -430,8 +474,7 @@ int main(int argc, char **argv)
             s.free_list[w] = j;
         }
 
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = clock_s();
     for (unsigned w = 0; w < opt.workers; w++) {
         wa[w].index = w;
         if (pthread_create(&wa[w].thread, NULL, worker_main, &wa[w]) != 0)
@@ -448,10 +491,12 @@ int main(int argc, char **argv)
         pthread_join(wa[w].thread, NULL);
     atomic_store(&finished, true);
     pthread_join(watchdog, NULL);
-    double elapsed = seconds_since(&t0);
+    double elapsed = clock_s() - t0;
 
     check_counters(&s, wa);
     print_summary(elapsed);
+    if (opt.check_settle)
+        check_settled();
     opt.ops->destroy(h);
     free(s.pool);
     free(s.free_list);

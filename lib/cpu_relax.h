@@ -1,8 +1,8 @@
-/* spin.h — the pause between two looks at a word another thread will change:
+/* cpu_relax.h — the pause between two looks at a word another thread will change:
  * it tells the core (and a hypervisor) that this is a spin, so the sibling
  * hyperthread or vCPU gets the pipeline meanwhile. */
-#ifndef CSERVE_SPIN_H
-#define CSERVE_SPIN_H
+#ifndef CSERVE_CPU_RELAX_H
+#define CSERVE_CPU_RELAX_H
 
 #include <stdatomic.h>
 

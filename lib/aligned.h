@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/counter.h"
+#include "counter.h"
 
 /* size rounded up to whole cache lines, zeroed; NULL when out of memory. */
 static inline void *aligned_zalloc(size_t size)

@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+"""make bench: a short side-by-side of the handoffs, native-hello and Granian,
+and a PASS/FAIL check of issue 10's goals.
+
+    experiments/bench.py [--quick] [--rounds 3] [--warmup 0.5] [--duration 1.5]
+                         [--baseline-bin PATH] [--out experiments/results/bench]
+
+Cells: hello at -c16/-c64/-c256, each without and with HTTP pipelining (depth
+16, a wrk Lua script), for the ring (no flags), dgram, condvar, eventfd,
+native-hello (`--app native-hello`, no Python) and Granian (1 worker, 1
+blocking thread); Flask (apps/flask_hello.py) at -c16/-c64 for the four
+handoffs and Granian. --baseline-bin adds that binary's ring and dgram rows
+(before/after builds, interleaved with the rest).
+
+Every server is started once and stays up; each round runs every cell once in
+a freshly shuffled order (so drift and other load on the box spread over all
+rows), `wrk -t1` for warmup+duration seconds. During the last `duration`
+seconds it samples /proc/PID/task/*/stat (scripts/threadcpu.py) for per-thread
+CPU, and cserve's own window (SIGUSR2 at the start, SIGUSR1 at the end,
+--stats-json) gives the handoff syscalls per request on each side. The rate
+is wrk's (the same yardstick for every server). Reported: median and min-max
+over the rounds. Machine metadata, load average and steal time during the
+run go into the JSON and the Markdown under --out.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import threadcpu  # noqa: E402
+
+PY = "/usr/bin/python3"
+PIPELINE_LUA = """-- %d requests per write: HTTP/1.1 pipelining
+init = function(args)
+  local r = {}
+  for i = 1, %d do r[i] = wrk.format(nil, "/") end
+  req = table.concat(r)
+end
+request = function() return req end
+"""
+HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
+LOOP_SIDE = ("submit_syscalls", "drain_syscalls", "sleep_syscalls")
+POOL_SIDE = ("take_syscalls", "complete_syscalls")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(proc, port, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+class Server:
+    """One server process, up for the whole bench."""
+
+    def __init__(self, name, app, cmd, kind, tmp):
+        self.name, self.app, self.kind = name, app, kind
+        self.port = free_port()
+        self.stats = os.path.join(tmp, f"{name}-{app}.json")
+        cmd = [c.replace("{port}", str(self.port)).replace("{stats}", self.stats) for c in cmd]
+        self.cmd = cmd
+        self.log = open(os.path.join(tmp, f"{name}-{app}.log"), "w+")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        if not wait_ready(self.proc, self.port):
+            self.log.seek(0)
+            raise RuntimeError(f"{name}/{app} did not start: {shlex.join(cmd)}\n{self.log.read()[-1500:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # our own child, by pid
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def cserve_cmd(binary, handoff, app):
+    cmd = [binary, "--bind", "127.0.0.1:{port}", "--stats-json", "{stats}"]
+    if handoff == "native":
+        return cmd + ["--app", "native-hello"]
+    spec = {"hello": "hello:application", "flask": "flask_hello:app"}[app]
+    return cmd + ["--handoff", handoff, "--blocking-threads", "1", "--chdir", os.path.join(ROOT, "apps"), spec]
+
+
+def granian_cmd(app):
+    spec = {"hello": "hello:application", "flask": "flask_hello:app"}[app]
+    return [PY, "-m", "granian", "--interface", "wsgi", "--workers", "1", "--blocking-threads", "1",
+            "--runtime-threads", "1", "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
+            "--port", "{port}", "--working-dir", os.path.join(ROOT, "apps"), spec]
+
+
+def read_stats(path, since_ns, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.stat(path).st_mtime_ns > since_ns:
+                time.sleep(0.05)
+                with open(path) as f:
+                    return json.load(f)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def handoff_per_request(st):
+    """(loop-side, pool-side) handoff syscalls per request, loop/pool CPU us per request."""
+    if not st:
+        return None
+    reqs, loop_sc, pool_sc, loop_us, pool_us = 0, 0, 0, None, 0.0
+    for w in st.get("workers", []):
+        for th in w.get("threads", []):
+            h = (th.get("counters") or {}).get("handoff") or {}
+            if th.get("role") == "loop":
+                reqs += th.get("requests") or 0
+                loop_sc += sum(h.get(k, 0) for k in LOOP_SIDE)
+                loop_us = th.get("us_per_request")
+            else:
+                pool_sc += sum(h.get(k, 0) for k in POOL_SIDE)
+                pool_us += th.get("us_per_request") or 0
+    if not reqs:
+        return None
+    return {"requests": reqs, "loop_syscalls_per_req": round(loop_sc / reqs, 4),
+            "pool_syscalls_per_req": round(pool_sc / reqs, 4), "loop_us_per_req": loop_us,
+            "pool_us_per_req": round(pool_us, 3)}
+
+
+def steal_jiffies():
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]), sum(int(x) for x in fields[1:])
+
+
+def run_cell(srv, conns, pipe, a, lua_path):
+    total = math.ceil(a.warmup + a.duration)  # wrk takes whole seconds
+    wrk = ["wrk", "-t1", f"-c{conns}", f"-d{total}s", f"http://127.0.0.1:{srv.port}/"]
+    if pipe > 1:
+        wrk[1:1] = ["-s", lua_path]
+    rec = {"server": srv.name, "app": srv.app, "conns": conns, "pipeline": pipe, "wrk_cmd": shlex.join(wrk),
+           "loadavg": round(os.getloadavg()[0], 2)}
+    wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(a.warmup)
+    is_cserve = srv.kind == "cserve"
+    if is_cserve:
+        srv.proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
+    series = threadcpu.sample([srv.proc.pid, wp.pid], min(0.5, a.duration / 2), a.duration,
+                              children=not is_cserve)
+    mtime = 0
+    if is_cserve:
+        try:
+            mtime = os.stat(srv.stats).st_mtime_ns
+        except OSError:
+            pass
+        srv.proc.send_signal(signal.SIGUSR1)  # write the window while wrk still runs
+    out, _ = wp.communicate(timeout=total + 30)
+    n, secs, rps = threadcpu.parse_wrk(out)
+    rec["rps"] = rps
+    rec["errors"] = "Socket errors" in out or "Non-2xx" in out
+    rec["threads"] = threadcpu.summarise(series, rps, min_pct=1.0) if rps else []
+    if is_cserve:
+        rec["handoff"] = handoff_per_request(read_stats(srv.stats, mtime))
+    return rec
+
+
+def cells(a):
+    out = []
+    conns = [64] if a.quick else [16, 64, 256]
+    for c in conns:
+        for p in (1, 16):
+            for s in HANDOFFS + ["native", "granian"] + (["base-ring", "base-dgram"] if a.baseline_bin else []):
+                out.append((s, "hello", c, p))
+    for c in ([16] if a.quick else [16, 64]):
+        for s in HANDOFFS + ["granian"] + (["base-ring", "base-dgram"] if a.baseline_bin else []):
+            out.append((s, "flask", c, 1))
+    return out
+
+
+def median_spread(vals):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None, None, None
+    return statistics.median(vals), min(vals), max(vals)
+
+
+def summarise(records):
+    """{(server, app, conns, pipe): {rps, rps_min, rps_max, loop_us, ...}} over the rounds."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r["server"], r["app"], r["conns"], r["pipeline"]), []).append(r)
+    out = {}
+    for k, rs in groups.items():
+        m, lo, hi = median_spread([r.get("rps") for r in rs])
+        row = {"rps": m, "rps_min": lo, "rps_max": hi, "rounds": len(rs)}
+        # per-thread us/request: the median over rounds of each thread role's row
+        roles = {}
+        for r in rs:
+            for t in r.get("threads") or []:
+                if t["name"] == "wrk":
+                    role = "wrk"
+                elif t["name"].startswith("cserve-loop"):
+                    role = "loop"
+                elif t["name"].startswith("cserve-pool"):
+                    role = "pool"
+                else:
+                    role = t["name"]
+                roles.setdefault(role, []).append(t.get("us_per_request"))
+        row["us_per_req"] = {role: round(median_spread(v)[0], 2) for role, v in roles.items()
+                             if median_spread(v)[0] is not None and len(v) >= max(1, len(rs) // 2)}
+        for f in ("loop_syscalls_per_req", "pool_syscalls_per_req", "loop_us_per_req"):
+            v = [(r.get("handoff") or {}).get(f) for r in rs]
+            row[f] = median_spread(v)[0]
+        out[k] = row
+    return out
+
+
+def goals(summ, a):
+    """Issue 10's goals: [(name, pass, detail)]."""
+    res = []
+    conns = [64] if a.quick else [16, 64, 256]
+    hello_cells = [("hello", c, p) for c in conns for p in (1, 16)]
+    flask_cells = [("flask", c, 1) for c in ([16] if a.quick else [16, 64])]
+
+    def rps(s, app, c, p):
+        return (summ.get((s, app, c, p)) or {}).get("rps")
+
+    worst = []
+    for app, c, p in hello_cells + flask_cells:
+        ring = rps("ring", app, c, p)
+        best = max((rps(s, app, c, p) or 0) for s in HANDOFFS[1:])
+        if ring and best:
+            worst.append((ring / best, f"{app} c{c}{' p16' if p > 1 else ''}"))
+    ok = bool(worst) and all(x >= 0.95 for x, _ in worst)
+    res.append(("ring >= best other backend (within 5%) in every cell", ok,
+                ", ".join(f"{n} {x:.2f}x" for x, n in worst)))
+    for app, want, cl in (("hello", 1.5, hello_cells), ("flask", 1.0, flask_cells)):
+        ratios = []
+        for _, c, p in cl:
+            ring, gr = rps("ring", app, c, p), rps("granian", app, c, p)
+            if ring and gr:
+                ratios.append((ring / gr, f"c{c}{' p16' if p > 1 else ''}"))
+        ok = bool(ratios) and all(x >= want for x, _ in ratios)
+        res.append((f"ring >= {want}x Granian on {app} in every cell", ok,
+                    ", ".join(f"{n} {x:.2f}x" for x, n in ratios)))
+    c_hi = max(conns)
+    ring_loop = ((summ.get(("ring", "hello", c_hi, 16)) or {}).get("us_per_req") or {}).get("loop")
+    nat_loop = ((summ.get(("native", "hello", c_hi, 16)) or {}).get("us_per_req") or {}).get("loop")
+    ok = bool(ring_loop and nat_loop) and ring_loop <= 1.1 * nat_loop
+    res.append((f"loop us/request with the ring <= 1.1x native-hello's at c{c_hi} pipelined", ok,
+                f"ring loop {ring_loop} us, native loop {nat_loop} us"
+                + (f" ({ring_loop / nat_loop:.2f}x)" if ring_loop and nat_loop else "")))
+    det, ok = [], True
+    for p in (1, 16):
+        row = summ.get(("ring", "hello", c_hi, p)) or {}
+        ls, ps = row.get("loop_syscalls_per_req"), row.get("pool_syscalls_per_req")
+        det.append(f"{'p16' if p > 1 else 'p1'}: loop {ls}, pool {ps}")
+        ok = ok and ls is not None and ps is not None and ls <= 0.05 and ps <= 0.05
+    res.append((f"handoff syscalls per request <= 0.05 per side at c{c_hi} (ring)", ok, "; ".join(det)))
+    return res
+
+
+def machine(cserve):
+    model = ""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        except OSError:
+            return None
+    rev = out(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]) or "unknown"
+    if out(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]):
+        rev += "-dirty"
+    return {"host": platform.node(), "nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "python": out([PY, "-c", "import sys; print(sys.version.split()[0])"]),
+            "granian": out([PY, "-c", "import granian; print(granian.__version__)"]),
+            "flask": out([PY, "-c", "import flask, importlib.metadata as m; print(m.version('flask'))"]),
+            "cserve": out([cserve, "--version"]), "wrk": (out(["wrk", "-v"]) or "").split("\n")[0][:60],
+            "commit": rev}
+
+
+def markdown(meta, summ, gl, a):
+    L = [f"# make bench — {meta['time']}", "",
+         f"`{meta['command']}`", "",
+         f"Machine: {meta['machine']['cpu_model']}, {meta['machine']['nproc']} CPUs, kernel "
+         f"{meta['machine']['kernel']}; Python {meta['machine']['python']}, Granian {meta['machine']['granian']}, "
+         f"Flask {meta['machine']['flask']}, {meta['machine']['wrk']}; commit {meta['machine']['commit']}.",
+         f"Load average during the run: {meta['loadavg_min']}–{meta['loadavg_max']} (1 min); "
+         f"steal {meta['steal_pct']} % of CPU time. {a.rounds} interleaved rounds, shuffled; "
+         f"wrk -t1, {a.warmup}+{a.duration} s per cell. Median (min–max) requests/s.", ""]
+    servers = sorted({k[0] for k in summ}, key=lambda s: (HANDOFFS + ["native", "granian", "base-ring",
+                                                                          "base-dgram"]).index(s))
+    cols = sorted({(k[1], k[2], k[3]) for k in summ}, key=lambda c: (c[0] != "hello", c[2], c[1]))
+    L.append("| server | " + " | ".join(f"{app} c{c}{' p16' if p > 1 else ''}" for app, c, p in cols) + " |")
+    L.append("|---|" + "---:|" * len(cols))
+    for s in servers:
+        cells_ = []
+        for app, c, p in cols:
+            r = summ.get((s, app, c, p))
+            cells_.append(f"{r['rps'] / 1000:.1f}k ({r['rps_min'] / 1000:.1f}–{r['rps_max'] / 1000:.1f})"
+                          if r and r["rps"] else "—")
+        L.append(f"| {s} | " + " | ".join(cells_) + " |")
+    L += ["", "Per-thread CPU, µs per request (median over rounds; /proc), and cserve's handoff syscalls per "
+          "request (loop side / pool side, from --stats-json):", "",
+          "| server | cell | loop | pool | wrk | other | handoff sc/req loop | pool |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for s in servers:
+        for app, c, p in cols:
+            r = summ.get((s, app, c, p))
+            if not r:
+                continue
+            u = r["us_per_req"]
+            other = round(sum(v for k, v in u.items() if k not in ("loop", "pool", "wrk")), 2)
+            def v(x):
+                return "—" if x is None else x
+            L.append(f"| {s} | {app} c{c}{' p16' if p > 1 else ''} | {v(u.get('loop'))} | {v(u.get('pool'))} | "
+                     f"{v(u.get('wrk'))} | {other or '—'} | {v(r.get('loop_syscalls_per_req'))} | "
+                     f"{v(r.get('pool_syscalls_per_req'))} |")
+    L += ["", "## Goals (issue 10)", ""]
+    for name, ok, detail in gl:
+        L.append(f"- **{'PASS' if ok else 'FAIL'}** {name}: {detail}")
+    return "\n".join(L) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: c64 only (+ flask c16), 1 round, short cells")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=float, default=0.5)
+    ap.add_argument("--duration", type=float, default=1.5)
+    ap.add_argument("--pipeline", type=int, default=16)
+    ap.add_argument("--cserve", default=os.path.join(ROOT, "cserve"))
+    ap.add_argument("--baseline-bin", help="another cserve binary: its ring and dgram rows are added")
+    ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results", "bench"))
+    ap.add_argument("--seed", type=int, default=None)
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.warmup, a.duration = 1, 0.3, 0.7
+    rng = random.Random(a.seed)
+    tmp = tempfile.mkdtemp(prefix="cserve-bench-")
+    lua = os.path.join(tmp, "pipeline.lua")
+    with open(lua, "w") as f:
+        f.write(PIPELINE_LUA % (a.pipeline, a.pipeline))
+
+    todo = cells(a)
+    servers = {}
+    started = time.time()
+    meta = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": shlex.join([sys.argv[0]] + sys.argv[1:]), "machine": machine(a.cserve),
+            "args": vars(a)}
+    steal0 = steal_jiffies()
+    records, loads = [], []
+    try:
+        for s, app, _, _ in todo:
+            if (s, app) in servers:
+                continue
+            if s == "granian":
+                servers[(s, app)] = Server(s, app, granian_cmd(app), "granian", tmp)
+            elif s.startswith("base-"):
+                servers[(s, app)] = Server(s, app, cserve_cmd(a.baseline_bin, s[5:], app), "cserve", tmp)
+            else:
+                servers[(s, app)] = Server(s, app, cserve_cmd(a.cserve, s, app), "cserve", tmp)
+        for rnd in range(a.rounds):
+            order = todo[:]
+            rng.shuffle(order)
+            for i, (s, app, c, p) in enumerate(order):
+                rec = run_cell(servers[(s, app)], c, p, a, lua)
+                rec["round"] = rnd
+                records.append(rec)
+                loads.append(rec["loadavg"])
+                print(f"round {rnd + 1}/{a.rounds} [{i + 1}/{len(order)}] {s:<10} {app:<5} c{c:<3} "
+                      f"p{p:<2} {rec['rps'] or 0:>10.0f} rps", flush=True)
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    steal1 = steal_jiffies()
+    meta["seconds"] = round(time.time() - started, 1)
+    meta["loadavg_min"], meta["loadavg_max"] = (min(loads), max(loads)) if loads else (None, None)
+    meta["steal_pct"] = round(100.0 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 2)
+    summ = summarise(records)
+    gl = goals(summ, a)
+    os.makedirs(a.out, exist_ok=True)
+    stamp = "quick" if a.quick else "bench"
+    with open(os.path.join(a.out, f"{stamp}.json"), "w") as f:
+        json.dump({"meta": meta, "records": records,
+                   "summary": [dict(zip(("server", "app", "conns", "pipeline"), k), **v) for k, v in summ.items()],
+                   "goals": [{"goal": n, "pass": ok, "detail": d} for n, ok, d in gl]}, f, indent=1)
+    md = markdown(meta, summ, gl, a)
+    with open(os.path.join(a.out, f"{stamp}.md"), "w") as f:
+        f.write(md)
+    print()
+    for name, ok, detail in gl:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    print(f"\n{meta['seconds']} s; results in {os.path.relpath(a.out, ROOT)}/{stamp}.{{json,md}}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+/* ring_order.h — every memory ordering the ring's correctness argument names,
+ * as a macro, so that a test build can take exactly one of them away.
+ *
+ * ring.c and spsc_ring.h write each ordering they rely on through one of the
+ * macros below, labelled with its name from the comments (F1..F5, R1/A1,
+ * R2/A2, X1, C1). A normal build gets the real thing. A build with
+ * -DRING_MUTANT=RING_M_<name> gets a "mutant" with that one ordering removed
+ * (a fence becomes nothing, a release or acquire becomes relaxed, the
+ * exchange-then-wake becomes wake-then-clear, the fresh re-check becomes a
+ * look at a stale copy). `make mutants` builds each mutant and requires a test
+ * to fail on it; handoffs/README.md has the table of which test catches which.
+ *
+ * RING_HAS_<name> is 1 when the ordering is present; the model checker's run
+ * (handoffs/tests/check_model.sh) reads these with `cc -dM -E` so that the
+ * Promela model checks the same protocol the build compiled. */
+#ifndef CSERVE_RING_ORDER_H
+#define CSERVE_RING_ORDER_H
+
+#include <stdatomic.h>
+
+#define RING_M_NONE 0
+#define RING_M_F1 1  /* seq_cst fence in ring_submit (after the push, before load(parked)) */
+#define RING_M_F2 2  /* seq_cst fence in ring_take (after store(parked,1), before the re-check) */
+#define RING_M_F3 3  /* seq_cst fence in ring_complete (after the push, before load(loop_parked)) */
+#define RING_M_F4 4  /* seq_cst fence in ring_before_sleep (after store(loop_parked,1)) */
+#define RING_M_F5 5  /* seq_cst fence in ring_shutdown (after store(stopping)) */
+#define RING_M_R1 6  /* release store of tail in spsc_push */
+#define RING_M_A1 7  /* acquire load of tail in spsc_pop / spsc_nonempty */
+#define RING_M_R2 8  /* release store of head in spsc_pop */
+#define RING_M_A2 9  /* acquire load of head in spsc_push */
+#define RING_M_X1 10 /* ring_submit clears `parked` (exchange) before futex_wake */
+#define RING_M_C1 11 /* ring_before_sleep re-reads tail (not the cached copy) after F4 */
+
+#ifndef RING_MUTANT
+#define RING_MUTANT RING_M_NONE
+#endif
+
+#define RING_HAS_F1 (RING_MUTANT != RING_M_F1)
+#define RING_HAS_F2 (RING_MUTANT != RING_M_F2)
+#define RING_HAS_F3 (RING_MUTANT != RING_M_F3)
+#define RING_HAS_F4 (RING_MUTANT != RING_M_F4)
+#define RING_HAS_F5 (RING_MUTANT != RING_M_F5)
+#define RING_HAS_R1 (RING_MUTANT != RING_M_R1)
+#define RING_HAS_A1 (RING_MUTANT != RING_M_A1)
+#define RING_HAS_R2 (RING_MUTANT != RING_M_R2)
+#define RING_HAS_A2 (RING_MUTANT != RING_M_A2)
+#define RING_HAS_X1 (RING_MUTANT != RING_M_X1)
+#define RING_HAS_C1 (RING_MUTANT != RING_M_C1)
+
+/* A seq_cst fence named `name` (F1..F5); nothing in that one mutant. The
+ * condition is a constant: the compiler keeps the fence or drops it. */
+#define RING_FENCE(name)                                                                           \
+    do {                                                                                           \
+        if (RING_HAS_##name)                                                                       \
+            atomic_thread_fence(memory_order_seq_cst);                                             \
+    } while (0)
+
+/* The memory order of a release (R1, R2) or acquire (A1, A2) named `name`:
+ * `mo` normally, relaxed in that one mutant. A constant expression, so
+ * atomic_*_explicit still sees a compile-time order. */
+#define RING_ORDER(name, mo) (RING_HAS_##name ? (mo) : memory_order_relaxed)
+
+#endif

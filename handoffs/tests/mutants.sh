@@ -1,0 +1,57 @@
+#!/bin/sh
+# mutants.sh WORKDIR — build every ring mutant (handoffs/ring_order.h) and
+# require the tests named for it to fail on it. Exit 1 if any mutant survives.
+#
+#   F1..F4  the Promela model AND the litmus test on ring.c (ring_litmus.c,
+#           --expect-lost: a lost handshake must be seen on this CPU)
+#   F5, X1, C1  the Promela model
+#   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
+# The table in handoffs/README.md is this list, with the reasons.
+set -u
+work=${1:?usage: mutants.sh WORKDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/.." && pwd)
+cc=${CC:-cc}
+cflags="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g"
+litmus_s=${LITMUS_MUTANT_SECONDS:-20}
+mkdir -p "$work" && work=$(cd "$work" && pwd)
+survivors=""
+t0=$(date +%s)
+
+for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2; do
+    need="" caught=""
+    case $m in F*|X1|C1)
+        need="$need model"
+        "$here/check_model.sh" "$work/model" "$m" >"$work/$m.model.log" 2>&1 && caught="$caught model" ;;
+    esac
+    case $m in F1|F2|F3|F4)
+        side=worker; case $m in F3|F4) side=loop ;; esac
+        need="$need litmus-$side"
+        # ring_litmus.c #includes ring.c: every other handoff source beside it.
+        others=$(ls "$src"/*.c | grep -v '/ring\.c$')
+        if $cc $cflags -O2 -DRING_MUTANT=RING_M_$m -o "$work/litmus-$m" "$here/ring_litmus.c" \
+               $others -lpthread &&
+           "$work/litmus-$m" $side "$litmus_s" --expect-lost >"$work/$m.litmus.log" 2>&1; then
+            caught="$caught litmus-$side"
+        fi ;;
+    esac
+    case $m in R*|A*)
+        need="$need spsc-tsan"
+        $cc $cflags -O1 -fsanitize=thread -DRING_MUTANT=RING_M_$m -o "$work/spsc-$m" "$here/spsc_test.c" -lpthread &&
+        if TSAN_OPTIONS=halt_on_error=1 "$work/spsc-$m" 100000 >"$work/$m.tsan.log" 2>&1; then :;
+        elif grep -q "ThreadSanitizer: data race" "$work/$m.tsan.log"; then caught="$caught spsc-tsan"; fi ;;
+    esac
+    # Every test named for the mutant must catch it.
+    missing=""
+    for t in $need; do case " $caught " in *" $t "*) ;; *) missing="$missing $t" ;; esac; done
+    if [ -n "$missing" ]; then
+        echo "mutant $m: SURVIVED:$missing did not fail (logs: $work/$m.*.log)" >&2
+        survivors="$survivors $m"
+    else
+        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race' | sort -u | tr '\n' ';')
+        echo "mutant $m: caught by$caught ($detail)"
+    fi
+done
+echo "mutants: $(( $(date +%s) - t0 )) s"
+[ -z "$survivors" ] || { echo "mutants: FAIL: survivors:$survivors" >&2; exit 1; }
+echo "mutants: OK (every mutant caught)"
