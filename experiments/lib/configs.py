@@ -67,7 +67,7 @@ def quick():
     """Each dimension once, tiny: the plumbing end to end, not a measurement."""
     S = {}
     S["calib"] = [cs(mode="native", client="wrk-p16", conns=16), cs(client="wrk-p16", conns=16),
-                  cs(app="cpu20", client="wrk-p16", conns=16)]
+                  cs(app="cpu20", client="wrk-p16", conns=16), cs(conns=16)]
     S["connections"] = [cs(conns=1), cs(handoff="dgram", conns=16)]
     S["appcost"] = [cs(app="cpu6", client="wrk-p16", conns=16)]
     S["threads"] = [cs(bt=2, conns=16)]
