@@ -44,8 +44,10 @@ def full():
     S["calib"] = ([cs(mode="native", client="wrk-p16", conns=16)] +
                   [cs(handoff=h, client="wrk-p16", conns=16) for h in ("ring", "dgram")] +
                   [cs(handoff=h, app="cpu20", client="wrk-p16", conns=16) for h in ("ring", "dgram")] +
-                  [cs(handoff="ring", conns=64)])  # the closed-loop client's cost per request
-    S["connections"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (1, 4, 16, 64, 256)] +
+                  [cs(handoff="ring", conns=64)] +  # the closed-loop client's cost per request
+                  # One connection: every request pays the wake-ups (des.py fits its wake latency here).
+                  [cs(handoff=h, conns=1) for h in ("ring", "dgram")])
+    S["connections"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (4, 16, 64, 256)] +
                         [cs(handoff=h, conns=64) for h in ("condvar", "eventfd")] +
                         [cs(handoff=h, client="wrk-p16", conns=c) for h in ("ring", "dgram") for c in (4, 64)] +
                         [cs(mode="native", client="wrk-p16", conns=c) for c in (4, 64)])
@@ -68,7 +70,8 @@ def quick():
     S = {}
     S["calib"] = [cs(mode="native", client="wrk-p16", conns=16), cs(client="wrk-p16", conns=16),
                   cs(app="cpu20", client="wrk-p16", conns=16), cs(conns=16)]
-    S["connections"] = [cs(conns=1), cs(handoff="dgram", conns=16)]
+    S["calib"].append(cs(conns=1))
+    S["connections"] = [cs(conns=4), cs(handoff="dgram", conns=16)]
     S["appcost"] = [cs(app="cpu6", client="wrk-p16", conns=16)]
     S["threads"] = [cs(bt=2, conns=16)]
     S["peers"] = [peer("granian", conns=16)]
