@@ -122,18 +122,20 @@ def regime_map(plt, d, summ, params, made):
             and configs.app_us(s["config"]["app"]) is not None]
     if not rows:
         return
-    hs = sorted({s["config"]["handoff"] for s in rows})
+    key = (lambda s: f"{s['config']['handoff']} c{s['config']['conns']}")
+    hs = sorted({key(s) for s in rows})
     fig, ax = plt.subplots(figsize=(6, 2 + 0.5 * len(hs)))
     for i, h in enumerate(hs):
         for s in rows:
-            if s["config"]["handoff"] != h:
+            if key(s) != h:
                 continue
             us = configs.app_us(s["config"]["app"])
             ax.scatter(us, i, s=140, color=COLOURS.get(s["regime"], "#2ca02c"), edgecolor="k",
                        label=s["regime"])
         # The model's boundary: the app cost where c_pool(app) = c_loop.
-        cl = params["c_loop"].get(f"{h}/wrk-p16")
-        c0, sl = params["c_pool0"].get(h), params["slope"].get(h)
+        hd = h.split()[0]
+        cl = params["c_loop"].get(f"{hd}/wrk-p16")
+        c0, sl = params["c_pool0"].get(hd), params["slope"].get(hd)
         if None not in (cl, c0, sl) and sl > 0:
             b = (cl - c0) / sl
             ax.plot([b, b], [i - 0.4, i + 0.4], color="k", lw=2)
@@ -143,7 +145,7 @@ def regime_map(plt, d, summ, params, made):
     ax.set_yticks(range(len(hs)))
     ax.set_yticklabels(hs)
     ax.set_ylim(-0.7, len(hs) - 0.3)
-    ax.set_xlabel("app cost, µs of GIL-held Python per request (apps/cpu.py), pipelined client c16")
+    ax.set_xlabel("app cost, µs of GIL-held Python per request (apps/cpu.py), pipelined client")
     ax.set_title("measured bound (colour) and the model's loop/pool boundary (bar)")
     _save(fig, d, "regime_map", made)
     plt.close(fig)

@@ -140,6 +140,13 @@ def plan(a):
             if r["server"] in ("uwsgi", "gunicorn") and not shutil.which(r["server"]):
                 print(f"skip {configs.label(r)}: no {r['server']}", file=sys.stderr)
                 continue
+            if a.wrk_cpus or a.pin:
+                pl = dict(r.get("placement") or {})
+                if a.wrk_cpus:
+                    pl["wrk"] = a.wrk_cpus
+                if a.pin and r["server"] == "cserve":
+                    pl["threads"] = dict(kv.split("=", 1) for kv in a.pin.split(","))
+                r = dict(r, placement=pl)
             todo.append((name, r))
     # Interleaved, shuffled: one round = every configuration once.
     order = []
@@ -162,6 +169,10 @@ def main():
     ap.add_argument("--interval", type=float, help="threadcpu sampling interval (default duration/4)")
     ap.add_argument("--out", required=True, help="results folder (its *.jsonl are appended to)")
     ap.add_argument("--allow-dirty", action="store_true", help="full run on a dirty tree (marked dirty)")
+    ap.add_argument("--append", action="store_true", help="add to a folder that already holds a full run")
+    ap.add_argument("--wrk-cpus", help="taskset for the client in every run (e.g. 3-7)")
+    ap.add_argument("--pin", help="cserve threads to CPUs, e.g. cserve-loop=1,cserve-pool-0=2 "
+                    "(dedicated cores on a larger machine: scripts/many_core.sh)")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     a.duration = a.duration or (1.0 if a.quick else 4.0)
@@ -180,6 +191,10 @@ def main():
     if dirty and not a.quick and not a.allow_dirty:
         sys.exit("run.py: the tree is dirty; a full run records one clean commit. "
                  "Commit first, or pass --allow-dirty (records are then marked dirty).")
+    if not a.quick and not a.append and os.path.isdir(a.out) and \
+            any(f.endswith(".jsonl") for f in os.listdir(a.out)):
+        sys.exit(f"run.py: {a.out} already holds results; a full run starts in an empty folder "
+                 "(or pass --append)")
     if not os.access(CSERVE, os.X_OK):
         sys.exit(f"no {CSERVE}: run make first")
     os.makedirs(a.out, exist_ok=True)

@@ -36,7 +36,8 @@ def reduce(text, tids, excerpt_us):
     names = {str(t): n for n, t in tids.items()}
     on = {}
     spans, switches, wakes = [], 0, 0
-    t0 = None
+    t0 = last = None
+    seen = set()
     for line in text.splitlines():
         m = SWITCH.match(line)
         if m:
@@ -45,14 +46,22 @@ def reduce(text, tids, excerpt_us):
             prev, nxt = m.group(6), m.group(9)
             if prev in names:
                 switches += 1
-                if prev in on:
-                    spans.append((names[prev], on.pop(prev) - t0, ts - t0))
+                # A thread first seen switching out ran since the trace began.
+                spans.append((names[prev], on.pop(prev, t0) - t0, ts - t0))
+                seen.add(prev)
             if nxt in names:
                 on[nxt] = ts
+                seen.add(nxt)
+            last = ts
             continue
         w = WAKE.match(line)
         if w and w.group(3) in names:
             wakes += 1
+    for tid, a in on.items():  # still on a CPU when the trace ended
+        spans.append((names[tid], a - t0, last - t0))
+    # A thread with no switch at all is left out (not drawn as running
+    # throughout): the caller records it as without events.
+    reduce.silent = sorted(n for tid, n in names.items() if tid not in seen)
     # The excerpt: from the first span of the loop thread, excerpt_us long.
     first = min((s[1] for s in spans if s[0] == "cserve-loop"), default=0)
     ex = [(n, max(0.0, a - first), min(excerpt_us, b - first)) for n, a, b in spans
@@ -89,7 +98,8 @@ def one(handoff, a, perf):
         text = subprocess.run([perf, "sched", "script", "-i", data], capture_output=True, text=True).stdout
         spans, sw, wk = reduce(text, tids, a.excerpt_us)
         reqs = (rps or 0) * a.seconds
-        rec.update(threads=["wrk", "cserve-loop", "cserve-pool-0"], spans=spans, span_us=a.excerpt_us,
+        rec.update(threads=["wrk", "cserve-loop", "cserve-pool-0"], spans=spans, tids=tids,
+                   threads_without_switches=reduce.silent, span_us=a.excerpt_us,
                    rps_wrk=rps, switches_per_request=sw / reqs if reqs else None,
                    wakeups_per_request=wk / reqs if reqs else None,
                    perf_cmd=f"perf sched record -o perf.data -- sleep {a.seconds}")

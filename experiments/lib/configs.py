@@ -52,7 +52,8 @@ def full():
                         [cs(handoff=h, client="wrk-p16", conns=c) for h in ("ring", "dgram") for c in (4, 64)] +
                         [cs(mode="native", client="wrk-p16", conns=c) for c in (4, 64)])
     S["appcost"] = [cs(handoff=h, app=app_cost(us), client="wrk-p16", conns=16)
-                    for h in ("ring", "dgram") for us in FINE_US]
+                    for h in ("ring", "dgram") for us in FINE_US] + \
+        [cs(handoff="ring", app=app_cost(us), client="wrk-p16", conns=64) for us in (0, 4, 8, 14, 20)]
     S["threads"] = ([cs(handoff="ring", bt=b) for b in (1, 2, 4)] +
                     [cs(app="gil-sleep200", bt=b, conns=16) for b in (1, 4)])
     S["peers"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (16, 64)] +
@@ -60,6 +61,9 @@ def full():
                   [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")])
     S["frameworks"] = ([cs(handoff=h, app=a, conns=16) for a in ("flask", "django") for h in ("ring", "dgram")] +
                        [peer("granian", app=a, conns=16) for a in ("flask", "django")])
+    # The instruments' own cost: counters compiled out (make INSTRUMENTS=0
+    # BUILD=build-noinst), interleaved with the normal build like any config.
+    S["instruments"] = [cs(conns=64), cs(conns=64, binary="build-noinst/cserve")]
     S["browser"] = [cs(handoff="ring", client="wrk-browser"), cs(handoff="dgram", client="wrk-browser"),
                     peer("granian", client="wrk-browser")]
     return S
@@ -84,7 +88,7 @@ def label(run):
     if run["server"] != "cserve":
         return f"{run['server']} {run['app']} c{run['conns']} {client}"
     mode = run.get("mode") or f"{run['handoff']} bt{run.get('bt', 1)}"
-    extra = " ".join(run.get("args", []))
+    extra = " ".join(run.get("args", []) + ([run["binary"]] if run.get("binary") else []))
     extra = f" {extra}" if extra else ""
     return f"cserve {mode}{extra} {run['app']} c{run['conns']} {client}"
 

@@ -66,6 +66,8 @@ def compute(summ, params, meta, extra, agreement=None):
     for a in ("flask", "django"):
         for h in ("ring", "dgram"):
             ratio(f"ratio_{h}_granian_{a}", f"cserve {h} bt1 {a} c16 wrk", f"granian {a} c16 wrk")
+    ratio("ratio_instruments_on_off", "cserve ring bt1 hello c64 wrk",
+          "cserve ring bt1 build-noinst/cserve hello c64 wrk", "rps")
     ratio("ratio_native_ring_p16", "cserve native hello c16 wrk-p16", "cserve ring bt1 hello c16 wrk-p16", "rps")
 
     # The crossover: the cheapest app cost at which the pool stage saturates.
@@ -122,6 +124,13 @@ def compute(summ, params, meta, extra, agreement=None):
     if agreement:
         put("agree", agreement["agree"], kind="{:d}")
         put("agree_of", agreement["of"], kind="{:d}")
+
+    # The method's constants, so the prose never types them either.
+    from . import model as _model
+    put("const:saturation", _model.SAT, kind="pct")
+    put("const:pipeline_depth", 16, kind="{:d}")
+    put("const:ci_level", 0.95, kind="pct")
+    put("const:bootstrap_resamples", stats.B, kind="{:d}")
 
     from . import extras
     extras.numbers(extra, put, N)

@@ -42,7 +42,8 @@ def server_cmd(run, port, stats_file=None):
     s, app = run["server"], run["app"]
     d, spec, _ = app_spec(app)
     if s == "cserve":
-        cmd = [CSERVE, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+        binary = os.path.join(ROOT, run["binary"]) if run.get("binary") else CSERVE
+        cmd = [binary, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
         if stats_file:
             cmd += ["--stats-json", stats_file]
         cmd += run.get("args", [])
