@@ -45,6 +45,8 @@ def fill(text, results, out_dir, missing):
     except OSError:
         nums = {}
         missing.append("numbers.json")
+    rel = os.path.relpath(results, ROOT)
+    nums["results_dir"] = {"text": rel, "text_ci": rel}
 
     def num(m):
         key, ci = m.group(1).strip(), m.group(2)
