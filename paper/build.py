@@ -9,7 +9,7 @@ In paper/paper.md (and paper/readme_results.md):
   {{key}}          the number's text, e.g. {{rps:cserve ring bt1 hello c64 wrk}}
   {{key|ci}}       the number with its 95 % interval, "median [lo, hi]"
   <!-- TABLE:NAME -->   DIR/NAME.md (report.py's table with its provenance)
-  <!-- FIG:NAME -->     DIR/fig/NAME.svg (figures.py)
+  <!-- FIG:NAME -->     DIR/fig/NAME.png, with the SVG named beside it (figures.py)
   <!-- FILE:NAME -->    DIR/NAME verbatim (a markdown file a script wrote)
 A missing input becomes a visible **[MISSING: ...]**; --strict makes it an
 error. --readme replaces the block between the GENERATED markers in that file
@@ -58,11 +58,14 @@ def fill(text, results, out_dir, missing):
     def block(m):
         kind, name = m.group(1), m.group(2)
         if kind == "FIG":
-            p = os.path.join(results, "fig", f"{name}.svg")
+            # PNG in the page (weasyprint's SVG support is partial); the SVG
+            # beside it is the vector original for slides.
+            p = os.path.join(results, "fig", f"{name}.png")
             if not os.path.exists(p):
                 missing.append(f"fig/{name}")
                 return f"**[MISSING figure {name} — make experiments]**"
-            return f"![{name.replace('_', ' ')}]({os.path.relpath(p, out_dir)})"
+            svg = os.path.relpath(p[:-4] + ".svg", out_dir)
+            return f"![{name.replace('_', ' ')}]({os.path.relpath(p, out_dir)})\n\n*Vector: `{svg}`*"
         p = os.path.join(results, f"{name}.md" if kind == "TABLE" else name)
         if not os.path.exists(p):
             missing.append(name)
