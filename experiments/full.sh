@@ -20,6 +20,8 @@ $PY experiments/run.py $QUICK --out "$OUT"
 $PY experiments/openloop.py $QUICK --out "$OUT"
 $PY experiments/startup.py $QUICK --out "$OUT"
 $PY experiments/timeline.py $QUICK --out "$OUT"
+$PY experiments/profiles.py $QUICK --out "$OUT"
+$PY experiments/sampler_trap.py $QUICK --out "$OUT"
 $PY experiments/des.py $QUICK --dir "$OUT"
 if [ -s "$OUT/instruments.jsonl" ]; then
     $PY experiments/instrument_cost.py "$OUT/instruments.jsonl" > "$OUT/instrument_cost.md"
@@ -32,7 +34,7 @@ if [ -n "$QUICK" ]; then
     # Plumbing, not numbers: each stage's output exists and parses.
     for f in calib.md connections.md appcost.md model.md des.md numbers.json timeline.md startup.md \
              fig/rate_vs_connections.svg fig/utilisation.png fig/regime_map.svg \
-             fig/predicted_vs_measured.svg fig/handoff_timeline.svg paper.out.md; do
+             fig/predicted_vs_measured.svg fig/handoff_timeline.svg paper.out.md profile-ring.md sampler_trap.md; do
         [ -s "$OUT/$f" ] || { echo "full.sh --quick: missing $OUT/$f" >&2; exit 1; }
     done
     $PY - "$OUT" <<'PYEOF'

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import model, stats  # noqa: E402
 from lib import numbers as numbers_mod  # noqa: E402
 
-NON_SWEEP = {"meta", "openloop", "startup", "timeline", "des"}
+NON_SWEEP = {"meta", "openloop", "startup", "timeline", "des", "sampler_trap"}
 
 
 def load(d):
