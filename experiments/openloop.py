@@ -38,16 +38,22 @@ SERVERS = {
 FRACTIONS = [0.2, 0.4, 0.6, 0.75, 0.9, 1.0, 1.15]
 
 
-def oha_json(oha, url, rate, seconds, conns):
+def oha_json(oha, url, rate, seconds, conns, server_pid, children):
+    """Run oha; sample the server's and oha's threads meanwhile (on two vCPUs
+    the open-loop client can be the bound too: the record says)."""
     cmd = [oha, "--no-tui", "-z", f"{seconds}s", "-q", str(rate), "-c", str(conns),
            "--latency-correction", "--output-format", "json", url]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
-    if p.returncode != 0 and "output-format" in p.stderr:
-        cmd[cmd.index("--output-format"):cmd.index("--output-format") + 2] = ["-j"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(min(0.2, seconds / 5))
+    series = threadcpu.sample([server_pid, p.pid], seconds / 4, seconds * 0.7, children=children)
+    out, err = p.communicate(timeout=seconds + 60)
     if p.returncode != 0:
-        raise RuntimeError(f"oha exit {p.returncode}: {p.stderr[-400:]}")
-    return cmd, json.loads(p.stdout)
+        raise RuntimeError(f"oha exit {p.returncode}: {err[-400:]}")
+    cpu = {"client": 0.0, "server": 0.0}
+    for (pid, _), e in series.items():
+        share = (sum(e["pct"]) / len(e["pct"]) / 100) if e["pct"] else 0.0
+        cpu["client" if pid == p.pid else "server"] += share
+    return cmd, json.loads(out), {k: round(v, 3) for k, v in cpu.items()}
 
 
 def parse(j, seconds):
@@ -105,14 +111,16 @@ def main():
                 random.Random(f"{a.seed}-{name}-{rep}").shuffle(rates)
                 for rate in rates:
                     ps0, t0 = provenance.proc_stat(), time.monotonic()
-                    cmd, j = oha_json(oha, f"http://127.0.0.1:{port}/", rate, secs, 64)
+                    cmd, j, cores = oha_json(oha, f"http://127.0.0.1:{port}/", rate, secs, 64, proc.pid,
+                                             cfg["server"] != "cserve")
                     ps1, t1 = provenance.proc_stat(), time.monotonic()
                     rec = {"server": name, "config": cfg, "repeat": rep, "offered": rate,
                            "capacity_closed_loop": cap, "oha_cmd": " ".join(cmd), "commit": sha, "dirty": dirty,
                            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                           # busy cores in the window (server + oha + anything else): the
-                           # per-thread split is the closed-loop sweeps' job.
-                           "window_cpu": provenance.window_cpu(ps0, ps1, t1 - t0, 0.0)}
+                           # busy cores in the whole window (anyone); the server's and
+                           # oha's own cores beside it (threadcpu, mean over the run).
+                           "window_cpu": provenance.window_cpu(ps0, ps1, t1 - t0, 0.0),
+                           "client_cores": cores["client"], "server_cores": cores["server"]}
                     rec.update(parse(j, secs))
                     with open(os.path.join(a.out, "openloop.jsonl"), "a") as f:
                         f.write(json.dumps(rec) + "\n")

@@ -217,8 +217,8 @@ def extras_md(extra):
     out = {}
     ol = [r for r in extra.get("openloop", []) if "error" not in r]
     if ol:
-        lines = ["| server | offered rps | n | achieved rps | p50 µs | p99 µs [95 % CI] | p99.9 µs |",
-                 "|---|---:|---:|---:|---:|---:|---:|"]
+        lines = ["| server | offered rps | n | achieved rps | p50 µs | p99 µs [95 % CI] | p99.9 µs | server cores | "
+                 "oha cores |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         by = {}
         for r in ol:
             by.setdefault((r["server"], r["offered"]), []).append(r)
@@ -226,7 +226,9 @@ def extras_md(extra):
             lines.append(f"| {srv} | {off:,} | {len(rs)} | {f(stats.median([r['achieved'] for r in rs]), '{:,.0f}')} | "
                          f"{f(stats.median([r['p50_us'] for r in rs]), '{:,.0f}')} | "
                          f"{fci(stats.median_ci([r['p99_us'] for r in rs]))} | "
-                         f"{f(stats.median([r['p999_us'] for r in rs]), '{:,.0f}')} |")
+                         f"{f(stats.median([r['p999_us'] for r in rs]), '{:,.0f}')} | "
+                         f"{f(stats.median([r.get('server_cores') for r in rs]))} | "
+                         f"{f(stats.median([r.get('client_cores') for r in rs]))} |")
         out["openloop"] = "\n".join(lines) + "\n\nCommands: the oha_cmd of each record in openloop.jsonl.\n"
     st = [r for r in extra.get("startup", []) if "error" not in r]
     if st:
