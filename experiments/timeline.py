@@ -46,8 +46,12 @@ def reduce(text, tids, excerpt_us):
             prev, nxt = m.group(6), m.group(9)
             if prev in names:
                 switches += 1
-                # A thread first seen switching out ran since the trace began.
-                spans.append((names[prev], on.pop(prev, t0) - t0, ts - t0))
+                if prev in on:
+                    spans.append((names[prev], on.pop(prev) - t0, ts - t0))
+                elif prev not in seen:  # first seen switching out: ran since the trace began
+                    spans.append((names[prev], 0.0, ts - t0))
+                # else: its switch-in was lost (perf drops events when its buffer
+                # overflows); no span rather than a wrong one.
                 seen.add(prev)
             if nxt in names:
                 on[nxt] = ts
@@ -62,8 +66,10 @@ def reduce(text, tids, excerpt_us):
     # A thread with no switch at all is left out (not drawn as running
     # throughout): the caller records it as without events.
     reduce.silent = sorted(n for tid, n in names.items() if tid not in seen)
-    # The excerpt: from the first span of the loop thread, excerpt_us long.
-    first = min((s[1] for s in spans if s[0] == "cserve-loop"), default=0)
+    # The excerpt: from a span of the loop thread, excerpt_us long.
+    # Skip the trace's first quarter (perf's own start-up disturbs it).
+    quarter = ((last or 0) - (t0 or 0)) / 4
+    first = min((s[1] for s in spans if s[0] == "cserve-loop" and s[1] >= quarter), default=0)
     ex = [(n, max(0.0, a - first), min(excerpt_us, b - first)) for n, a, b in spans
           if b > first and a < first + excerpt_us]
     return ex, switches, wakes
