@@ -25,7 +25,11 @@ def numbers(extra, put, N):
             by.setdefault(r["offered"], []).append(r)
         pts = [{"offered": o, "achieved": stats.median([r["achieved"] for r in rs]),
                 "p99_us": stats.median([r["p99_us"] for r in rs])} for o, rs in by.items()]
-        put(f"openloop_knee:{srv}", knee(pts), kind="{:,.0f}")
+        k = knee(pts)
+        if k is None:
+            N[f"openloop_knee:{srv}"] = {"value": None, "text": "none of the offered rates",
+                                         "text_ci": "none of the offered rates"}
+        put(f"openloop_knee:{srv}", k, kind="{:,.0f}")
         lo = min(by)
         put(f"openloop_p99_light:{srv}", stats.median([r["p99_us"] for r in by[lo]]), kind="{:.0f} µs")
     for r in extra.get("startup", []):

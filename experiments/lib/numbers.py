@@ -28,6 +28,11 @@ def _fmt(v, kind):
     return kind.format(v) if "{" in kind else str(v)
 
 
+def _none(text):
+    """A derived number the data did not produce, in words (never a gap)."""
+    return {"value": None, "lo": None, "hi": None, "text": text, "text_ci": text}
+
+
 def compute(summ, params, meta, extra, agreement=None):
     N = {}
 
@@ -78,6 +83,8 @@ def compute(summ, params, meta, extra, agreement=None):
         lb = [us for us, s in rows if s["regime"] == "loop-bound"]
         if pb:
             put(f"crossover_pool_us_{h}", min(pb), kind="{:.0f} µs")
+        elif rows:  # measured, and no app cost saturated the pool: say so
+            N[f"crossover_pool_us_{h}"] = _none("no app cost swept (none saturated the pool)")
         if lb:
             put(f"max_loop_bound_us_{h}", max(lb), kind="{:.0f} µs")
 
@@ -89,6 +96,8 @@ def compute(summ, params, meta, extra, agreement=None):
     if sat:
         put("loop_bound_util_min", min(sat), kind="pct")
         put("loop_bound_util_max", max(sat), kind="pct")
+    elif regs:
+        N["loop_bound_util_min"] = N["loop_bound_util_max"] = _none("(no loop-bound row)")
 
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:

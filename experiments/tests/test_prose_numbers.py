@@ -86,3 +86,20 @@ def test_full_run_resolves_every_placeholder():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "paper", "build.py"), "--strict",
                         "--results", build.FULL, "--out", os.devnull], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_placeholders_name_configurations_of_the_full_plan():
+    # A `metric:label` placeholder must name a configuration the full run
+    # makes, or the paper would print MISSING after an hour's run.
+    from lib import configs
+    labels = {configs.label(r) for rows in configs.full().values() for r in rows}
+    bad = []
+    for name in ("paper.md", "readme_results.md"):
+        for m in build.PLACEHOLDER.finditer(open(os.path.join(ROOT, "paper", name)).read()):
+            key = m.group(1).strip()
+            metric, _, label = key.partition(":")
+            if label and metric in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util",
+                                    "client_util", "cores", "c_loop", "c_pool", "c_client", "regime", "n", "pred") \
+                    and label not in labels:
+                bad.append(key)
+    assert not bad, f"placeholders naming configurations the full plan lacks: {bad}"
