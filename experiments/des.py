@@ -184,13 +184,13 @@ def main():
     meta = report.load_jsonl(a.dir, "meta")
     nproc = (meta[-1]["machine"]["nproc"] if meta else os.cpu_count()) or 2
     p = model.fit(sweeps.get("calib", []))
-    summ = report.summarise(sweeps, p, nproc)
+    summ = report.summarise(sweeps, p, nproc, report.load_plan(a.dir, sweeps))
     # L_wake per handoff from the calib one-connection runs (full plan);
     # without one, the plain-client calib run at its own connection count.
     wake = {}
     for s in summ.values():
         c = s["config"]
-        if s["sweep"] == "calib" and c["server"] == "cserve" and not c.get("mode") and c["app"] == "hello" \
+        if "calib" in s["sweeps"] and c["server"] == "cserve" and not c.get("mode") and c["app"] == "hello" \
                 and c["client"] == "wrk" and s["n"]:
             if c["conns"] == 1 or c["handoff"] not in wake:
                 k = "wrk"
@@ -203,7 +203,7 @@ def main():
     for s in summ.values():
         c = s["config"]
         us = configs.app_us(c["app"])
-        if s["sweep"] == "calib" or c["server"] != "cserve" or c.get("mode") or us is None or not s["n"]:
+        if "calib" in s["sweeps"] or c["server"] != "cserve" or c.get("mode") or us is None or not s["n"]:
             continue
         k = model._client_kind(c)
         h = c["handoff"]

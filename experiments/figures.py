@@ -42,7 +42,7 @@ def _err(t):
 
 
 def rate_vs_connections(plt, d, summ, made):
-    rows = [s for s in summ.values() if s["sweep"] == "connections" and s["n"]]
+    rows = [s for s in summ.values() if "connections" in s["sweeps"] and s["n"]]
     if not rows:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -69,7 +69,7 @@ def rate_vs_connections(plt, d, summ, made):
 
 
 def utilisation(plt, d, summ, made):
-    rows = [s for s in summ.values() if s["sweep"] in ("connections", "calib", "appcost") and s["n"]]
+    rows = [s for s in summ.values() if set(s["sweeps"]) & {"connections", "calib", "appcost"} and s["n"]]
     if not rows:
         return
     fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(rows)), 4))
@@ -117,7 +117,7 @@ def latency_vs_offered(plt, d, extra, made):
 
 
 def regime_map(plt, d, summ, params, made):
-    rows = [s for s in summ.values() if s["sweep"] in ("appcost", "calib") and s["n"]
+    rows = [s for s in summ.values() if set(s["sweeps"]) & {"appcost", "calib"} and s["n"]
             and s["config"]["server"] == "cserve" and not s["config"].get("mode")
             and configs.app_us(s["config"]["app"]) is not None]
     if not rows:
@@ -152,7 +152,7 @@ def regime_map(plt, d, summ, params, made):
 
 
 def predicted_vs_measured(plt, d, summ, made):
-    rows = [s for s in summ.values() if s["pred"] is not None and s["sweep"] != "calib" and s["n"]]
+    rows = [s for s in summ.values() if s["pred"] is not None and "calib" not in s["sweeps"] and s["n"]]
     if not rows:
         return
     fig, ax = plt.subplots(figsize=(5, 5))

@@ -32,9 +32,17 @@ echo "full.sh: done in $(( $(date +%s) - start )) s; results in $OUT"
 
 if [ -n "$QUICK" ]; then
     # Plumbing, not numbers: each stage's output exists and parses.
-    for f in calib.md connections.md appcost.md model.md des.md numbers.json timeline.md startup.md \
-             fig/rate_vs_connections.svg fig/utilisation.png fig/regime_map.svg \
-             fig/predicted_vs_measured.svg fig/handoff_timeline.svg paper.out.md profile-ring.md sampler_trap.md; do
+    need="calib.md connections.md appcost.md model.md des.md numbers.json paper.out.md
+          fig/rate_vs_connections.svg fig/utilisation.png fig/regime_map.svg fig/predicted_vs_measured.svg"
+    # The optional tools' outputs, where the tool is there (their scripts skip otherwise).
+    if command -v perf >/dev/null; then
+        need="$need timeline.md fig/handoff_timeline.svg profile-ring.md sampler_trap.md"
+    fi
+    if command -v hyperfine >/dev/null; then need="$need startup.md"; fi
+    if command -v oha >/dev/null || [ -x "$HOME/.cargo/bin/oha" ]; then
+        need="$need openloop.md fig/latency_vs_offered.svg"
+    fi
+    for f in $need; do
         [ -s "$OUT/$f" ] || { echo "full.sh --quick: missing $OUT/$f" >&2; exit 1; }
     done
     $PY - "$OUT" <<'PYEOF'

@@ -129,7 +129,8 @@ def plan(a):
     S = configs.quick() if a.quick else configs.full()
     names = a.sweep or list(S)
     have_granian = subprocess.run([PY, "-c", "import granian"], capture_output=True).returncode == 0
-    todo = []
+    todo, seen = [], {}
+    a.membership = {}
     for name in names:
         if name not in S:
             sys.exit(f"unknown sweep {name!r}; have {', '.join(S)}")
@@ -147,6 +148,13 @@ def plan(a):
                 if a.pin and r["server"] == "cserve":
                     pl["threads"] = dict(kv.split("=", 1) for kv in a.pin.split(","))
                 r = dict(r, placement=pl)
+            lab = configs.label(r)
+            a.membership.setdefault(name, []).append(lab)
+            # A configuration in several sweeps runs once per round, recorded
+            # under its first sweep; the report shows it in each (plan.json).
+            if lab in seen:
+                continue
+            seen[lab] = name
             todo.append((name, r))
     # Interleaved, shuffled: one round = every configuration once.
     order = []
@@ -205,6 +213,12 @@ def main():
             "machine": mach}
     with open(os.path.join(a.out, "meta.jsonl"), "a") as f:
         f.write(json.dumps(meta) + "\n")
+    plan_path = os.path.join(a.out, "plan.json")
+    membership = json.load(open(plan_path)) if os.path.exists(plan_path) else {}
+    for k, labs in a.membership.items():
+        membership[k] = sorted(set(membership.get(k, [])) | set(labs))
+    with open(plan_path, "w") as f:
+        json.dump(membership, f, indent=1, sort_keys=True)
     failures = 0
     for i, (rep, name, r) in enumerate(order, 1):
         rec = run_one(r, a)

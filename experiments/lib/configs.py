@@ -57,7 +57,8 @@ def full():
     S["threads"] = ([cs(handoff="ring", bt=b) for b in (1, 2, 4)] +
                     [cs(app="gil-sleep200", bt=b, conns=16) for b in (1, 4)])
     S["peers"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (16, 64)] +
-                  [peer("granian", conns=c) for c in (16, 64)] +
+                  [peer("granian", conns=c) for c in (16, 64, 256)] +
+                  [cs(handoff=h, conns=256) for h in ("ring", "dgram")] +
                   [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")])
     S["frameworks"] = ([cs(handoff=h, app=a, conns=16) for a in ("flask", "django") for h in ("ring", "dgram")] +
                        [peer("granian", app=a, conns=16) for a in ("flask", "django")])

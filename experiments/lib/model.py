@@ -18,6 +18,8 @@ come from the calib sweep only (lib/configs.py), never from the run predicted:
   c_loop[handoff, client]  the loop's µs/request, hello, in calib
   c_pool(app) = c_pool0[handoff] + slope[handoff] * app_us   (hello and cpu20 in calib)
   c_client[client]         the client's µs/request in calib
+(calib's one-connection runs are left out of these: they are des.py's wake-up
+calibration, not the steady-state costs.)
 """
 from . import configs
 
@@ -111,6 +113,8 @@ def fit(calib):
     for _, rows in groups.items():
         cfg = rows[0][0]
         k = _client_kind(cfg)
+        if cfg["conns"] == 1:
+            continue  # one connection: all wake-ups; des.py fits its wake latency on these
         clients.setdefault(k, []).extend(m["c_client"] for _, m in rows)
         if cfg.get("mode") == "native":
             p["native"][k] = _med(m["c_loop"] for _, m in rows)

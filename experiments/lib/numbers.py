@@ -64,7 +64,7 @@ def compute(summ, params, meta, extra, agreement=None):
             r, lo, hi = stats.ratio_ci(by[a][metric + "_all"], by[b][metric + "_all"])
             put(key, r, lo, hi, "ratio")
 
-    for c in (16, 64):
+    for c in (16, 64, 256):
         for h in ("ring", "dgram"):
             ratio(f"ratio_{h}_granian_c{c}", f"cserve {h} bt1 hello c{c} wrk", f"granian hello c{c} wrk")
         ratio(f"ratio_ring_dgram_c{c}", f"cserve ring bt1 hello c{c} wrk", f"cserve dgram bt1 hello c{c} wrk")
@@ -78,7 +78,7 @@ def compute(summ, params, meta, extra, agreement=None):
     # The crossover: the cheapest app cost at which the pool stage saturates.
     for h in ("ring", "dgram"):
         rows = sorted((configs.app_us(s["config"]["app"]), s) for s in summ.values()
-                      if s["sweep"] == "appcost" and s["config"].get("handoff") == h and s["n"])
+                      if "appcost" in s["sweeps"] and s["config"].get("handoff") == h and s["n"])
         pb = [us for us, s in rows if s["regime"] == "pool-bound"]
         lb = [us for us, s in rows if s["regime"] == "loop-bound"]
         if pb:

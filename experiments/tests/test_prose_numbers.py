@@ -71,7 +71,7 @@ def test_numbers_json_is_computed_from_the_records(tmp_path):
     if not os.path.exists(os.path.join(src, "numbers.json")):
         pytest.fail(f"no numbers.json in {src}: run experiments/report.py --dir {src}")
     for f in os.listdir(src):
-        if f.endswith(".jsonl"):
+        if f.endswith(".jsonl") or f == "plan.json":
             shutil.copy(os.path.join(src, f), tmp_path / f)
     report.build(str(tmp_path), figs=False)
     have = json.load(open(os.path.join(src, "numbers.json")))
