@@ -108,7 +108,7 @@ soak: deps
 # every sweep with interleaved repeats, open-loop, start-up/stop, the
 # scheduler trace, the simulation, then tables, figures and numbers.
 EXP_OUT       ?= experiments/results/full
-EXP_QUICK_OUT ?= $(or $(TMPDIR),/tmp)/cserve-experiments-quick
+EXP_QUICK_OUT ?= $(or $(TMPDIR),/tmp)/cserve-experiments-quick-$(notdir $(CURDIR))
 experiments: deps
 	scripts/setup-experiments.sh
 	$(MAKE) all
