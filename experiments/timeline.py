@@ -33,6 +33,19 @@ WAKE = re.compile(r"^.*?\s([\d.]+):\s+sched:sched_wak(?:ing|eup):\s+comm=(.*?) p
 
 def reduce(text, tids, excerpt_us):
     """On-CPU spans (name, start_us, end_us) within the excerpt, and totals."""
+    spans, switches, wakes, t0, last = all_spans(text, tids)
+    # The excerpt: from a span of the loop thread, excerpt_us long.
+    # Skip the trace's first quarter (perf's own start-up disturbs it).
+    quarter = ((last or 0) - (t0 or 0)) / 4
+    first = min((s[1] for s in spans if s[0] == "cserve-loop" and s[1] >= quarter), default=0)
+    ex = [(n, max(0.0, a - first), min(excerpt_us, b - first)) for n, a, b in spans
+          if b > first and a < first + excerpt_us]
+    return ex, switches, wakes
+
+
+def all_spans(text, tids):
+    """Every on-CPU span of the named threads (µs from the first event),
+    the switch and wake-up counts, the first and last timestamps."""
     names = {str(t): n for n, t in tids.items()}
     on = {}
     spans, switches, wakes = [], 0, 0
@@ -66,13 +79,7 @@ def reduce(text, tids, excerpt_us):
     # A thread with no switch at all is left out (not drawn as running
     # throughout): the caller records it as without events.
     reduce.silent = sorted(n for tid, n in names.items() if tid not in seen)
-    # The excerpt: from a span of the loop thread, excerpt_us long.
-    # Skip the trace's first quarter (perf's own start-up disturbs it).
-    quarter = ((last or 0) - (t0 or 0)) / 4
-    first = min((s[1] for s in spans if s[0] == "cserve-loop" and s[1] >= quarter), default=0)
-    ex = [(n, max(0.0, a - first), min(excerpt_us, b - first)) for n, a, b in spans
-          if b > first and a < first + excerpt_us]
-    return ex, switches, wakes
+    return spans, switches, wakes, t0, last
 
 
 def one(handoff, a, perf):
