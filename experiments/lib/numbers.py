@@ -129,6 +129,7 @@ def compute(summ, params, meta, extra, agreement=None):
         put("window_s", m["durations"]["window"], kind="{:g} s")
         for k, v in (m["machine"].get("versions") or {}).items():
             if v:
+                v = v.split(" Copyright")[0]  # wrk -v: the version, not the notice
                 N[f"version:{k}"] = {"value": v, "text": v, "text_ci": v}
     if agreement:
         put("agree", agreement["agree"], kind="{:d}")

@@ -82,7 +82,7 @@ def versions(binary):
          "granian": _pyver("granian"), "gunicorn": _pyver("gunicorn"),
          "flask": _pyver("flask"), "django": _pyver("django"),
          "uwsgi": _out(["uwsgi", "--version"]),
-         "wrk": _first_line(_out(["wrk", "-v"])),
+         "wrk": (_first_line(_out(["wrk", "-v"])) or "").split(" Copyright")[0] or None,
          "hyperfine": _out(["hyperfine", "--version"]),
          "perf": _out(["perf", "--version"])}
     oha = oha_path()
