@@ -104,18 +104,21 @@ def one(handoff, a, perf):
             if int(tid) != wrk.pid:
                 tids["wrk"] = int(tid)  # wrk's load thread (the main one only waits)
         data = os.path.join(tmp, "perf.data")
-        subprocess.run([perf, "sched", "record", "-o", data, "--", "sleep", str(a.seconds)],
+        # -m: a larger ring buffer per CPU; perf drops events when it fills.
+        subprocess.run([perf, "sched", "record", "-m", "2048", "-o", data, "--", "sleep", str(a.seconds)],
                        capture_output=True, check=True)
         out = wrk.communicate()[0]
         n, secs, rps = threadcpu.parse_wrk(out)
         text = subprocess.run([perf, "sched", "script", "-i", data], capture_output=True, text=True).stdout
         spans, sw, wk = reduce(text, tids, a.excerpt_us)
+        if not sw:
+            raise RuntimeError("the trace holds no switch of the server's threads (perf lost its events?)")
         reqs = (rps or 0) * a.seconds
         rec.update(threads=["wrk", "cserve-loop", "cserve-pool-0"], spans=spans, tids=tids,
                    threads_without_switches=reduce.silent, span_us=a.excerpt_us,
                    rps_wrk=rps, switches_per_request=sw / reqs if reqs else None,
                    wakeups_per_request=wk / reqs if reqs else None,
-                   perf_cmd=f"perf sched record -o perf.data -- sleep {a.seconds}")
+                   perf_cmd=f"perf sched record -m 2048 -o perf.data -- sleep {a.seconds}")
     except Exception as e:
         rec["error"] = f"{type(e).__name__}: {e}"
     finally:

@@ -34,6 +34,8 @@ def metrics(rec):
     """Flat per-run numbers (None where not measured)."""
     m = {"rps": rec.get("rps"), "rps_wrk": rec.get("rps_wrk")}
     lat = rec.get("latency") or {}
+    if rec["config"].get("client") == "wrk-p16":
+        lat = {}  # wrk times a pipelined batch, not a request: no latency column
     m.update(p50_us=lat.get("p50_us"), p99_us=lat.get("p99_us"))
     w = rec.get("window_cpu") or {}
     m.update(foreign=w.get("foreign_cores"), steal=w.get("steal_cores"), busy=w.get("busy_cores"))

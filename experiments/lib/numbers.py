@@ -84,7 +84,7 @@ def compute(summ, params, meta, extra, agreement=None):
         if pb:
             put(f"crossover_pool_us_{h}", min(pb), kind="{:.0f} µs")
         elif rows:  # measured, and no app cost saturated the pool: say so
-            N[f"crossover_pool_us_{h}"] = _none("no app cost swept (none saturated the pool)")
+            N[f"crossover_pool_us_{h}"] = _none("none in the sweep")
         if lb:
             put(f"max_loop_bound_us_{h}", max(lb), kind="{:.0f} µs")
 
@@ -97,7 +97,7 @@ def compute(summ, params, meta, extra, agreement=None):
         put("loop_bound_util_min", min(sat), kind="pct")
         put("loop_bound_util_max", max(sat), kind="pct")
     elif regs:
-        N["loop_bound_util_min"] = N["loop_bound_util_max"] = _none("(no loop-bound row)")
+        N["loop_bound_util_min"] = N["loop_bound_util_max"] = _none("none")
 
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:
