@@ -95,7 +95,7 @@ def latency_vs_offered(plt, d, extra, made):
     if not ol:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
-    for srv in sorted({r["server"] for r in ol}):
+    for ci, srv in enumerate(sorted({r["server"] for r in ol})):
         by = {}
         for r in ol:
             if r["server"] == srv:
@@ -105,11 +105,11 @@ def latency_vs_offered(plt, d, extra, made):
             from lib import stats
             med = [stats.median_ci([r[q] for r in by[x]]) for x in xs]
             ax.errorbar(xs, [m[0] for m in med], yerr=[[m[0] - m[1] for m in med], [m[2] - m[0] for m in med]],
-                        ls=ls, marker=".", capsize=2, label=f"{srv} {q[:-3]}")
+                        ls=ls, marker=".", capsize=2, color=f"C{ci}", label=f"{srv} {q[:-3]}")
     ax.set_yscale("log")
     ax.set_xlabel("offered requests/s (oha -q, open loop)")
     ax.set_ylabel("latency µs (coordinated-omission corrected)")
-    ax.set_title("latency vs offered load")
+    ax.set_title("latency vs offered load (one colour per server; dotted p50, solid p99, dashed p99.9)")
     ax.grid(alpha=.3)
     ax.legend(fontsize=6, ncol=2)
     _save(fig, d, "latency_vs_offered", made)

@@ -61,6 +61,8 @@ def full():
                   [cs(handoff=h, conns=256) for h in ("ring", "dgram")] +
                   [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")])
     S["frameworks"] = ([cs(handoff=h, app=a, conns=16) for a in ("flask", "django") for h in ("ring", "dgram")] +
+                       # the loop polls the ring for 20 µs before sleeping (pool-bound apps)
+                       [cs(app=a, conns=16, args=["--loop-spin", "20"]) for a in ("flask", "django")] +
                        [peer("granian", app=a, conns=16) for a in ("flask", "django")])
     # The instruments' own cost: counters compiled out (make INSTRUMENTS=0
     # BUILD=build-noinst), interleaved with the normal build like any config.
