@@ -134,6 +134,7 @@ def compute(summ, params, meta, extra, agreement=None):
     if agreement:
         put("agree", agreement["agree"], kind="{:d}")
         put("agree_of", agreement["of"], kind="{:d}")
+        N["compare_dir"] = {"value": agreement["other"], "text": agreement["other"], "text_ci": agreement["other"]}
 
     # The method's constants, so the prose never types them either.
     from . import model as _model
