@@ -203,7 +203,9 @@ def main():
     for s in summ.values():
         c = s["config"]
         us = configs.app_us(c["app"])
-        if "calib" in s["sweeps"] or c["server"] != "cserve" or c.get("mode") or us is None or not s["n"]:
+        # One pool thread only: the simulation has no GIL hand-over between pool threads.
+        if "calib" in s["sweeps"] or c["server"] != "cserve" or c.get("mode") or us is None or not s["n"] \
+                or c.get("bt", 1) != 1 or c.get("args"):
             continue
         k = model._client_kind(c)
         h = c["handoff"]

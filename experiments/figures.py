@@ -48,8 +48,9 @@ def rate_vs_connections(plt, d, summ, made):
     fig, ax = plt.subplots(figsize=(6, 4))
     keys = sorted({(s["config"].get("mode") or s["config"]["handoff"], s["config"]["client"]) for s in rows})
     for h, cl in keys:
-        pts = sorted((s["config"]["conns"], s) for s in rows
-                     if (s["config"].get("mode") or s["config"]["handoff"]) == h and s["config"]["client"] == cl)
+        pts = sorted(((s["config"]["conns"], s) for s in rows
+                      if (s["config"].get("mode") or s["config"]["handoff"]) == h and s["config"]["client"] == cl),
+                     key=lambda t: t[0])
         if not pts:
             continue
         xs = [c for c, _ in pts]

@@ -77,8 +77,10 @@ def compute(summ, params, meta, extra, agreement=None):
 
     # The crossover: the cheapest app cost at which the pool stage saturates.
     for h in ("ring", "dgram"):
-        rows = sorted((configs.app_us(s["config"]["app"]), s) for s in summ.values()
-                      if "appcost" in s["sweeps"] and s["config"].get("handoff") == h and s["n"])
+        # The fine-step set: pipelined client, 16 connections.
+        rows = sorted(((configs.app_us(s["config"]["app"]), s) for s in summ.values()
+                       if "appcost" in s["sweeps"] and s["config"].get("handoff") == h and s["n"]
+                       and s["config"]["conns"] == 16), key=lambda t: t[0])
         pb = [us for us, s in rows if s["regime"] == "pool-bound"]
         lb = [us for us, s in rows if s["regime"] == "loop-bound"]
         if pb:
