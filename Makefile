@@ -104,7 +104,7 @@ soak: deps
 	$(MAKE) all
 	CSERVE_BIN=./cserve $(PYTHON) tests/soak.py --minutes $(SOAK_MINUTES)
 
-# The full run (~55 min on a 2-vCPU guest; a clean tree, a quiet machine):
+# The full run (~45-50 min on a 2-vCPU guest; a clean tree, a quiet machine):
 # every sweep with interleaved repeats, open-loop, start-up/stop, the
 # scheduler trace, the simulation, then tables, figures and numbers.
 EXP_OUT       ?= experiments/results/full
