@@ -156,7 +156,14 @@ def predicted_vs_measured(plt, d, summ, made):
     rows = [s for s in summ.values() if s["pred"] is not None and "calib" not in s["sweeps"] and s["n"]]
     if not rows:
         return
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, (ax, axh) = plt.subplots(1, 2, figsize=(9, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    errs = [100 * e for s in rows for e in s["pred_err"]]
+    if errs:  # the error distribution, every run (not only medians)
+        axh.hist(errs, bins=min(20, max(5, len(errs) // 3)), color="#888", edgecolor="k")
+        axh.axvline(0, color="k", lw=1)
+        axh.set_xlabel("model error per run, % (predicted / measured - 1)")
+        axh.set_ylabel("runs")
+        axh.set_title(f"error distribution ({len(errs)} runs)")
     for s in rows:
         m = s["rps"]
         ax.errorbar(s["pred"], m[0], yerr=[[m[0] - m[1]], [m[2] - m[0]]], marker="o", capsize=2,
