@@ -91,7 +91,7 @@ CORE_SRCS := $(wildcard core/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-asan test-tsan deps integration-test soak experiments experiments-quick \
+.PHONY: all run test test-asan test-tsan deps integration-test soak experiments experiments-quick experiments-test \
         profile paper clean bench
 
 all: cserve
@@ -128,7 +128,7 @@ integration-test: all
 	$(PYTHON) -m pytest -q tests/integration
 
 test: deps
-	$(MAKE) all unit-test handoff-test mutants fuzz-short integration-test
+	$(MAKE) all unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
@@ -149,18 +149,24 @@ soak: deps
 	$(MAKE) all
 	CSERVE_BIN=./cserve $(PYTHON) tests/soak.py --minutes $(SOAK_MINUTES)
 
-# The full sweep (~20-30 min on a 2-vCPU guest) and its tables and figures.
+# The full run (~45-50 min on a 2-vCPU guest; a clean tree, a quiet machine):
+# every sweep with interleaved repeats, open-loop, start-up/stop, the
+# scheduler trace, the simulation, then tables, figures and numbers.
+EXP_OUT       ?= experiments/results/full
+EXP_QUICK_OUT ?= $(or $(TMPDIR),/tmp)/cserve-experiments-quick-$(notdir $(CURDIR))
 experiments: deps
+	scripts/setup-experiments.sh
 	$(MAKE) all
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
-	$(PYTHON) experiments/run.py
-	$(PYTHON) experiments/report.py
-	$(PYTHON) experiments/instrument_cost.py > experiments/results/instrument_cost.md
+	PYTHON=$(PYTHON) experiments/full.sh $(EXP_OUT)
 
-experiments-quick: deps
-	$(MAKE) all
-	$(PYTHON) experiments/run.py --quick
-	$(PYTHON) experiments/report.py --dir experiments/results/quick
+# The plumbing end to end in a scratch folder (~2 min; part of make test).
+experiments-quick: all
+	PYTHON=$(PYTHON) experiments/full.sh --quick $(EXP_QUICK_OUT)
+
+# The prose-numbers test and the harness's own tests (pure Python, seconds).
+experiments-test:
+	$(PYTHON) -m pytest -q experiments/tests
 
 # Issue 10's side-by-side (~5 min; run it on a quiet machine): ring vs the
 # other handoffs, native-hello and Granian; PASS/FAIL per goal. BENCH_ARGS:
@@ -177,9 +183,11 @@ profile: deps
 	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h && \
 	  cp /tmp/cserve-profile-$$h/report.md experiments/results/profile-$$h.md || exit 1; done
 
+# paper/paper.out.md, paper/paper.pdf and README's generated results section,
+# from experiments/results/full (or the shakedown run until there is one).
 paper:
-	$(PYTHON) experiments/report.py
-	$(PYTHON) paper/build.py
+	scripts/setup-experiments.sh
+	$(PYTHON) paper/build.py --pdf --readme README.md
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-other-python cserve

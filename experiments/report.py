@@ -1,226 +1,326 @@
 #!/usr/bin/python3
-"""Turn experiments/results/*.jsonl into markdown tables (results/<sweep>.md)
-and figures (results/*.png).
+"""Turn a results folder into tables, the model's out-of-sample check,
+numbers for the prose, and figures.
 
-    experiments/report.py [--dir experiments/results]
+    experiments/report.py --dir DIR [--compare DIR2]
 
-The latest record of each configuration (by label) wins, so re-running a
-sweep replaces its rows. Every table says where its numbers came from
-(machine, commit, durations, the exact commands are in the .jsonl).
-
-Per-thread µs/request is cserve's in-process figure (CLOCK_THREAD_CPUTIME_ID
-over the stats window); for peers it is scripts/threadcpu.py's median CPU
-fraction over the rate. `pred` is the pipeline model on dedicated cores,
-1e6 / max(c_loop, c_pool) — what the rate would be if each stage had its own
-core; on these 2-core guests wrk takes a core, so measured < pred there.
+Reads DIR/<sweep>.jsonl (every repeat is kept) and writes:
+  DIR/<sweep>.md      one row per configuration: n repeats, median and 95 %
+                      bootstrap interval of the rate, per-stage utilisation
+                      (client included), µs/request per stage, the loop's wait
+                      and work per request, process cores, foreign CPU and
+                      steal in the window, the measured regime (with how many
+                      repeats agree), and the model's prediction
+  DIR/model.md        the model's calibration (from `calib` only) and
+                      predicted vs measured for every other run, with the
+                      error distribution
+  DIR/numbers.json    every number the prose quotes (lib/numbers.py)
+  DIR/agreement.md    with --compare: do two full runs agree within intervals
+  DIR/fig/*.svg|png   the figures (experiments/figures.py)
+Rates: `rps` is cserve's own stats window (steady state only); comparisons
+across servers use `rps_wrk`, the client's count, the same for every server.
 """
 import argparse
 import glob
 import json
 import os
+import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import model, stats  # noqa: E402
+from lib import numbers as numbers_mod  # noqa: E402
+
+NON_SWEEP = {"meta", "openloop", "startup", "timeline", "des", "sampler_trap"}
 
 
 def load(d):
     sweeps = {}
     for path in sorted(glob.glob(os.path.join(d, "*.jsonl"))):
         name = os.path.basename(path)[:-6]
-        latest = {}
+        if name in NON_SWEEP:
+            continue
+        rows = []
         for line in open(path):
             try:
-                r = json.loads(line)
+                rows.append(json.loads(line))
             except ValueError:
                 continue
-            latest[r["label"]] = r  # file order = time order
-        sweeps[name] = list(latest.values())
+        sweeps[name] = rows
     return sweeps
 
 
-def stages(r):
-    """(c_loop, c_pool, loop_util, pool_util, wrk_util) in µs/request and fractions."""
-    th = r.get("stats_threads") or []
-    loops = [t for t in th if t["role"] == "loop"]
-    pools = [t for t in th if t["role"] == "pool"]
-    reqs = sum(t["requests"] or 0 for t in loops)
-    c_loop = sum(t["cpu_s"] for t in loops) / reqs * 1e6 if reqs else None
-    c_pool = sum(t["cpu_s"] for t in pools) / reqs * 1e6 if reqs and pools else None
-    lu = max((t["utilisation"] for t in loops), default=None)
-    pu = max((t["utilisation"] for t in pools), default=None)
-    wrk = [t for t in r.get("threadcpu") or [] if t["name"].startswith("wrk")]
-    wu = sum(t["median_pct"] for t in wrk) / 100 if wrk else None
-    if not th:  # a peer: the two busiest server threads from /proc
-        srv = sorted((t for t in r.get("threadcpu") or [] if not t["name"].startswith("wrk")),
-                     key=lambda t: -t["median_pct"])
-        if srv:
-            c_loop, lu = srv[0]["us_per_request"], srv[0]["median_pct"] / 100
-        if len(srv) > 1:
-            c_pool, pu = srv[1]["us_per_request"], srv[1]["median_pct"] / 100
-    return c_loop, c_pool, lu, pu, wu
+def load_jsonl(d, name):
+    p = os.path.join(d, f"{name}.jsonl")
+    if not os.path.exists(p):
+        return []
+    out = []
+    for line in open(p):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
 
 
-def pred(c_loop, c_pool, bt=1):
-    cs = [c for c in (c_loop, (c_pool / bt) if c_pool else None) if c]
-    return 1e6 / max(cs) if cs else None
+def group(rows):
+    """label -> list of (record, metrics), in first-seen order."""
+    g = {}
+    for r in rows:
+        g.setdefault(r["label"], []).append((r, None if "error" in r else model.metrics(r)))
+    return g
 
 
-def regime(c_loop, c_pool, lu, pu):
-    if c_pool is None:
-        return "one thread"
-    if lu is not None and pu is not None and abs(lu - pu) < 0.05:
-        return "balanced"
-    return "loop-bound" if (c_loop or 0) >= (c_pool or 0) else "pool-bound"
+# Bootstrap intervals for what the prose and figures compare; the rest get
+# the median alone (the intervals are pure Python and cost time in make test).
+CI_KEYS = {"rps", "rps_wrk", "p99_us", "loop_util", "pool_util", "client_util", "c_loop", "c_pool", "cores"}
+
+
+def agg(items, key):
+    xs = [m[key] for _, m in items if m and m.get(key) is not None]
+    if key in CI_KEYS:
+        return stats.median_ci(xs)
+    return (stats.median(xs), None, None)
 
 
 def f(v, fmt="{:.2f}", none="—"):
     return none if v is None else fmt.format(v)
 
 
-def hand(r, key):
-    for t in r.get("stats_threads") or []:
-        v = (t.get("per_request") or {}).get("handoff." + key)
-        if v is not None:
-            return v
-    return None
+def fci(t, fmt="{:,.0f}"):
+    m, lo, hi = t
+    if m is None:
+        return "—"
+    return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
-def table(rows):
-    out = ["| config | placement | rps | p50 µs | p99 µs | loop % | pool % | wrk % | loop µs/req | pool µs/req | "
-           "pred rps | regime | submit sys/req | drain sys/req | pool parks/req |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
-    for r in rows:
-        if "error" in r:
-            out.append(f"| {r['label']} | {r.get('placement', '')} | error: {r['error'][:80]} |" + " |" * 12)
+def pct(t):
+    return "—" if t[0] is None else f"{100 * t[0]:.0f}"
+
+
+def majority(items):
+    regs = [m["regime"] for _, m in items if m]
+    if not regs:
+        return "error", 0, 0
+    best = max(set(regs), key=regs.count)
+    return best, regs.count(best), len(regs)
+
+
+def load_plan(d, sweeps):
+    """sweep -> labels it shows (run.py's plan.json; else what each .jsonl holds)."""
+    try:
+        return json.load(open(os.path.join(d, "plan.json")))
+    except (OSError, ValueError):
+        return {name: sorted({r["label"] for r in rows}) for name, rows in sweeps.items()}
+
+
+def summarise(sweeps, params, nproc, plan=None):
+    """label -> summary dict (used by the tables, numbers and figures). A label
+    is one configuration: its repeats are pooled whichever sweep recorded them,
+    and s["sweeps"] lists every sweep that shows it. A configuration in `calib`
+    is never scored as a prediction (it is the model's input)."""
+    plan = plan or {name: sorted({r["label"] for r in rows}) for name, rows in sweeps.items()}
+    allrows = [r for rows in sweeps.values() for r in rows]
+    out = {}
+    for lab, items in group(allrows).items():
+        ok = [(r, m) for r, m in items if m]
+        cfg = items[0][0]["config"]
+        member = sorted(k for k, labs in plan.items() if lab in labs) or [items[0][0].get("sweep")]
+        sweep = items[0][0].get("sweep") or member[0]
+        s = {"sweep": sweep, "sweeps": member, "label": lab, "config": cfg, "n": len(ok),
+             "errors": len(items) - len(ok)}
+        for k in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util", "client_util", "cores",
+                  "c_loop", "c_pool", "c_client", "loop_wait_us", "loop_work_us", "foreign", "steal"):
+            s[k] = agg(ok, k)
+        s["rps_all"] = [m["rps"] for _, m in ok]
+        s["rps_wrk_all"] = [m["rps_wrk"] for _, m in ok]
+        s["regime"], s["regime_n"], s["regime_of"] = majority(ok)
+        preds = []
+        for r, m in ok:
+            pr, bound, _ = model.predict(params, cfg, m, nproc)
+            if pr is not None:
+                preds.append((pr, bound, m["rps"]))
+        s["pred"] = stats.median([p for p, _, _ in preds]) if preds else None
+        s["pred_bound"] = preds[0][1] if preds else None
+        s["pred_err"] = [p / meas - 1 for p, _, meas in preds if meas] if "calib" not in member else []
+        out[lab] = s
+    return out
+
+
+HDR = ("| config | n | rps (median [95 % CI]) | client rps | p50 µs | p99 µs | loop % | pool % | client % | "
+       "cores | loop µs/req | pool µs/req | client µs/req | loop wait/work µs/req | foreign cores | steal | "
+       "regime (measured) | model rps | model bound |")
+
+
+def table(summ, sweep):
+    out = [HDR, "|" + "---|" * (HDR.count("|") - 1)]
+    for s in summ.values():
+        if sweep not in s["sweeps"]:
             continue
-        c_loop, c_pool, lu, pu, wu = stages(r)
-        lat = r.get("latency") or {}
-        bt = r["config"].get("bt", 1)
-        cfg = r["label"].split(" [")[0]
+        if not s["n"]:
+            out.append(f"| {s['label']} | 0 | error ({s['errors']} runs) |" + " |" * 16)
+            continue
+        ww = "—" if s["loop_wait_us"][0] is None else f"{s['loop_wait_us'][0]:.2f} / {s['loop_work_us'][0]:.2f}"
         out.append("| " + " | ".join([
-            cfg, r.get("placement", ""), f(r.get("rps"), "{:,.0f}"), f(lat.get("p50_us"), "{:.0f}"),
-            f(lat.get("p99_us"), "{:.0f}"), f(lu and 100 * lu, "{:.0f}"), f(pu and 100 * pu, "{:.0f}"),
-            f(wu and 100 * wu, "{:.0f}"), f(c_loop), f(c_pool), f(pred(c_loop, c_pool, bt), "{:,.0f}"),
-            regime(c_loop, c_pool, lu, pu), f(hand(r, "submit_syscalls"), "{:.3f}"),
-            f(hand(r, "drain_syscalls"), "{:.3f}"), f(hand(r, "parks"), "{:.3f}")]) + " |")
+            s["label"], f"{s['n']}" + (f" (+{s['errors']} err)" if s["errors"] else ""), fci(s["rps"]),
+            f(s["rps_wrk"][0], "{:,.0f}"), f(s["p50_us"][0], "{:.0f}"), f(s["p99_us"][0], "{:.0f}"),
+            pct(s["loop_util"]), pct(s["pool_util"]), pct(s["client_util"]), f(s["cores"][0]),
+            f(s["c_loop"][0]), f(s["c_pool"][0]), f(s["c_client"][0]), ww, f(s["foreign"][0]),
+            f(s["steal"][0]), f"{s['regime']} ({s['regime_n']}/{s['regime_of']})",
+            f(s["pred"], "{:,.0f}"), s["pred_bound"] or "—"]) + " |")
     return "\n".join(out)
 
 
-def provenance(rows):
-    ok = [r for r in rows if "machine" in r]
-    if not ok:
+def provenance(meta, rows):
+    if not meta:
         return ""
-    m = ok[-1]["machine"]
-    d = ok[-1].get("durations", {})
-    commits = sorted({r.get("commit", "?") for r in ok})
-    # Runs go back to back, so every load average but the first includes the
-    # sweep's own previous run: only the first one says whether something
-    # else was running.
-    busy = ok[0].get("loadavg_before") or 0
-    return (f"Machine: {m.get('nproc')}× {m.get('model')}, kernel {m.get('kernel')}, Python {m.get('python')}, "
-            f"{m.get('cserve')}; commit {', '.join(commits)}; window {d.get('window')} s after "
-            f"{d.get('warmup')} s warm-up{' (quick)' if d.get('quick') else ''}; wrk -t1; runs "
-            f"{ok[0]['time']} … {ok[-1]['time']}; 1-min load average before the first run {busy}"
-            f"{' — BUSY MACHINE, rates not comparable' if busy > 0.5 else ''}. "
-            f"Commands: experiments/run.py (exact lines in the .jsonl).")
+    m = meta[-1]
+    mach = m["machine"]
+    v = mach.get("versions", {})
+    b = mach.get("build", {})
+    commits = sorted({r.get("commit", "?")[:12] + ("-dirty" if r.get("dirty") else "") for r in rows})
+    d = m.get("durations", {})
+    times = sorted(r["time"] for r in rows if "time" in r)
+    vs = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+    return (f"Machine: {mach.get('nproc')}× {mach.get('cpu_model')} (hypervisor: {mach.get('hypervisor')}), "
+            f"kernel {mach.get('kernel')}. Build: {b.get('cc')}, {b.get('opt')}, allocator {b.get('allocator')}, "
+            f"instruments {b.get('instruments')}. Versions: {vs}. Commit(s): {', '.join(commits)}. "
+            f"Window {d.get('window')} s after {d.get('warmup')} s warm-up; {m.get('repeats')} interleaved "
+            f"shuffled repeats (seed {m.get('seed')!r}){' — QUICK (plumbing only)' if m.get('quick') else ''}; "
+            f"runs {times[0] if times else '?'} … {times[-1] if times else '?'}. "
+            f"Exact commands and CPU flags: the .jsonl records.")
 
 
-def figures(sweeps, d):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("report: no matplotlib, no figures")
-        return []
+def model_md(params, summ):
+    lines = ["## Calibration (the `calib` sweep only)", "",
+             "| parameter | value (µs/request) |", "|---|---:|"]
+    for k, d in params.items():
+        for kk, v in sorted(d.items()):
+            lines.append(f"| {k}[{kk}] | {f(v)} |")
+    lines += ["", "## Predicted vs measured (every run outside `calib`)", "",
+              "| sweep | config | measured rps | model rps | model bound | measured regime | error (median) |",
+              "|---|---|---:|---:|---|---|---:|"]
+    errs = []
+    for s in summ.values():
+        if "calib" in s["sweeps"] or s["pred"] is None:
+            continue
+        e = stats.median(s["pred_err"])
+        errs += s["pred_err"]
+        lines.append(f"| {s['sweep']} | {s['label']} | {f(s['rps'][0], '{:,.0f}')} | {f(s['pred'], '{:,.0f}')} | "
+                     f"{s['pred_bound']} | {s['regime']} | {f(e and 100 * e, '{:+.0f} %')} |")
+    if errs:
+        q = stats.quantiles([abs(e) for e in errs])
+        lines += ["", f"Absolute error over {len(errs)} runs: median {100 * q[0.5]:.0f} %, "
+                  f"75th percentile {100 * q[0.75]:.0f} %, 95th {100 * q[0.95]:.0f} %."]
+    return "\n".join(lines) + "\n"
+
+
+def compare(summ_a, summ_b):
+    lines = ["| config | run A rps [CI] | run B rps [CI] | agree |", "|---|---:|---:|---|"]
+    n = agree = 0
+    for lab, s in summ_a.items():
+        t = summ_b.get(lab)
+        if not t or not s["n"] or not t["n"]:
+            continue
+        ok = stats.overlap(s["rps"], t["rps"])
+        n += 1
+        agree += ok
+        lines.append(f"| {lab} | {fci(s['rps'])} | {fci(t['rps'])} | {'yes' if ok else 'NO'} |")
+    return f"{agree} of {n} configurations agree (intervals overlap).\n\n" + "\n".join(lines) + "\n", agree, n
+
+
+def extras_md(extra):
+    out = {}
+    ol = [r for r in extra.get("openloop", []) if "error" not in r]
+    if ol:
+        lines = ["| server | offered rps | n | achieved rps | p50 µs | p99 µs [95 % CI] | p99.9 µs | server cores | "
+                 "oha cores |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        by = {}
+        for r in ol:
+            by.setdefault((r["server"], r["offered"]), []).append(r)
+        for (srv, off), rs in sorted(by.items()):
+            lines.append(f"| {srv} | {off:,} | {len(rs)} | {f(stats.median([r['achieved'] for r in rs]), '{:,.0f}')} | "
+                         f"{f(stats.median([r['p50_us'] for r in rs]), '{:,.0f}')} | "
+                         f"{fci(stats.median_ci([r['p99_us'] for r in rs]))} | "
+                         f"{f(stats.median([r['p999_us'] for r in rs]), '{:,.0f}')} | "
+                         f"{f(stats.median([r.get('server_cores') for r in rs]))} | "
+                         f"{f(stats.median([r.get('client_cores') for r in rs]))} |")
+        out["openloop"] = "\n".join(lines) + "\n\nCommands: the oha_cmd of each record in openloop.jsonl.\n"
+    st = [r for r in extra.get("startup", []) if "error" not in r]
+    if st:
+        lines = ["| server | start to first response, ms [95 % CI] | graceful stop, ms [95 % CI] | runs |",
+                 "|---|---:|---:|---:|"]
+        for r in st:
+            b = r["baseline_median_s"]
+            lines.append(f"| {r['server']} | {fci(stats.median_ci([(t - b) * 1e3 for t in r['start_times_s']]), '{:.0f}')} | "
+                         f"{fci(stats.median_ci([(t - b) * 1e3 for t in r['stop_times_s']]), '{:.0f}')} | {r['runs']} |")
+        out["startup"] = "\n".join(lines) + ("\n\nhyperfine; the helper's own start-up (a shell and an "
+                                              "interpreter, timed alone) is subtracted.\n")
+    tl = [r for r in extra.get("timeline", []) if "error" not in r]
+    if tl:
+        lines = ["| handoff | connections | context switches / request | wake-ups / request |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['handoff']} | {r['conns']} | {f(r['switches_per_request'])} | {f(r['wakeups_per_request'])} |"
+                  for r in tl]
+        out["timeline"] = "\n".join(lines) + "\n\nFrom perf sched (timeline.py): loop, pool and wrk threads.\n"
+    return out
+
+
+def build(d, compare_dir=None, figs=True):
+    sweeps = load(d)
+    if not sweeps:
+        raise SystemExit(f"report: no sweep *.jsonl in {d}; run experiments/run.py first")
+    meta = load_jsonl(d, "meta")
+    nproc = (meta[-1]["machine"]["nproc"] if meta else os.cpu_count()) or 2
+    params = model.fit(sweeps.get("calib", []))
+    plan = load_plan(d, sweeps)
+    summ = summarise(sweeps, params, nproc, plan)
+    for name in plan:
+        rows = [r for rs in sweeps.values() for r in rs if r["label"] in set(plan[name])]
+        if not rows:
+            continue
+        md = (f"<!-- generated by experiments/report.py from the {name} sweep; do not edit -->\n\n"
+              f"{table(summ, name)}\n\n{provenance(meta, rows)}\n")
+        with open(os.path.join(d, f"{name}.md"), "w") as fh:
+            fh.write(md)
+    with open(os.path.join(d, "model.md"), "w") as fh:
+        fh.write("<!-- generated by experiments/report.py; do not edit -->\n\n" + model_md(params, summ))
+    agreement = None
+    if not compare_dir:
+        with open(os.path.join(d, "agreement.md"), "w") as fh:
+            fh.write("<!-- generated by experiments/report.py; do not edit -->\n\nNo second full run has been "
+                     "compared with this one yet (`make experiments EXP_OUT=experiments/results/full-2`, then "
+                     "`experiments/report.py --dir experiments/results/full --compare experiments/results/full-2`).\n")
+    if compare_dir:
+        sw = load(compare_dir)
+        sb = summarise(sw, model.fit(sw.get("calib", [])), nproc, load_plan(compare_dir, sw))
+        text, agree, n = compare(summ, sb)
+        agreement = {"agree": agree, "of": n,
+                     # relative to the repository root (numbers.json travels with the repo)
+                     "other": os.path.relpath(os.path.abspath(compare_dir),
+                                              os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}
+        with open(os.path.join(d, "agreement.md"), "w") as fh:
+            fh.write("<!-- generated by experiments/report.py --compare; do not edit -->\n\n" + text)
+    extra = {k: load_jsonl(d, k) for k in ("openloop", "startup", "timeline", "des")}
+    for name, text in extras_md(extra).items():
+        with open(os.path.join(d, f"{name}.md"), "w") as fh:
+            fh.write(f"<!-- generated by experiments/report.py from {name}.jsonl; do not edit -->\n\n{text}")
+    nums = numbers_mod.compute(summ, params, meta, extra, agreement)
+    with open(os.path.join(d, "numbers.json"), "w") as fh:
+        json.dump(nums, fh, indent=1, sort_keys=True)
     made = []
-    # 1. rps vs connections per handoff
-    rows = [r for r in sweeps.get("connections", []) if "error" not in r]
-    if rows:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for h in sorted({r["config"].get("handoff") for r in rows}):
-            pts = sorted((r["config"]["conns"], r["rps"]) for r in rows if r["config"].get("handoff") == h)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=h)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("connections (wrk -t1)")
-        ax.set_ylabel("requests/s")
-        ax.set_title("hello, 1 blocking thread")
-        ax.legend()
-        ax.grid(alpha=.3)
-        p = os.path.join(d, "rps_vs_connections.png")
-        fig.tight_layout()
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
-    # 2. per-thread µs/request, loop and pool stacked
-    rows = [r for s in ("connections", "modes", "peers") for r in sweeps.get(s, [])
-            if "error" not in r and r["config"].get("conns") == 64]
-    if rows:
-        fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.9), 4))
-        names, lo, po = [], [], []
-        for r in rows:
-            c_loop, c_pool, *_ = stages(r)
-            names.append(r["label"].split(" [")[0].replace(" hello c64", ""))
-            lo.append(c_loop or 0)
-            po.append(c_pool or 0)
-        x = range(len(rows))
-        ax.bar(x, lo, label="loop / I/O thread")
-        ax.bar(x, po, bottom=lo, label="pool / Python thread")
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("µs of CPU per request")
-        ax.set_title("per-thread CPU per request, hello, c64")
-        ax.legend()
-        p = os.path.join(d, "us_per_request_stacked.png")
-        fig.tight_layout()
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
-    # 3. regime vs app cost, with the pipeline prediction
-    rows = [r for r in sweeps.get("appcost", []) if "error" not in r]
-    if rows:
-        cost = {"hello": 0, "cpu5": 5, "cpu20": 20, "cpu100": 100}
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-        for h in sorted({r["config"].get("handoff") for r in rows}):
-            rs = sorted((r for r in rows if r["config"].get("handoff") == h), key=lambda r: cost.get(r["config"]["app"], 0))
-            xs = [cost.get(r["config"]["app"], 0) for r in rs]
-            st = [stages(r) for r in rs]
-            ax1.plot(xs, [r["rps"] for r in rs], marker="o", label=f"{h} measured")
-            ax1.plot(xs, [pred(s[0], s[1]) for s in st], ls="--", marker="x", label=f"{h} 1/max(c_loop, c_pool)")
-            ax2.plot(xs, [s[0] for s in st], marker="o", label=f"{h} c_loop")
-            ax2.plot(xs, [s[1] for s in st], marker="s", label=f"{h} c_pool")
-        for ax in (ax1, ax2):
-            ax.set_xscale("symlog", linthresh=5)
-            ax.set_xlabel("app cost, nominal µs (apps/cpu.py; 0 = hello)")
-            ax.grid(alpha=.3)
-            ax.legend(fontsize=7)
-        ax1.set_ylabel("requests/s")
-        ax1.set_yscale("log")
-        ax2.set_ylabel("µs of CPU per request")
-        ax1.set_title("rate vs app cost (c64)")
-        ax2.set_title("stage costs: loop-bound where c_loop > c_pool")
-        p = os.path.join(d, "regime_vs_app_cost.png")
-        fig.tight_layout()
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
-    return made
+    if figs:
+        import figures
+        made = figures.make_all(d, summ, params, extra)
+    return summ, params, nums, made
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", default=os.path.join(ROOT, "experiments", "results"))
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--compare", help="a second full run's folder: do the two agree within intervals?")
+    ap.add_argument("--no-figures", action="store_true")
     a = ap.parse_args()
-    sweeps = load(a.dir)
-    if not sweeps:
-        raise SystemExit(f"report: no *.jsonl in {a.dir}; run experiments/run.py first")
-    for name, rows in sweeps.items():
-        md = f"<!-- generated by experiments/report.py from {name}.jsonl; do not edit -->\n\n" \
-             f"{table(rows)}\n\n{provenance(rows)}\n"
-        with open(os.path.join(a.dir, f"{name}.md"), "w") as fh:
-            fh.write(md)
-        print(f"wrote {os.path.join(a.dir, name + '.md')} ({len(rows)} rows)")
-    for p in figures(sweeps, a.dir):
-        print(f"wrote {p}")
+    summ, _, nums, made = build(a.dir, a.compare, not a.no_figures)
+    print(f"report: {len(summ)} configurations, {len(nums)} numbers, {len(made)} figures in {a.dir}")
 
 
 if __name__ == "__main__":

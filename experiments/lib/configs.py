@@ -1,0 +1,105 @@
+"""The experiment plan: every configuration of every sweep, for the full run
+and for the quick one. A configuration is a dict; its label is derived from it
+(label()), and repeats of one configuration share the label.
+
+Dimensions (issue: connections × app cost × handoff × blocking threads):
+  server   cserve | granian | uwsgi | gunicorn
+  handoff  ring | dgram | condvar | eventfd      (cserve; mode inline/native bypass it)
+  bt       blocking (pool) threads
+  app      hello | cpuN (N µs of GIL-holding Python, apps/cpu.py) | gil-sleepN |
+           flask | django
+  conns    client connections
+  client   wrk (closed loop, one request in flight per connection) |
+           wrk-p16 (pipelined, 16 per connection: a cheap client) |
+           wrk-browser (closed loop, browser-like request head)
+
+The `calib` sweep is the model's input and nothing else: report.py fits the
+stage costs on it and predicts every other sweep's rate (out of sample)."""
+
+HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
+# Fine steps over the loop/pool crossover (a few µs of app work on this guest).
+FINE_US = [0, 1, 2, 3, 4, 6, 8, 10, 14, 20]
+
+
+def cs(**kw):
+    r = {"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "conns": 64, "client": "wrk"}
+    r.update(kw)
+    return r
+
+
+def peer(server, **kw):
+    r = {"server": server, "app": "hello", "conns": 64, "client": "wrk"}
+    r.update(kw)
+    return r
+
+
+def app_cost(us):
+    return "hello" if us == 0 else f"cpu{us}"
+
+
+def full():
+    S = {}
+    # The model's inputs: the loop alone (native-hello), each handoff with the
+    # cheapest Python app, and one app cost per handoff for the pool's slope.
+    S["calib"] = ([cs(mode="native", client="wrk-p16", conns=16)] +
+                  [cs(handoff=h, client="wrk-p16", conns=16) for h in ("ring", "dgram")] +
+                  [cs(handoff=h, app="cpu20", client="wrk-p16", conns=16) for h in ("ring", "dgram")] +
+                  [cs(handoff="ring", conns=64)] +  # the closed-loop client's cost per request
+                  # One connection: every request pays the wake-ups (des.py fits its wake latency here).
+                  [cs(handoff=h, conns=1) for h in ("ring", "dgram")])
+    S["connections"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (4, 16, 64, 256)] +
+                        [cs(handoff=h, conns=64) for h in ("condvar", "eventfd")] +
+                        [cs(handoff=h, client="wrk-p16", conns=c) for h in ("ring", "dgram") for c in (4, 64)] +
+                        [cs(mode="native", client="wrk-p16", conns=c) for c in (4, 64)])
+    S["appcost"] = [cs(handoff=h, app=app_cost(us), client="wrk-p16", conns=16)
+                    for h in ("ring", "dgram") for us in FINE_US] + \
+        [cs(handoff="ring", app=app_cost(us), client="wrk-p16", conns=64) for us in (0, 4, 8, 14, 20)]
+    S["threads"] = ([cs(handoff="ring", bt=b) for b in (1, 2, 4)] +
+                    [cs(app="gil-sleep200", bt=b, conns=16) for b in (1, 4)])
+    S["peers"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (16, 64)] +
+                  [peer("granian", conns=c) for c in (16, 64, 256)] +
+                  [cs(handoff=h, conns=256) for h in ("ring", "dgram")] +
+                  [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")])
+    S["frameworks"] = ([cs(handoff=h, app=a, conns=16) for a in ("flask", "django") for h in ("ring", "dgram")] +
+                       # the loop polls the ring for 20 µs before sleeping (pool-bound apps)
+                       [cs(app=a, conns=16, args=["--loop-spin", "20"]) for a in ("flask", "django")] +
+                       [peer("granian", app=a, conns=16) for a in ("flask", "django")])
+    # The instruments' own cost: counters compiled out (make INSTRUMENTS=0
+    # BUILD=build-noinst), interleaved with the normal build like any config.
+    S["instruments"] = [cs(conns=64), cs(conns=64, binary="build-noinst/cserve")]
+    S["browser"] = [cs(handoff="ring", client="wrk-browser"), cs(handoff="dgram", client="wrk-browser"),
+                    peer("granian", client="wrk-browser")]
+    return S
+
+
+def quick():
+    """Each dimension once, tiny: the plumbing end to end, not a measurement."""
+    S = {}
+    S["calib"] = [cs(mode="native", client="wrk-p16", conns=16), cs(client="wrk-p16", conns=16),
+                  cs(app="cpu20", client="wrk-p16", conns=16), cs(conns=16)]
+    S["calib"].append(cs(conns=1))
+    S["connections"] = [cs(conns=4), cs(handoff="dgram", conns=16)]
+    S["appcost"] = [cs(app="cpu6", client="wrk-p16", conns=16)]
+    S["threads"] = [cs(bt=2, conns=16)]
+    S["peers"] = [peer("granian", conns=16)]
+    S["browser"] = [cs(client="wrk-browser", conns=16)]
+    return S
+
+
+def label(run):
+    client = run.get("client", "wrk")
+    if run["server"] != "cserve":
+        return f"{run['server']} {run['app']} c{run['conns']} {client}"
+    mode = run.get("mode") or f"{run['handoff']} bt{run.get('bt', 1)}"
+    extra = " ".join(run.get("args", []) + ([run["binary"]] if run.get("binary") else []))
+    extra = f" {extra}" if extra else ""
+    return f"cserve {mode}{extra} {run['app']} c{run['conns']} {client}"
+
+
+def app_us(app):
+    """Nominal app cost in µs of GIL-holding work (None where not a cpu app)."""
+    if app == "hello":
+        return 0.0
+    if app.startswith("cpu"):
+        return float(app[3:])
+    return None

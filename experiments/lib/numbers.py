@@ -1,0 +1,150 @@
+"""Every number the prose quotes, computed from the results: report.py writes
+them to numbers.json, paper/build.py substitutes `{{key}}` placeholders with
+their text, and experiments/tests/test_prose_numbers.py fails when prose holds
+a number that does not come from here.
+
+Keys:
+  <metric>:<config label>   every table cell's median, e.g.
+                            `rps:cserve ring bt1 hello c64 wrk` (and `_ci` twins
+                            holding "median [lo, hi]")
+  derived keys below         ratios with bootstrap intervals, the crossover,
+                            the model's error, counts of regimes, provenance.
+Each entry: {"value": float|str, "lo", "hi", "text"}."""
+from . import configs, stats
+
+FMT = {"rps": "{:,.0f}", "rps_wrk": "{:,.0f}", "p50_us": "{:.0f} µs", "p99_us": "{:.0f} µs",
+       "loop_util": "pct", "pool_util": "pct", "client_util": "pct", "cores": "{:.2f}",
+       "c_loop": "{:.2f} µs", "c_pool": "{:.2f} µs", "c_client": "{:.2f} µs",
+       "loop_wait_us": "{:.2f} µs", "loop_work_us": "{:.2f} µs", "foreign": "{:.2f}", "steal": "{:.2f}"}
+
+
+def _fmt(v, kind):
+    if v is None:
+        return "—"
+    if kind == "pct":
+        return f"{100 * v:.0f} %"
+    if kind == "ratio":
+        return f"{v:.2f}×"
+    return kind.format(v) if "{" in kind else str(v)
+
+
+def _none(text):
+    """A derived number the data did not produce, in words (never a gap)."""
+    return {"value": None, "lo": None, "hi": None, "text": text, "text_ci": text}
+
+
+def compute(summ, params, meta, extra, agreement=None):
+    N = {}
+
+    def put(key, v, lo=None, hi=None, kind="{:.2f}"):
+        if v is None:
+            return
+        txt = _fmt(v, kind)
+        if lo is not None and hi is not None and lo != hi:
+            txt_ci = f"{txt} [{_fmt(lo, kind)}, {_fmt(hi, kind)}]"
+        else:
+            txt_ci = txt
+        N[key] = {"value": v, "lo": lo, "hi": hi, "text": txt, "text_ci": txt_ci}
+
+    for lab, s in summ.items():
+        if not s["n"]:
+            continue
+        for k, kind in FMT.items():
+            m, lo, hi = s[k]
+            put(f"{k}:{lab}", m, lo, hi, kind)
+        N[f"regime:{lab}"] = {"value": s["regime"], "text": s["regime"], "text_ci": s["regime"]}
+        N[f"n:{lab}"] = {"value": s["n"], "text": str(s["n"]), "text_ci": str(s["n"])}
+        if s["pred"] is not None:
+            put(f"pred:{lab}", s["pred"], kind="{:,.0f}")
+
+    by = {s["label"]: s for s in summ.values()}
+
+    def ratio(key, a, b, metric="rps_wrk"):
+        if a in by and b in by and by[a]["n"] and by[b]["n"]:
+            r, lo, hi = stats.ratio_ci(by[a][metric + "_all"], by[b][metric + "_all"])
+            put(key, r, lo, hi, "ratio")
+
+    for c in (16, 64, 256):
+        for h in ("ring", "dgram"):
+            ratio(f"ratio_{h}_granian_c{c}", f"cserve {h} bt1 hello c{c} wrk", f"granian hello c{c} wrk")
+        ratio(f"ratio_ring_dgram_c{c}", f"cserve ring bt1 hello c{c} wrk", f"cserve dgram bt1 hello c{c} wrk")
+    for a in ("flask", "django"):
+        for h in ("ring", "dgram"):
+            ratio(f"ratio_{h}_granian_{a}", f"cserve {h} bt1 {a} c16 wrk", f"granian {a} c16 wrk")
+    ratio("ratio_instruments_on_off", "cserve ring bt1 hello c64 wrk",
+          "cserve ring bt1 build-noinst/cserve hello c64 wrk", "rps")
+    ratio("ratio_native_ring_p16", "cserve native hello c16 wrk-p16", "cserve ring bt1 hello c16 wrk-p16", "rps")
+
+    # The crossover: the cheapest app cost at which the pool stage saturates.
+    for h in ("ring", "dgram"):
+        # The fine-step set: pipelined client, 16 connections.
+        rows = sorted(((configs.app_us(s["config"]["app"]), s) for s in summ.values()
+                       if "appcost" in s["sweeps"] and s["config"].get("handoff") == h and s["n"]
+                       and s["config"]["conns"] == 16), key=lambda t: t[0])
+        pb = [us for us, s in rows if s["regime"] == "pool-bound"]
+        lb = [us for us, s in rows if s["regime"] == "loop-bound"]
+        if pb:
+            put(f"crossover_pool_us_{h}", min(pb), kind="{:.0f} µs")
+        elif rows:  # measured, and no app cost saturated the pool: say so
+            N[f"crossover_pool_us_{h}"] = _none("none in the sweep")
+        if lb:
+            put(f"max_loop_bound_us_{h}", max(lb), kind="{:.0f} µs")
+
+    regs = [s["regime"] for s in summ.values() if s["n"]]
+    for name in ("loop-bound", "pool-bound", "client-bound", "shared CPUs"):
+        put(f"count:{name}", regs.count(name), kind="{:d}")
+    put("count:configs", len(regs), kind="{:d}")
+    sat = [s["loop_util"][0] for s in summ.values() if s["n"] and s["regime"] == "loop-bound"]
+    if sat:
+        put("loop_bound_util_min", min(sat), kind="pct")
+        put("loop_bound_util_max", max(sat), kind="pct")
+    elif regs:
+        N["loop_bound_util_min"] = N["loop_bound_util_max"] = _none("none")
+
+    errs = [e for s in summ.values() for e in s["pred_err"]]
+    if errs:
+        q = stats.quantiles([abs(e) for e in errs])
+        put("model_abs_err_median", q[0.5], kind="pct")
+        put("model_abs_err_p75", q[0.75], kind="pct")
+        put("model_abs_err_p95", q[0.95], kind="pct")
+        put("model_runs", len(errs), kind="{:d}")
+        bad = [(abs(stats.median(s["pred_err"])), s["label"]) for s in summ.values() if s["pred_err"]]
+        worst = max(bad)
+        N["model_worst_config"] = {"value": worst[1], "text": worst[1], "text_ci": worst[1]}
+        put("model_worst_err", worst[0], kind="pct")
+    for k, d in params.items():
+        for kk, v in d.items():
+            put(f"param:{k}[{kk}]", v, kind="{:.2f} µs" if k != "slope" else "{:.2f}")
+
+    fore = [s["foreign"][0] for s in summ.values() if s["n"] and s["foreign"][0] is not None]
+    if fore:
+        put("foreign_max", max(fore), kind="{:.2f}")
+        put("foreign_median", stats.median(fore), kind="{:.2f}")
+
+    if meta:
+        m = meta[-1]
+        for k, v in (("commit", m["commit"][:12]), ("cpu_model", m["machine"]["cpu_model"]),
+                     ("kernel", m["machine"]["kernel"]), ("started", m["started"][:10])):
+            N[k] = {"value": v, "text": v, "text_ci": v}
+        put("nproc", m["machine"]["nproc"], kind="{:d}")
+        put("repeats", m["repeats"], kind="{:d}")
+        put("window_s", m["durations"]["window"], kind="{:g} s")
+        for k, v in (m["machine"].get("versions") or {}).items():
+            if v:
+                v = v.split(" Copyright")[0]  # wrk -v: the version, not the notice
+                N[f"version:{k}"] = {"value": v, "text": v, "text_ci": v}
+    if agreement:
+        put("agree", agreement["agree"], kind="{:d}")
+        put("agree_of", agreement["of"], kind="{:d}")
+        N["compare_dir"] = {"value": agreement["other"], "text": agreement["other"], "text_ci": agreement["other"]}
+
+    # The method's constants, so the prose never types them either.
+    from . import model as _model
+    put("const:saturation", _model.SAT, kind="pct")
+    put("const:pipeline_depth", 16, kind="{:d}")
+    put("const:ci_level", 0.95, kind="pct")
+    put("const:bootstrap_resamples", stats.B, kind="{:d}")
+
+    from . import extras
+    extras.numbers(extra, put, N)
+    return N

@@ -1,0 +1,216 @@
+"""Starting a server under test and talking to it: the command lines for
+cserve and its peers, readiness, thread pinning, wrk's output, and cserve's
+--stats-json window. Shared by run.py, openloop.py, startup.py and timeline.py."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import threadcpu  # noqa: E402,F401  (re-exported for the harness)
+
+PY = "/usr/bin/python3"  # the interpreter cserve embeds; peers run on it too
+CSERVE = os.environ.get("CSERVE_BIN", os.path.join(ROOT, "cserve"))
+WRK_DIR = os.path.join(ROOT, "experiments", "wrk")
+
+# app name -> (--chdir, module:callable, URL path); cpuN and gil-sleepN are parametric.
+APPS = {
+    "hello": (None, None, "/"),
+    "flask": ("apps", "flask_hello:application", "/"),
+    "django": ("apps/django_hello", "djhello.wsgi:application", "/"),
+}
+
+
+def app_spec(app):
+    if app in APPS:
+        return APPS[app]
+    m = re.fullmatch(r"cpu(\d+(?:\.\d+)?)", app)
+    if m:
+        return ("apps", "cpu:application", f"/?us={m.group(1)}")
+    m = re.fullmatch(r"gil-(sleep|hash)(\d+)", app)
+    if m:
+        return ("apps", "gil_release:application", f"/?us={m.group(2)}&mode={m.group(1)}")
+    raise ValueError(f"unknown app {app!r}")
+
+
+def server_cmd(run, port, stats_file=None):
+    s, app = run["server"], run["app"]
+    d, spec, _ = app_spec(app)
+    if s == "cserve":
+        binary = os.path.join(ROOT, run["binary"]) if run.get("binary") else CSERVE
+        cmd = [binary, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+        if stats_file:
+            cmd += ["--stats-json", stats_file]
+        cmd += run.get("args", [])
+        if run.get("mode") == "inline":
+            cmd.append("--inline")
+        elif run.get("mode") == "native":
+            return cmd + ["--app", "native-hello"]
+        else:
+            cmd += ["--handoff", run["handoff"], "--blocking-threads", str(run.get("bt", 1))]
+        if spec:
+            cmd += ["--chdir", os.path.join(ROOT, d), spec]
+        return cmd
+    wd = os.path.join(ROOT, d or "apps")
+    spec = spec or "hello:application"
+    if s == "granian":
+        return [PY, "-m", "granian", "--interface", "wsgi", "--workers", "1", "--blocking-threads", "1",
+                "--runtime-threads", "1", "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
+                "--port", str(port), "--working-dir", wd, spec]
+    if s == "uwsgi":
+        # --http-socket: uWSGI's HTTP parser in the worker, no router process
+        # (it closes each connection after one response).
+        return ["uwsgi", "--http-socket", f"127.0.0.1:{port}", "--plugin", "python3", "--chdir", wd,
+                "--wsgi", spec, "--processes", "1", "--threads", "1", "--disable-logging",
+                "--listen", "1024", "--die-on-term"]
+    if s == "gunicorn":
+        return [PY, "-m", "gunicorn", "-k", "gthread", "--workers", "1", "--threads", "1",
+                "-b", f"127.0.0.1:{port}", "--chdir", wd, "--log-level", "warning", "--backlog", "1024", spec]
+    raise ValueError(s)
+
+
+def client_cmd(run, port, seconds):
+    url = f"http://127.0.0.1:{port}{app_spec(run['app'])[2]}"
+    cmd = ["wrk", "-t1", f"-c{run['conns']}", f"-d{int(round(seconds))}s", "--latency"]
+    client = run.get("client", "wrk")
+    if client == "wrk-p16":
+        cmd += ["-s", os.path.join(WRK_DIR, "pipeline.lua"), url, "--", "16"]
+    elif client == "wrk-browser":
+        cmd += ["-s", os.path.join(WRK_DIR, "browser.lua"), url]
+    elif client == "wrk":
+        cmd.append(url)
+    else:
+        raise ValueError(client)
+    return cmd
+
+
+def start(cmd, log_path, env_extra=None):
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env_extra or {}))
+    log = open(log_path, "w+")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True), log
+
+
+def stop(proc, timeout=15):
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(proc, port, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def pin_threads(pid, mapping, children):
+    """sched_setaffinity on each thread whose comm matches; returns {comm: cpus} applied."""
+    done = {}
+    pids = threadcpu.descendants(pid) if children else [pid]
+    for p in pids:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                comm = open(f"/proc/{p}/task/{tid}/comm").read().strip()
+            except OSError:
+                continue
+            if comm in mapping:
+                cpus = {int(c) for c in mapping[comm].split(",")}
+                os.sched_setaffinity(int(tid), cpus)
+                done[comm] = mapping[comm]
+    return done
+
+
+def parse_latency(text):
+    """{p50_us, p75_us, p90_us, p99_us, avg_us, max_us} from wrk --latency."""
+    def us(v):
+        m = re.match(r"([\d.]+)(us|ms|s|m)$", v)
+        return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6, "m": 6e7}[m.group(2)] if m else None
+    out = {}
+    for p in ("50", "75", "90", "99"):
+        m = re.search(rf"^\s+{p}(?:\.000)?%\s+(\S+)", text, re.M)
+        if m:
+            out[f"p{p}_us"] = us(m.group(1))
+    m = re.search(r"Latency\s+(\S+)\s+(\S+)\s+(\S+)", text)
+    if m:
+        out["avg_us"], out["max_us"] = us(m.group(1)), us(m.group(3))
+    errs = re.search(r"Socket errors: (.*)", text)
+    out["socket_errors"] = errs.group(1) if errs else None
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    out["non_2xx"] = int(non2xx.group(1)) if non2xx else 0
+    return out
+
+
+def read_stats(path, since_mtime, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.stat(path).st_mtime_ns > since_mtime:
+                time.sleep(0.05)  # let the writer finish (it should rename; be safe)
+                with open(path) as f:
+                    return json.load(f)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def stats_summary(st):
+    """Per-thread rows and per-request handoff counters from cserve's JSON."""
+    if not st:
+        return None, None
+    threads, loop_reqs = [], 0
+    for w in st.get("workers", []):
+        for th in w.get("threads", []):
+            if th.get("role") == "loop":
+                loop_reqs += th.get("requests") or 0
+    window = max((w.get("window_s") or 0) for w in st.get("workers", [])) if st.get("workers") else 0
+    for w in st.get("workers", []):
+        for th in w.get("threads", []):
+            row = {k: th.get(k) for k in ("name", "role", "tid", "cpu_s", "utilisation", "requests", "us_per_request")}
+            row["worker"] = w.get("worker")
+            c = th.get("counters") or {}
+            per = {}
+            for k, v in c.items():
+                if isinstance(v, (int, float)) and loop_reqs and k not in ("events_per_wait",):
+                    per[k] = round(v / loop_reqs, 4)
+            for k, v in (c.get("handoff") or {}).items():
+                if isinstance(v, (int, float)) and loop_reqs:
+                    per["handoff." + k] = round(v / loop_reqs, 4)
+            if "events_per_wait" in c:
+                per["events_per_wait"] = c["events_per_wait"]
+            row["per_request"] = per
+            row["counters"] = c
+            threads.append(row)
+    return threads, {"loop_requests": loop_reqs, "window_s": window,
+                     "rps": round(loop_reqs / window, 1) if window else None}
+
+

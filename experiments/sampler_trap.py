@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""The sampler trap, shown: a wall-clock sampler and an on-CPU sampler on the
+same run give different answers to "where does each thread's time go".
+
+    experiments/sampler_trap.py --out DIR [--quick] [--handoff ring]
+
+cserve serves hello under wrk -c16. For the same seconds:
+  wall-clock  this script samples every thread every millisecond from /proc
+              (/proc/PID/task/TID/syscall: "running", or the syscall it is
+              blocked in) — the way a wall-clock profiler samples: whether or
+              not the thread is on a CPU;
+  cpu-clock   perf record -e cpu-clock --per-thread: samples only while a
+              thread runs, so a thread's samples are its CPU time.
+A wall-clock profile charges a thread for the time it waits (epoll_wait,
+futex, a blocking recv): in a pipeline the faster stage waits for the slower
+one, so its "cost" in a wall-clock profile measures the other thread. Output:
+DIR/sampler_trap.md and DIR/sampler_trap.jsonl.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, wait_ready  # noqa: E402
+
+# x86-64 numbers of the syscalls these threads block in.
+SYSCALLS = {"0": "read", "1": "write", "7": "poll", "44": "sendto", "45": "recvfrom", "202": "futex",
+            "232": "epoll_wait", "281": "epoll_pwait", "441": "epoll_pwait2", "271": "ppoll"}
+
+
+def wall_sampler(pid, tids, seconds, counts, stop_ev):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not stop_ev.is_set():
+        for name, tid in tids.items():
+            try:
+                s = open(f"/proc/{pid}/task/{tid}/syscall").read().split()
+            except OSError:
+                continue
+            key = "running" if not s or s[0] == "running" else "in " + SYSCALLS.get(s[0], f"syscall {s[0]}")
+            c = counts.setdefault(name, {})
+            c[key] = c.get(key, 0) + 1
+        time.sleep(0.001)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--handoff", default="ring")
+    a = ap.parse_args()
+    perf = shutil.which("perf")
+    if not perf:
+        print("sampler_trap: no perf; skipped", file=sys.stderr)
+        return 0
+    secs = 1 if a.quick else 4
+    freq = 999
+    cfg = {"server": "cserve", "handoff": a.handoff, "bt": 1, "app": "hello", "conns": 16, "client": "wrk"}
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="cserve-trap-")
+    proc, log = start(server_cmd(cfg, port), os.path.join(tmp, "log"))
+    rec = {"handoff": a.handoff, "seconds": secs, "perf_freq": freq}
+    try:
+        if not wait_ready(proc, port):
+            raise RuntimeError("server did not start")
+        time.sleep(0.3)
+        tids = {}
+        for tid in os.listdir(f"/proc/{proc.pid}/task"):
+            n = open(f"/proc/{proc.pid}/task/{tid}/comm").read().strip()
+            if n.startswith("cserve-"):
+                tids[n] = int(tid)
+        wrk = subprocess.Popen(client_cmd(cfg, port, secs + 2), stdout=subprocess.DEVNULL)
+        time.sleep(0.7)
+        counts, ev = {}, threading.Event()
+        th = threading.Thread(target=wall_sampler, args=(proc.pid, tids, secs, counts, ev))
+        data = os.path.join(tmp, "perf.data")
+        th.start()
+        subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-F", str(freq), "--per-thread", "-p",
+                        str(proc.pid), "-o", data, "--", "sleep", str(secs)], capture_output=True, check=True)
+        ev.set()
+        th.join()
+        wrk.wait()
+        tidsamples = {}
+        out = subprocess.run([perf, "script", "-i", data, "-F", "tid"], capture_output=True, text=True).stdout
+        for line in out.split():
+            tidsamples[line] = tidsamples.get(line, 0) + 1
+        rows = []
+        for name, tid in sorted(tids.items()):
+            c = counts.get(name, {})
+            total = sum(c.values()) or 1
+            on_cpu = tidsamples.get(str(tid), 0) / freq / secs
+            waits = sorted(((k, v / total) for k, v in c.items() if k != "running"), key=lambda kv: -kv[1])
+            rows.append({"thread": name, "wall_samples": total, "wall_running": c.get("running", 0) / total,
+                         "wall_waiting": waits, "cpu_clock_util": on_cpu})
+        rec["threads"] = rows
+    except Exception as e:
+        rec["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        stop(proc)
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "sampler_trap.jsonl"), "w") as f:
+        f.write(json.dumps(rec) + "\n")
+    lines = ["<!-- generated by experiments/sampler_trap.py; do not edit -->", "",
+             f"Same {secs} s of a `{a.handoff}` run, hello, wrk -c16.", "",
+             "| thread | wall-clock sampler: not in a syscall (running or waiting for a CPU) | wall-clock: blocked in (share of samples) | "
+             "cpu-clock: on-CPU, % of a core |", "|---|---:|---|---:|"]
+    for r in rec.get("threads", []):
+        w = ", ".join(f"{k} {100 * v:.0f} %" for k, v in r["wall_waiting"][:3]) or "—"
+        lines.append(f"| {r['thread']} | {100 * r['wall_running']:.0f} % | {w} | {100 * r['cpu_clock_util']:.0f} % |")
+    if "error" in rec:
+        lines.append(f"\nERROR: {rec['error']}")
+    lines += ["", "A wall-clock profile gives every thread all of its samples: the shares in the third column "
+              "are time spent waiting, which such a profile would report as cost of epoll_wait, futex or recv. "
+              "The on-CPU column is what the thread actually spent."]
+    with open(os.path.join(a.out, "sampler_trap.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("sampler_trap: " + (rec.get("error") or f"{len(rec['threads'])} threads"), file=sys.stderr)
+    return 1 if "error" in rec else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

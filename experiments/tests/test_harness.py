@@ -1,0 +1,156 @@
+"""The harness's own logic, on synthetic inputs (pure Python, well under a
+second): the regime rule, the model's out-of-sample discipline, the
+bootstrap, the run plan, the trace reduction and the simulation."""
+import os
+import sys
+import types
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from lib import configs, model, stats  # noqa: E402
+
+
+def rec(server="cserve", loop=None, pools=(), client=None, rps=100000.0, app="hello", bt=1, conns=16,
+        client_kind="wrk", handoff="ring", sweep="x", mode=None, peer_threads=()):
+    """A run record shaped like run.py's, with the utilisations given."""
+    cfg = {"server": server, "app": app, "conns": conns, "client": client_kind}
+    if server == "cserve":
+        cfg.update(handoff=handoff, bt=bt)
+        if mode:
+            cfg["mode"] = mode
+    reqs = int(rps)
+    th = []
+    if server == "cserve":
+        th.append({"name": "cserve-loop", "role": "loop", "cpu_s": loop, "utilisation": loop, "requests": reqs,
+                   "counters": {}})
+        for i, u in enumerate(pools):
+            th.append({"name": f"cserve-pool-{i}", "role": "pool", "cpu_s": u, "utilisation": u,
+                       "requests": reqs // max(1, len(pools)), "counters": {}})
+    tc = [{"name": n, "median_pct": 100 * u, "us_per_request": u / rps * 1e6} for n, u in peer_threads]
+    if client is not None:
+        tc.append({"name": "wrk", "median_pct": 100 * client, "us_per_request": client / rps * 1e6})
+    r = {"label": configs.label(cfg), "config": cfg, "rps": rps, "rps_wrk": rps, "latency": {},
+         "stats_threads": th or None, "stats_window": {"window_s": 1.0}, "threadcpu": tc,
+         "window_cpu": {"foreign_cores": 0.0, "steal_cores": 0.0}, "sweep": sweep}
+    return r
+
+
+@pytest.mark.parametrize("kw, want", [
+    (dict(loop=0.95, pools=[0.3], client=0.5), "loop-bound"),
+    (dict(loop=0.5, pools=[0.92], client=0.5), "pool-bound"),
+    # The pool stage is the GIL: two threads at 0.47 each are one saturated stage.
+    (dict(loop=0.5, pools=[0.47, 0.47], client=0.5, bt=2), "pool-bound"),
+    (dict(loop=0.7, pools=[0.3], client=0.95), "client-bound"),
+    # A saturated stage wins over a saturated client: the server is the bound.
+    (dict(loop=0.93, pools=[0.3], client=0.95), "loop-bound"),
+    (dict(loop=0.8, pools=[0.7], client=0.8), "shared CPUs"),
+])
+def test_regime_is_read_from_utilisation(kw, want):
+    assert model.metrics(rec(**kw))["regime"] == want
+
+
+def test_regime_of_a_peer_names_its_saturated_thread():
+    r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.6), ("python3", 1.0)], client=0.5)
+    assert model.metrics(r)["regime"] == "granian python3-bound"
+
+
+def calib_records():
+    # loop 10 µs, pool 4 µs (+0.9 µs per app µs), client 6 µs per request, at 50k rps.
+    rps = 50000.0
+    out = []
+    for h in ("ring", "dgram"):
+        out.append(rec(loop=10e-6 * rps, pools=[4e-6 * rps], client=6e-6 * rps, rps=rps, handoff=h,
+                       client_kind="wrk-p16", sweep="calib"))
+        out.append(rec(loop=10e-6 * rps, pools=[22e-6 * rps], client=6e-6 * rps, rps=rps, handoff=h,
+                       app="cpu20", client_kind="wrk-p16", sweep="calib"))
+    out.append(rec(loop=12e-6 * rps, pools=[4e-6 * rps], client=8e-6 * rps, rps=rps, conns=64, sweep="calib"))
+    out.append(rec(mode="native", loop=5e-6 * rps, client=6e-6 * rps, rps=rps, client_kind="wrk-p16",
+                   sweep="calib"))
+    return out
+
+
+def test_model_fit_uses_the_calibration_costs():
+    p = model.fit(calib_records())
+    assert p["c_loop"]["ring/wrk-p16"] == pytest.approx(10)
+    assert p["c_pool0"]["ring"] == pytest.approx(4)
+    assert p["slope"]["ring"] == pytest.approx(0.9)
+    assert p["c_client"]["wrk-p16"] == pytest.approx(6)
+    assert p["native"]["wrk-p16"] == pytest.approx(5)
+
+
+def test_model_bounds():
+    p = model.fit(calib_records())
+    cfg = {"server": "cserve", "handoff": "ring", "bt": 1, "app": "cpu40", "conns": 16, "client": "wrk-p16"}
+    # Pool: 4 + 0.9 * 40 = 40 µs -> 25k; loop 100k; shared 2e6/(10+40+6) = 35.7k.
+    rate, bound, c = model.predict(p, cfg, {"foreign": 0.0}, 2)
+    assert bound == "pool" and rate == pytest.approx(25000)
+    # The same pool cost with two blocking threads: still one GIL, the same bound
+    # (regime() sums pool utilisation; pred must not divide by threads).
+    rate2, _, _ = model.predict(p, dict(cfg, bt=2), {"foreign": 0.0}, 2)
+    assert rate2 == pytest.approx(rate)
+    # Hello on a busy machine: foreign CPU shrinks the shared bound.
+    rate3, bound3, _ = model.predict(p, dict(cfg, app="hello"), {"foreign": 1.0}, 2)
+    assert bound3 == "shared CPUs" and rate3 == pytest.approx(1e6 / (10 + 4 + 6))
+
+
+def test_calibration_runs_are_never_scored_as_predictions():
+    import report
+    cal = calib_records()
+    test = [rec(loop=0.5, pools=[0.2], client=0.3, rps=50000, app="cpu6", client_kind="wrk-p16", sweep="appcost")]
+    sweeps = {"calib": cal, "appcost": test}
+    p = model.fit(cal)
+    summ = report.summarise(sweeps, p, 2)
+    for s in summ.values():
+        if "calib" in s["sweeps"]:
+            assert s["pred_err"] == []
+    assert summ[test[0]["label"]]["pred_err"]
+
+
+def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
+    xs = [100, 104, 97, 111, 102]
+    m, lo, hi = stats.median_ci(xs)
+    assert (m, lo, hi) == stats.median_ci(list(xs))
+    assert lo <= m <= hi and lo >= min(xs) and hi <= max(xs) and lo < hi
+    r, rlo, rhi = stats.ratio_ci(xs, xs)
+    assert r == 1 and rlo < 1 < rhi
+    assert stats.overlap((1, 0.9, 1.1), (1.05, 1.0, 1.2)) and not stats.overlap((1, 0.9, 1.0), (2, 1.9, 2.1))
+
+
+def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round():
+    import run
+    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, seed="t", wrk_cpus=None, pin=None)
+    order = run.plan(a)
+    labels = [configs.label(r) for _, _, r in order]
+    uniq = set(labels)
+    assert all(labels.count(lab) == 5 for lab in uniq)
+    rounds = [[configs.label(r) for rep, _, r in order if rep == k] for k in range(5)]
+    assert all(sorted(x) == sorted(uniq) for x in rounds)  # every round: each configuration once
+    assert rounds[0] != rounds[1]                           # shuffled differently per round
+    assert [configs.label(r) for _, _, r in run.plan(a)] == labels  # reproducible from the seed
+
+
+def test_timeline_reduction_skips_a_span_whose_switch_in_was_lost():
+    import timeline
+    line = ("{c:>16} {p:>6} [000] {t:.6f}: sched:sched_switch: prev_comm={c} prev_pid={p} prev_prio=120 "
+            "prev_state=S ==> next_comm={n} next_pid={q} next_prio=120")
+    L, W = ("cserve-loop", 10), ("wrk", 20)
+    ev = [(L, W, 1.000000), (W, L, 1.000010), (L, W, 1.000030), (L, W, 1.000050), (W, L, 1.000060)]
+    text = "\n".join(line.format(c=a[0], p=a[1], n=b[0], q=b[1], t=t) for a, b, t in ev)
+    spans, switches, _, _, _ = timeline.all_spans(text, {"cserve-loop": 10, "wrk": 20})
+    loop = sorted((round(a), round(b)) for n, a, b in spans if n == "cserve-loop")
+    # 0-0 (ran since the start), 10-30, 60-60 (on a CPU at the end); the
+    # switch-out at 50 has no switch-in (a lost event): no 30-50 or 0-50 span.
+    assert loop == [(0, 0), (10, 30), (60, 60)]
+    assert switches == 5
+
+
+def test_simulation_reproduces_the_pipeline_bounds():
+    import des
+    # Dedicated cores, no wake-ups: the slower stage sets the rate.
+    r = des.simulate(10.0, 5.0, 1.0, 64, 1, 3, 0.0, 0.0, seconds=0.02)
+    assert r == pytest.approx(1e6 / 10, rel=0.05)
+    # One core for everyone: the sum of the costs.
+    r1 = des.simulate(10.0, 5.0, 1.0, 64, 1, 1, 0.0, 0.0, seconds=0.02)
+    assert r1 == pytest.approx(1e6 / 16, rel=0.05)

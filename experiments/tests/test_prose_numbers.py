@@ -1,0 +1,106 @@
+"""Every number in the prose comes from the results.
+
+- paper/paper.md and paper/readme_results.md hold no typed number: outside
+  code, comments, headings and {{placeholders}}, no digit stands alone.
+- The README's generated section is exactly what paper/build.py makes from
+  the recorded results (a hand edit, or stale results, fails).
+- numbers.json is what experiments/report.py computes from the recorded
+  .jsonl (a hand-edited number fails).
+- With a full run recorded, every placeholder resolves (build --strict).
+Pure Python over the recorded results; a few seconds."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "paper"))
+sys.path.insert(0, os.path.join(ROOT, "experiments"))
+import build  # noqa: E402
+
+# A number standing alone: not part of an identifier (cpu20, c64, p99.9,
+# HTTP/1.1, wrk-p16) and not a list marker at the start of a line.
+NUM = re.compile(r"(?<![\w./\-])\d+(?:[.,]\d+)*(?![\w])")
+
+
+def typed_numbers(md):
+    text = re.sub(r"```.*?```", "", md, flags=re.S)           # fenced code
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)        # comments and TABLE/FIG markers
+    text = build.PLACEHOLDER.sub("", text)                    # {{key}} / {{key|ci}}
+    hits = []
+    for line in text.splitlines():
+        if line.startswith("    ") or line.lstrip().startswith("#"):
+            continue  # indented code, headings (section numbers)
+        line = re.sub(r"`[^`]*`", "", line)                  # inline code: commands, identifiers
+        line = re.sub(r"\]\([^)]*\)", "]", line)             # link targets
+        line = re.sub(r"^\s*\d+\.\s", "", line)              # numbered-list markers
+        hits += [(m.group(0), line.strip()) for m in NUM.finditer(line)]
+    return hits
+
+
+def test_lint_finds_a_typed_number():
+    # The lint itself, against the kind of sentence it must catch.
+    assert typed_numbers("cserve serves 1.29× Granian's rate at c64.")
+    assert typed_numbers("the loop runs at 71–86 % of a core")
+    assert not typed_numbers("cserve serves {{ratio_ring_granian_c64|ci}} at c64 with `wrk -c64`.")
+    assert not typed_numbers("1. Which stage bounds cpu20 over HTTP/1.1 at p99.9?")
+
+
+@pytest.mark.parametrize("name", ["paper.md", "readme_results.md"])
+def test_prose_has_no_typed_numbers(name):
+    hits = typed_numbers(open(os.path.join(ROOT, "paper", name)).read())
+    assert not hits, f"typed numbers in paper/{name} (use a {{{{placeholder}}}}): {hits[:10]}"
+
+
+def test_readme_section_is_generated_from_the_results():
+    readme = os.path.join(ROOT, "README.md")
+    text = open(readme).read()
+    assert build.BEGIN in text and build.END in text, "README.md lost its GENERATED markers"
+    have = text.split(build.BEGIN, 1)[1].split(build.END, 1)[0].strip()
+    want = build.readme_block(build.default_results(), readme, []).strip()
+    assert have == want, "README's results section is not what `make paper` generates from the results"
+
+
+def test_numbers_json_is_computed_from_the_records(tmp_path):
+    import report
+    src = build.default_results()
+    if not os.path.exists(os.path.join(src, "numbers.json")):
+        pytest.fail(f"no numbers.json in {src}: run experiments/report.py --dir {src}")
+    for f in os.listdir(src):
+        if f.endswith(".jsonl") or f == "plan.json":
+            shutil.copy(os.path.join(src, f), tmp_path / f)
+    have = json.load(open(os.path.join(src, "numbers.json")))
+    other = have.get("compare_dir", {}).get("value")  # a second run compared: recompute with it
+    report.build(str(tmp_path), os.path.join(ROOT, other) if other else None, figs=False)
+    want = json.load(open(tmp_path / "numbers.json"))
+    diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+    assert not diff, f"numbers.json differs from its records at: {diff[:10]}"
+
+
+def test_full_run_resolves_every_placeholder():
+    if not os.path.exists(os.path.join(build.FULL, "numbers.json")):
+        pytest.skip("no full run recorded yet (experiments/results/full): make experiments")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "paper", "build.py"), "--strict",
+                        "--results", build.FULL, "--out", os.devnull], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_placeholders_name_configurations_of_the_full_plan():
+    # A `metric:label` placeholder must name a configuration the full run
+    # makes, or the paper would print MISSING after an hour's run.
+    from lib import configs
+    labels = {configs.label(r) for rows in configs.full().values() for r in rows}
+    bad = []
+    for name in ("paper.md", "readme_results.md"):
+        for m in build.PLACEHOLDER.finditer(open(os.path.join(ROOT, "paper", name)).read()):
+            key = m.group(1).strip()
+            metric, _, label = key.partition(":")
+            if label and metric in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util",
+                                    "client_util", "cores", "c_loop", "c_pool", "c_client", "regime", "n", "pred") \
+                    and label not in labels:
+                bad.append(key)
+    assert not bad, f"placeholders naming configurations the full plan lacks: {bad}"
