@@ -104,8 +104,22 @@ static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
      * already queued (except shutdown's extra one, see take). */
     uint64_t one = 1;
     counter_inc(&base->loop.submit_syscalls);
-    if (write(w->efd, &one, sizeof one) != sizeof one)
-        return HANDOFF_ERROR;
+    if (write(w->efd, &one, sizeof one) != sizeof one) {
+        /* HANDOFF_ERROR means "nothing queued": the loop then still owns the
+         * job and may reuse it at once. So take the push back. The worker
+         * only pops what a count announced, so the job is normally still
+         * there; only after shutdown (whose extra count lets the worker pop
+         * unannounced jobs) can it be gone, and then it was handed over
+         * after all: the worker will complete it, so report OK. */
+        int saved = errno;
+        pthread_mutex_lock(&w->lock);
+        bool taken_back = ptr_fifo_unpush(&w->queue, job);
+        pthread_mutex_unlock(&w->lock);
+        if (taken_back) {
+            errno = saved;
+            return HANDOFF_ERROR;
+        }
+    }
     counter_inc(&base->loop.submitted);
     return HANDOFF_OK;
 }

@@ -80,7 +80,8 @@ struct handoff_ops {
     void (*destroy)(struct handoff *h);
 
     /* ---- loop side ---- */
-    /* Queue job on worker w: HANDOFF_OK, HANDOFF_FULL (nothing queued) or HANDOFF_ERROR. */
+    /* Queue job on worker w: HANDOFF_OK (queued once), or HANDOFF_FULL / HANDOFF_ERROR
+     * (errno set), after which nothing is queued and the job is still the loop's. */
     int (*submit)(struct handoff *h, unsigned w, struct job *job);
     /* Register with epoll the fd(s) whose readability means completions may be
      * waiting; each event carries data.u64 == tag. Returns 0, or -1 with errno. */

@@ -2,7 +2,8 @@
 # Included by the top-level Makefile (which compiles HANDOFF_SRCS into ./cserve).
 #
 #   make handoff-test       short TSan stress of every backend x {1,4} workers,
-#                           the store-buffering litmus test, the Promela model
+#                           the store-buffering litmus test, the Promela model,
+#                           the submit contract under failing syscalls
 #   make handoff-test-tsan  the same (it is already a TSan build)
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
@@ -19,7 +20,8 @@ HANDOFF_SHORT_JOBS ?= 200000
 HANDOFF_LONG_JOBS  ?= 10000000
 LITMUS_ROUNDS      ?= 5000000
 
-.PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-litmus handoff-model stress micro
+.PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-litmus handoff-model \
+        handoff-submit-error stress micro
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
@@ -49,7 +51,17 @@ handoff-litmus: $(HANDOFF_TEST_DIR)/litmus_sb
 handoff-model: handoffs/tests/ring_park.pml handoffs/tests/check_model.sh
 	CC="$(CC)" handoffs/tests/check_model.sh $(HANDOFF_TEST_DIR)/model
 
-handoff-test: handoff-stress-short handoff-litmus handoff-model
+# Every write/send the backends make can be made to fail (--wrap): a submit
+# that reports an error must have queued nothing (submit_error.c).
+$(HANDOFF_TEST_DIR)/submit_error: handoffs/tests/submit_error.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -Wl,--wrap=write,--wrap=send -o $@ handoffs/tests/submit_error.c $(HANDOFF_SRCS) -lpthread
+
+handoff-submit-error: $(HANDOFF_TEST_DIR)/submit_error
+	$<
+
+handoff-test: handoff-stress-short handoff-litmus handoff-model handoff-submit-error
 
 handoff-test-tsan: handoff-test
 
