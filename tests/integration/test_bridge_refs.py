@@ -7,7 +7,9 @@
 - A list body is not read through borrowed pointers while the GIL is
   dropped: an app thread that empties and refills the list while the server
   streams it cannot make the server read freed memory, and the body sent is
-  the list as the app returned it."""
+  the list as the app returned it.
+- A body read on a thread other than the one running the request is whole
+  or raises; it never ends early without a word."""
 import json
 import os
 import socket
@@ -15,7 +17,7 @@ import time
 
 import pytest
 
-from httpclient import Reader, get, req
+from httpclient import Reader, get, post, req
 
 APP = "bridge_apps:application"
 
@@ -77,3 +79,17 @@ def test_list_mutated_by_another_thread_while_streamed(server_factory, handoff, 
         assert len(body) == len(expected) and body == expected, \
             f"body differs from the list the app returned ({len(body)} of {len(expected)} bytes)"
     assert get(srv.port, "/counts").status == 200  # still serving
+
+
+@pytest.mark.parametrize("size", [1000, 1 << 20])
+def test_body_read_on_another_thread_is_whole_or_an_error(server_factory, handoff, size):
+    """Only the thread running the request can ask the loop for more of the
+    body. Another thread gets what is already read ahead, and then an error,
+    never a body that silently ends early."""
+    srv = server_factory(app=APP, handoff=handoff)
+    r = post(srv.port, "/read_in_thread", b"x" * size, timeout=20)
+    got = json.loads(r.body)
+    if "error" in got:
+        assert size > 65536 and "thread" in got["error"], got
+    else:
+        assert got["length"] == size, f"the body ended after {got['length']} of {size} bytes"

@@ -9,6 +9,7 @@
 /mutated    A list body of distinct blocks, larger than the socket buffers,
             so the server writes it in many flushes and waits for the client;
             a thread of the app empties and refills the list meanwhile.
+/read_in_thread  Reads wsgi.input on a thread the app starts.
 """
 import gc
 import json
@@ -79,6 +80,22 @@ def _mutated(environ, start_response):
     return blocks
 
 
+def _read_in_thread(environ, start_response):
+    """Read the whole body on a thread of the app's own, not the one that
+    called the app; report what it got."""
+    result = {}
+
+    def read():
+        try:
+            result["length"] = len(environ["wsgi.input"].read())
+        except Exception as e:  # reported to the test
+            result["error"] = f"{type(e).__name__}: {e}"
+    t = threading.Thread(target=read)
+    t.start()
+    t.join()
+    return _json(start_response, result)
+
+
 def application(environ, start_response):
     path = environ["PATH_INFO"]
     if path == "/refcounts":
@@ -87,6 +104,8 @@ def application(environ, start_response):
         gc.collect()
         return _json(start_response, {"objects": len(gc.get_objects()),
                                       "blocks": sys.getallocatedblocks()})
+    if path == "/read_in_thread":
+        return _read_in_thread(environ, start_response)
     if path == "/mutated":
         return _mutated(environ, start_response)
     start_response("404 Not Found", [("Content-Type", "text/plain")])
