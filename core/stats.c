@@ -245,20 +245,39 @@ void stats_print_worker_json(struct stats *s, FILE *f)
     free(r);
 }
 
+/* s as a JSON string: the app's name holds a path, which may hold '"', '\\'
+ * or control characters (RFC 8259 §7). */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 int stats_write_json(struct stats *s, const char *path)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp) {
+        errno = ENAMETOOLONG; /* a cut name would be renamed over the wrong file */
+        return -1;
+    }
     FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
     if (s->part_file) {
         stats_print_worker_json(s, f); /* the supervisor merges the parts */
     } else {
-        fprintf(f, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": \"%s\", "
-                   "\"instruments\": %s, \"workers\": [\n  ",
-                CSERVE_VERSION, s->handoff_name, s->inline_mode ? "true" : "false", s->app_name,
-                CSERVE_INSTRUMENTS ? "true" : "false");
+        fprintf(f, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": ",
+                CSERVE_VERSION, s->handoff_name, s->inline_mode ? "true" : "false");
+        json_string(f, s->app_name);
+        fprintf(f, ", \"instruments\": %s, \"workers\": [\n  ", CSERVE_INSTRUMENTS ? "true" : "false");
         stats_print_worker_json(s, f);
         fprintf(f, "\n]}\n");
     }
