@@ -3,6 +3,7 @@
 #include "wsgi_internal.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,7 +193,10 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
     long fd = PyLong_AsLong(fno);
     Py_DECREF(fno);
     struct stat stt;
-    if (fd < 0 || PyErr_Occurred() || fstat((int)fd, &stt) != 0 || !S_ISREG(stt.st_mode)) {
+    /* A fileno() past INT_MAX is no descriptor of ours: cast, it would name
+     * another (1, say: the log) and the loop would send that file. */
+    if (fd < 0 || fd > INT_MAX || PyErr_Occurred() || fstat((int)fd, &stt) != 0 ||
+        !S_ISREG(stt.st_mode)) {
         PyErr_Clear();
         return 0;
     }

@@ -93,3 +93,11 @@ def test_body_read_on_another_thread_is_whole_or_an_error(server_factory, handof
         assert size > 65536 and "thread" in got["error"], got
     else:
         assert got["length"] == size, f"the body ended after {got['length']} of {size} bytes"
+
+
+def test_file_wrapper_fileno_out_of_range_is_not_truncated(server_factory):
+    """A fileno() beyond a C int names no descriptor; cut to 32 bits it would
+    name another open file, which the loop would then send."""
+    srv = server_factory(app=APP)
+    r = get(srv.port, "/big_fileno")
+    assert r.status == 200 and r.body == b"public\n", r.body

@@ -10,6 +10,7 @@
             so the server writes it in many flushes and waits for the client;
             a thread of the app empties and refills the list meanwhile.
 /read_in_thread  Reads wsgi.input on a thread the app starts.
+/big_fileno A wsgi.file_wrapper whose fileno() is out of a descriptor's range.
 """
 import gc
 import json
@@ -96,6 +97,39 @@ def _read_in_thread(environ, start_response):
     return _json(start_response, result)
 
 
+class _BigFileno:
+    """A file-like whose fileno() is a regular file's descriptor plus 2**32:
+    no descriptor at all, but its low 32 bits name a real file (a secret the
+    app keeps open) whose bytes must not become the response."""
+
+    def __init__(self):
+        import tempfile
+        self.secret = tempfile.TemporaryFile()
+        self.secret.write(b"SECRET: not the response\n")
+        self.secret.flush()
+        self.sent = False
+
+    def fileno(self):
+        return (1 << 32) + self.secret.fileno()
+
+    def tell(self):
+        return 0
+
+    def read(self, n=-1):
+        if self.sent:
+            return b""
+        self.sent = True
+        return b"public\n"
+
+    def close(self):
+        self.secret.close()
+
+
+def _big_fileno(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return environ["wsgi.file_wrapper"](_BigFileno())
+
+
 def application(environ, start_response):
     path = environ["PATH_INFO"]
     if path == "/refcounts":
@@ -104,6 +138,8 @@ def application(environ, start_response):
         gc.collect()
         return _json(start_response, {"objects": len(gc.get_objects()),
                                       "blocks": sys.getallocatedblocks()})
+    if path == "/big_fileno":
+        return _big_fileno(environ, start_response)
     if path == "/read_in_thread":
         return _read_in_thread(environ, start_response)
     if path == "/mutated":
