@@ -231,7 +231,19 @@ static int eventfd_complete(struct handoff *base, unsigned wi, struct job *job)
     uint64_t one = 1;
     counter_inc(&c->complete_syscalls);
     counter_inc(&c->loop_wakes);
-    return write(h->done_efd, &one, sizeof one) == sizeof one ? 0 : -1;
+    if (write(h->done_efd, &one, sizeof one) == sizeof one)
+        return 0;
+    /* As in submit: -1 must mean "not handed back", so the pool thread still
+     * owns the job. Take the push back unless the loop has drained it already
+     * (woken by another completion), in which case it was handed back. */
+    int saved = errno;
+    pthread_mutex_lock(&w->done_lock);
+    bool taken_back = ptr_fifo_unpush(&w->done, job);
+    pthread_mutex_unlock(&w->done_lock);
+    if (!taken_back)
+        return 0;
+    errno = saved;
+    return -1;
 }
 
 static void eventfd_shutdown(struct handoff *base)

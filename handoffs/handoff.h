@@ -107,7 +107,10 @@ struct handoff_ops {
     /* Blocks until a job is queued (may spin first). NULL once shut down and
      * the worker's queue is empty. Called without the GIL. */
     struct job *(*take)(struct handoff *h, unsigned w);
-    /* Hand job back to the loop. 0, or -1 on a fatal error. */
+    /* Hand job back to the loop. 0, or -1 (errno set) on a fatal error, after
+     * which the job was not handed back and the worker still owns it (dgram
+     * and eventfd keep this; condvar and ring may still return -1 with the job
+     * queued: handoffs/tests/submit_error.c lists them as known). */
     int (*complete)(struct handoff *h, unsigned w, struct job *job);
 
     /* Any thread: make every take return NULL once its queue is empty. */
