@@ -140,6 +140,31 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
+/* pthread_create, or, under test, its failure: CSERVE_TEST_FAIL_POOL_THREAD=k
+ * makes the start of pool thread k fail with EAGAIN, as RLIMIT_NPROC would
+ * (which does not bind root), so tests/integration/test_pool_start.py can
+ * drive the failure path with threads 0..k-1 already running. */
+static int start_thread(struct pool_thread *t)
+{
+    const char *fail = getenv("CSERVE_TEST_FAIL_POOL_THREAD");
+    if (fail && *fail && strtoul(fail, NULL, 10) == t->index)
+        return EAGAIN;
+    return pthread_create(&t->thread, NULL, pool_main, t);
+}
+
+/* Undo a partial start: threads 0..started-1 run. Each takes the GIL first
+ * thing (pool_main), and our caller holds it, so joining them with the GIL
+ * held would wait forever: release it for the join. After shutdown each
+ * thread's take returns NULL and it exits without running anything. */
+static void stop_started(struct pool *p, unsigned started)
+{
+    p->handoff->ops->shutdown(p->handoff);
+    PyThreadState *ts = PyEval_SaveThread();
+    for (unsigned j = 0; j < started; j++)
+        pthread_join(p->threads[j].thread, NULL);
+    PyEval_RestoreThread(ts);
+}
+
 struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats)
 {
     struct pool *p = calloc(1, sizeof *p);
@@ -159,12 +184,10 @@ struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats)
         t->index = i;
         t->pool = p;
         t->stats = &stats->pool[i];
-        int err = pthread_create(&t->thread, NULL, pool_main, t);
+        int err = start_thread(t);
         if (err) {
-            log_error("cannot start pool thread %u: %s", i, strerror(err));
-            h->ops->shutdown(h);
-            for (unsigned j = 0; j < i; j++)
-                pthread_join(p->threads[j].thread, NULL);
+            log_error("cannot start pool thread %u of %u: %s", i + 1, n, strerror(err));
+            stop_started(p, i);
             free(p->threads);
             free(p);
             return NULL;

@@ -22,30 +22,29 @@ struct field {
     size_t off;
 };
 
-#define F(type, name) {#name, offsetof(struct type, name)}
-static const struct field loop_fields[] = {
-    F(loop_stats, requests), F(loop_stats, passes), F(loop_stats, epoll_waits),
-    F(loop_stats, events), F(loop_stats, wait_ns), F(loop_stats, pass_ns), F(loop_stats, accepts),
-    F(loop_stats, reads), F(loop_stats, read_eagain), F(loop_stats, writes), F(loop_stats, closes),
-};
-static const struct field pool_fields[] = {
-    F(pool_stats, requests), F(pool_stats, gil_releases), F(pool_stats, messages),
-};
-static const struct field hloop_fields[] = {
-    F(handoff_loop_counters, submitted), F(handoff_loop_counters, full),
-    F(handoff_loop_counters, submit_syscalls), F(handoff_loop_counters, wakes_sent),
-    F(handoff_loop_counters, drained), F(handoff_loop_counters, drain_syscalls),
-    F(handoff_loop_counters, eagain), F(handoff_loop_counters, sleep_syscalls),
-    F(handoff_loop_counters, loop_parks),
-};
-static const struct field hworker_fields[] = {
-    F(handoff_worker_counters, taken), F(handoff_worker_counters, take_syscalls),
-    F(handoff_worker_counters, parks), F(handoff_worker_counters, spins),
-    F(handoff_worker_counters, yields), F(handoff_worker_counters, completed),
-    F(handoff_worker_counters, complete_syscalls), F(handoff_worker_counters, loop_wakes),
-};
-#undef F
+#define LOOP_FIELD(name) {#name, offsetof(struct loop_stats, name)},
+#define POOL_FIELD(name) {#name, offsetof(struct pool_stats, name)},
+#define HLOOP_FIELD(name) {#name, offsetof(struct handoff_loop_counters, name)},
+#define HWORKER_FIELD(name) {#name, offsetof(struct handoff_worker_counters, name)},
+static const struct field loop_fields[] = {LOOP_STATS_COUNTERS(LOOP_FIELD)};
+static const struct field pool_fields[] = {POOL_STATS_COUNTERS(POOL_FIELD)};
+static const struct field hloop_fields[] = {HANDOFF_LOOP_COUNTERS(HLOOP_FIELD)};
+static const struct field hworker_fields[] = {HANDOFF_WORKER_COUNTERS(HWORKER_FIELD)};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
+
+/* A snapshot array holds exactly its table, and each table fits its struct
+ * (offsetof already rejects a name the struct lacks). */
+#define SNAP_ROW(member) COUNT(((struct stats_snapshot *)0)->member)
+_Static_assert(COUNT(loop_fields) == SNAP_ROW(loop), "loop table and snapshot differ");
+_Static_assert(COUNT(pool_fields) == SNAP_ROW(pool[0]), "pool table and snapshot differ");
+_Static_assert(COUNT(hloop_fields) == SNAP_ROW(hloop), "handoff loop table and snapshot differ");
+_Static_assert(COUNT(hworker_fields) == SNAP_ROW(hworker[0]), "handoff worker table and snapshot differ");
+_Static_assert(HLOOP_C_N * sizeof(counter_t) <= sizeof(struct handoff_loop_counters),
+               "more handoff loop counters listed than exist");
+_Static_assert(HWORKER_C_N * sizeof(counter_t) <= sizeof(struct handoff_worker_counters),
+               "more handoff worker counters listed than exist");
+/* The reports show `requests` on its own and skip element 0 of the rest. */
+_Static_assert(LOOP_C_requests == 0 && POOL_C_requests == 0, "requests must come first");
 
 static uint64_t get(const void *base, const struct field *f)
 {
@@ -67,20 +66,28 @@ static double thread_cpu(const struct stats_thread_ref *t)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Threads the arrays can hold: nthreads is set by the worker from the
+ * options, and the snapshot's arrays have STATS_MAX_THREADS rows. */
+static unsigned threads_in(const struct stats *s)
+{
+    return s->nthreads < STATS_MAX_THREADS ? s->nthreads : STATS_MAX_THREADS;
+}
+
 static void snapshot(struct stats *s, struct stats_snapshot *snap)
 {
     snap->t = now_s();
-    for (unsigned i = 0; i < s->nthreads; i++)
+    unsigned nthreads = threads_in(s);
+    for (unsigned i = 0; i < nthreads; i++)
         snap->cpu[i] = thread_cpu(&s->threads[i]);
     for (size_t f = 0; f < COUNT(loop_fields); f++)
         snap->loop[f] = get(s->loop, &loop_fields[f]);
-    for (unsigned i = 0; i + 1 < s->nthreads; i++)
+    for (unsigned i = 0; i + 1 < nthreads; i++)
         for (size_t f = 0; f < COUNT(pool_fields); f++)
             snap->pool[i][f] = get(&s->pool[i], &pool_fields[f]);
     if (s->handoff) {
         for (size_t f = 0; f < COUNT(hloop_fields); f++)
             snap->hloop[f] = get(&s->handoff->loop, &hloop_fields[f]);
-        for (unsigned i = 0; i + 1 < s->nthreads && i < s->handoff->workers; i++)
+        for (unsigned i = 0; i + 1 < nthreads && i < s->handoff->workers; i++)
             for (size_t f = 0; f < COUNT(hworker_fields); f++)
                 snap->hworker[i][f] = get(&s->handoff->worker[i], &hworker_fields[f]);
     }
@@ -88,6 +95,8 @@ static void snapshot(struct stats *s, struct stats_snapshot *snap)
 
 void stats_register_self(struct stats *s, unsigned index, const char *name, const char *role)
 {
+    if (index >= STATS_MAX_THREADS)
+        return; /* not reported; options.c keeps --blocking-threads below this */
     struct stats_thread_ref *t = &s->threads[index];
     t->role = role;
     t->tid = (pid_t)syscall(SYS_gettid);
@@ -118,8 +127,8 @@ static void report_take(struct stats *s, struct report *r)
 static uint64_t thread_requests(struct stats *s, struct report *r, unsigned i)
 {
     if (i == 0)
-        return r->now.loop[0] - s->base.loop[0];
-    return r->now.pool[i - 1][0] - s->base.pool[i - 1][0];
+        return r->now.loop[LOOP_C_requests] - s->base.loop[LOOP_C_requests];
+    return r->now.pool[i - 1][POOL_C_requests] - s->base.pool[i - 1][POOL_C_requests];
 }
 
 void stats_print_table(struct stats *s, FILE *f)
@@ -131,7 +140,7 @@ void stats_print_table(struct stats *s, FILE *f)
     fprintf(f, "cserve stats: worker %u (pid %d), window %.2f s, handoff %s%s\n", s->worker_index,
             (int)getpid(), r->window, s->handoff_name, s->inline_mode ? " (inline)" : "");
     fprintf(f, "  %-16s %8s %9s %11s %9s\n", "thread", "util", "cpu s", "requests", "us/req");
-    for (unsigned i = 0; i < s->nthreads; i++) {
+    for (unsigned i = 0; i < threads_in(s); i++) {
         if (!s->threads[i].name)
             continue;
         double cpu = r->now.cpu[i] - s->base.cpu[i];
@@ -140,7 +149,7 @@ void stats_print_table(struct stats *s, FILE *f)
                 r->window > 0 ? 100.0 * cpu / r->window : 0.0, cpu, (unsigned long long)req,
                 req ? cpu / (double)req * 1e6 : 0.0);
     }
-    uint64_t req = r->now.loop[0] - s->base.loop[0];
+    uint64_t req = r->now.loop[LOOP_C_requests] - s->base.loop[LOOP_C_requests];
     double per = req ? 1.0 / (double)req : 0;
     fprintf(f, "  loop per request:");
     for (size_t k = 1; k < COUNT(loop_fields); k++) {
@@ -158,7 +167,7 @@ void stats_print_table(struct stats *s, FILE *f)
             fprintf(f, " %s=%.3f", hloop_fields[k].name,
                     (double)(r->now.hloop[k] - s->base.hloop[k]) * per);
         fprintf(f, "\n");
-        for (unsigned i = 0; i + 1 < s->nthreads && i < s->handoff->workers; i++) {
+        for (unsigned i = 0; i + 1 < threads_in(s) && i < s->handoff->workers; i++) {
             fprintf(f, "  handoff (pool-%u) per request:", i);
             for (size_t k = 0; k < COUNT(hworker_fields); k++)
                 fprintf(f, " %s=%.3f", hworker_fields[k].name,
@@ -187,7 +196,7 @@ void stats_print_worker_json(struct stats *s, FILE *f)
     fprintf(f, "{\"worker\": %u, \"pid\": %d, \"window_s\": %.6f, \"threads\": [", s->worker_index,
             (int)getpid(), r->window);
     bool first = true;
-    for (unsigned i = 0; i < s->nthreads; i++) {
+    for (unsigned i = 0; i < threads_in(s); i++) {
         const struct stats_thread_ref *t = &s->threads[i];
         if (!t->name)
             continue;
@@ -206,11 +215,13 @@ void stats_print_worker_json(struct stats *s, FILE *f)
         fprintf(f, "\"counters\": {");
         if (i == 0) {
             json_counters(f, loop_fields + 1, COUNT(loop_fields) - 1, r->now.loop + 1, s->base.loop + 1);
-            uint64_t w = r->now.loop[2] - s->base.loop[2], e = r->now.loop[3] - s->base.loop[3];
+            const uint64_t *now = r->now.loop, *base = s->base.loop;
+            uint64_t w = now[LOOP_C_epoll_waits] - base[LOOP_C_epoll_waits];
+            uint64_t e = now[LOOP_C_events] - base[LOOP_C_events];
             fprintf(f, ", \"events_per_wait\": %.4f, \"wait_s\": %.6f, \"pass_s\": %.6f",
                     w ? (double)e / (double)w : 0.0,
-                    (double)(r->now.loop[4] - s->base.loop[4]) / 1e9,
-                    (double)(r->now.loop[5] - s->base.loop[5]) / 1e9);
+                    (double)(now[LOOP_C_wait_ns] - base[LOOP_C_wait_ns]) / 1e9,
+                    (double)(now[LOOP_C_pass_ns] - base[LOOP_C_pass_ns]) / 1e9);
             if (s->handoff) {
                 fprintf(f, ", \"handoff\": {");
                 json_counters(f, hloop_fields, COUNT(hloop_fields), r->now.hloop, s->base.hloop);
@@ -234,20 +245,39 @@ void stats_print_worker_json(struct stats *s, FILE *f)
     free(r);
 }
 
+/* s as a JSON string: the app's name holds a path, which may hold '"', '\\'
+ * or control characters (RFC 8259 §7). */
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 int stats_write_json(struct stats *s, const char *path)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp) {
+        errno = ENAMETOOLONG; /* a cut name would be renamed over the wrong file */
+        return -1;
+    }
     FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
     if (s->part_file) {
         stats_print_worker_json(s, f); /* the supervisor merges the parts */
     } else {
-        fprintf(f, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": \"%s\", "
-                   "\"instruments\": %s, \"workers\": [\n  ",
-                CSERVE_VERSION, s->handoff_name, s->inline_mode ? "true" : "false", s->app_name,
-                CSERVE_INSTRUMENTS ? "true" : "false");
+        fprintf(f, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": ",
+                CSERVE_VERSION, s->handoff_name, s->inline_mode ? "true" : "false");
+        json_string(f, s->app_name);
+        fprintf(f, ", \"instruments\": %s, \"workers\": [\n  ", CSERVE_INSTRUMENTS ? "true" : "false");
         stats_print_worker_json(s, f);
         fprintf(f, "\n]}\n");
     }

@@ -24,25 +24,56 @@
 #define STAT(stmt) do { if (0) { stmt; } } while (0) /* type-checked, never run */
 #endif
 
+/* Each counter list is written once, as an X-macro: the struct, the report's
+ * field table (stats.c) and the snapshot arrays below are all made from it,
+ * so none of them can be longer than another. */
+#define LOOP_STATS_COUNTERS(X)                                      \
+    X(requests)     /* responses finished */                       \
+    X(passes)       /* loop iterations */                          \
+    X(epoll_waits)  /* epoll_wait calls */                         \
+    X(events)       /* events returned by epoll_wait */            \
+    X(wait_ns)      /* time inside epoll_wait */                   \
+    X(pass_ns)      /* time outside it */                          \
+    X(accepts)                                                     \
+    X(reads)        /* recv calls on client sockets */             \
+    X(read_eagain)                                                 \
+    X(writes)       /* send/writev/sendfile calls */               \
+    X(closes)
+
+#define POOL_STATS_COUNTERS(X)                                      \
+    X(requests)     /* app calls finished */                       \
+    X(gil_releases) /* times the thread dropped the GIL to wait */ \
+    X(messages)     /* intermediate messages posted (flush, need-body) */
+
+/* The handoff's counters (struct handoff_loop_counters and
+ * handoff_worker_counters in handoffs/handoff.h) that the reports show;
+ * stats.c checks at compile time that each names a field there. */
+#define HANDOFF_LOOP_COUNTERS(X)                                    \
+    X(submitted) X(full) X(submit_syscalls) X(wakes_sent) X(drained) \
+    X(drain_syscalls) X(eagain) X(sleep_syscalls) X(loop_parks)
+#define HANDOFF_WORKER_COUNTERS(X)                                  \
+    X(taken) X(take_syscalls) X(parks) X(spins) X(yields) X(completed) \
+    X(complete_syscalls) X(loop_wakes)
+
+#define STATS_DECLARE_COUNTER(name) counter_t name;
+#define STATS_ENUM_LOOP(name) LOOP_C_##name,
+#define STATS_ENUM_POOL(name) POOL_C_##name,
+#define STATS_ENUM_HLOOP(name) HLOOP_C_##name,
+#define STATS_ENUM_HWORKER(name) HWORKER_C_##name,
+
 struct loop_stats {
-    counter_t requests;     /* responses finished */
-    counter_t passes;       /* loop iterations */
-    counter_t epoll_waits;  /* epoll_wait calls */
-    counter_t events;       /* events returned by epoll_wait */
-    counter_t wait_ns;      /* time inside epoll_wait */
-    counter_t pass_ns;      /* time outside it */
-    counter_t accepts;
-    counter_t reads;        /* recv calls on client sockets */
-    counter_t read_eagain;
-    counter_t writes;       /* send/writev/sendfile calls */
-    counter_t closes;
+    LOOP_STATS_COUNTERS(STATS_DECLARE_COUNTER)
 } __attribute__((aligned(CACHE_LINE)));
 
 struct pool_stats {
-    counter_t requests;     /* app calls finished */
-    counter_t gil_releases; /* times the thread dropped the GIL to wait */
-    counter_t messages;     /* intermediate messages posted (flush, need-body) */
+    POOL_STATS_COUNTERS(STATS_DECLARE_COUNTER)
 } __attribute__((aligned(CACHE_LINE)));
+
+/* Index of each counter in a snapshot array; the _N value is the count. */
+enum { LOOP_STATS_COUNTERS(STATS_ENUM_LOOP) LOOP_C_N };
+enum { POOL_STATS_COUNTERS(STATS_ENUM_POOL) POOL_C_N };
+enum { HANDOFF_LOOP_COUNTERS(STATS_ENUM_HLOOP) HLOOP_C_N };
+enum { HANDOFF_WORKER_COUNTERS(STATS_ENUM_HWORKER) HWORKER_C_N };
 
 struct handoff;
 
@@ -59,10 +90,10 @@ struct stats_thread_ref {
 struct stats_snapshot {
     double t;               /* CLOCK_MONOTONIC seconds */
     double cpu[STATS_MAX_THREADS];
-    uint64_t loop[sizeof(struct loop_stats) / sizeof(counter_t)];
-    uint64_t pool[STATS_MAX_THREADS][sizeof(struct pool_stats) / sizeof(counter_t)];
-    uint64_t hloop[16];
-    uint64_t hworker[STATS_MAX_THREADS][16];
+    uint64_t loop[LOOP_C_N];
+    uint64_t pool[STATS_MAX_THREADS][POOL_C_N];
+    uint64_t hloop[HLOOP_C_N];
+    uint64_t hworker[STATS_MAX_THREADS][HWORKER_C_N];
 };
 
 struct stats {

@@ -3,6 +3,7 @@
 #include "wsgi_internal.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,11 @@ void wsgi_init(const struct options *opt, const char *default_app_dir)
     W.s_close = PyUnicode_InternFromString("close");
     W.s_fileno = PyUnicode_InternFromString("fileno");
     W.s_tell = PyUnicode_InternFromString("tell");
+    if (!W.s_close || !W.s_fileno || !W.s_tell) {
+        PyErr_Print();
+        fprintf(stderr, "cserve: error: cannot prepare the WSGI bridge\n");
+        exit(2);
+    }
 }
 
 void wsgi_thread_cleanup(void)
@@ -124,6 +130,11 @@ void wsgi_finalize(void)
 {
     wsgi_thread_cleanup(); /* the calling thread's, for --inline */
     Py_CLEAR(W.app);
+    Py_CLEAR(W.errors);
+    Py_CLEAR(W.s_close);
+    Py_CLEAR(W.s_fileno);
+    Py_CLEAR(W.s_tell);
+    environ_fini();
     Py_FinalizeEx();
 }
 
@@ -174,7 +185,10 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
     long fd = PyLong_AsLong(fno);
     Py_DECREF(fno);
     struct stat stt;
-    if (fd < 0 || PyErr_Occurred() || fstat((int)fd, &stt) != 0 || !S_ISREG(stt.st_mode)) {
+    /* A fileno() past INT_MAX is no descriptor of ours: cast, it would name
+     * another (1, say: the log) and the loop would send that file. */
+    if (fd < 0 || fd > INT_MAX || PyErr_Occurred() || fstat((int)fd, &stt) != 0 ||
+        !S_ISREG(stt.st_mode)) {
         PyErr_Clear();
         return 0;
     }
@@ -211,33 +225,51 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
     return 1;
 }
 
+/* A tuple of bytes: head with its total length, then the items. */
+static int send_sequence(Responder *r, PyObject *seq)
+{
+    struct job *job = r->job;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "the app's body item %zd is %s, not bytes", i,
+                         Py_TYPE(item)->tp_name);
+            return -1;
+        }
+        total += PyBytes_GET_SIZE(item);
+    }
+    if (responder_send_head(r, total) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        if (responder_body(r, PyBytes_AS_STRING(item), (size_t)PyBytes_GET_SIZE(item)) < 0)
+            return -1;
+        if (job->out[job->fill_buf].len >= FLUSH_AT && !job_lost(job))
+            job_flush(job);
+    }
+    return 0;
+}
+
 /* Feed the app's iterable to the responder. 0, or -1 with an exception. */
 static int consume(Responder *r, PyObject *result)
 {
     struct job *job = r->job;
     if (PyList_CheckExact(result) || PyTuple_CheckExact(result)) {
         /* The whole body exists already: buffer it and send it with a
-         * Content-Length, flushing only to bound the buffer. */
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(result);
-        PyObject **items = PySequence_Fast_ITEMS(result);
-        int64_t total = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (!PyBytes_Check(items[i])) {
-                PyErr_Format(PyExc_TypeError, "the app's body item %zd is %s, not bytes", i,
-                             Py_TYPE(items[i])->tp_name);
-                return -1;
-            }
-            total += PyBytes_GET_SIZE(items[i]);
-        }
-        if (responder_send_head(r, total) < 0)
+         * Content-Length, flushing only to bound the buffer. job_flush may
+         * drop the GIL, and another thread of the app may then change a
+         * list: its item array can move and its items be freed. So work on
+         * a tuple we hold: the result itself if it is one (immutable), else
+         * a snapshot of the list now, which is also exactly the body the
+         * Content-Length counts. */
+        PyObject *seq = PyList_CheckExact(result) ? PyList_AsTuple(result) : Py_NewRef(result);
+        if (!seq)
             return -1;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (responder_body(r, PyBytes_AS_STRING(items[i]), (size_t)PyBytes_GET_SIZE(items[i])) < 0)
-                return -1;
-            if (job->out[job->fill_buf].len >= FLUSH_AT && !job_lost(job))
-                job_flush(job);
-        }
-        return 0;
+        int rc = send_sequence(r, seq);
+        Py_DECREF(seq);
+        return rc;
     }
     if (Py_IS_TYPE(result, &FileWrapperType)) {
         int handled = try_sendfile(r, (FileWrapper *)result);

@@ -23,26 +23,35 @@ struct key_slot {
 
 static struct key_slot key_cache[KEY_CACHE_SLOTS];
 
-static PyObject *interned(const char *s)
+/* Store a new reference under key and drop ours (PyDict_SetItemString does
+ * not steal it). NULL (a failed allocation, exception set) is an error, not
+ * a value to store. */
+static int put_new(PyObject *dict, const char *key, PyObject *value)
 {
-    return PyUnicode_InternFromString(s);
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
 }
 
 int environ_init(void)
 {
     const struct options *opt = wsgi_options;
-    W.k_request_method = interned("REQUEST_METHOD");
-    W.k_path_info = interned("PATH_INFO");
-    W.k_query_string = interned("QUERY_STRING");
-    W.k_content_type = interned("CONTENT_TYPE");
-    W.k_content_length = interned("CONTENT_LENGTH");
-    W.k_server_protocol = interned("SERVER_PROTOCOL");
-    W.k_remote_addr = interned("REMOTE_ADDR");
-    W.k_remote_port = interned("REMOTE_PORT");
-    W.k_input = interned("wsgi.input");
-    W.v_http10 = interned("HTTP/1.0");
-    W.v_http11 = interned("HTTP/1.1");
-    W.v_empty = interned("");
+    struct {
+        PyObject **slot;
+        const char *text;
+    } strings[] = {
+        {&W.k_request_method, "REQUEST_METHOD"}, {&W.k_path_info, "PATH_INFO"},
+        {&W.k_query_string, "QUERY_STRING"},     {&W.k_content_type, "CONTENT_TYPE"},
+        {&W.k_content_length, "CONTENT_LENGTH"}, {&W.k_server_protocol, "SERVER_PROTOCOL"},
+        {&W.k_remote_addr, "REMOTE_ADDR"},       {&W.k_remote_port, "REMOTE_PORT"},
+        {&W.k_input, "wsgi.input"},              {&W.v_http10, "HTTP/1.0"},
+        {&W.v_http11, "HTTP/1.1"},               {&W.v_empty, ""},
+    };
+    for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
+        if (!(*strings[i].slot = PyUnicode_InternFromString(strings[i].text)))
+            return -1;
 
     PyObject *t = PyDict_New();
     if (!t)
@@ -50,24 +59,40 @@ int environ_init(void)
     const char *name = opt->bind_unix ? opt->bind_unix : opt->bind_host;
     char port[16];
     snprintf(port, sizeof port, "%d", opt->bind_unix ? 0 : opt->bind_port);
-    PyObject *wrapper = (PyObject *)&FileWrapperType;
-    int err = 0;
-    err |= PyDict_SetItemString(t, "SCRIPT_NAME", W.v_empty);
-    err |= PyDict_SetItemString(t, "SERVER_NAME", PyUnicode_FromString(name));
-    err |= PyDict_SetItemString(t, "SERVER_PORT", PyUnicode_FromString(port));
-    err |= PyDict_SetItemString(t, "SERVER_SOFTWARE", PyUnicode_FromString("cserve/" CSERVE_VERSION));
-    err |= PyDict_SetItemString(t, "wsgi.version", Py_BuildValue("(ii)", 1, 0));
-    err |= PyDict_SetItemString(t, "wsgi.url_scheme", PyUnicode_FromString("http"));
-    err |= PyDict_SetItemString(t, "wsgi.errors", W.errors ? W.errors : Py_None);
-    err |= PyDict_SetItemString(t, "wsgi.multithread", opt->blocking_threads > 1 ? Py_True : Py_False);
-    err |= PyDict_SetItemString(t, "wsgi.multiprocess", opt->workers > 1 ? Py_True : Py_False);
-    err |= PyDict_SetItemString(t, "wsgi.run_once", Py_False);
-    err |= PyDict_SetItemString(t, "wsgi.input_terminated", Py_True);
-    err |= PyDict_SetItemString(t, "wsgi.file_wrapper", wrapper);
-    if (err)
+    /* Borrowed values go in with PyDict_SetItemString, new ones with put_new. */
+    if (PyDict_SetItemString(t, "SCRIPT_NAME", W.v_empty) < 0 ||
+        put_new(t, "SERVER_NAME", PyUnicode_DecodeFSDefault(name)) < 0 ||
+        put_new(t, "SERVER_PORT", PyUnicode_FromString(port)) < 0 ||
+        put_new(t, "SERVER_SOFTWARE", PyUnicode_FromString("cserve/" CSERVE_VERSION)) < 0 ||
+        put_new(t, "wsgi.version", Py_BuildValue("(ii)", 1, 0)) < 0 ||
+        put_new(t, "wsgi.url_scheme", PyUnicode_FromString("http")) < 0 ||
+        PyDict_SetItemString(t, "wsgi.errors", W.errors ? W.errors : Py_None) < 0 ||
+        PyDict_SetItemString(t, "wsgi.multithread", opt->blocking_threads > 1 ? Py_True : Py_False) < 0 ||
+        PyDict_SetItemString(t, "wsgi.multiprocess", opt->workers > 1 ? Py_True : Py_False) < 0 ||
+        PyDict_SetItemString(t, "wsgi.run_once", Py_False) < 0 ||
+        PyDict_SetItemString(t, "wsgi.input_terminated", Py_True) < 0 ||
+        PyDict_SetItemString(t, "wsgi.file_wrapper", (PyObject *)&FileWrapperType) < 0) {
+        Py_DECREF(t);
         return -1;
+    }
     W.environ_template = t;
     return 0;
+}
+
+/* What environ_init and http_key keep, released before the interpreter is
+ * finalised (so a leak checker sees only what the interpreter itself keeps). */
+void environ_fini(void)
+{
+    PyObject **kept[] = {&W.k_request_method, &W.k_path_info, &W.k_query_string, &W.k_content_type,
+                         &W.k_content_length, &W.k_server_protocol, &W.k_remote_addr,
+                         &W.k_remote_port, &W.k_input, &W.v_http10, &W.v_http11, &W.v_empty,
+                         &W.environ_template};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        Py_CLEAR(*kept[i]);
+    for (size_t i = 0; i < KEY_CACHE_SLOTS; i++) {
+        Py_CLEAR(key_cache[i].key);
+        key_cache[i].len = 0;
+    }
 }
 
 /* "HTTP_" + upper-cased name with '-' as '_'; NULL (no exception) when the

@@ -10,7 +10,8 @@
 
 typedef struct {
     PyObject_HEAD
-    struct job *job; /* NULL once the request is over */
+    struct job *job;     /* NULL once the request is over */
+    unsigned long owner; /* the thread that runs the app for this request */
 } Input;
 
 /* Make bytes available in the window. Returns the bytes now readable, 0 at
@@ -35,6 +36,17 @@ static Py_ssize_t input_fill(Input *in)
         }
         if (b->eof)
             return 0;
+        /* Asking the loop for more is a message on the job, which only the
+         * thread running the request may post (a pool thread is the one
+         * producer of its handoff queue, and waits for the answer). Another
+         * thread of the app would be taken for the inline loop and see the
+         * body end here: say so instead of returning a short body. */
+        if (PyThread_get_thread_ident() != in->owner) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "wsgi.input: more of the body can only be read on the thread "
+                            "that called the application");
+            return -1;
+        }
         job_need_body(job);
     }
     return (Py_ssize_t)(b->len - b->pos);
@@ -193,8 +205,10 @@ PyTypeObject InputType = {
 PyObject *input_new(struct job *job)
 {
     Input *in = PyObject_New(Input, &InputType);
-    if (in)
+    if (in) {
         in->job = job;
+        in->owner = PyThread_get_thread_ident();
+    }
     return (PyObject *)in;
 }
 

@@ -30,6 +30,7 @@ extern PyTypeObject FileWrapperType; /* wsgi.file_wrapper */
 int environ_init(void);
 PyObject *environ_build(struct job *job, PyObject *input);
 void environ_thread_cleanup(void);
+void environ_fini(void);
 
 /* wsgi_input.c */
 PyObject *input_new(struct job *job);

@@ -104,8 +104,22 @@ static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
      * already queued (except shutdown's extra one, see take). */
     uint64_t one = 1;
     counter_inc(&base->loop.submit_syscalls);
-    if (write(w->efd, &one, sizeof one) != sizeof one)
-        return HANDOFF_ERROR;
+    if (write(w->efd, &one, sizeof one) != sizeof one) {
+        /* HANDOFF_ERROR means "nothing queued": the loop then still owns the
+         * job and may reuse it at once. So take the push back. The worker
+         * only pops what a count announced, so the job is normally still
+         * there; only after shutdown (whose extra count lets the worker pop
+         * unannounced jobs) can it be gone, and then it was handed over
+         * after all: the worker will complete it, so report OK. */
+        int saved = errno;
+        pthread_mutex_lock(&w->lock);
+        bool taken_back = ptr_fifo_unpush(&w->queue, job);
+        pthread_mutex_unlock(&w->lock);
+        if (taken_back) {
+            errno = saved;
+            return HANDOFF_ERROR;
+        }
+    }
     counter_inc(&base->loop.submitted);
     return HANDOFF_OK;
 }
@@ -217,7 +231,19 @@ static int eventfd_complete(struct handoff *base, unsigned wi, struct job *job)
     uint64_t one = 1;
     counter_inc(&c->complete_syscalls);
     counter_inc(&c->loop_wakes);
-    return write(h->done_efd, &one, sizeof one) == sizeof one ? 0 : -1;
+    if (write(h->done_efd, &one, sizeof one) == sizeof one)
+        return 0;
+    /* As in submit: -1 must mean "not handed back", so the pool thread still
+     * owns the job. Take the push back unless the loop has drained it already
+     * (woken by another completion), in which case it was handed back. */
+    int saved = errno;
+    pthread_mutex_lock(&w->done_lock);
+    bool taken_back = ptr_fifo_unpush(&w->done, job);
+    pthread_mutex_unlock(&w->done_lock);
+    if (!taken_back)
+        return 0;
+    errno = saved;
+    return -1;
 }
 
 static void eventfd_shutdown(struct handoff *base)

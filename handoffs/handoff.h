@@ -88,7 +88,8 @@ struct handoff_ops {
     void (*destroy)(struct handoff *h);
 
     /* ---- loop side ---- */
-    /* Queue job on worker w: HANDOFF_OK, HANDOFF_FULL (nothing queued) or HANDOFF_ERROR. */
+    /* Queue job on worker w: HANDOFF_OK (queued once), or HANDOFF_FULL / HANDOFF_ERROR
+     * (errno set), after which nothing is queued and the job is still the loop's. */
     int (*submit)(struct handoff *h, unsigned w, struct job *job);
     /* Register with epoll the fd(s) whose readability means completions may be
      * waiting; each event carries data.u64 == tag. Returns 0, or -1 with errno. */
@@ -114,7 +115,10 @@ struct handoff_ops {
     /* Blocks until a job is queued (may spin first). NULL once shut down and
      * the worker's queue is empty. Called without the GIL. */
     struct job *(*take)(struct handoff *h, unsigned w);
-    /* Hand job back to the loop. 0, or -1 on a fatal error. */
+    /* Hand job back to the loop. 0, or -1 (errno set) on a fatal error, after
+     * which the job was not handed back and the worker still owns it (dgram
+     * and eventfd keep this; condvar and ring may still return -1 with the job
+     * queued: handoffs/tests/submit_error.c lists them as known). */
     int (*complete)(struct handoff *h, unsigned w, struct job *job);
 
     /* Any thread: make every take return NULL once its queue is empty. */

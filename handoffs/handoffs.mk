@@ -4,7 +4,8 @@
 #   make handoff-test       short TSan stress of every backend x {1,4} workers,
 #                           the same at -O2 without TSan for the ring, the ring's
 #                           SPSC queue at its full path under TSan, the litmus
-#                           test on ring.c, the Promela model (+ its step check)
+#                           test on ring.c, the Promela model (+ its step check),
+#                           the submit contract under failing syscalls
 #   make handoff-test-tsan  the same (it is already a TSan build)
 #   make mutants            build each ring mutant (ring_order.h), require a test
 #                           to fail on it (handoffs/tests/mutants.sh; in make test)
@@ -25,7 +26,7 @@ HANDOFF_LONG_JOBS  ?= 10000000
 LITMUS_SECONDS     ?= 2
 
 .PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-policy handoff-batch \
-        handoff-model mutants stress micro
+        handoff-model handoff-submit-error mutants stress micro
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
@@ -87,11 +88,21 @@ handoff-litmus: $(HANDOFF_TEST_DIR)/ring_litmus
 handoff-model: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh handoffs/tests/check_steps.py
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/check_model.sh $(HANDOFF_TEST_DIR)/model
 
-handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model
+handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model handoff-submit-error
 
 # ~40 s on a 2-vCPU guest: 11 mutant builds, each failing the tests named for it.
 mutants:
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/mutants.sh $(HANDOFF_TEST_DIR)/mutants
+
+# Every write/send the backends make can be made to fail (--wrap): a submit
+# that reports an error must have queued nothing (submit_error.c).
+$(HANDOFF_TEST_DIR)/submit_error: handoffs/tests/submit_error.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -Wl,--wrap=write,--wrap=send -o $@ handoffs/tests/submit_error.c $(HANDOFF_SRCS) -lpthread
+
+handoff-submit-error: $(HANDOFF_TEST_DIR)/submit_error
+	$<
 
 handoff-test-tsan: handoff-test
 

@@ -54,6 +54,16 @@ static inline bool ptr_fifo_push(struct ptr_fifo *f, struct job *job)
     return true;
 }
 
+/* Take back the newest entry if it is `job` (a push the producer must undo:
+ * see eventfd_submit). False when it is gone already, popped by the consumer. */
+static inline bool ptr_fifo_unpush(struct ptr_fifo *f, struct job *job)
+{
+    if (f->head == f->tail || f->slots[(f->tail - 1) & f->mask] != job)
+        return false;
+    f->tail--;
+    return true;
+}
+
 /* NULL when empty. */
 static inline struct job *ptr_fifo_pop(struct ptr_fifo *f)
 {

@@ -1,0 +1,70 @@
+"""A pool thread that cannot start (core/pool.c pool_start).
+
+pool_start runs with the GIL held, and every pool thread it has started is
+already waiting for that GIL. When thread k > 0 fails to start, the threads
+before it must be stopped without a deadlock: the server exits at once with
+one line naming the problem and a non-zero status, instead of hanging.
+
+pthread_create's failure is forced with CSERVE_TEST_FAIL_POOL_THREAD=k (the
+start of thread k fails with EAGAIN): RLIMIT_NPROC counts every thread of the
+user and does not bind root, so it cannot pick k reliably."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import APPS, BIN, ROOT, free_port
+
+HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
+
+
+def run_until_exit(extra_env=None, threads=4, handoff="ring", preexec_fn=None, timeout=20):
+    port = free_port()
+    env = dict(os.environ, **(extra_env or {}))
+    args = [BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--handoff", handoff,
+            "--blocking-threads", str(threads), "wsgi_apps:application"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(args, cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=preexec_fn)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"cserve hung for {timeout} s after a pool thread failed to start:\n{out}")
+    return proc.returncode, out, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("handoff", HANDOFFS)
+@pytest.mark.parametrize("failing", [1, 3])
+def test_failed_pool_thread_exits_promptly_with_one_line(handoff, failing):
+    rc, out, took = run_until_exit({"CSERVE_TEST_FAIL_POOL_THREAD": str(failing)}, threads=4,
+                                   handoff=handoff)
+    assert rc != 0, out
+    # cserve's own log lines (an ASan build may add a leak report after them:
+    # worker.c does not free the loop and handoff on this path).
+    errors = [ln for ln in out.splitlines() if ln.startswith("[cserve") and "error" in ln]
+    assert len(errors) == 1, out
+    assert f"cannot start pool thread {failing + 1} of 4" in errors[0], out
+    assert took < 10, f"took {took:.1f} s to give up"
+
+
+def test_first_pool_thread_failing_exits_too():
+    rc, out, _ = run_until_exit({"CSERVE_TEST_FAIL_POOL_THREAD": "0"}, threads=2)
+    assert rc != 0 and "cannot start pool thread 1 of 2" in out, out
+
+
+def test_empty_hook_is_inert():
+    """An empty value is not read as thread 0 (strtoul("") is 0): it serves."""
+    port = free_port()
+    env = dict(os.environ, CSERVE_TEST_FAIL_POOL_THREAD="")
+    proc = subprocess.Popen([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS),
+                             "--blocking-threads", "2", "wsgi_apps:application"], cwd=str(ROOT),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.stdout.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
