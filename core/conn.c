@@ -310,7 +310,9 @@ void conn_submit(struct conn *c)
     struct job *job = c->job;
     unsigned w = pick_worker(l);
     int r = HANDOFF_FULL;
-    if (l->outstanding[w] < l->capacity)
+    if (l->fault_submit >= 0) /* tests only: see loop.h */
+        r = l->fault_submit-- > 0 ? HANDOFF_FULL : (errno = EIO, HANDOFF_ERROR);
+    else if (l->outstanding[w] < l->capacity)
         r = l->handoff->ops->submit(l->handoff, w, job);
     if (r == HANDOFF_OK) {
         job->worker = w;

@@ -96,6 +96,8 @@ struct loop {
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;
     struct loop_stats lstats;
+    long fault_submit;         /* tests: CSERVE_FAULT_SUBMIT=n refuses n submits as full,
+                                * then fails the next one (-1: off) */
 };
 
 /* Pool threads read this when they build a response head: once it is set,
