@@ -310,8 +310,12 @@ void conn_submit(struct conn *c)
     struct job *job = c->job;
     unsigned w = pick_worker(l);
     int r = HANDOFF_FULL;
-    if (l->fault_submit >= 0) /* tests only: see loop.h */
-        r = l->fault_submit-- > 0 ? HANDOFF_FULL : (errno = EIO, HANDOFF_ERROR);
+    if (l->fault_submit_ms >= 0) { /* tests only: see loop.h */
+        if (!l->fault_since_ms)
+            l->fault_since_ms = l->now_ms;
+        r = l->now_ms - l->fault_since_ms < (uint64_t)l->fault_submit_ms ? HANDOFF_FULL
+                                                                       : (errno = EIO, HANDOFF_ERROR);
+    }
     else if (l->outstanding[w] < l->capacity)
         r = l->handoff->ops->submit(l->handoff, w, job);
     if (r == HANDOFF_OK) {

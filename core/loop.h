@@ -96,8 +96,9 @@ struct loop {
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;
     struct loop_stats lstats;
-    long fault_submit;         /* tests: CSERVE_FAULT_SUBMIT=n refuses n submits as full,
-                                * then fails the next one (-1: off) */
+    long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
+                                * ms after the first one, then fails them (-1: off) */
+    uint64_t fault_since_ms;
 };
 
 /* Pool threads read this when they build a response head: once it is set,
