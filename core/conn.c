@@ -25,7 +25,7 @@
 
 /* ---- life and death ---- */
 
-static struct conn *conn_new(struct loop *l, int fd)
+struct conn *conn_new(struct loop *l, int fd)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (!c)

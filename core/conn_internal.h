@@ -20,6 +20,9 @@ enum verdict {
 };
 
 /* conn.c */
+/* A connection on socket fd, in CONN_HEAD with its header timer armed; no
+ * system call (conn_accept makes them). NULL when out of memory. */
+struct conn *conn_new(struct loop *l, int fd);
 void conn_drive(struct conn *c);
 void conn_set_state(struct conn *c, enum conn_state s);
 /* Read into dst. Returns bytes read, 0 when nothing is waiting, -1 when the

@@ -70,6 +70,24 @@ static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
     return VERDICT_NEXT;
 }
 
+/* The peer sent its last byte. A head is parsed only when a line end
+ * arrives, so bytes after the last one are judged now: a bad head gets its
+ * error response however the stream was split. */
+static enum verdict head_at_eof(struct conn *c)
+{
+    struct loop *l = c->loop;
+    if (c->rbuf.len == 0 || c->scanned == 0)
+        return VERDICT_CLOSE;
+    struct job *job = job_get(l);
+    if (!job)
+        return VERDICT_CLOSE;
+    int status = 0;
+    int n = http_parse_request(c->rbuf.data, c->rbuf.len, l->opt->max_header_size, &job->req,
+                               &status);
+    job_put(l, job);
+    return n == HTTP_ERROR ? conn_fail(c, status) : VERDICT_CLOSE;
+}
+
 enum verdict conn_read_head(struct conn *c)
 {
     struct loop *l = c->loop;
@@ -105,7 +123,7 @@ enum verdict conn_read_head(struct conn *c)
         }
         ssize_t got = conn_recv(c, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
         if (got < 0)
-            return VERDICT_CLOSE;
+            return head_at_eof(c);
         try_parse = false;
         if (got == 0)
             continue; /* drained: the readable check above parks us */
