@@ -102,24 +102,41 @@ static void close_socket(struct conn *c)
     c->fd = -1;
 }
 
-/* The end of a connection, from any state. Safe to call again. */
+/* Tell the app a job's client is gone, and answer the message it waits
+ * for (if any), so it ends soon. */
+static void release(struct job *job, bool waits)
+{
+    job_set_lost(job);
+    if (waits) {
+        if (job->msg == JOB_NEED_BODY)
+            job->body.error = -1;
+        job_ack(job); /* publishes conn_lost and the error too */
+    }
+}
+
+/* The end of a connection, from any state. Called again (CONN_ORPHAN) as
+ * the app hands its jobs back. */
 void conn_abort(struct conn *c)
 {
     if (c->state == CONN_CLOSED)
         return;
     timer_disarm(&c->timer);
     close_socket(c);
+    bool with_app = false;
     if (c->job && c->holder != HOLDER_LOOP) {
-        /* The app still runs this request: keep the struct until the job
-         * comes back, and answer what the app waits for, so it ends soon. */
-        struct job *job = c->job;
-        job_set_lost(job);
-        if (c->holder == HOLDER_APP_WAITS) {
-            if (job->msg == JOB_NEED_BODY)
-                job->body.error = -1;
-            c->holder = HOLDER_APP;
-            job_ack(job); /* publishes conn_lost and the error too */
-        }
+        release(c->job, c->holder == HOLDER_APP_WAITS);
+        c->holder = HOLDER_APP;
+        with_app = true;
+    }
+    for (struct job *j = c->pipe_head; j; j = j->pipe_next) {
+        if (j->posted && j->msg == JOB_DONE)
+            continue; /* back for good */
+        release(j, j->posted);
+        j->posted = false;
+        with_app = true;
+    }
+    if (with_app) {
+        /* Keep the struct until the app hands every job back. */
         conn_set_state(c, CONN_ORPHAN);
         return;
     }
@@ -137,6 +154,11 @@ static void conn_free(struct conn *c)
     STAT(counter_inc(&l->lstats.closes));
     if (c->job)
         job_put(l, c->job);
+    while (c->pipe_head) {
+        struct job *j = c->pipe_head;
+        c->pipe_head = j->pipe_next;
+        job_put(l, j);
+    }
     if (c->wfile_fd >= 0)
         conn_io_close(c->wfile_fd);
     buffer_free(&c->rbuf);
@@ -161,6 +183,7 @@ static enum verdict step(struct conn *c)
     case CONN_HEAD: return conn_read_head(c);
     case CONN_PREREAD: return conn_preread(c);
     case CONN_READY: return conn_start_app(c);
+    case CONN_HOLD: return conn_hold(c);
     case CONN_BODY: return conn_fill_body(c);
     case CONN_SEND_CONTINUE:
     case CONN_SEND_PART:
@@ -205,6 +228,22 @@ void conn_on_message(struct conn *c, struct job *job)
         l->outstanding[job->worker]--;
         l->outstanding_total--;
     }
+    if (job != c->job) {
+        /* A pipelined request behind the current one: its message waits for
+         * its turn (conn_finish), unless the connection is closing. */
+        job->posted = true;
+        if (c->state == CONN_ORPHAN || c->state == CONN_LINGER || c->state == CONN_SEND_ERROR) {
+            if (job->msg != JOB_DONE) {
+                release(job, true);
+                job->posted = false;
+            }
+            if (c->state == CONN_ORPHAN)
+                conn_abort(c); /* frees it once the app has handed back every job */
+        } else if (c->state == CONN_HOLD) {
+            conn_drive(c);
+        }
+        return;
+    }
     c->holder = job->msg == JOB_DONE ? HOLDER_LOOP : HOLDER_APP_WAITS;
     if (c->state == CONN_ORPHAN) {
         conn_abort(c); /* answers the message, or frees once the job is back */
@@ -235,7 +274,7 @@ void conn_retry_submit(struct conn *c)
 void conn_on_timeout(struct conn *c)
 {
     timer_disarm(&c->timer);
-    if (c->state == CONN_APP)
+    if (c->state == CONN_APP || c->state == CONN_HOLD)
         log_warn("%s:%s: the app sent nothing for the I/O timeout; closing the connection",
                  c->remote_addr, c->remote_port);
     else if (c->state != CONN_LINGER && c->state != CONN_HEAD)

@@ -36,6 +36,9 @@ enum verdict conn_read_head(struct conn *c);   /* CONN_HEAD */
 enum verdict conn_start_app(struct conn *c);   /* CONN_READY */
 enum verdict conn_take_message(struct conn *c);/* the job's message → the next state */
 enum verdict conn_finish(struct conn *c);      /* the response is out */
+enum verdict conn_hold(struct conn *c);        /* CONN_HOLD */
+/* Submit the complete requests pipelined behind c->job to worker w. */
+void conn_pipeline(struct conn *c, unsigned w);
 
 /* conn_body.c: the request body, from the socket into the app's window */
 int conn_body_start(struct conn *c, size_t head_len); /* 0 or an error status */
@@ -45,6 +48,7 @@ enum verdict conn_fill_body(struct conn *c);   /* CONN_BODY */
 /* conn_write.c */
 void conn_queue(struct conn *c, const char *a, size_t alen);
 void conn_queue_continue(struct conn *c);     /* → CONN_SEND_CONTINUE */
+void conn_queue_pipelined(struct conn *c);
 enum verdict conn_send(struct conn *c);        /* CONN_SEND_* */
 enum verdict conn_fail(struct conn *c, int status); /* → CONN_SEND_ERROR */
 enum verdict conn_shutdown(struct conn *c);    /* → CONN_LINGER */

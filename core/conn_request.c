@@ -183,6 +183,7 @@ enum verdict conn_start_app(struct conn *c)
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
         timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's time is bounded too */
+        conn_pipeline(c, w);
         return VERDICT_WAIT;
     }
     if (r == HANDOFF_ERROR) {
@@ -218,29 +219,161 @@ enum verdict conn_take_message(struct conn *c)
         conn_set_state(c, CONN_SEND_PART);
         return VERDICT_NEXT;
     case JOB_DONE:
-        conn_queue(c, out->data, out->len);
-        if (job->file_fd >= 0) {
-            c->wfile_fd = job->file_fd;
-            c->wfile_off = job->file_off;
-            c->wfile_left = job->file_len;
-            job->file_fd = -1;
-        }
-        conn_set_state(c, CONN_SEND_LAST);
+        conn_set_state(c, CONN_HOLD);
         return VERDICT_NEXT;
     }
     return VERDICT_CLOSE;
 }
 
-/* The response is out: log it, drop the request's bytes, and go on with the
- * next request or close. */
+/* True while a pipelined request behind the current one has not posted. */
+static bool pipeline_running(const struct conn *c)
+{
+    for (const struct job *j = c->pipe_head; j; j = j->pipe_next)
+        if (!j->posted)
+            return true;
+    return false;
+}
+
+/* CONN_HOLD: c->job's response is complete. While pipelined requests behind
+ * it still run (on the same pool thread, one after another) it waits for
+ * them, so their responses leave in one write instead of one each. */
+enum verdict conn_hold(struct conn *c)
+{
+    if (pipeline_running(c))
+        return VERDICT_WAIT;
+    struct job *job = c->job;
+    const struct buffer *out = &job->out[job->msg_buf];
+    conn_queue(c, out->data, out->len);
+    if (job->file_fd >= 0) {
+        c->wfile_fd = job->file_fd;
+        c->wfile_off = job->file_off;
+        c->wfile_left = job->file_len;
+        job->file_fd = -1;
+    } else if (!job->close_after && !job->incomplete) {
+        conn_queue_pipelined(c);
+    }
+    conn_set_state(c, CONN_SEND_LAST);
+    return VERDICT_NEXT;
+}
+
+/* Requests pipelined behind c->job, already whole in rbuf (head and body),
+ * go to the app now, to the same pool thread: it runs them back to back, so
+ * a deep pipeline costs no hand-off wake per request, and their responses
+ * come back in order. Anything else (a partial or bad head, a body still to
+ * read, no room) waits for its turn on the ordinary path. */
+void conn_pipeline(struct conn *c, unsigned w)
+{
+    struct loop *l = c->loop;
+    const struct options *opt = l->opt;
+    if (!c->job->keep_alive || c->job->body.raw.len)
+        return;
+    while (c->consumed < c->rbuf.len && l->outstanding[w] < l->capacity) {
+        const char *p = c->rbuf.data + c->consumed;
+        size_t avail = c->rbuf.len - c->consumed;
+        struct job *job = job_get(l);
+        if (!job)
+            return;
+        int status = 0;
+        int n = http_parse_request(p, avail, opt->max_header_size, &job->req, &status);
+        uint64_t body = 0;
+        bool ok = n > 0 && http_request_framing(&job->req, &job->framing) == 0 &&
+                  http_split_target(job->req.method, job->req.method_len, job->req.target,
+                                    job->req.target_len, &job->target) == 0;
+        if (ok && job->framing.body == HTTP_BODY_LENGTH)
+            body = job->framing.content_length;
+        ok = ok && job->framing.body != HTTP_BODY_CHUNKED && body <= avail - (size_t)n &&
+             body <= opt->max_body_size;
+        if (!ok) {
+            job_put(l, job);
+            return;
+        }
+        /* All of the request before submit: the pool may run it at once. */
+        job->conn = c;
+        job->remote_addr = c->remote_addr;
+        job->remote_port = c->remote_port;
+        job->keep_alive = job->framing.keep_alive && !l->stopping;
+        job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+        job->body.data = p + n;
+        job->body.len = (size_t)body;
+        job->body.received = body;
+        job->body.eof = true;
+        if (submit(l, w, job) != HANDOFF_OK) {
+            job_put(l, job);
+            return;
+        }
+        job->worker = w;
+        l->outstanding[w]++;
+        l->outstanding_total++;
+        if (c->pipe_tail)
+            c->pipe_tail->pipe_next = job;
+        else
+            c->pipe_head = job;
+        c->pipe_tail = job;
+        c->consumed += (size_t)n + (size_t)body;
+        if (!job->keep_alive)
+            return;
+    }
+}
+
+/* One request's end: log it. Returns true when the connection must close. */
+static bool finish_one(struct conn *c, struct job *job)
+{
+    struct loop *l = c->loop;
+    counter_inc(&l->lstats.requests);
+    if (l->opt->access_log)
+        access_log_write(c, job);
+    return job->close_after || job->incomplete || !job->keep_alive || l->stopping;
+}
+
+static struct job *pipe_pop(struct conn *c)
+{
+    struct job *job = c->pipe_head;
+    c->pipe_head = job->pipe_next;
+    if (!c->pipe_head)
+        c->pipe_tail = NULL;
+    job->pipe_next = NULL;
+    return job;
+}
+
+/* The response (and the pipelined ones written with it) is out: drop the
+ * requests, then go on with the next one in flight, the next in rbuf, or
+ * close. */
 enum verdict conn_finish(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *job = c->job;
-    counter_inc(&l->lstats.requests);
-    if (l->opt->access_log)
-        access_log_write(c, job);
-    bool close_after = job->close_after || job->incomplete || !job->keep_alive || l->stopping;
+    bool close_after = finish_one(c, job);
+    for (unsigned i = 0; i < c->wjobs; i++) {
+        struct job *j = pipe_pop(c);
+        close_after |= finish_one(c, j);
+        job_put(l, j);
+    }
+    c->wjobs = 0;
+    c->job = NULL;
+    if (c->pipe_head && close_after) {
+        /* Requests behind a closing response are not answered; those still
+         * with the app read their bytes in rbuf, so it stays as it is. */
+        job_put(l, job);
+        for (struct job *j = c->pipe_head; j; j = j->pipe_next)
+            job_set_lost(j);
+        return conn_shutdown(c);
+    }
+    if (c->pipe_head) {
+        /* The next pipelined request takes the stage (its bytes stay in
+         * rbuf until the last one is done). */
+        job_put(l, job);
+        struct job *next = pipe_pop(c);
+        c->job = next;
+        if (next->posted) {
+            next->posted = false;
+            c->holder = next->msg == JOB_DONE ? HOLDER_LOOP : HOLDER_APP_WAITS;
+            return conn_take_message(c);
+        }
+        c->holder = HOLDER_APP;
+        conn_set_state(c, CONN_APP);
+        timer_arm(&l->t_io, &c->timer, l->now_ms);
+        return VERDICT_WAIT;
+    }
     /* A chunked body read past its end leaves the next request's first bytes
      * in the decoder's buffer. */
     struct buffer *raw = &job->body.raw;
@@ -252,12 +385,11 @@ enum verdict conn_finish(struct conn *c)
         close_after = true;
     c->consumed = 0;
     c->scanned = 0;
-    c->job = NULL;
     job_put(l, job);
     if (c->rbuf.cap > 4 * RBUF_INITIAL && c->rbuf.len == 0)
         buffer_free(&c->rbuf); /* one huge head must not pin memory while idle */
     if (close_after)
-        return conn_shutdown(c);
+        return conn_shutdown(c); /* pipelined jobs still out come back to conn_abort */
     conn_set_state(c, CONN_HEAD);
     timer_arm(c->rbuf.len > 0 ? &l->t_header : &l->t_keepalive, &c->timer, l->now_ms);
     return VERDICT_NEXT;

@@ -18,8 +18,24 @@
 void conn_queue(struct conn *c, const char *a, size_t alen)
 {
     c->wvcnt = 0;
+    c->wjobs = 0;
     if (alen)
         c->wv[c->wvcnt++] = (struct iovec){.iov_base = (void *)a, .iov_len = alen};
+}
+
+/* Behind the current response: the finished responses of the pipelined
+ * requests that follow it, so one write carries them all. */
+void conn_queue_pipelined(struct conn *c)
+{
+    for (struct job *j = c->pipe_head; j && j->posted && j->msg == JOB_DONE && j->file_fd < 0;
+         j = j->pipe_next) {
+        if (c->wvcnt == CONN_IOV)
+            break;
+        const struct buffer *out = &j->out[j->msg_buf];
+        if (out->len)
+            c->wv[c->wvcnt++] = (struct iovec){.iov_base = out->data, .iov_len = out->len};
+        c->wjobs++;
+    }
 }
 
 /* After a failed write: 1 to retry (EINTR), 0 when the socket is full (wait
@@ -49,10 +65,12 @@ static int write_out(struct conn *c)
             return r;
         }
         size_t done = (size_t)n;
-        while (c->wvcnt > 0 && done >= c->wv[0].iov_len) {
-            done -= c->wv[0].iov_len;
-            c->wv[0] = c->wv[1];
-            c->wvcnt--;
+        int i = 0;
+        while (i < c->wvcnt && done >= c->wv[i].iov_len)
+            done -= c->wv[i++].iov_len;
+        if (i > 0) {
+            memmove(c->wv, c->wv + i, (size_t)(c->wvcnt - i) * sizeof *c->wv);
+            c->wvcnt -= i;
         }
         if (c->wvcnt > 0) {
             c->wv[0].iov_base = (char *)c->wv[0].iov_base + done;

@@ -58,7 +58,9 @@ struct job {
     /* ---- loop side (never read by the pool) ---- */
     struct conn *conn;
     struct job *next_free;
+    struct job *pipe_next;   /* the connection's next pipelined request in flight */
     unsigned worker;
+    bool posted;             /* a pipelined job's message waits for its turn */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */
     struct http_request req;

@@ -21,6 +21,8 @@
 struct options;
 struct handoff;
 
+#define CONN_IOV 32 /* responses one write may carry */
+
 /* What an epoll event's data.ptr points at. */
 enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL };
 struct poll_src {
@@ -36,6 +38,8 @@ enum conn_state {
     CONN_READY,         /* the request is framed: hand it to the app */
     CONN_QUEUED,        /* the handoff was full: waiting on the loop's pending list */
     CONN_APP,           /* the app runs the request; nothing to do until it posts */
+    CONN_HOLD,          /* the response is done, but pipelined requests behind it
+                         * are still with the app: their responses leave together */
     CONN_BODY,          /* the app asked for body bytes: fill its window, then ack */
     CONN_SEND_CONTINUE, /* writing "100 Continue", then reading the body */
     CONN_SEND_PART,     /* writing a part the app flushed, then ack */
@@ -76,7 +80,9 @@ struct conn {
     size_t consumed;     /* rbuf bytes the request in flight accounts for */
     struct job *job;
 
-    struct iovec wv[2];  /* memory still to write, in order */
+    struct job *pipe_head, *pipe_tail; /* pipelined requests submitted behind `job`, in order */
+    unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
+    struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;
     int wfile_fd;        /* then this file, from wfile_off, wfile_left bytes */
     off_t wfile_off;

