@@ -240,6 +240,7 @@ void conn_on_message(struct conn *c, struct job *job)
             if (c->state == CONN_ORPHAN)
                 conn_abort(c); /* frees it once the app has handed back every job */
         } else if (c->state == CONN_HOLD) {
+            timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app made progress */
             conn_drive(c);
         }
         return;

@@ -225,13 +225,15 @@ enum verdict conn_take_message(struct conn *c)
     return VERDICT_CLOSE;
 }
 
-/* True while a pipelined request behind the current one has not posted. */
+/* True while the next pipelined request that is not finished still runs:
+ * its response (or its first message) is worth waiting for. One that posted
+ * a flush may be waiting for us already, so then we write. */
 static bool pipeline_running(const struct conn *c)
 {
-    for (const struct job *j = c->pipe_head; j; j = j->pipe_next)
-        if (!j->posted)
-            return true;
-    return false;
+    const struct job *j = c->pipe_head;
+    while (j && j->posted && j->msg == JOB_DONE)
+        j = j->pipe_next;
+    return j && !j->posted;
 }
 
 /* CONN_HOLD: c->job's response is complete. While pipelined requests behind
