@@ -162,6 +162,7 @@ static void conn_free(struct conn *c)
     if (c->wfile_fd >= 0)
         conn_io_close(c->wfile_fd);
     buffer_free(&c->rbuf);
+    conn_window_free(c);
     free(c->err_resp);
     free(c);
 }

@@ -23,6 +23,61 @@
 #define RAW_READ 16384
 #define PREREAD_MAX BODY_WINDOW
 
+/* The body window belongs to the connection and is lent to the job that
+ * reads a body: jobs are many (pipelining keeps several per connection in
+ * flight), bodies are read one at a time per connection. */
+static void window_lend(struct conn *c, struct body_pipe *b)
+{
+    if (b->own || !c->win)
+        return;
+    b->own = c->win;
+    b->own_cap = c->win_cap;
+    c->win = NULL;
+    c->win_cap = 0;
+}
+
+/* The same for the chunked decoder's input buffer. */
+static void raw_lend(struct conn *c, struct body_pipe *b)
+{
+    if (b->raw.cap || !c->raw.cap)
+        return;
+    b->raw = c->raw;
+    c->raw = (struct buffer){0};
+}
+
+void conn_window_return(struct conn *c, struct job *job)
+{
+    struct body_pipe *b = &job->body;
+    if (b->own) {
+        if (c->win || b->own_cap > BODY_WINDOW * 2) {
+            free(b->own); /* a big one is not worth keeping */
+        } else {
+            c->win = b->own;
+            c->win_cap = b->own_cap;
+        }
+        b->own = NULL;
+        b->own_cap = 0;
+        b->data = NULL;
+    }
+    if (b->raw.cap) {
+        if (c->raw.cap || b->raw.cap > RAW_READ * 4) {
+            buffer_free(&b->raw);
+        } else {
+            c->raw = b->raw;
+            c->raw.len = 0;
+        }
+        b->raw = (struct buffer){0};
+    }
+}
+
+void conn_window_free(struct conn *c)
+{
+    free(c->win);
+    c->win = NULL;
+    c->win_cap = 0;
+    buffer_free(&c->raw);
+}
+
 int conn_body_start(struct conn *c, size_t head_len)
 {
     struct job *job = c->job;
@@ -54,6 +109,7 @@ int conn_body_start(struct conn *c, size_t head_len)
     }
     case HTTP_BODY_CHUNKED: {
         b->chunked_body = true;
+        raw_lend(c, b);
         http_chunked_init(&b->chunked);
         size_t used = 0, out_len = 0;
         int status = 0;
@@ -168,6 +224,7 @@ enum verdict conn_preread(struct conn *c)
 {
     struct loop *l = c->loop;
     struct body_pipe *b = &c->job->body;
+    window_lend(c, b);
     if (b->data != b->own) {
         if (!own_reserve(b, b->len + BODY_WINDOW))
             return conn_fail(c, 503);
@@ -201,6 +258,7 @@ enum verdict conn_fill_body(struct conn *c)
 {
     struct loop *l = c->loop;
     struct body_pipe *b = &c->job->body;
+    window_lend(c, b);
     if (b->pos >= b->len) {
         if (!own_reserve(b, BODY_WINDOW)) {
             b->error = -1;

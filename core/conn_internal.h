@@ -44,6 +44,8 @@ void conn_pipeline(struct conn *c, unsigned w);
 int conn_body_start(struct conn *c, size_t head_len); /* 0 or an error status */
 enum verdict conn_preread(struct conn *c);     /* CONN_PREREAD */
 enum verdict conn_fill_body(struct conn *c);   /* CONN_BODY */
+void conn_window_return(struct conn *c, struct job *job); /* the job's body window back */
+void conn_window_free(struct conn *c);
 
 /* conn_write.c */
 void conn_queue(struct conn *c, const char *a, size_t alen);

@@ -387,9 +387,15 @@ enum verdict conn_finish(struct conn *c)
         close_after = true;
     c->consumed = 0;
     c->scanned = 0;
+    conn_window_return(c, job);
     job_put(l, job);
-    if (c->rbuf.cap > 4 * RBUF_INITIAL && c->rbuf.len == 0)
-        buffer_free(&c->rbuf); /* one huge head must not pin memory while idle */
+    if (c->rbuf.len == 0) {
+        /* Idle until the client speaks again: pin no more memory than a
+         * small head needs. */
+        if (c->rbuf.cap > 4 * RBUF_INITIAL)
+            buffer_free(&c->rbuf);
+        conn_window_free(c);
+    }
     if (close_after)
         return conn_shutdown(c); /* pipelined jobs still out come back to conn_abort */
     conn_set_state(c, CONN_HEAD);

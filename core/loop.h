@@ -79,6 +79,9 @@ struct conn {
     size_t scanned;      /* rbuf bytes already checked for a line end */
     size_t consumed;     /* rbuf bytes the request in flight accounts for */
     struct job *job;
+    char *win;           /* the body window, lent to the job reading a body */
+    size_t win_cap;
+    struct buffer raw;   /* the chunked decoder's input, lent the same way */
 
     struct job *pipe_head, *pipe_tail; /* pipelined requests submitted behind `job`, in order */
     unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
