@@ -1,5 +1,8 @@
-/* conn.c — one client connection: read a request head, frame it, hand it to
- * the app, and start the next one when the response is out.
+/* conn.c — one client connection's driver: the loop's events come in here,
+ * the current state's handler runs, and its verdict says what happens next
+ * (conn_internal.h). This file alone acts on VERDICT_CLOSE, and nothing here
+ * frees a connection during a pass: closed ones wait on l->closed for
+ * conn_reap, which the loop calls when the pass is over.
  *
  * Sockets are registered once, edge-triggered, for input and output; the
  * connection remembers readiness (readable/writable) and reads only when it
@@ -16,29 +19,42 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "../handoffs/handoff.h"
-#include "app.h"
 #include "conn_internal.h"
 #include "log.h"
 #include "options.h"
 
-#define RBUF_INITIAL 8192
+/* ---- life and death ---- */
 
-void conn_accept(struct loop *l, int fd, const struct sockaddr_storage *addr)
+struct conn *conn_new(struct loop *l, int fd)
 {
     struct conn *c = calloc(1, sizeof *c);
-    if (!c) {
-        close(fd);
-        return;
-    }
+    if (!c)
+        return NULL;
     c->src.kind = POLL_CONN;
     c->fd = fd;
     c->loop = l;
     c->state = CONN_HEAD;
     c->wfile_fd = -1;
     c->readable = true; /* a client usually sends its request at once */
+    c->writable = true; /* and a new socket's send buffer is empty */
+    c->next = &l->conns;
+    c->prev = l->conns.prev;
+    l->conns.prev->next = c;
+    l->conns.prev = c;
+    l->nconns++;
+    timer_arm(&l->t_header, &c->timer, l->now_ms);
+    return c;
+}
+
+void conn_accept(struct loop *l, int fd, const struct sockaddr_storage *addr)
+{
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct conn *c = conn_new(l, fd);
+    if (!c) {
+        close(fd);
+        return;
+    }
     if (addr->ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
         inet_ntop(AF_INET, &a->sin_addr, c->remote_addr, sizeof c->remote_addr);
@@ -51,75 +67,148 @@ void conn_accept(struct loop *l, int fd, const struct sockaddr_storage *addr)
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         log_warn("epoll_ctl(ADD): %s", strerror(errno));
-        close(fd);
-        free(c);
+        conn_abort(c);
         return;
     }
-    c->next = &l->conns;
-    c->prev = l->conns.prev;
-    l->conns.prev->next = c;
-    l->conns.prev = c;
-    l->nconns++;
     STAT(counter_inc(&l->lstats.accepts));
-    timer_arm(&l->t_header, &c->timer, l->now_ms);
-    conn_read_head(c);
+    conn_drive(c);
+}
+
+static void unqueue(struct conn *c)
+{
+    struct loop *l = c->loop;
+    struct conn **pp = &l->pending_head, *prev = NULL;
+    while (*pp && *pp != c) {
+        prev = *pp;
+        pp = &(*pp)->pending_next;
+    }
+    if (*pp)
+        *pp = c->pending_next;
+    if (l->pending_tail == c)
+        l->pending_tail = prev;
+}
+
+void conn_set_state(struct conn *c, enum conn_state s)
+{
+    if (c->state == CONN_QUEUED && s != CONN_QUEUED)
+        unqueue(c);
+    c->state = s;
+}
+
+static void close_socket(struct conn *c)
+{
+    if (c->fd >= 0)
+        conn_io_close(c->fd);
+    c->fd = -1;
+}
+
+/* Tell the app a job's client is gone, and answer the message it waits
+ * for (if any), so it ends soon. */
+static void release(struct job *job, bool waits)
+{
+    job_set_lost(job);
+    if (waits) {
+        if (job->msg == JOB_NEED_BODY)
+            job->body.error = -1;
+        job_ack(job); /* publishes conn_lost and the error too */
+    }
+}
+
+/* The end of a connection, from any state. Called again (CONN_ORPHAN) as
+ * the app hands its jobs back. */
+void conn_abort(struct conn *c)
+{
+    if (c->state == CONN_CLOSED)
+        return;
+    timer_disarm(&c->timer);
+    close_socket(c);
+    bool with_app = false;
+    if (c->job && c->holder != HOLDER_LOOP) {
+        release(c->job, c->holder == HOLDER_APP_WAITS);
+        c->holder = HOLDER_APP;
+        with_app = true;
+    }
+    for (struct job *j = c->pipe_head; j; j = j->pipe_next) {
+        if (j->posted && j->msg == JOB_DONE)
+            continue; /* back for good */
+        release(j, j->posted);
+        j->posted = false;
+        with_app = true;
+    }
+    if (with_app) {
+        /* Keep the struct until the app hands every job back. */
+        conn_set_state(c, CONN_ORPHAN);
+        return;
+    }
+    conn_set_state(c, CONN_CLOSED);
+    c->closed_next = c->loop->closed;
+    c->loop->closed = c;
 }
 
 static void conn_free(struct conn *c)
 {
     struct loop *l = c->loop;
-    timer_disarm(&c->timer);
-    conn_unpend(c);
-    if (c->fd >= 0)
-        close(c->fd);
     c->prev->next = c->next;
     c->next->prev = c->prev;
     l->nconns--;
     STAT(counter_inc(&l->lstats.closes));
     if (c->job)
         job_put(l, c->job);
+    while (c->pipe_head) {
+        struct job *j = c->pipe_head;
+        c->pipe_head = j->pipe_next;
+        job_put(l, j);
+    }
     if (c->wfile_fd >= 0)
-        close(c->wfile_fd);
+        conn_io_close(c->wfile_fd);
     buffer_free(&c->rbuf);
+    conn_window_free(c);
     free(c->err_resp);
     free(c);
 }
 
-/* Who holds the job right now decides whether the connection can go at once. */
-static bool job_with_app(const struct conn *c)
+void conn_reap(struct loop *l)
 {
-    if (!c->job || c->pending)
-        return false;
-    switch (c->state) {
-    case CONN_APP: return true;
-    case CONN_BODY: return !c->prereading;
-    case CONN_WRITE: return c->after_write == AW_ACK || c->after_write == AW_BODY;
-    default: return false;
+    while (l->closed) {
+        struct conn *c = l->closed;
+        l->closed = c->closed_next;
+        conn_free(c);
     }
 }
 
-void conn_close(struct conn *c)
+/* ---- the driver ---- */
+
+static enum verdict step(struct conn *c)
 {
-    if (!job_with_app(c)) {
-        conn_free(c);
-        return;
+    switch (c->state) {
+    case CONN_HEAD: return conn_read_head(c);
+    case CONN_PREREAD: return conn_preread(c);
+    case CONN_READY: return conn_start_app(c);
+    case CONN_HOLD: return conn_hold(c);
+    case CONN_BODY: return conn_fill_body(c);
+    case CONN_SEND_CONTINUE:
+    case CONN_SEND_PART:
+    case CONN_SEND_LAST:
+    case CONN_SEND_ERROR: return conn_send(c);
+    case CONN_LINGER: return conn_linger(c);
+    case CONN_QUEUED:  /* the loop retries when a job finishes */
+    case CONN_APP:     /* the app posts a message */
+    case CONN_ORPHAN:  /* the app's last message frees it */
+    case CONN_CLOSED: return VERDICT_WAIT;
     }
-    /* The app still runs this request: close the socket now, keep the struct
-     * until the job comes back, and answer whatever the app waits for. */
-    struct job *job = c->job;
-    timer_disarm(&c->timer);
-    close(c->fd);
-    c->fd = -1;
-    c->dead = true;
-    job_set_lost(job); /* the app may stop early; an ack below publishes it too */
-    if (c->state == CONN_BODY || (c->state == CONN_WRITE && c->after_write == AW_BODY)) {
-        job->body.error = -1;
-        job_ack(job);
-    } else if (c->state == CONN_WRITE) {
-        job_ack(job);
-    }
-    c->state = CONN_APP;
+    return VERDICT_CLOSE;
 }
+
+void conn_drive(struct conn *c)
+{
+    enum verdict v;
+    while ((v = step(c)) == VERDICT_NEXT)
+        ;
+    if (v == VERDICT_CLOSE)
+        conn_abort(c);
+}
+
+/* ---- what the loop tells a connection ---- */
 
 void conn_on_event(struct conn *c, uint32_t events)
 {
@@ -129,23 +218,94 @@ void conn_on_event(struct conn *c, uint32_t events)
         c->peer_shut = true;
     if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
         c->writable = true;
-    switch (c->state) {
-    case CONN_HEAD: conn_read_head(c); break;
-    case CONN_BODY: if (c->readable) conn_fill_body(c); break;
-    case CONN_WRITE: if (c->writable) conn_write(c); break;
-    case CONN_LINGER: if (c->readable) conn_linger(c); break;
-    case CONN_APP:
-        /* The app has the request. A reset shows up when we next write. */
-        break;
-    }
+    /* While the app has the request, a reset shows up at the next write. */
+    conn_drive(c);
 }
 
-/* Read into dst. Returns bytes read, 0 when nothing is waiting, -1 when the
- * peer closed or failed (the caller closes). */
+void conn_on_message(struct conn *c, struct job *job)
+{
+    struct loop *l = c->loop;
+    if (job->msg == JOB_DONE && l->handoff) {
+        l->outstanding[job->worker]--;
+        l->outstanding_total--;
+    }
+    if (job != c->job) {
+        /* A pipelined request behind the current one: its message waits for
+         * its turn (conn_finish), unless the connection is closing. */
+        job->posted = true;
+        if (c->state == CONN_ORPHAN || c->state == CONN_LINGER || c->state == CONN_SEND_ERROR) {
+            if (job->msg != JOB_DONE) {
+                release(job, true);
+                job->posted = false;
+            }
+            if (c->state == CONN_ORPHAN)
+                conn_abort(c); /* frees it once the app has handed back every job */
+        } else if (c->state == CONN_HOLD) {
+            timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app made progress */
+            conn_drive(c);
+        }
+        return;
+    }
+    c->holder = job->msg == JOB_DONE ? HOLDER_LOOP : HOLDER_APP_WAITS;
+    if (c->state == CONN_ORPHAN) {
+        conn_abort(c); /* answers the message, or frees once the job is back */
+        return;
+    }
+    enum verdict v = conn_take_message(c);
+    if (v == VERDICT_CLOSE)
+        conn_abort(c);
+    else if (v == VERDICT_NEXT)
+        conn_drive(c);
+}
+
+void conn_ack(struct conn *c)
+{
+    struct loop *l = c->loop;
+    c->holder = HOLDER_APP;
+    conn_set_state(c, CONN_APP);
+    timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's own time is bounded too */
+    job_ack(c->job);
+}
+
+void conn_retry_submit(struct conn *c)
+{
+    conn_set_state(c, CONN_READY);
+    conn_drive(c);
+}
+
+void conn_on_timeout(struct conn *c)
+{
+    timer_disarm(&c->timer);
+    if (c->state == CONN_APP || c->state == CONN_HOLD)
+        log_warn("%s:%s: the app sent nothing for the I/O timeout; closing the connection",
+                 c->remote_addr, c->remote_port);
+    else if (c->state != CONN_LINGER && c->state != CONN_HEAD)
+        log_debug("closing %s:%s: no progress for the I/O timeout", c->remote_addr, c->remote_port);
+    conn_abort(c);
+}
+
+void conn_stop_if_idle(struct conn *c)
+{
+    if (c->state != CONN_HEAD || c->rbuf.len > 0 || c->job)
+        return;
+    /* A request may have arrived with its edge not yet seen: try one read
+     * whatever `readable` says (a request found is served, with
+     * "Connection: close"); the next pass closes what stayed idle. */
+    if (!c->stop_probe) {
+        c->stop_probe = true;
+        c->readable = true;
+        conn_drive(c);
+        return;
+    }
+    conn_abort(c);
+}
+
+/* ---- reading ---- */
+
 ssize_t conn_recv(struct conn *c, char *dst, size_t room)
 {
     struct loop *l = c->loop;
-    ssize_t n = recv(c->fd, dst, room, 0);
+    ssize_t n = conn_io_recv(c->fd, dst, room);
     STAT(counter_inc(&l->lstats.reads));
     if (n > 0) {
         /* A short read drained the socket, and new data brings a new edge,
@@ -164,302 +324,4 @@ ssize_t conn_recv(struct conn *c, char *dst, size_t room)
         return 0;
     }
     return -1;
-}
-
-/* True when the bytes from c->scanned on hold a line end: only then can the
- * head have completed (or a line have gone bad), so a client dribbling one
- * byte at a time costs one memchr per byte, not one parse. */
-static bool new_line_end(struct conn *c)
-{
-    const char *from = c->rbuf.data + c->scanned;
-    size_t n = c->rbuf.len - c->scanned;
-    c->scanned = c->rbuf.len;
-    return memchr(from, '\n', n) != NULL;
-}
-
-void conn_read_head(struct conn *c)
-{
-    struct loop *l = c->loop;
-    const struct options *opt = l->opt;
-    bool try_parse = c->rbuf.len > 0;
-    for (;;) {
-        if (try_parse && c->rbuf.len > 0) {
-            struct job *job = job_get(l);
-            if (!job) {
-                conn_error(c, 503);
-                return;
-            }
-            int status = 0;
-            int n = http_parse_request(c->rbuf.data, c->rbuf.len, opt->max_header_size,
-                                       &job->req, &status);
-            if (n > 0) {
-                c->scanned = 0;
-                conn_dispatch(c, job, (size_t)n);
-                return;
-            }
-            job_put(l, job);
-            if (n == HTTP_ERROR) {
-                conn_error(c, status);
-                return;
-            }
-        }
-        if (!c->readable)
-            return; /* the header or keep-alive timer is armed */
-        if (c->rbuf.cap - c->rbuf.len < 1024) {
-            size_t limit = opt->max_header_size + RBUF_INITIAL;
-            size_t more = c->rbuf.cap ? c->rbuf.cap : RBUF_INITIAL;
-            if (c->rbuf.len + more > limit)
-                more = limit - c->rbuf.len;
-            if (more == 0) { /* full of a head the parser could not end */
-                conn_error(c, 431);
-                return;
-            }
-            if (!buffer_reserve(&c->rbuf, more)) {
-                conn_close(c);
-                return;
-            }
-        }
-        ssize_t got = conn_recv(c, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
-        if (got < 0) {
-            conn_close(c);
-            return;
-        }
-        if (got == 0)
-            continue; /* drained: the readable check above parks us */
-        if (c->timer.list != &l->t_header) /* the head's clock starts at its first byte */
-            timer_arm(&l->t_header, &c->timer, l->now_ms);
-        c->rbuf.len += (size_t)got;
-        try_parse = new_line_end(c) || c->rbuf.len >= opt->max_header_size;
-    }
-}
-
-void conn_dispatch(struct conn *c, struct job *job, size_t head_len)
-{
-    struct loop *l = c->loop;
-    const struct options *opt = l->opt;
-    int status = http_request_framing(&job->req, &job->framing);
-    if (!status)
-        status = http_split_target(job->req.method, job->req.method_len, job->req.target,
-                                   job->req.target_len, &job->target);
-    if (status) {
-        job_put(l, job);
-        conn_error(c, status);
-        return;
-    }
-    if (job->framing.body == HTTP_BODY_LENGTH && job->framing.content_length > opt->max_body_size) {
-        job_put(l, job);
-        conn_error(c, 413);
-        return;
-    }
-    job->conn = c;
-    job->remote_addr = c->remote_addr;
-    job->remote_port = c->remote_port;
-    job->keep_alive = job->framing.keep_alive && !l->stopping;
-    /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
-    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
-    c->job = job;
-    timer_disarm(&c->timer);
-    status = conn_body_start(c, head_len);
-    if (status) {
-        c->job = NULL;
-        job_put(l, job);
-        conn_error(c, status);
-        return;
-    }
-    c->state = CONN_APP;
-    if (!job->body.eof && !opt->native_hello && !job->body.expect_continue) {
-        c->prereading = true;
-        conn_fill_body(c);
-    } else {
-        conn_run_app(c);
-    }
-}
-
-/* The request is ready for the app (its body complete, or streaming). */
-void conn_run_app(struct conn *c)
-{
-    struct loop *l = c->loop;
-    struct job *job = c->job;
-    c->state = CONN_APP;
-    if (l->opt->native_hello) {
-        native_hello_respond(job);
-        conn_on_message(c, job);
-    } else if (l->opt->inline_app) {
-        inline_run(l, job);
-        conn_on_message(c, job);
-    } else {
-        conn_submit(c);
-    }
-}
-
-/* Join the shortest queue; ties go to the lowest index, so at low load the
- * work stays on one hot (spinning) thread and the others stay parked rather
- * than each being woken in turn, as round-robin would. */
-static unsigned pick_worker(const struct loop *l)
-{
-    unsigned best = 0;
-    for (unsigned w = 1; w < l->workers; w++)
-        if (l->outstanding[w] < l->outstanding[best])
-            best = w;
-    return best;
-}
-
-void conn_submit(struct conn *c)
-{
-    struct loop *l = c->loop;
-    struct job *job = c->job;
-    unsigned w = pick_worker(l);
-    int r = HANDOFF_FULL;
-    if (l->outstanding[w] < l->capacity)
-        r = l->handoff->ops->submit(l->handoff, w, job);
-    if (r == HANDOFF_OK) {
-        job->worker = w;
-        l->outstanding[w]++;
-        l->outstanding_total++;
-        c->state = CONN_APP;
-        return;
-    }
-    if (r == HANDOFF_ERROR) {
-        log_error("handoff submit failed: %s", strerror(errno));
-        conn_error(c, 503);
-        return;
-    }
-    /* Backpressure: park the connection (not a growing queue: one entry per
-     * connection at most) and stop reading it until a job finishes. */
-    c->pending = true;
-    c->pending_next = NULL;
-    if (l->pending_tail)
-        l->pending_tail->pending_next = c;
-    else
-        l->pending_head = c;
-    l->pending_tail = c;
-}
-
-void conn_unpend(struct conn *c)
-{
-    struct loop *l = c->loop;
-    if (!c->pending)
-        return;
-    struct conn **pp = &l->pending_head, *prev = NULL;
-    while (*pp && *pp != c) {
-        prev = *pp;
-        pp = &(*pp)->pending_next;
-    }
-    if (*pp)
-        *pp = c->pending_next;
-    if (l->pending_tail == c)
-        l->pending_tail = prev;
-    c->pending = false;
-}
-
-void conn_on_message(struct conn *c, struct job *job)
-{
-    struct loop *l = c->loop;
-    if (job->msg == JOB_DONE && l->handoff && !l->opt->inline_app && !l->opt->native_hello) {
-        l->outstanding[job->worker]--;
-        l->outstanding_total--;
-    }
-    if (c->dead) {
-        if (job->msg == JOB_DONE) {
-            conn_free(c);
-        } else {
-            if (job->msg == JOB_NEED_BODY)
-                job->body.error = -1;
-            job_set_lost(job);
-            job_ack(job);
-        }
-        return;
-    }
-    switch (job->msg) {
-    case JOB_NEED_BODY:
-        c->state = CONN_BODY;
-        conn_fill_body(c);
-        break;
-    case JOB_FLUSH:
-        conn_queue(c, job->out[job->msg_buf].data, job->out[job->msg_buf].len, NULL, 0);
-        c->after_write = AW_ACK;
-        conn_write(c);
-        break;
-    case JOB_DONE:
-        conn_queue(c, job->out[job->msg_buf].data, job->out[job->msg_buf].len, NULL, 0);
-        if (job->file_fd >= 0) {
-            c->wfile_fd = job->file_fd;
-            c->wfile_off = job->file_off;
-            c->wfile_left = job->file_len;
-            job->file_fd = -1;
-        }
-        c->after_write = AW_FINISH;
-        conn_write(c);
-        break;
-    }
-}
-
-void conn_retry_submit(struct conn *c)
-{
-    c->pending = false;
-    conn_submit(c);
-}
-
-/* The response is out: log it, drop the request's bytes, and go on with the
- * next request (pipelined bytes may already be here) or close. */
-void conn_finish(struct conn *c)
-{
-    struct loop *l = c->loop;
-    struct job *job = c->job;
-    counter_inc(&l->lstats.requests);
-    if (l->opt->access_log)
-        access_log_write(c, job);
-    bool close_after = job->close_after || job->incomplete || !job->keep_alive || l->stopping;
-    /* A chunked body read past its end leaves the next request's first bytes
-     * in the decoder's buffer. */
-    struct buffer *raw = &job->body.raw;
-    size_t rest = c->rbuf.len - c->consumed;
-    if (rest)
-        memmove(c->rbuf.data, c->rbuf.data + c->consumed, rest);
-    c->rbuf.len = rest;
-    if (raw->len && !close_after && buffer_append(&c->rbuf, raw->data, raw->len) == false)
-        close_after = true;
-    c->consumed = 0;
-    c->scanned = 0;
-    c->job = NULL;
-    job_put(l, job);
-    if (c->rbuf.cap > 4 * RBUF_INITIAL && c->rbuf.len == 0)
-        buffer_free(&c->rbuf); /* one huge head must not pin memory while idle */
-    if (close_after) {
-        conn_shutdown(c);
-        return;
-    }
-    c->state = CONN_HEAD;
-    if (c->rbuf.len > 0)
-        timer_arm(&l->t_header, &c->timer, l->now_ms);
-    else
-        timer_arm(&l->t_keepalive, &c->timer, l->now_ms);
-    conn_read_head(c);
-}
-
-void conn_on_timeout(struct conn *c)
-{
-    timer_disarm(&c->timer);
-    if (c->state == CONN_LINGER || c->state == CONN_HEAD) {
-        conn_free(c);
-        return;
-    }
-    log_debug("closing %s:%s: no progress for the I/O timeout", c->remote_addr, c->remote_port);
-    conn_close(c);
-}
-
-void conn_stop_if_idle(struct conn *c)
-{
-    if (c->state != CONN_HEAD || c->rbuf.len > 0 || c->job)
-        return;
-    /* A request may have arrived with its edge not yet seen: try one read
-     * whatever `readable` says (a request found is served, with
-     * "Connection: close"); the next pass closes what stayed idle. */
-    if (!c->stop_read) {
-        c->stop_read = true;
-        c->readable = true;
-        conn_read_head(c);
-        return;
-    }
-    conn_free(c);
 }

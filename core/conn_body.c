@@ -7,28 +7,75 @@
  * us buffer more than a window of what the app has not asked for.
  *
  * Before the app is called, up to one window of body is read ahead
- * (prereading): most bodies are small, and then the app's read() never waits
- * for the loop. With --inline the whole body is read first (the loop cannot
- * wait for itself). A client that sent "Expect: 100-continue" and nothing
- * else is not read ahead: the app decides whether it wants the body. */
+ * (CONN_PREREAD): most bodies are small, and then the app's read() never
+ * waits for the loop. With --inline the whole body is read first (the loop
+ * cannot wait for itself), after "100 Continue" when the client asked for
+ * it. Otherwise a client that sent "Expect: 100-continue" and nothing else is
+ * not read ahead: the app decides, and its first read sends the 100. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conn_internal.h"
-#include "../lib/futex.h"
 #include "options.h"
 
 #define BODY_WINDOW 65536
 #define RAW_READ 16384
 #define PREREAD_MAX BODY_WINDOW
 
-void job_ack(struct job *job)
+/* The body window belongs to the connection and is lent to the job that
+ * reads a body: jobs are many (pipelining keeps several per connection in
+ * flight), bodies are read one at a time per connection. */
+static void window_lend(struct conn *c, struct body_pipe *b)
 {
-    /* A1: release — publishes the loop's writes to the window (or
-     * conn_lost) to the pool thread's acquire load A2 in await_ack (pool.c). */
-    atomic_fetch_add_explicit(&job->ack, 1, memory_order_release);
-    futex_wake(&job->ack, 1);
+    if (b->own || !c->win)
+        return;
+    b->own = c->win;
+    b->own_cap = c->win_cap;
+    c->win = NULL;
+    c->win_cap = 0;
+}
+
+/* The same for the chunked decoder's input buffer. */
+static void raw_lend(struct conn *c, struct body_pipe *b)
+{
+    if (b->raw.cap || !c->raw.cap)
+        return;
+    b->raw = c->raw;
+    c->raw = (struct buffer){0};
+}
+
+void conn_window_return(struct conn *c, struct job *job)
+{
+    struct body_pipe *b = &job->body;
+    if (b->own) {
+        if (c->win || b->own_cap > BODY_WINDOW * 2) {
+            free(b->own); /* a big one is not worth keeping */
+        } else {
+            c->win = b->own;
+            c->win_cap = b->own_cap;
+        }
+        b->own = NULL;
+        b->own_cap = 0;
+        b->data = NULL;
+    }
+    if (b->raw.cap) {
+        if (c->raw.cap || b->raw.cap > RAW_READ * 4) {
+            buffer_free(&b->raw);
+        } else {
+            c->raw = b->raw;
+            c->raw.len = 0;
+        }
+        b->raw = (struct buffer){0};
+    }
+}
+
+void conn_window_free(struct conn *c)
+{
+    free(c->win);
+    c->win = NULL;
+    c->win_cap = 0;
+    buffer_free(&c->raw);
 }
 
 int conn_body_start(struct conn *c, size_t head_len)
@@ -62,6 +109,7 @@ int conn_body_start(struct conn *c, size_t head_len)
     }
     case HTTP_BODY_CHUNKED: {
         b->chunked_body = true;
+        raw_lend(c, b);
         http_chunked_init(&b->chunked);
         size_t used = 0, out_len = 0;
         int status = 0;
@@ -104,24 +152,6 @@ static bool own_reserve(struct body_pipe *b, size_t need)
     b->own = p;
     b->own_cap = cap;
     return true;
-}
-
-/* The window is ready (data, EOF or an error): give the job back. */
-static void deliver(struct conn *c)
-{
-    struct job *job = c->job;
-    timer_disarm(&c->timer);
-    if (c->prereading) {
-        c->prereading = false;
-        if (job->body.error > 0) {
-            conn_error(c, job->body.error);
-            return;
-        }
-        conn_run_app(c);
-        return;
-    }
-    c->state = CONN_APP;
-    job_ack(job);
 }
 
 /* Read one batch of socket bytes into the window. Returns the data bytes
@@ -172,70 +202,80 @@ static long read_some(struct conn *c, struct body_pipe *b, size_t base, size_t r
     }
 }
 
-void conn_fill_body(struct conn *c)
+/* One batch into own[b->len..]: -1 nothing now, -2 client gone, else the
+ * bytes added (counted against --max-body-size). */
+static long read_batch(struct conn *c, struct body_pipe *b)
+{
+    long got = read_some(c, b, b->len, b->own_cap - b->len);
+    if (got > 0) {
+        b->len += (size_t)got;
+        b->received += (uint64_t)got;
+        if (b->received > c->loop->opt->max_body_size)
+            b->error = 413;
+        struct loop *l = c->loop;
+        timer_arm(&l->t_io, &c->timer, l->now_ms); /* progress */
+    }
+    return got;
+}
+
+/* CONN_PREREAD: gather the body (all of it with --inline, else up to one
+ * window) in own, starting with what came with the head. */
+enum verdict conn_preread(struct conn *c)
 {
     struct loop *l = c->loop;
-    struct job *job = c->job;
-    struct body_pipe *b = &job->body;
-
-    if (b->expect_continue && !b->continue_sent) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        b->continue_sent = true;
-        conn_queue(c, cont, sizeof cont - 1, NULL, 0);
-        c->after_write = AW_BODY;
-        conn_write(c);
-        return;
+    struct body_pipe *b = &c->job->body;
+    window_lend(c, b);
+    if (b->data != b->own) {
+        if (!own_reserve(b, b->len + BODY_WINDOW))
+            return conn_fail(c, 503);
+        memmove(b->own, b->data, b->len);
+        b->data = b->own;
     }
-    c->state = CONN_BODY;
-    if (c->prereading) {
-        /* Accumulate the whole body in own, starting with what came with the head. */
-        if (b->data != b->own) {
-            if (!own_reserve(b, b->len + BODY_WINDOW)) {
-                conn_error(c, 503);
-                return;
-            }
-            memmove(b->own, b->data, b->len);
-            b->data = b->own;
+    bool all = l->opt->inline_app;
+    while (!b->eof && !b->error && (all || b->len < PREREAD_MAX)) {
+        if (!c->readable) {
+            if (!c->timer.list)
+                timer_arm(&l->t_io, &c->timer, l->now_ms);
+            return VERDICT_WAIT;
         }
-    } else if (b->pos >= b->len) {
+        if (!own_reserve(b, b->len + RAW_READ))
+            return conn_fail(c, 503);
+        long got = read_batch(c, b);
+        if (got == -2)
+            return VERDICT_CLOSE;
+    }
+    timer_disarm(&c->timer);
+    if (b->error > 0)
+        return conn_fail(c, b->error);
+    if (b->error < 0)
+        return VERDICT_CLOSE;
+    conn_set_state(c, CONN_READY);
+    return VERDICT_NEXT;
+}
+
+/* CONN_BODY: the app read its window empty; refill it and ack. */
+enum verdict conn_fill_body(struct conn *c)
+{
+    struct loop *l = c->loop;
+    struct body_pipe *b = &c->job->body;
+    window_lend(c, b);
+    if (b->pos >= b->len) {
         if (!own_reserve(b, BODY_WINDOW)) {
             b->error = -1;
-            deliver(c);
-            return;
+            conn_ack(c);
+            return VERDICT_WAIT;
         }
         b->data = b->own;
         b->len = b->pos = 0;
     }
-    for (;;) {
-        if (b->eof || b->error) {
-            deliver(c);
-            return;
-        }
+    while (!b->eof && !b->error && b->len == b->pos) {
         if (!c->readable) {
             timer_arm(&l->t_io, &c->timer, l->now_ms);
-            return;
+            return VERDICT_WAIT;
         }
-        if (c->prereading && !own_reserve(b, b->len + RAW_READ)) {
-            conn_error(c, 503);
-            return;
-        }
-        long got = read_some(c, b, b->len, b->own_cap - b->len);
-        if (got == -2) {
-            conn_close(c); /* the app, if waiting, gets an error (conn.c) */
-            return;
-        }
-        if (got == -1)
-            continue; /* readable is now false */
-        b->len += (size_t)got;
-        b->received += (uint64_t)got;
-        if (b->received > l->opt->max_body_size)
-            b->error = 413;
-        bool ready = c->prereading ? !c->loop->opt->inline_app && b->len >= PREREAD_MAX
-                                   : b->len > b->pos;
-        if (ready) {
-            deliver(c);
-            return;
-        }
-        timer_arm(&l->t_io, &c->timer, l->now_ms);
+        if (read_batch(c, b) == -2)
+            return VERDICT_CLOSE; /* conn_abort tells the app the client is gone */
     }
+    conn_ack(c);
+    return VERDICT_WAIT;
 }

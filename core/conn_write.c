@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,14 +15,27 @@
 #include "log.h"
 #include "options.h"
 
-void conn_queue(struct conn *c, const char *a, size_t alen, const char *b, size_t blen)
+void conn_queue(struct conn *c, const char *a, size_t alen)
 {
     c->wvcnt = 0;
+    c->wjobs = 0;
     if (alen)
         c->wv[c->wvcnt++] = (struct iovec){.iov_base = (void *)a, .iov_len = alen};
-    if (blen)
-        c->wv[c->wvcnt++] = (struct iovec){.iov_base = (void *)b, .iov_len = blen};
-    c->state = CONN_WRITE;
+}
+
+/* Behind the current response: the finished responses of the pipelined
+ * requests that follow it, so one write carries them all. */
+void conn_queue_pipelined(struct conn *c)
+{
+    for (struct job *j = c->pipe_head; j && j->posted && j->msg == JOB_DONE && j->file_fd < 0;
+         j = j->pipe_next) {
+        if (c->wvcnt == CONN_IOV)
+            break;
+        const struct buffer *out = &j->out[j->msg_buf];
+        if (out->len)
+            c->wv[c->wvcnt++] = (struct iovec){.iov_base = out->data, .iov_len = out->len};
+        c->wjobs++;
+    }
 }
 
 /* After a failed write: 1 to retry (EINTR), 0 when the socket is full (wait
@@ -45,8 +56,7 @@ static int write_out(struct conn *c)
 {
     struct loop *l = c->loop;
     while (c->wvcnt > 0) {
-        ssize_t n = c->wvcnt == 1 ? send(c->fd, c->wv[0].iov_base, c->wv[0].iov_len, MSG_NOSIGNAL)
-                                  : writev(c->fd, c->wv, c->wvcnt);
+        ssize_t n = conn_io_writev(c->fd, c->wv, c->wvcnt);
         STAT(counter_inc(&l->lstats.writes));
         if (n < 0) {
             int r = write_failed(c);
@@ -55,10 +65,12 @@ static int write_out(struct conn *c)
             return r;
         }
         size_t done = (size_t)n;
-        while (c->wvcnt > 0 && done >= c->wv[0].iov_len) {
-            done -= c->wv[0].iov_len;
-            c->wv[0] = c->wv[1];
-            c->wvcnt--;
+        int i = 0;
+        while (i < c->wvcnt && done >= c->wv[i].iov_len)
+            done -= c->wv[i++].iov_len;
+        if (i > 0) {
+            memmove(c->wv, c->wv + i, (size_t)(c->wvcnt - i) * sizeof *c->wv);
+            c->wvcnt -= i;
         }
         if (c->wvcnt > 0) {
             c->wv[0].iov_base = (char *)c->wv[0].iov_base + done;
@@ -67,7 +79,7 @@ static int write_out(struct conn *c)
     }
     while (c->wfile_left > 0) {
         size_t chunk = c->wfile_left > (1u << 30) ? (1u << 30) : (size_t)c->wfile_left;
-        ssize_t n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, chunk);
+        ssize_t n = conn_io_sendfile(c->fd, c->wfile_fd, &c->wfile_off, chunk);
         STAT(counter_inc(&l->lstats.writes));
         if (n < 0) {
             int r = write_failed(c);
@@ -80,33 +92,45 @@ static int write_out(struct conn *c)
         c->wfile_left -= (uint64_t)n;
     }
     if (c->wfile_fd >= 0) {
-        close(c->wfile_fd);
+        conn_io_close(c->wfile_fd);
         c->wfile_fd = -1;
     }
     return 1;
 }
 
-void conn_write(struct conn *c)
+/* The client waits for this before it sends the body (RFC 9110 §10.1.1). */
+void conn_queue_continue(struct conn *c)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    conn_queue(c, cont, sizeof cont - 1);
+    conn_set_state(c, CONN_SEND_CONTINUE);
+}
+
+/* CONN_SEND_*: write what is queued, then move on. */
+enum verdict conn_send(struct conn *c)
 {
     struct loop *l = c->loop;
+    if (!c->writable)
+        return VERDICT_WAIT;
     int r = write_out(c);
     if (r == 0) {
         timer_arm(&l->t_io, &c->timer, l->now_ms);
-        return;
+        return VERDICT_WAIT;
     }
-    timer_disarm(&c->timer);
-    if (r < 0) {
-        conn_close(c);
-        return;
-    }
-    switch (c->after_write) {
-    case AW_FINISH: conn_finish(c); break;
-    case AW_ACK:
-        c->state = CONN_APP;
-        job_ack(c->job);
-        break;
-    case AW_BODY: conn_fill_body(c); break;
-    case AW_CLOSE: conn_shutdown(c); break;
+    if (r < 0)
+        return VERDICT_CLOSE; /* conn_abort tells an app still running */
+    switch (c->state) {
+    case CONN_SEND_CONTINUE:
+        c->job->body.continue_sent = true;
+        /* The app asked (pool) or the loop reads it all first (--inline). */
+        conn_set_state(c, c->holder == HOLDER_APP_WAITS ? CONN_BODY : CONN_PREREAD);
+        return VERDICT_NEXT;
+    case CONN_SEND_PART:
+        conn_ack(c);
+        return VERDICT_WAIT;
+    case CONN_SEND_LAST: return conn_finish(c);
+    case CONN_SEND_ERROR: return conn_shutdown(c);
+    default: return VERDICT_CLOSE;
     }
 }
 
@@ -126,56 +150,57 @@ static const char *reason_phrase(int status)
     }
 }
 
-void conn_error(struct conn *c, int status)
+/* The loop answers the request itself, and closes after: only while the
+ * loop holds the job (or there is none). */
+enum verdict conn_fail(struct conn *c, int status)
 {
     struct loop *l = c->loop;
-    if (c->job) { /* only called while the loop holds the job */
+    if (c->job) {
         job_put(l, c->job);
         c->job = NULL;
     }
     const char *reason = reason_phrase(status);
     free(c->err_resp);
     c->err_resp = malloc(512);
-    if (!c->err_resp) {
-        conn_close(c);
-        return;
-    }
+    if (!c->err_resp)
+        return VERDICT_CLOSE;
     int n = snprintf(c->err_resp, 512,
                      "HTTP/1.1 %d %s\r\nServer: cserve\r\nDate: %s\r\n"
                      "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n%s\n",
                      status, reason, http_date_now(), strlen(reason) + 1, reason);
     log_debug("%s:%s: %d %s", c->remote_addr, c->remote_port, status, reason);
-    conn_queue(c, c->err_resp, (size_t)n, NULL, 0);
-    c->after_write = AW_CLOSE;
-    conn_write(c);
+    conn_queue(c, c->err_resp, (size_t)n);
+    conn_set_state(c, CONN_SEND_ERROR);
+    return VERDICT_NEXT;
 }
 
 /* Half-close and keep reading (and discarding) until the client closes too,
  * or the linger timer fires: closing with unread input would send a reset
  * that can destroy the response before the client reads it. */
-void conn_shutdown(struct conn *c)
+enum verdict conn_shutdown(struct conn *c)
 {
     struct loop *l = c->loop;
-    shutdown(c->fd, SHUT_WR);
-    c->state = CONN_LINGER;
+    conn_io_shutdown(c->fd);
+    conn_set_state(c, CONN_LINGER);
     timer_arm(&l->t_linger, &c->timer, l->now_ms);
-    if (c->readable)
-        conn_linger(c);
+    return VERDICT_NEXT;
 }
 
-void conn_linger(struct conn *c)
+/* CONN_LINGER */
+enum verdict conn_linger(struct conn *c)
 {
     char sink[16384];
+    if (!c->readable)
+        return VERDICT_WAIT;
     for (int i = 0; i < 64; i++) { /* bounded: a flood cannot hold the loop */
         ssize_t n = conn_recv(c, sink, sizeof sink);
-        if (n < 0) {
-            conn_close(c);
-            return;
-        }
+        if (n < 0)
+            return VERDICT_CLOSE;
         if (n == 0)
-            return;
+            return VERDICT_WAIT;
     }
+    return VERDICT_WAIT;
 }
 
 void access_log_write(struct conn *c, struct job *job)

@@ -1,9 +1,11 @@
-/* job.h — one request in flight between the loop thread and a pool thread.
+/* job.h — one request in flight between the loop thread and the app.
  *
  * Ownership alternates, and the handoff is the fence: the loop fills a job
- * and submits it; the pool thread owns it until it posts a message with
- * job_post(); the loop owns it again until it acknowledges the message
- * (job->ack, a futex word: release by the loop, acquire by the pool). Only
+ * and submits it; the pool thread owns it until it posts a message
+ * (job_flush, job_need_body, job_done); the loop owns it again until it
+ * acknowledges the message with job_ack (job->ack, a futex word: release by
+ * the loop, acquire by the pool). The connection records which side holds
+ * the job (struct conn's `holder`). Only
  * JOB_DONE ends the request; the loop then recycles the job. The request's
  * bytes stay in the connection's receive buffer (the views in req) until then.
  *
@@ -56,7 +58,9 @@ struct job {
     /* ---- loop side (never read by the pool) ---- */
     struct conn *conn;
     struct job *next_free;
+    struct job *pipe_next;   /* the connection's next pipelined request in flight */
     unsigned worker;
+    bool posted;             /* a pipelined job's message waits for its turn */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */
     struct http_request req;
@@ -92,6 +96,32 @@ struct job {
     int acks_seen;
     bool awaiting_ack;
 };
+
+/* ---- the protocol (job.c) ---- */
+struct handoff;
+struct pool_stats;
+
+/* Loop side: answer the message the loop took (JOB_FLUSH written out, or the
+ * body window refilled); the job is the app's again. */
+void job_ack(struct job *job);
+
+/* The app's side (GIL held). On a pool thread each posts through the handoff;
+ * with --inline (no pool thread) they only record the message for the loop. */
+/* Post job->out[fill_buf] for writing now and switch to the other buffer. */
+void job_flush(struct job *job);
+/* The body window is empty and not at EOF: ask the loop for more and wait. */
+void job_need_body(struct job *job);
+/* Post the final message. The job is the loop's after this. */
+void job_done(struct job *job);
+/* True if messages go to a loop on another thread (flushing is worth it). */
+bool job_streams(void);
+
+/* Called once by each pool thread before it runs apps. */
+void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats);
+/* Defined by the thread that runs apps (pool.c): drop the GIL before a
+ * blocking wait for an acknowledgement, and take it back after. */
+void *job_wait_begin(void);
+void job_wait_end(void *token);
 
 static inline bool job_lost(struct job *job)
 {

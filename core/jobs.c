@@ -18,7 +18,9 @@ static void job_clear(struct job *job)
     /* loop side */
     job->conn = NULL;
     job->next_free = NULL;
+    job->pipe_next = NULL;
     job->worker = 0;
+    job->posted = false;
 
     /* the request: the parser fills the headers it reports (up to
      * num_headers), so the array is not wiped (it is most of the job) */

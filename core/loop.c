@@ -17,7 +17,6 @@
 #include "../handoffs/handoff.h"
 #include "log.h"
 #include "signals.h"
-#include "../lib/cpu_relax.h"
 #include "loop.h"
 #include "options.h"
 #include "stats.h"
@@ -54,6 +53,8 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->stats = stats;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = coarse_ms();
+    const char *fault = getenv("CSERVE_FAULT_SUBMIT");
+    l->fault_submit_ms = fault ? atol(fault) : -1;
     timer_list_init(&l->t_header, opt->header_timeout_ms);
     timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
     timer_list_init(&l->t_io, opt->io_timeout_ms);
@@ -171,37 +172,16 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         for (size_t i = 0; i < n; i++)
             conn_on_message(done[i]->conn, done[i]);
     } while (n == MAX_DRAIN);
-    /* Room in the queues again: submit what was held back. */
+    /* Room in the queues again: submit what was held back. A connection is
+     * never freed during a pass (conn_reap runs at its end), so c can be
+     * read after the retry whatever became of it. */
     while (l->pending_head && l->outstanding_total < l->workers * l->capacity) {
         struct conn *c = l->pending_head;
-        l->pending_head = c->pending_next;
-        if (!l->pending_head)
-            l->pending_tail = NULL;
         conn_retry_submit(c);
-        if (c->pending)
+        if (c->state == CONN_QUEUED)
             break; /* still full */
     }
     return total;
-}
-
-/* --loop-spin: with requests at the app and nothing else to do, poll for
- * their completions a little before sleeping in epoll_wait. A completion
- * that lands in that window costs neither the loop's epoll_wait and eventfd
- * read nor the pool thread's eventfd write (DESIGN.md §6: a wake costs
- * ~20 µs here). Only for handoffs whose completions can be polled (ring).
- * Returns true if it handled any. */
-static bool spin_for_completions(struct loop *l)
-{
-    if (!l->opt->loop_spin_ns || !l->handoff->ops->polled || l->outstanding_total == 0)
-        return false;
-    uint64_t until = monotonic_ns() + (uint64_t)l->opt->loop_spin_ns;
-    do {
-        for (int i = 0; i < 32; i++)
-            cpu_relax();
-        if (drain_completions(l, false) > 0)
-            return true;
-    } while (l->outstanding_total > 0 && monotonic_ns() < until);
-    return false;
 }
 
 static void expire_timers(struct loop *l)
@@ -245,8 +225,6 @@ unsigned loop_run(struct loop *l)
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
-        if (timeout != 0 && hops && spin_for_completions(l))
-            timeout = 0; /* that was work: look at the sockets, then come back */
         if (timeout != 0 && hops) {
             if (hops->before_sleep(l->handoff, l->outstanding_total))
                 timeout = 0;
@@ -282,6 +260,7 @@ unsigned loop_run(struct loop *l)
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
         expire_timers(l);
+        conn_reap(l); /* the one place connections are freed */
         resume_accepting(l);
         if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {
             l->window_at = 0;
@@ -292,6 +271,7 @@ unsigned loop_run(struct loop *l)
                 next = c->next;
                 conn_stop_if_idle(c);
             }
+            conn_reap(l);
             if (drained(l))
                 break;
             if (l->now_ms >= l->stop_deadline_ms) {
@@ -308,9 +288,11 @@ void loop_destroy(struct loop *l)
 {
     /* Connections whose job is still with the app are left alone: the pool
      * may touch them. Only a clean stop frees everything. */
-    if (l->outstanding_total == 0)
-        while (l->conns.next != &l->conns)
-            conn_close(l->conns.next);
+    if (l->outstanding_total == 0) {
+        for (struct conn *c = l->conns.next; c != &l->conns; c = c->next)
+            conn_abort(c);
+        conn_reap(l);
+    }
     stop_accepting(l);
     if (l->signal_fd >= 0)
         close(l->signal_fd);

@@ -21,48 +21,71 @@
 struct options;
 struct handoff;
 
+#define CONN_IOV 32 /* responses one write may carry */
+
 /* What an epoll event's data.ptr points at. */
 enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL };
 struct poll_src {
     enum poll_kind kind;
 };
 
+/* Where a connection is in the life of a request (core/README.md has the
+ * diagram). Exactly one is current; only conn*.c assign it. */
 enum conn_state {
-    CONN_HEAD,   /* waiting for a complete request head */
-    CONN_APP,    /* the request is with the app; nothing to do until it posts */
-    CONN_BODY,   /* the app waits for body bytes (or --inline waits for the whole body) */
-    CONN_WRITE,  /* writing a response, a part of one, or 100 Continue */
-    CONN_LINGER, /* response sent and write side shut: discarding input until EOF */
+    CONN_HEAD,          /* reading a request head (an idle keep-alive connection too) */
+    CONN_PREREAD,       /* reading the body before the app runs: a window of it, or
+                         * all of it when the app runs on the loop thread (--inline) */
+    CONN_READY,         /* the request is framed: hand it to the app */
+    CONN_QUEUED,        /* the handoff was full: waiting on the loop's pending list */
+    CONN_APP,           /* the app runs the request; nothing to do until it posts */
+    CONN_HOLD,          /* the response is done, but pipelined requests behind it
+                         * are still with the app: their responses leave together */
+    CONN_BODY,          /* the app asked for body bytes: fill its window, then ack */
+    CONN_SEND_CONTINUE, /* writing "100 Continue", then reading the body */
+    CONN_SEND_PART,     /* writing a part the app flushed, then ack */
+    CONN_SEND_LAST,     /* writing the end of a response, then the next request */
+    CONN_SEND_ERROR,    /* writing the loop's own error response, then linger */
+    CONN_LINGER,        /* write side shut: discarding input until EOF or the timer */
+    CONN_ORPHAN,        /* socket closed while the app holds the job: kept until
+                         * the job comes back (JOB_DONE) */
+    CONN_CLOSED,        /* done: the loop frees it at the end of its pass */
 };
 
-/* What to do once the write queue is empty. */
-enum after_write { AW_FINISH, AW_ACK, AW_BODY, AW_CLOSE };
+/* Who holds the connection's job (when it has one). Stored, never inferred:
+ * it decides whether a closing connection can be freed or must wait. */
+enum job_holder {
+    HOLDER_LOOP,      /* not submitted yet, or back for good (JOB_DONE) */
+    HOLDER_APP,       /* the app runs with it; the loop must not touch it */
+    HOLDER_APP_WAITS, /* the app posted a message and waits for job_ack */
+};
 
 struct conn {
     struct poll_src src;
     int fd;
     enum conn_state state;
-    enum after_write after_write;
-    bool readable;       /* edge-triggered: data may be waiting */
+    enum job_holder holder;
+    /* Socket readiness as edge-triggered epoll reported it (not states). */
+    bool readable;       /* data (or EOF) may be waiting */
     bool peer_shut;      /* the peer's FIN/RST was reported: no further edge will come */
-    bool writable;       /* edge-triggered: send buffer has room */
-    bool dead;           /* socket closed; kept only until the app's job returns */
-    bool stop_read;      /* shutting down: the last read of an idle connection is done */
-    bool prereading;     /* reading the body before calling the app: all of it with
-                          * --inline, else up to PREREAD_MAX (so a small body costs
-                          * the app no round trip to the loop) */
+    bool writable;       /* the send buffer has room */
+    bool stop_probe;     /* shutting down: the last read of an idle connection is done */
     struct loop *loop;
     struct conn *prev, *next;         /* all connections (for shutdown) */
-    struct conn *pending_next;        /* waiting for room in the handoff */
-    bool pending;
+    struct conn *pending_next;        /* CONN_QUEUED: the loop's pending list */
+    struct conn *closed_next;         /* CONN_CLOSED: the loop's list to free */
     struct timer_link timer;
 
     struct buffer rbuf;  /* request bytes; the current head starts at 0 */
     size_t scanned;      /* rbuf bytes already checked for a line end */
     size_t consumed;     /* rbuf bytes the request in flight accounts for */
     struct job *job;
+    char *win;           /* the body window, lent to the job reading a body */
+    size_t win_cap;
+    struct buffer raw;   /* the chunked decoder's input, lent the same way */
 
-    struct iovec wv[2];  /* memory still to write, in order */
+    struct job *pipe_head, *pipe_tail; /* pipelined requests submitted behind `job`, in order */
+    unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
+    struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;
     int wfile_fd;        /* then this file, from wfile_off, wfile_left bytes */
     off_t wfile_off;
@@ -87,6 +110,7 @@ struct loop {
     struct conn conns;         /* sentinel of the list of all connections */
     unsigned nconns;
     struct conn *pending_head, *pending_tail;
+    struct conn *closed;       /* connections to free at the end of this pass */
     struct job *free_jobs;
     struct timer_list t_header, t_keepalive, t_io, t_linger;
     uint64_t now_ms;
@@ -96,6 +120,9 @@ struct loop {
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;
     struct loop_stats lstats;
+    long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
+                                * ms after the first one, then fails them (-1: off) */
+    uint64_t fault_since_ms;
 };
 
 /* Pool threads read this when they build a response head: once it is set,
@@ -109,14 +136,17 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
 unsigned loop_run(struct loop *l);
 void loop_destroy(struct loop *l);
 
-/* conn.c */
+/* conn.c: what the loop tells a connection. None of these frees it: a
+ * connection that is done goes on l->closed, and the loop calls conn_reap at
+ * the end of its pass, when no caller can still hold the pointer. */
 void conn_accept(struct loop *l, int fd, const struct sockaddr_storage *addr);
 void conn_on_event(struct conn *c, uint32_t events);
 void conn_on_message(struct conn *c, struct job *job);
 void conn_on_timeout(struct conn *c);
-void conn_retry_submit(struct conn *c);
+void conn_retry_submit(struct conn *c);   /* CONN_QUEUED: there may be room now */
 void conn_stop_if_idle(struct conn *c);
-void conn_close(struct conn *c);
+void conn_abort(struct conn *c);          /* close it, whatever it was doing */
+void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */
 
 /* jobs.c: the loop's free list of jobs */
 struct job *job_get(struct loop *l);

@@ -12,7 +12,6 @@
 
 #include "../handoffs/handoff.h"
 #include "app.h"
-#include "../lib/futex.h"
 #include "job.h"
 #include "log.h"
 #include "pool.h"
@@ -36,74 +35,14 @@ struct pool {
     _Atomic unsigned registered; /* threads that have put themselves in the stats */
 };
 
-/* The pool thread running on this OS thread; NULL on the loop thread. */
-static _Thread_local struct pool_thread *self;
 static PyThreadState *inline_state;
 
 void pool_set_inline_state(void *thread_state) { inline_state = thread_state; }
 
-bool job_streams(void) { return self != NULL; }
-
-static void post(struct job *job, enum job_msg msg)
-{
-    job->msg = msg;
-    job->msg_buf = job->fill_buf;
-    if (!self)
-        return; /* inline: the loop takes the message when the app returns */
-    struct handoff *h = self->pool->handoff;
-    if (msg != JOB_DONE)
-        STAT(counter_inc(&self->stats->messages));
-    if (h->ops->complete(h, self->index, job) != 0)
-        log_error("handoff complete failed: %s", strerror(errno));
-}
-
-/* Wait for the loop's answer to the message in flight, without the GIL. */
-static void await_ack(struct job *job)
-{
-    if (!job->awaiting_ack)
-        return;
-    int want = job->acks_seen + 1;
-    /* A2: acquire — pairs with the release A1 in job_ack (conn_body.c), so
-     * the window, EOF/error and conn_lost the loop wrote are visible here. */
-    if (atomic_load_explicit(&job->ack, memory_order_acquire) != want) {
-        PyThreadState *ts = PyEval_SaveThread();
-        STAT(counter_inc(&self->stats->gil_releases));
-        while (atomic_load_explicit(&job->ack, memory_order_acquire) != want)
-            futex_wait(&job->ack, want - 1);
-        PyEval_RestoreThread(ts);
-    }
-    job->acks_seen = want;
-    job->awaiting_ack = false;
-}
-
-void job_flush(struct job *job)
-{
-    if (!self)
-        return;
-    await_ack(job); /* the other buffer is written out and free again */
-    post(job, JOB_FLUSH);
-    job->awaiting_ack = true;
-    job->fill_buf ^= 1;
-    job->out[job->fill_buf].len = 0;
-}
-
-void job_need_body(struct job *job)
-{
-    if (!self) {
-        job->body.eof = true; /* inline: the loop read the whole body first */
-        return;
-    }
-    await_ack(job);
-    post(job, JOB_NEED_BODY);
-    job->awaiting_ack = true;
-    await_ack(job);
-}
-
-void job_done(struct job *job)
-{
-    await_ack(job);
-    post(job, JOB_DONE);
-}
+/* job.h: a pool thread waiting for the loop's acknowledgement lets the other
+ * threads (and the app's own) run meanwhile. */
+void *job_wait_begin(void) { return PyEval_SaveThread(); }
+void job_wait_end(void *token) { PyEval_RestoreThread(token); }
 
 static void *pool_main(void *arg)
 {
@@ -116,7 +55,7 @@ static void *pool_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     stats_register_self(p->stats, t->index + 1, name, "pool");
     atomic_fetch_add(&p->registered, 1);
-    self = t;
+    job_thread_init(h, t->index, t->stats);
 
     PyThreadState *ts = PyThreadState_New(p->interp);
     PyEval_RestoreThread(ts);

@@ -1,5 +1,5 @@
-/* pool.h — the Python pool threads of one worker, and the pool side of a
- * job's messages (job.h). */
+/* pool.h — the Python pool threads of one worker (the job's messages are
+ * job.h's). */
 #ifndef CSERVE_POOL_H
 #define CSERVE_POOL_H
 
@@ -22,16 +22,5 @@ bool pool_stop(struct pool *p, unsigned wait_ms);
 void pool_set_inline_state(void *thread_state);
 /* --inline, at exit: take the GIL back on the loop thread. */
 void pool_restore_inline_state(void);
-
-/* ---- the pool side of a job's messages (called by the WSGI bridge, GIL held) ---- */
-/* Post job->out[fill_buf] for writing now and switch to the other buffer.
- * Inline: nothing (everything goes out with the final message). */
-void job_flush(struct job *job);
-/* The body window is empty: ask the loop for more and wait (GIL released). */
-void job_need_body(struct job *job);
-/* Post the final message. The job is the loop's after this. */
-void job_done(struct job *job);
-/* True if the job's messages are answered by a loop on another thread. */
-bool job_streams(void);
 
 #endif

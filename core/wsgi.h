@@ -13,7 +13,7 @@ struct job;
  * the GIL held by the calling thread. */
 void wsgi_init(const struct options *opt, const char *default_app_dir);
 
-/* Run the app for job; GIL held. Posts the response through pool.h's
+/* Run the app for job; GIL held. Posts the response through job.h's
  * job_flush/job_done: when it returns, the job is the loop's. */
 void wsgi_handle(struct job *job);
 

@@ -14,7 +14,6 @@
 #include "job.h"
 #include "log.h"
 #include "options.h"
-#include "pool.h"
 #include "wsgi.h"
 
 struct wsgi_state W;

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "job.h"
-#include "pool.h"
 
 typedef struct {
     PyObject_HEAD

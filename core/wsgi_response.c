@@ -11,7 +11,6 @@
 
 #include "job.h"
 #include "log.h"
-#include "pool.h"
 #include "response_head.h"
 
 const char *latin1_view(PyObject *s, Py_ssize_t *len, const char *what)

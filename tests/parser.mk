@@ -14,6 +14,18 @@ PARSER_SRCS := core/http_parser.c core/http_framing.c core/http_target.c \
                core/http_chunked.c core/http_chars.c
 PARSER_HDRS := core/http_parser.h core/http_chars.h
 
+# The real connection code without its system calls, for the connection
+# fuzzer and the corpus test: tests/fuzz/conn_harness.c stands in for
+# core/conn_io.c, the loop and the app.
+CONN_SRCS := core/conn.c core/conn_request.c core/conn_body.c core/conn_write.c core/job.c \
+             core/jobs.c core/buffer.c core/response_head.c core/native_hello.c core/log.c \
+             tests/fuzz/conn_harness.c
+CONN_HDRS := $(wildcard core/conn*.h core/job.h core/loop.h core/app.h core/buffer.h core/timer.h) \
+             tests/fuzz/conn_harness.h
+# Which test and fuzzer link them.
+CONN_USERS := test_http_corpus fuzz_connection
+uses_conn = $(if $(filter $(1),$(CONN_USERS)),$(CONN_SRCS))
+
 UNIT_TESTS     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 UNIT_CFLAGS    := $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 UNIT_BINS      := $(UNIT_TESTS:%=build/unit/%)
@@ -32,20 +44,23 @@ FUZZ_SHORT_SECONDS ?= 5
 
 .PHONY: unit-test fuzz-short fuzz fuzz-build
 
-build/unit/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS)
+.SECONDEXPANSION:
+build/unit/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
+              $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
-build/unit/sse42/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS)
+build/unit/sse42/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
+                    $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(UNIT_CFLAGS) -msse4.2 -o $@ $< $(PARSER_SRCS)
+	$(CC) $(UNIT_CFLAGS) -msse4.2 -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
 unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD)
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
 
-build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS)
+build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS) $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(PARSER_SRCS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
 fuzz-build: $(FUZZ_BINS)
 

@@ -14,7 +14,7 @@
  *     job_clear, which resets the same members in the same order. A new
  *     member small enough to sit in a hole of existing padding moves no
  *     offset and is not caught; on x86-64 today the holes are after
- *     `worker` (4 bytes), `is_head` (6), `incomplete` (2), `status` (4),
+ *     `posted` (3 bytes), `is_head` (6), `incomplete` (2), `status` (4),
  *     `conn_lost` (3) and `awaiting_ack` (7). */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +30,8 @@ struct member {
 #define M(type, m) {#m, offsetof(type, m), sizeof(((type *)0)->m), __alignof__(((type *)0)->m)}
 
 static const struct member job_members[] = {
-    M(struct job, conn), M(struct job, next_free), M(struct job, worker), M(struct job, req),
+    M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, worker),
+    M(struct job, posted), M(struct job, req),
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
     M(struct job, remote_port), M(struct job, keep_alive), M(struct job, is_head),
     M(struct job, body), M(struct job, out), M(struct job, msg_buf), M(struct job, msg),
@@ -106,7 +107,9 @@ static void recycle_with(unsigned char pattern)
 
     ZERO(job->conn);
     ZERO(job->next_free);
+    ZERO(job->pipe_next);
     ZERO(job->worker);
+    ZERO(job->posted);
     ZERO(job->req.method);
     ZERO(job->req.method_len);
     ZERO(job->req.target);

@@ -1,14 +1,17 @@
-/* test_http_corpus.c — every case in tests/corpus/ through the connection
- * model the fuzzers use (tests/fuzz/conn_model.h), fed whole, byte by byte
- * and in random pieces: the statuses a server built on these parsers would
- * answer, and whether it closes, must match NAME.expect. This keeps the
- * corpus honest without a server; tests/integration/test_corpus.py replays
- * the same files against the real one. Run from the repository root. */
-#define CONN_MAX_HEAD 8192 /* the corpus assumes --max-header-size 8192 */
-#include "../fuzz/conn_model.h"
+/* test_http_corpus.c — every case in tests/corpus/ through the real
+ * connection code without a socket (tests/fuzz/conn_harness.c, as the
+ * fuzzers drive it), fed whole, byte by byte and in random pieces, with
+ * whole and bitten writes: the statuses answered, and whether it closes,
+ * must match NAME.expect. tests/integration/test_corpus.py replays the same
+ * files against the running server. Run from the repository root. */
+#include "../fuzz/conn_harness.h"
 #include "check.h"
 
 #include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CONN_MAX_HEAD 8192 /* the corpus assumes --max-header-size 8192 */
 
 #define CORPUS "tests/corpus/"
 
@@ -22,19 +25,14 @@ static size_t read_file(const char *path, char *buf, size_t cap)
 }
 
 /* The statuses answered and the closing, in the .expect format:
- * "200 200 open", "400 close". A request whose body completes is a 200 from
- * the hello app; a framing error is its status. */
-static void describe(const struct conn *c, char *out, size_t cap)
+ * "200 200 open", "400 close". */
+static void describe(const struct harness_result *r, char *out, size_t cap)
 {
     size_t n = 0;
     out[0] = '\0';
-    for (unsigned i = 0; i < c->events && i < CONN_LOG_KEEP; i++) {
-        const struct conn_event *e = &c->first[i];
-        if (e->kind == 'B') n += (size_t)snprintf(out + n, cap - n, "200 ");
-        if (e->kind == 'E') n += (size_t)snprintf(out + n, cap - n, "%d ", (int)e->a);
-        if (e->kind == 'S')
-            snprintf(out + n, cap - n, "%s", e->a == CLOSED ? "close" : "open");
-    }
+    for (unsigned i = 0; i < r->responses && i < HARNESS_KEEP_STATUSES; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%d ", r->statuses[i]);
+    snprintf(out + n, cap - n, "%s", r->closed_early ? "close" : "open");
 }
 
 static void check_case(const char *name)
@@ -54,9 +52,10 @@ static void check_case(const char *name)
     const size_t max_piece[] = {0, 1, 7, 64};
     for (size_t w = 0; w < sizeof max_piece / sizeof *max_piece; w++) {
         if (max_piece[w] == 1 && n > 2048) continue; /* head re-scans per byte */
-        struct conn *c = conn_run((const uint8_t *)raw, n, 12345, max_piece[w]);
-        describe(c, got, sizeof got);
-        free(c);
+        struct harness_result r;
+        harness_run((const uint8_t *)raw, n, 12345, max_piece[w], max_piece[w] ? 13 : 0,
+                    CONN_MAX_HEAD, &r);
+        describe(&r, got, sizeof got);
         if (any) {
             *any = '\0';
             CHECK(strncmp(got, expect, strlen(expect)) == 0 && got[strlen(expect)] == ' ',

@@ -1,0 +1,404 @@
+/* conn_request.c — a request's way through a connection: read its head,
+ * frame it, hand it to the app, take the app's messages, and once the
+ * response is out start on the next request (pipelined bytes may be here). */
+#include <errno.h>
+#include <string.h>
+
+#include "../handoffs/handoff.h"
+#include "app.h"
+#include "conn_internal.h"
+#include "log.h"
+#include "options.h"
+
+#define RBUF_INITIAL 8192
+
+/* True when the bytes from c->scanned on hold a line end: only then can the
+ * head have completed (or a line have gone bad), so a client dribbling one
+ * byte at a time costs one memchr per byte, not one parse. */
+static bool new_line_end(struct conn *c)
+{
+    const char *from = c->rbuf.data + c->scanned;
+    size_t n = c->rbuf.len - c->scanned;
+    c->scanned = c->rbuf.len;
+    return memchr(from, '\n', n) != NULL;
+}
+
+/* A head parsed into job: frame it and decide what comes next. */
+static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
+{
+    struct loop *l = c->loop;
+    const struct options *opt = l->opt;
+    int status = http_request_framing(&job->req, &job->framing);
+    if (!status)
+        status = http_split_target(job->req.method, job->req.method_len, job->req.target,
+                                   job->req.target_len, &job->target);
+    if (!status && job->framing.body == HTTP_BODY_LENGTH &&
+        job->framing.content_length > opt->max_body_size)
+        status = 413;
+    c->job = job;
+    c->holder = HOLDER_LOOP;
+    if (status)
+        return conn_fail(c, status);
+    job->conn = c;
+    job->remote_addr = c->remote_addr;
+    job->remote_port = c->remote_port;
+    job->keep_alive = job->framing.keep_alive && !l->stopping;
+    /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
+    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+    timer_disarm(&c->timer);
+    status = conn_body_start(c, head_len);
+    if (status)
+        return conn_fail(c, status);
+    /* Where the body is framed before the app runs, for every mode. */
+    const struct body_pipe *b = &job->body;
+    if (b->eof || opt->native_hello) {
+        /* native-hello reads no body: its response says Connection: close
+         * when the body is not all here (response_head.c) */
+        conn_set_state(c, CONN_READY);
+    } else if (opt->inline_app) {
+        /* The app runs on this thread and cannot wait for us: read all of
+         * the body first, after "100 Continue" if the client waits for it. */
+        if (b->expect_continue)
+            conn_queue_continue(c);
+        else
+            conn_set_state(c, CONN_PREREAD);
+    } else {
+        /* A pool thread can ask for more; a client that waits for
+         * "100 Continue" is not read ahead: the app decides. */
+        conn_set_state(c, b->expect_continue ? CONN_READY : CONN_PREREAD);
+    }
+    return VERDICT_NEXT;
+}
+
+/* The peer sent its last byte. A head is parsed only when a line end
+ * arrives, so bytes after the last one are judged now: a bad head gets its
+ * error response however the stream was split. */
+static enum verdict head_at_eof(struct conn *c)
+{
+    struct loop *l = c->loop;
+    if (c->rbuf.len == 0 || c->scanned == 0)
+        return VERDICT_CLOSE;
+    struct job *job = job_get(l);
+    if (!job)
+        return VERDICT_CLOSE;
+    int status = 0;
+    int n = http_parse_request(c->rbuf.data, c->rbuf.len, l->opt->max_header_size, &job->req,
+                               &status);
+    job_put(l, job);
+    return n == HTTP_ERROR ? conn_fail(c, status) : VERDICT_CLOSE;
+}
+
+enum verdict conn_read_head(struct conn *c)
+{
+    struct loop *l = c->loop;
+    const struct options *opt = l->opt;
+    bool try_parse = c->rbuf.len > 0 && (new_line_end(c) || c->rbuf.len >= opt->max_header_size);
+    for (;;) {
+        if (try_parse) {
+            struct job *job = job_get(l);
+            if (!job)
+                return conn_fail(c, 503);
+            int status = 0;
+            int n = http_parse_request(c->rbuf.data, c->rbuf.len, opt->max_header_size,
+                                       &job->req, &status);
+            if (n > 0) {
+                c->scanned = 0;
+                return frame(c, job, (size_t)n);
+            }
+            job_put(l, job);
+            if (n == HTTP_ERROR)
+                return conn_fail(c, status);
+        }
+        if (!c->readable)
+            return VERDICT_WAIT; /* the header or keep-alive timer is armed */
+        if (c->rbuf.cap - c->rbuf.len < 1024) {
+            size_t limit = opt->max_header_size + RBUF_INITIAL;
+            size_t more = c->rbuf.cap ? c->rbuf.cap : RBUF_INITIAL;
+            if (c->rbuf.len + more > limit)
+                more = limit - c->rbuf.len;
+            if (more == 0) /* full of a head the parser could not end */
+                return conn_fail(c, 431);
+            if (!buffer_reserve(&c->rbuf, more))
+                return VERDICT_CLOSE;
+        }
+        ssize_t got = conn_recv(c, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
+        if (got < 0)
+            return head_at_eof(c);
+        try_parse = false;
+        if (got == 0)
+            continue; /* drained: the readable check above parks us */
+        if (c->timer.list != &l->t_header) /* the head's clock starts at its first byte */
+            timer_arm(&l->t_header, &c->timer, l->now_ms);
+        c->rbuf.len += (size_t)got;
+        try_parse = new_line_end(c) || c->rbuf.len >= opt->max_header_size;
+    }
+}
+
+/* Join the shortest queue; ties go to the lowest index, so at low load the
+ * work stays on one hot (spinning) thread and the others stay parked rather
+ * than each being woken in turn, as round-robin would. */
+static unsigned pick_worker(const struct loop *l)
+{
+    unsigned best = 0;
+    for (unsigned w = 1; w < l->workers; w++)
+        if (l->outstanding[w] < l->outstanding[best])
+            best = w;
+    return best;
+}
+
+static int submit(struct loop *l, unsigned w, struct job *job)
+{
+    if (l->fault_submit_ms >= 0) { /* tests only: see loop.h */
+        if (!l->fault_since_ms)
+            l->fault_since_ms = l->now_ms;
+        if (l->now_ms - l->fault_since_ms < (uint64_t)l->fault_submit_ms)
+            return HANDOFF_FULL;
+        errno = EIO;
+        return HANDOFF_ERROR;
+    }
+    if (l->outstanding[w] >= l->capacity)
+        return HANDOFF_FULL;
+    return l->handoff->ops->submit(l->handoff, w, job);
+}
+
+/* CONN_READY: the body is as framed as it will be before the app runs. */
+enum verdict conn_start_app(struct conn *c)
+{
+    struct loop *l = c->loop;
+    struct job *job = c->job;
+    if (l->opt->native_hello) {
+        native_hello_respond(job);
+        return conn_take_message(c);
+    }
+    if (l->opt->inline_app) {
+        inline_run(l, job); /* returns with the job's final message recorded */
+        return conn_take_message(c);
+    }
+    unsigned w = pick_worker(l);
+    int r = submit(l, w, job);
+    if (r == HANDOFF_OK) {
+        job->worker = w;
+        l->outstanding[w]++;
+        l->outstanding_total++;
+        c->holder = HOLDER_APP;
+        conn_set_state(c, CONN_APP);
+        timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's time is bounded too */
+        conn_pipeline(c, w);
+        return VERDICT_WAIT;
+    }
+    if (r == HANDOFF_ERROR) {
+        log_error("handoff submit failed: %s", strerror(errno));
+        return conn_fail(c, 503);
+    }
+    /* Backpressure: park the connection (one entry per connection at most,
+     * not a growing queue) and stop reading it until a job finishes. */
+    conn_set_state(c, CONN_QUEUED);
+    c->pending_next = NULL;
+    if (l->pending_tail)
+        l->pending_tail->pending_next = c;
+    else
+        l->pending_head = c;
+    l->pending_tail = c;
+    return VERDICT_WAIT;
+}
+
+/* The app posted c->job->msg (the job is the loop's until it is acked). */
+enum verdict conn_take_message(struct conn *c)
+{
+    struct job *job = c->job;
+    struct buffer *out = &job->out[job->msg_buf];
+    switch (job->msg) {
+    case JOB_NEED_BODY:
+        if (job->body.expect_continue && !job->body.continue_sent)
+            conn_queue_continue(c);
+        else
+            conn_set_state(c, CONN_BODY);
+        return VERDICT_NEXT;
+    case JOB_FLUSH:
+        conn_queue(c, out->data, out->len);
+        conn_set_state(c, CONN_SEND_PART);
+        return VERDICT_NEXT;
+    case JOB_DONE:
+        conn_set_state(c, CONN_HOLD);
+        return VERDICT_NEXT;
+    }
+    return VERDICT_CLOSE;
+}
+
+/* True while the next pipelined request that is not finished still runs:
+ * its response (or its first message) is worth waiting for. One that posted
+ * a flush may be waiting for us already, so then we write. */
+static bool pipeline_running(const struct conn *c)
+{
+    const struct job *j = c->pipe_head;
+    while (j && j->posted && j->msg == JOB_DONE)
+        j = j->pipe_next;
+    return j && !j->posted;
+}
+
+/* CONN_HOLD: c->job's response is complete. While pipelined requests behind
+ * it still run (on the same pool thread, one after another) it waits for
+ * them, so their responses leave in one write instead of one each. */
+enum verdict conn_hold(struct conn *c)
+{
+    if (pipeline_running(c))
+        return VERDICT_WAIT;
+    struct job *job = c->job;
+    const struct buffer *out = &job->out[job->msg_buf];
+    conn_queue(c, out->data, out->len);
+    if (job->file_fd >= 0) {
+        c->wfile_fd = job->file_fd;
+        c->wfile_off = job->file_off;
+        c->wfile_left = job->file_len;
+        job->file_fd = -1;
+    } else if (!job->close_after && !job->incomplete) {
+        conn_queue_pipelined(c);
+    }
+    conn_set_state(c, CONN_SEND_LAST);
+    return VERDICT_NEXT;
+}
+
+/* Requests pipelined behind c->job, already whole in rbuf (head and body),
+ * go to the app now, to the same pool thread: it runs them back to back, so
+ * a deep pipeline costs no hand-off wake per request, and their responses
+ * come back in order. Anything else (a partial or bad head, a body still to
+ * read, no room) waits for its turn on the ordinary path. */
+void conn_pipeline(struct conn *c, unsigned w)
+{
+    struct loop *l = c->loop;
+    const struct options *opt = l->opt;
+    if (!c->job->keep_alive || c->job->body.raw.len)
+        return;
+    while (c->consumed < c->rbuf.len && l->outstanding[w] < l->capacity) {
+        const char *p = c->rbuf.data + c->consumed;
+        size_t avail = c->rbuf.len - c->consumed;
+        struct job *job = job_get(l);
+        if (!job)
+            return;
+        int status = 0;
+        int n = http_parse_request(p, avail, opt->max_header_size, &job->req, &status);
+        uint64_t body = 0;
+        bool ok = n > 0 && http_request_framing(&job->req, &job->framing) == 0 &&
+                  http_split_target(job->req.method, job->req.method_len, job->req.target,
+                                    job->req.target_len, &job->target) == 0;
+        if (ok && job->framing.body == HTTP_BODY_LENGTH)
+            body = job->framing.content_length;
+        ok = ok && job->framing.body != HTTP_BODY_CHUNKED && body <= avail - (size_t)n &&
+             body <= opt->max_body_size;
+        if (!ok) {
+            job_put(l, job);
+            return;
+        }
+        /* All of the request before submit: the pool may run it at once. */
+        job->conn = c;
+        job->remote_addr = c->remote_addr;
+        job->remote_port = c->remote_port;
+        job->keep_alive = job->framing.keep_alive && !l->stopping;
+        job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+        job->body.data = p + n;
+        job->body.len = (size_t)body;
+        job->body.received = body;
+        job->body.eof = true;
+        if (submit(l, w, job) != HANDOFF_OK) {
+            job_put(l, job);
+            return;
+        }
+        job->worker = w;
+        l->outstanding[w]++;
+        l->outstanding_total++;
+        if (c->pipe_tail)
+            c->pipe_tail->pipe_next = job;
+        else
+            c->pipe_head = job;
+        c->pipe_tail = job;
+        c->consumed += (size_t)n + (size_t)body;
+        if (!job->keep_alive)
+            return;
+    }
+}
+
+/* One request's end: log it. Returns true when the connection must close. */
+static bool finish_one(struct conn *c, struct job *job)
+{
+    struct loop *l = c->loop;
+    counter_inc(&l->lstats.requests);
+    if (l->opt->access_log)
+        access_log_write(c, job);
+    return job->close_after || job->incomplete || !job->keep_alive || l->stopping;
+}
+
+static struct job *pipe_pop(struct conn *c)
+{
+    struct job *job = c->pipe_head;
+    c->pipe_head = job->pipe_next;
+    if (!c->pipe_head)
+        c->pipe_tail = NULL;
+    job->pipe_next = NULL;
+    return job;
+}
+
+/* The response (and the pipelined ones written with it) is out: drop the
+ * requests, then go on with the next one in flight, the next in rbuf, or
+ * close. */
+enum verdict conn_finish(struct conn *c)
+{
+    struct loop *l = c->loop;
+    struct job *job = c->job;
+    bool close_after = finish_one(c, job);
+    for (unsigned i = 0; i < c->wjobs; i++) {
+        struct job *j = pipe_pop(c);
+        close_after |= finish_one(c, j);
+        job_put(l, j);
+    }
+    c->wjobs = 0;
+    c->job = NULL;
+    if (c->pipe_head && close_after) {
+        /* Requests behind a closing response are not answered; those still
+         * with the app read their bytes in rbuf, so it stays as it is. */
+        job_put(l, job);
+        for (struct job *j = c->pipe_head; j; j = j->pipe_next)
+            job_set_lost(j);
+        return conn_shutdown(c);
+    }
+    if (c->pipe_head) {
+        /* The next pipelined request takes the stage (its bytes stay in
+         * rbuf until the last one is done). */
+        job_put(l, job);
+        struct job *next = pipe_pop(c);
+        c->job = next;
+        if (next->posted) {
+            next->posted = false;
+            c->holder = next->msg == JOB_DONE ? HOLDER_LOOP : HOLDER_APP_WAITS;
+            return conn_take_message(c);
+        }
+        c->holder = HOLDER_APP;
+        conn_set_state(c, CONN_APP);
+        timer_arm(&l->t_io, &c->timer, l->now_ms);
+        return VERDICT_WAIT;
+    }
+    /* A chunked body read past its end leaves the next request's first bytes
+     * in the decoder's buffer. */
+    struct buffer *raw = &job->body.raw;
+    size_t rest = c->rbuf.len - c->consumed;
+    if (rest)
+        memmove(c->rbuf.data, c->rbuf.data + c->consumed, rest);
+    c->rbuf.len = rest;
+    if (raw->len && !close_after && !buffer_append(&c->rbuf, raw->data, raw->len))
+        close_after = true;
+    c->consumed = 0;
+    c->scanned = 0;
+    conn_window_return(c, job);
+    job_put(l, job);
+    if (c->rbuf.len == 0) {
+        /* Idle until the client speaks again: pin no more memory than a
+         * small head needs. */
+        if (c->rbuf.cap > 4 * RBUF_INITIAL)
+            buffer_free(&c->rbuf);
+        conn_window_free(c);
+    }
+    if (close_after)
+        return conn_shutdown(c); /* pipelined jobs still out come back to conn_abort */
+    conn_set_state(c, CONN_HEAD);
+    timer_arm(c->rbuf.len > 0 ? &l->t_header : &l->t_keepalive, &c->timer, l->now_ms);
+    return VERDICT_NEXT;
+}
