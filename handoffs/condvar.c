@@ -209,8 +209,20 @@ static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
         uint64_t one = 1;
         counter_inc(&c->complete_syscalls);
         counter_inc(&c->loop_wakes);
-        if (write(h->done_efd, &one, sizeof one) != sizeof one)
-            return -1;
+        if (write(h->done_efd, &one, sizeof one) != sizeof one) {
+            /* -1 must mean "not handed back". The queue was empty, so unless
+             * the loop took the job already (woken some other way) it is the
+             * newest entry: take it back, and the queue is empty again, so
+             * the next completion writes the eventfd as the protocol wants. */
+            int saved = errno;
+            pthread_mutex_lock(&h->done_lock);
+            bool taken_back = ptr_fifo_unpush(&h->done, job);
+            pthread_mutex_unlock(&h->done_lock);
+            if (taken_back) {
+                errno = saved;
+                return -1;
+            }
+        }
     }
     return 0;
 }

@@ -154,19 +154,6 @@ static void full_submit(const struct handoff_ops *ops)
     ops->destroy(h);
 }
 
-/* Backends whose complete still returns -1 with the job queued (a failed
- * wake-up write after the push). Reported, not failed; a listed backend that
- * keeps the contract fails the test, so the list only shrinks. */
-static const char *const complete_known_broken[] = {"condvar", "ring", NULL};
-
-static bool listed(const char *const *list, const char *name)
-{
-    for (; *list; list++)
-        if (strcmp(*list, name) == 0)
-            return true;
-    return false;
-}
-
 /* complete with its syscalls failing: -1 must mean the job was not handed
  * back (the pool thread still owns it), 0 that the loop will drain it. The
  * loop has announced it is about to sleep, so every backend writes its
@@ -194,18 +181,8 @@ static void failed_complete(const struct handoff_ops *ops)
     bool keeps = drained == (rc == 0);
     printf("submit_error[%s]: complete with failing syscalls -> %d, job %s\n", ops->name, rc,
            drained ? "handed back" : "kept by the worker");
-    if (listed(complete_known_broken, ops->name)) {
-        if (keeps) {
-            fprintf(stderr, "submit_error[%s]: complete keeps the contract now: take it off "
-                            "complete_known_broken\n", ops->name);
-            failures++;
-        } else {
-            printf("submit_error[%s]: KNOWN: complete returned -1 with the job queued\n", ops->name);
-        }
-    } else {
-        check(keeps, ops->name, rc == 0 ? "complete returned 0 but the job never arrived"
-                                         : "complete returned -1 but the job was handed back");
-    }
+    check(keeps, ops->name, rc == 0 ? "complete returned 0 but the job never arrived"
+                                     : "complete returned -1 but the job was handed back");
     ops->shutdown(h);
     ops->destroy(h);
 }
@@ -221,6 +198,6 @@ int main(void)
         fprintf(stderr, "submit_error: %d failure(s)\n", failures);
         return 1;
     }
-    printf("submit_error: every backend keeps the contract (but those reported KNOWN)\n");
+    printf("submit_error: every backend keeps the contract\n");
     return 0;
 }
