@@ -17,7 +17,6 @@
 #include "../handoffs/handoff.h"
 #include "log.h"
 #include "signals.h"
-#include "../lib/cpu_relax.h"
 #include "loop.h"
 #include "options.h"
 #include "stats.h"
@@ -184,26 +183,6 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
     return total;
 }
 
-/* --loop-spin: with requests at the app and nothing else to do, poll for
- * their completions a little before sleeping in epoll_wait. A completion
- * that lands in that window costs neither the loop's epoll_wait and eventfd
- * read nor the pool thread's eventfd write (DESIGN.md §6: a wake costs
- * ~20 µs here). Only for handoffs whose completions can be polled (ring).
- * Returns true if it handled any. */
-static bool spin_for_completions(struct loop *l)
-{
-    if (!l->opt->loop_spin_ns || !l->handoff->ops->polled || l->outstanding_total == 0)
-        return false;
-    uint64_t until = monotonic_ns() + (uint64_t)l->opt->loop_spin_ns;
-    do {
-        for (int i = 0; i < 32; i++)
-            cpu_relax();
-        if (drain_completions(l, false) > 0)
-            return true;
-    } while (l->outstanding_total > 0 && monotonic_ns() < until);
-    return false;
-}
-
 static void expire_timers(struct loop *l)
 {
     struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger};
@@ -245,8 +224,6 @@ unsigned loop_run(struct loop *l)
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
-        if (timeout != 0 && hops && spin_for_completions(l))
-            timeout = 0; /* that was work: look at the sockets, then come back */
         if (timeout != 0 && hops) {
             if (hops->before_sleep(l->handoff, l->outstanding_total))
                 timeout = 0;

@@ -130,6 +130,32 @@ int main(void)
     }
     check(changes == 0, "closed loop (wait grows with the budget): settles", p.budget_ns);
 
+    /* The feedback loop seen on a 2-vCPU guest under foreign load: on a
+     * shared core a spinning worker holds the CPU the producer needs, so
+     * with any budget most waits end ms later (80 % here), while without one
+     * the producer runs at once and every wait is ~12 us. Each regime then
+     * argues for the other budget (12 us waits: spin 16 us, 1/3 cheaper than
+     * a park; mostly-long waits: park, 1/3 cheaper than spinning first), and
+     * a policy with only a relative hysteresis flips every ~10 periods. The
+     * reversal back-off must make the flips rare: once it is saturated a
+     * change needs SPIN_POLICY_CONFIRM_MAX decisions since the last, so at
+     * most 625/192 + 1 = 4 changes in the last 2*10^4 waits (625 decisions);
+     * and the budget must move at all (the first change is followed).
+     * Without the back-off (mutant P2) it changes ~57 times, without any
+     * hysteresis (P1) ~535 times. */
+    p = fresh(0);
+    unsigned early = 0, late = 0;
+    for (int i = 0; i < 40000; i++) {
+        unsigned b = p.changes;
+        int starved = p.budget_ns > 0 && xorshift() % 100 < 80;
+        spin_policy_record(&p, starved ? around(1000 * US) : around(12 * US));
+        *(i < 20000 ? &early : &late) += p.changes - b;
+    }
+    printf("spin_policy_test: feedback loop: %u changes in the first 2*10^4 waits, %u in the next\n",
+           early, late);
+    check(early >= 1 && late <= 20000 / SPIN_POLICY_PERIOD / SPIN_POLICY_CONFIRM_MAX + 1, "feedback loop (a budget starves the producer): flips die out",
+          p.budget_ns);
+
     /* Bounds: never above max, never below 0. */
     struct spin_policy q;
     spin_policy_init(&q, SPIN_POLICY_PARK_NS, 1, 16 * US, 100 * US);
