@@ -35,9 +35,11 @@
 #define SPIN_POLICY_BUCKETS 9    /* [0,1) [1,2) [2,4) ... [64,128) [128,inf) us */
 #define SPIN_POLICY_PERIOD 32    /* waits between two decisions */
 #define SPIN_POLICY_PARK_NS 20000 /* P: what a park + wake costs here, in spun ns */
-#define SPIN_POLICY_CONFIRM 3    /* decisions in a row a new budget must win (at least) */
-#define SPIN_POLICY_CONFIRM_MAX 192/* ... and at most, after reversals */
+#define SPIN_POLICY_CONFIRM 3    /* decisions in a row a new budget must win */
 #define SPIN_POLICY_GAIN_DIV 8   /* a move must gain P/8 per wait */
+#define SPIN_POLICY_TRIAL 2      /* periods a move is on trial (after a mixed one) */
+#define SPIN_POLICY_BAR 64       /* decisions a candidate that failed its trial is barred */
+#define SPIN_POLICY_BAR_MAX 4096 /* ... doubling per failure up to this */
 
 struct spin_policy {
     uint32_t hist[SPIN_POLICY_BUCKETS]; /* decayed counts of recorded waits */
@@ -45,9 +47,15 @@ struct spin_policy {
     long budget_ns;                     /* the current budget B */
     long pending_ns;                    /* the candidate that won the last decision(s) */
     unsigned streak;                    /* how many in a row */
-    unsigned confirm;                   /* wins in a row needed now */
-    unsigned held;                      /* calm decisions in a row (none clearly better) */
-    int last_dir;                       /* +1/-1: direction of the last change */
+    uint64_t period_cost;               /* realised cost of the waits since the last decision */
+    uint64_t cur_cost;                  /* realised cost per wait under the budget (EWMA), 0 unknown */
+    unsigned since_move;                /* decisions since the last change */
+    long trial_from;                    /* the budget before a move on trial, -1 none */
+    uint64_t trial_from_cost;           /* what a wait cost under it */
+    unsigned trial_periods;
+    unsigned barred_until[SPIN_POLICY_BUCKETS]; /* per candidate: decision it is barred until */
+    unsigned bar_len;                           /* the next bar's length, doubling */
+    unsigned trials_failed;
     long max_ns;                        /* B never exceeds it */
     long park_ns;                       /* P */
     unsigned spin_cost_pct;             /* s in percent: 100 with no spare core */

@@ -7,7 +7,7 @@
 #   F5, X1, C1  the Promela model
 #   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
 #   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
-#           P2: without the reversal back-off; the budget flaps)
+#           P2: without the trials; a feedback-loop case fails)
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
