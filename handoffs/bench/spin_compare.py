@@ -9,6 +9,7 @@ printed too but is not what to look at there.
 
     /usr/bin/python3 handoffs/bench/spin_compare.py [--rounds 3] [--seconds 3]
         [--conns 64] [--out FILE.json] [-- SETTING ...]
+    /usr/bin/python3 handoffs/bench/spin_compare.py --show FILE.json
 A SETTING is a quoted list of extra cserve flags; "" is the default; a
 first word bin=PATH runs another build (e.g. the previous commit's).
 """
@@ -76,8 +77,14 @@ def main():
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--conns", type=int, default=64)
     ap.add_argument("--out")
+    ap.add_argument("--show", help="print the medians of a recorded FILE.json")
     ap.add_argument("settings", nargs="*", default=["", "--spin 10us", "--spin 0"])
     a = ap.parse_args()
+    if a.show:
+        d = json.load(open(a.show))
+        print("recorded:", d["meta"])
+        medians(d["runs"], list(dict.fromkeys(m["flags"] for m in d["runs"])))
+        return
     runs = []
     for r in range(a.rounds):
         for s in a.settings:
@@ -89,14 +96,24 @@ def main():
                   f"loop wakes/req {m['loop_wakes_per_req']:.3f}", flush=True)
     meta = {"load_avg": os.getloadavg(), "ncpu": os.cpu_count(), "conns": a.conns,
             "seconds": a.seconds, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    print("medians:")
-    for s in a.settings:
+    medians(runs, a.settings)
+    if a.out:
+        json.dump({"meta": meta, "runs": runs}, open(a.out, "w"), indent=1)
+
+
+def medians(runs, settings):
+    # The handoff's own syscalls: the pool's futex_wait, the loop's
+    # futex_wake, the pool's eventfd write (the loop's read matches it).
+    for m in runs:
+        m["sum"] = m["pool_parks_per_req"] + m["wakes_sent_per_req"] + m["loop_wakes_per_req"]
+    print("medians (sum = pool parks + wakes sent + loop wakes per request):")
+    for s in settings:
         rs = [m for m in runs if m["flags"] == s]
         med = lambda k: sorted(m[k] for m in rs)[len(rs) // 2]
         print(f"  {s or '(default)':12} rps {med('rps'):9.0f}  pool parks/req {med('pool_parks_per_req'):.3f}  "
-              f"wakes sent/req {med('wakes_sent_per_req'):.3f}  loop wakes/req {med('loop_wakes_per_req'):.3f}")
-    if a.out:
-        json.dump({"meta": meta, "runs": runs}, open(a.out, "w"), indent=1)
+              f"wakes sent/req {med('wakes_sent_per_req'):.3f}  loop wakes/req {med('loop_wakes_per_req'):.3f}"
+              + f"  sum {med('sum'):.3f}"
+              + (f"  loop parks/req {med('loop_parks_per_req'):.3f}" if "loop_parks_per_req" in rs[0] else ""))
 
 
 if __name__ == "__main__":
