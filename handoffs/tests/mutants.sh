@@ -56,7 +56,7 @@ for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2 P1 P2; do
         echo "mutant $m: SURVIVED:$missing did not fail (logs: $work/$m.*.log)" >&2
         survivors="$survivors $m"
     else
-        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|[0-9]+ changes in the first [^,]*, [0-9]+ in the next' | sort -u | tr '\n' ';')
+        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|^spin_policy_test: .*FAIL$' | sed 's/^spin_policy_test: \(.*[^ ]\) *budget .*/\1 FAILED/' | sort -u | tr '\n' ';')
         echo "mutant $m: caught by$caught ($detail)"
     fi
 done
