@@ -19,10 +19,13 @@
  * Stability: the waits are kept in a histogram of log2 buckets whose counts
  * lose 1/8 at every decision (an EWMA with a memory of ~8 decision periods);
  * a decision is taken every SPIN_POLICY_PERIOD waits; and the budget moves only
- * when the best candidate is at least 1/4 cheaper than the current one and
- * has been the best SPIN_POLICY_CONFIRM decisions in a row (hysteresis and a
- * debounce), so neither two nearly equal candidates nor one burst of odd
- * waits can make it flap. Bounds:
+ * when the best candidate is at least 1/4 and P/8 per wait cheaper than the
+ * current one and has been the best SPIN_POLICY_CONFIRM decisions in a row
+ * (hysteresis and a debounce), so neither two nearly equal candidates nor
+ * one burst of odd waits can make it flap. And since the budget changes the
+ * waits it then sees (a spin on a shared core delays the producer), every
+ * move is a trial: if the realised cost did not drop, the policy goes back
+ * and bars that direction for a while (spin_policy.c, judge_trial). Bounds:
  * 0 <= B <= max_ns. Same pattern as glibc's adaptive mutex (an EWMA of the
  * spins that succeeded, capped) and the kernel's adaptive spinning (spin only
  * while spinning can pay off), with the cost made explicit for this pipeline. */
