@@ -95,9 +95,11 @@ static void usage(FILE *out)
         fprintf(out, "                               %-8s %s\n", (*b)->name, (*b)->summary);
     fprintf(out,
 "      --spin N | Nus         ring: spin budget before a pool thread parks, in pause\n"
-"                             iterations or microseconds; 0 parks at once\n"
+"                             iterations or microseconds; 0 parks at once (default:\n"
+"                             adaptive, learnt from the waits each thread sees)\n"
 "      --loop-spin US         ring: microseconds the loop polls for completions before it\n"
-"                             sleeps in epoll_wait while requests are at the app (default 0)\n"
+"                             sleeps while requests are at the app; 0 never (default:\n"
+"                             adaptive; it spins only where a core is spare)\n"
 "      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "\n"
 "Limits (what a client gets when it hits one, in brackets):\n"
@@ -208,6 +210,7 @@ void options_parse(struct options *o, int argc, char **argv)
     o->blocking_threads = 1;
     o->handoff = handoff_backends[0];
     o->spin_iters = -1;
+    o->loop_spin_ns = -1; /* adaptive (the ring's before_sleep); --loop-spin overrides */
     o->queue_capacity = 1024;
     o->backlog = 1024;
     o->max_header_size = 16384;

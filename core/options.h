@@ -31,7 +31,7 @@ struct options {
     long spin_iters;          /* -1 = backend default */
     long spin_ns;             /* > 0: spin budget in time */
     unsigned queue_capacity;  /* jobs per pool thread */
-    long loop_spin_ns;        /* the loop polls for completions this long before sleeping */
+    long loop_spin_ns;        /* the loop polls for completions this long before sleeping; -1 adaptive */
     int backlog;
     /* limits, in bytes and milliseconds */
     size_t max_header_size;

@@ -55,11 +55,14 @@ handoff-stress-short: $(HANDOFF_TEST_DIR)/stress-tsan
 	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 1 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 ))
 
 # The ring without TSan, where the CPU's own reordering is live; the last
-# run also requires the adaptive spin budgets to settle (-S).
+# run with the adaptive budgets. Their stability is checked deterministically
+# by handoff-policy (a synthetic feedback loop); the wall-clock check (-S) is
+# in `make stress`: under foreign load the waits really change and the budget
+# rightly follows them, which a bound on changes cannot tell from flapping.
 handoff-stress-o2: $(HANDOFF_TEST_DIR)/stress
 	@set -e; $< -b ring -w 1 -s 0 -n $(HANDOFF_SHORT_JOBS); \
 	$< -b ring -w 2 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 )); \
-	$< -b ring -w 4 -n $$(( $(HANDOFF_SHORT_JOBS) * 5 )) -S
+	$< -b ring -w 4 -n $$(( $(HANDOFF_SHORT_JOBS) * 5 ))
 
 # The adaptive spin policy fed synthetic wait histories (deterministic).
 $(HANDOFF_TEST_DIR)/spin_policy_test: handoffs/tests/spin_policy_test.c handoffs/spin_policy.c handoffs/spin_policy.h
@@ -108,7 +111,8 @@ handoff-test-tsan: handoff-test
 
 stress: $(HANDOFF_TEST_DIR)/stress
 	@set -e; for b in $(HANDOFF_BACKENDS); do for w in 1 4; do \
-	  $< -b $$b -w $$w -n $(HANDOFF_LONG_JOBS); done; done
+	  $< -b $$b -w $$w -n $(HANDOFF_LONG_JOBS); done; done; \
+	$< -b ring -w 4 -n $$(( $(HANDOFF_SHORT_JOBS) * 5 )) -S
 
 # Micro-benchmarks: C drivers (experiments/micro/roundtrip.c) registered from
 # one small .cc file; Google Benchmark from Debian's libbenchmark-dev.

@@ -19,10 +19,13 @@
  * Stability: the waits are kept in a histogram of log2 buckets whose counts
  * lose 1/8 at every decision (an EWMA with a memory of ~8 decision periods);
  * a decision is taken every SPIN_POLICY_PERIOD waits; and the budget moves only
- * when the best candidate is at least 1/4 cheaper than the current one and
- * has been the best SPIN_POLICY_CONFIRM decisions in a row (hysteresis and a
- * debounce), so neither two nearly equal candidates nor one burst of odd
- * waits can make it flap. Bounds:
+ * when the best candidate is at least 1/4 and P/8 per wait cheaper than the
+ * current one and has been the best SPIN_POLICY_CONFIRM decisions in a row
+ * (hysteresis and a debounce), so neither two nearly equal candidates nor
+ * one burst of odd waits can make it flap. And since the budget changes the
+ * waits it then sees (a spin on a shared core delays the producer), every
+ * move is a trial: if the realised cost did not drop, the policy goes back
+ * and bars that direction for a while (spin_policy.c, judge_trial). Bounds:
  * 0 <= B <= max_ns. Same pattern as glibc's adaptive mutex (an EWMA of the
  * spins that succeeded, capped) and the kernel's adaptive spinning (spin only
  * while spinning can pay off), with the cost made explicit for this pipeline. */
@@ -36,6 +39,10 @@
 #define SPIN_POLICY_PERIOD 32    /* waits between two decisions */
 #define SPIN_POLICY_PARK_NS 20000 /* P: what a park + wake costs here, in spun ns */
 #define SPIN_POLICY_CONFIRM 3    /* decisions in a row a new budget must win */
+#define SPIN_POLICY_GAIN_DIV 8   /* a move must gain P/8 per wait */
+#define SPIN_POLICY_TRIAL 2      /* periods a move is on trial (after a mixed one) */
+#define SPIN_POLICY_BAR 64       /* decisions a candidate that failed its trial is barred */
+#define SPIN_POLICY_BAR_MAX 4096 /* ... doubling per failure up to this */
 
 struct spin_policy {
     uint32_t hist[SPIN_POLICY_BUCKETS]; /* decayed counts of recorded waits */
@@ -43,6 +50,15 @@ struct spin_policy {
     long budget_ns;                     /* the current budget B */
     long pending_ns;                    /* the candidate that won the last decision(s) */
     unsigned streak;                    /* how many in a row */
+    uint64_t period_cost;               /* realised cost of the waits since the last decision */
+    uint64_t cur_cost;                  /* realised cost per wait under the budget (EWMA), 0 unknown */
+    unsigned since_move;                /* decisions since the last change */
+    long trial_from;                    /* the budget before a move on trial, -1 none */
+    uint64_t trial_from_cost;           /* what a wait cost under it */
+    unsigned trial_periods;
+    unsigned barred_until[SPIN_POLICY_BUCKETS]; /* per candidate: decision it is barred until */
+    unsigned bar_len;                           /* the next bar's length, doubling */
+    unsigned trials_failed;
     long max_ns;                        /* B never exceeds it */
     long park_ns;                       /* P */
     unsigned spin_cost_pct;             /* s in percent: 100 with no spare core */

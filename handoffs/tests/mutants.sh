@@ -6,6 +6,8 @@
 #           --expect-lost: a lost handshake must be seen on this CPU)
 #   F5, X1, C1  the Promela model
 #   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
+#   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
+#           P2: without the trials; a feedback-loop case fails)
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
@@ -18,7 +20,7 @@ mkdir -p "$work" && work=$(cd "$work" && pwd)
 survivors=""
 t0=$(date +%s)
 
-for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2; do
+for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2 P1 P2; do
     need="" caught=""
     case $m in F*|X1|C1)
         need="$need model"
@@ -41,6 +43,12 @@ for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2; do
         if TSAN_OPTIONS=halt_on_error=1 "$work/spsc-$m" 100000 >"$work/$m.tsan.log" 2>&1; then :;
         elif grep -q "ThreadSanitizer: data race" "$work/$m.tsan.log"; then caught="$caught spsc-tsan"; fi ;;
     esac
+    case $m in P*)
+        need="$need policy"
+        $cc $cflags -O2 -DSPIN_POLICY_MUTANT_$m -o "$work/policy-$m" "$here/spin_policy_test.c" "$src/spin_policy.c" &&
+        if "$work/policy-$m" >"$work/$m.policy.log" 2>&1; then :;
+        elif grep -q "feedback loop.*FAIL" "$work/$m.policy.log"; then caught="$caught policy"; fi ;;
+    esac
     # Every test named for the mutant must catch it.
     missing=""
     for t in $need; do case " $caught " in *" $t "*) ;; *) missing="$missing $t" ;; esac; done
@@ -48,7 +56,7 @@ for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2; do
         echo "mutant $m: SURVIVED:$missing did not fail (logs: $work/$m.*.log)" >&2
         survivors="$survivors $m"
     else
-        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race' | sort -u | tr '\n' ';')
+        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|^spin_policy_test: .*FAIL$' | sed 's/^spin_policy_test: \(.*[^ ]\) *budget .*/\1 FAILED/' | sort -u | tr '\n' ';')
         echo "mutant $m: caught by$caught ($detail)"
     fi
 done

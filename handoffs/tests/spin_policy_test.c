@@ -130,6 +130,57 @@ int main(void)
     }
     check(changes == 0, "closed loop (wait grows with the budget): settles", p.budget_ns);
 
+    /* The feedback loop seen on a 2-vCPU guest under foreign load: on a
+     * shared core a spinning worker holds the CPU the producer needs, so
+     * with any budget most waits end ms later (80 % here), while without one
+     * the producer runs at once and every wait is ~12 us. Each regime then
+     * argues for the other budget (12 us waits: spin 16 us, 1/3 cheaper than
+     * a park; mostly-long waits: park, 1/3 cheaper than spinning first), and
+     * a policy with only a relative hysteresis flips every ~10 periods (the
+     * previous policy: 58 changes, then 57). Each move is a trial, and a
+     * failed one bars the way for 64, 128, 256 ... decisions: the bars
+     * pass 512 decisions within the first 625, so at most 2 trials (4
+     * changes) in the last 2*10^4 waits (625 decisions); and the budget must
+     * move at all (the first change is followed). */
+    p = fresh(0);
+    unsigned early = 0, late = 0;
+    for (int i = 0; i < 40000; i++) {
+        unsigned b = p.changes;
+        int starved = p.budget_ns > 0 && xorshift() % 100 < 80;
+        spin_policy_record(&p, starved ? around(1000 * US) : around(12 * US));
+        *(i < 20000 ? &early : &late) += p.changes - b;
+    }
+    printf("spin_policy_test: feedback loop: %u changes in the first 2*10^4 waits, %u in the next\n",
+           early, late);
+    check(early >= 1 && late <= 4, "feedback loop (a budget starves the producer): flips die out",
+          p.budget_ns);
+
+    /* The feedback loop as traced in the stress harness (4 workers + loop
+     * on 2 vCPUs, under load): a worker's spin holds the CPU the loop needs,
+     * so its waits grow by about its budget: 1-4 us with B = 0, 8-16 us with
+     * B = 4 us, 16-32 us with B = 16 us. The counterfactual then always
+     * says "spin a little longer" (0 -> 4 -> 16 -> 32 us) although every
+     * budget > 0, once in effect, parks anyway and costs B + P per wait; the
+     * previous policy cycled 0 -> 4 -> 16 -> 0 every ~7 decisions (here:
+     * 100 changes, then 101, 20 % of the time at 0). The trials must find
+     * that parking at once is cheapest and stay there: >= 90 % of the last
+     * 2*10^4 waits at B = 0, at most 2 trials (4 changes) as above. Without
+     * the trials (mutant P2) it cycles (31 % at 0). */
+    p = fresh(0);
+    unsigned at0 = 0;
+    early = late = 0;
+    for (int i = 0; i < 40000; i++) {
+        unsigned b = p.changes;
+        uint64_t w = p.budget_ns == 0 ? around(2500) : (uint64_t)p.budget_ns + around(6 * US);
+        spin_policy_record(&p, w);
+        *(i < 20000 ? &early : &late) += p.changes - b;
+        at0 += i >= 20000 && p.budget_ns == 0;
+    }
+    printf("spin_policy_test: shifted waits: %u changes, then %u; %u %% of the last waits at B = 0\n",
+           early, late, at0 / 200);
+    check(at0 >= 18000 && late <= 4, "feedback loop (the wait grows by the budget): parks, settles",
+          p.budget_ns);
+
     /* Bounds: never above max, never below 0. */
     struct spin_policy q;
     spin_policy_init(&q, SPIN_POLICY_PARK_NS, 1, 16 * US, 100 * US);
