@@ -108,7 +108,7 @@ static void usage(FILE *out)
 "      --max-body-size B      request body, bytes (default 1073741824) [413]\n"
 "      --header-timeout S     seconds to deliver a complete request head (default 10) [closed]\n"
 "      --keepalive-timeout S  seconds an idle keep-alive connection is kept (default 5) [closed]\n"
-"      --io-timeout S         seconds a body upload or response write may stall (default 60) [closed]\n"
+"      --io-timeout S         seconds an upload, a response write or the app may stall (default 60) [closed]\n"
 "      --graceful-timeout S   seconds to finish in-flight requests on SIGTERM/SIGINT (default 30)\n"
 "\n"
 "Logs and instruments:\n"
