@@ -67,6 +67,7 @@ struct conn {
     /* Socket readiness as edge-triggered epoll reported it (not states). */
     bool readable;       /* data (or EOF) may be waiting */
     bool peer_shut;      /* the peer's FIN/RST was reported: no further edge will come */
+    bool peer_gone;      /* a reset or an error (EPOLLERR/EPOLLHUP): nothing can be sent back */
     bool writable;       /* the send buffer has room */
     bool stop_probe;     /* shutting down: the last read of an idle connection is done */
     struct loop *loop;
