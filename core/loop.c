@@ -149,8 +149,16 @@ static void on_signal(struct loop *l)
         case SIGUSR1:
             if (l->opt->stats)
                 stats_print_table(l->stats, stderr);
-            if (l->opt->stats_json)
-                stats_write_json(l->stats, l->opt->stats_json);
+            /* With --workers each worker writes its own part and tells the
+             * supervisor (signals.h), which merges the parts into --stats-json once all
+             * have answered (workers writing the one file would overwrite
+             * each other). */
+            if (l->stats_path) {
+                if (stats_write_json(l->stats, l->stats_path) != 0)
+                    log_error("cannot write %s: %s", l->stats_path, strerror(errno));
+                else if (l->stats_parent > 0 && getppid() == l->stats_parent)
+                    kill(l->stats_parent, STATS_WRITTEN_SIGNAL);
+            }
             break;
         case SIGUSR2:
             stats_window_start(l->stats);

@@ -120,6 +120,8 @@ struct loop {
     uint64_t stop_deadline_ms;
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;
+    const char *stats_path;    /* --stats-json: the file this worker writes (its part with --workers) */
+    int stats_parent;          /* --workers: the supervisor's pid, told when the part is written */
     struct loop_stats lstats;
     long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
                                 * ms after the first one, then fails them (-1: off) */

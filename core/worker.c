@@ -69,6 +69,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     }
     /* The loop's stats live in the loop struct, which loop_init cleared. */
     stats->loop = &loop->lstats;
+    loop->stats_path = stats_path;
+    loop->stats_parent = part ? (int)getppid() : 0;
 
     struct pool *pool = NULL;
     PyThreadState *main_state = NULL;

@@ -2,7 +2,12 @@
 
 1. A connection parked on the loop's pending list (the hand-off full) was not
    watched: a client that reset it still had its request run later.
+2. SIGUSR1 with --workers N made every worker write the whole --stats-json
+   file, each overwriting the others: the supervisor must merge their parts.
 """
+import json
+import os
+import signal
 import socket
 import struct
 import time
@@ -64,3 +69,58 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
     for s in busy:
         s.close()
     assert "/reset" not in _runlog(log), _runlog(log)
+
+
+# ------------------------------------- 2: SIGUSR1 with --workers merges the parts
+
+def _loop_requests(st):
+    return sum(th["requests"] for w in st["workers"] for th in w["threads"] if th["role"] == "loop")
+
+
+def _wait_json(path, since_ns=0, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.stat(path).st_mtime_ns > since_ns:
+                with open(path) as f:
+                    return json.load(f)  # written whole and renamed into place
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{path} not (re)written within {timeout}s")
+
+
+def _hello_n(srv, n):
+    for _ in range(n):  # a connection each: SO_REUSEPORT spreads them over the workers
+        with srv.connect() as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            s.settimeout(10)
+            data = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+            assert data.startswith(b"HTTP/1.1 200 ")
+
+
+def test_sigusr1_with_workers_merges_every_worker(server_factory, tmp_path):
+    path = tmp_path / "stats.json"
+    srv = server_factory("--workers", "2", "--stats-json", str(path))
+    _hello_n(srv, 60)
+    time.sleep(0.2)
+    srv.proc.send_signal(signal.SIGUSR1)
+    st = _wait_json(path)
+    assert len(st["workers"]) == 2, st.keys()
+    assert _loop_requests(st) == 60
+    m1 = os.stat(path).st_mtime_ns
+    _hello_n(srv, 40)
+    time.sleep(0.2)
+    srv.proc.send_signal(signal.SIGUSR1)
+    st = _wait_json(path, since_ns=m1)
+    assert len(st["workers"]) == 2 and _loop_requests(st) == 100
+    assert srv.proc.poll() is None, "SIGUSR1 must not stop the server"
+    assert srv.stop() == 0
+    st = json.load(open(path))
+    assert len(st["workers"]) == 2 and _loop_requests(st) == 100
+    assert not list(tmp_path.glob("stats.json.*")), list(tmp_path.iterdir())  # no part left behind
