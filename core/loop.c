@@ -94,7 +94,8 @@ static void stop_accepting(struct loop *l)
     l->listen_fd = -1;
 }
 
-static void on_listener(struct loop *l)
+/* Returns true when it stopped at ACCEPTS_PER_EVENT: more may be waiting. */
+static bool on_listener(struct loop *l)
 {
     for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
         struct sockaddr_storage addr;
@@ -105,13 +106,15 @@ static void on_listener(struct loop *l)
                 /* Out of descriptors: stop accepting for a moment rather
                  * than spin on a listener that stays readable. */
                 log_warn("accept: %s; pausing accepts for 100 ms", strerror(errno));
-                epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+                if (!l->accept_paused_until)
+                    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
                 l->accept_paused_until = l->now_ms + 100;
             }
-            return;
+            return false;
         }
         conn_accept(l, fd, &addr);
     }
+    return true;
 }
 
 static void resume_accepting(struct loop *l)
@@ -130,10 +133,13 @@ static void begin_stop(struct loop *l)
     l->stopping = true;
     atomic_store_explicit(&server_stopping, true, memory_order_relaxed);
     l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
-    /* Take what the kernel already accepted for us, then close: a
-     * connection left in the backlog would be reset. */
-    if (l->listen_fd >= 0 && !l->accept_paused_until)
-        on_listener(l);
+    /* Take what the kernel already accepted for us, all of it, then close:
+     * a connection left in the backlog would be reset. Even while accepts
+     * are paused for want of descriptors: some may have been freed since
+     * (if not, the accept fails and those connections are lost anyway). */
+    if (l->listen_fd >= 0)
+        while (on_listener(l))
+            ;
     stop_accepting(l);
     log_info("stopping: %u connection(s) open, %u request(s) with the app", l->nconns,
              l->outstanding_total);

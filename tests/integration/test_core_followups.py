@@ -4,6 +4,9 @@
    watched: a client that reset it still had its request run later.
 2. SIGUSR1 with --workers N made every worker write the whole --stats-json
    file, each overwriting the others: the supervisor must merge their parts.
+3. SIGTERM while accepts were paused (out of descriptors) closed the listener
+   without trying to accept: connections already in its backlog were reset,
+   even when descriptors had been freed since.
 """
 import json
 import os
@@ -13,6 +16,8 @@ import struct
 import time
 
 import pytest
+
+from conftest import BIN, ROOT, Server, free_port
 
 LOGAPP = "logging_apps:application"
 
@@ -124,3 +129,40 @@ def test_sigusr1_with_workers_merges_every_worker(server_factory, tmp_path):
     st = json.load(open(path))
     assert len(st["workers"]) == 2 and _loop_requests(st) == 100
     assert not list(tmp_path.glob("stats.json.*")), list(tmp_path.iterdir())  # no part left behind
+
+
+# ------------------------------ 3: SIGTERM takes the backlog even when paused
+
+def test_sigterm_takes_the_backlog_while_accepts_are_paused(tmp_path):
+    port = free_port()
+    srv = Server(["prlimit", "--nofile=40:40", BIN, "--bind", f"127.0.0.1:{port}",
+                  "--app", "native-hello", "--header-timeout", "30"], port, cwd=str(ROOT))
+    held = []
+    waiting = socket.socket()
+    try:
+        srv.wait_ready()
+        # Idle connections until the server has no descriptor left (its
+        # accept after the last one fails): the next one waits in the backlog.
+        while "pausing accepts" not in srv.log_text():
+            assert len(held) < 60, srv.log_text()
+            held.append(srv.connect())
+            time.sleep(0.02)
+        waiting = srv.connect()
+        waiting.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        for s in held[:3]:  # free descriptors, well within the 100 ms pause
+            s.close()
+        time.sleep(0.02)
+        srv.proc.send_signal(signal.SIGTERM)
+        waiting.settimeout(5)
+        try:
+            resp = waiting.recv(4096)
+        except ConnectionResetError:
+            resp = b"reset"
+        assert resp.startswith(b"HTTP/1.1 200 "), resp
+        waiting.close()  # its lingering close ends
+        assert srv.proc.wait(timeout=15) == 0
+    finally:
+        for s in held:
+            s.close()
+        waiting.close()
+        srv.close()
