@@ -30,6 +30,8 @@ static const struct field loop_fields[] = {LOOP_STATS_COUNTERS(LOOP_FIELD)};
 static const struct field pool_fields[] = {POOL_STATS_COUNTERS(POOL_FIELD)};
 static const struct field hloop_fields[] = {HANDOFF_LOOP_COUNTERS(HLOOP_FIELD)};
 static const struct field hworker_fields[] = {HANDOFF_WORKER_COUNTERS(HWORKER_FIELD)};
+static const struct field hloop_gauges[] = {HANDOFF_LOOP_GAUGES(HLOOP_FIELD)};
+static const struct field hworker_gauges[] = {HANDOFF_WORKER_GAUGES(HWORKER_FIELD)};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 /* A snapshot array holds exactly its table, and each table fits its struct
@@ -56,6 +58,20 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Gauges: the value now (in the table, after " |"). */
+static void print_gauges(FILE *f, const struct field *fields, size_t n, const void *base)
+{
+    fprintf(f, " |");
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, " %s=%llu", fields[k].name, (unsigned long long)get(base, &fields[k]));
+}
+
+static void json_gauges(FILE *f, const struct field *fields, size_t n, const void *base)
+{
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, ", \"%s\": %llu", fields[k].name, (unsigned long long)get(base, &fields[k]));
 }
 
 static double thread_cpu(const struct stats_thread_ref *t)
@@ -166,12 +182,14 @@ void stats_print_table(struct stats *s, FILE *f)
         for (size_t k = 0; k < COUNT(hloop_fields); k++)
             fprintf(f, " %s=%.3f", hloop_fields[k].name,
                     (double)(r->now.hloop[k] - s->base.hloop[k]) * per);
+        print_gauges(f, hloop_gauges, COUNT(hloop_gauges), &s->handoff->loop);
         fprintf(f, "\n");
         for (unsigned i = 0; i + 1 < threads_in(s) && i < s->handoff->workers; i++) {
             fprintf(f, "  handoff (pool-%u) per request:", i);
             for (size_t k = 0; k < COUNT(hworker_fields); k++)
                 fprintf(f, " %s=%.3f", hworker_fields[k].name,
                         (double)(r->now.hworker[i][k] - s->base.hworker[i][k]) * per);
+            print_gauges(f, hworker_gauges, COUNT(hworker_gauges), &s->handoff->worker[i]);
             fprintf(f, "\n");
         }
     }
@@ -225,6 +243,7 @@ void stats_print_worker_json(struct stats *s, FILE *f)
             if (s->handoff) {
                 fprintf(f, ", \"handoff\": {");
                 json_counters(f, hloop_fields, COUNT(hloop_fields), r->now.hloop, s->base.hloop);
+                json_gauges(f, hloop_gauges, COUNT(hloop_gauges), &s->handoff->loop);
                 fprintf(f, "}");
             }
         } else {
@@ -235,6 +254,7 @@ void stats_print_worker_json(struct stats *s, FILE *f)
                 fprintf(f, ", \"handoff\": {");
                 json_counters(f, hworker_fields, COUNT(hworker_fields), r->now.hworker[i - 1],
                               s->base.hworker[i - 1]);
+                json_gauges(f, hworker_gauges, COUNT(hworker_gauges), &s->handoff->worker[i - 1]);
                 fprintf(f, "}");
             }
         }
