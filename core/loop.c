@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "log.h"
 #include "signals.h"
 #include "loop.h"
@@ -27,20 +28,6 @@
 
 atomic_bool server_stopping;
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t coarse_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
               unsigned workers, struct stats *stats)
 {
@@ -52,7 +39,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->capacity = opt->queue_capacity;
     l->stats = stats;
     l->conns.next = l->conns.prev = &l->conns;
-    l->now_ms = coarse_ms();
+    l->now_ms = clock_coarse_ms();
     const char *fault = getenv("CSERVE_FAULT_SUBMIT");
     l->fault_submit_ms = fault ? atol(fault) : -1;
     timer_list_init(&l->t_header, opt->header_timeout_ms);
@@ -235,7 +222,7 @@ unsigned loop_run(struct loop *l)
 {
     struct epoll_event events[MAX_EVENTS];
     const struct handoff_ops *hops = l->handoff ? l->handoff->ops : NULL;
-    uint64_t t_mark = monotonic_ns();
+    uint64_t t_mark = clock_ns();
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
@@ -244,9 +231,9 @@ unsigned loop_run(struct loop *l)
                 timeout = 0;
             slept = true;
         }
-        uint64_t t0 = monotonic_ns();
+        uint64_t t0 = clock_ns();
         int n = epoll_wait(l->epfd, events, MAX_EVENTS, timeout);
-        uint64_t t1 = monotonic_ns();
+        uint64_t t1 = clock_ns();
         if (slept)
             hops->after_sleep(l->handoff);
         STAT(counter_inc(&l->lstats.passes); counter_inc(&l->lstats.epoll_waits);
@@ -260,7 +247,7 @@ unsigned loop_run(struct loop *l)
             n = 0;
         }
         STAT(counter_add(&l->lstats.events, (uint64_t)n));
-        l->now_ms = coarse_ms();
+        l->now_ms = clock_coarse_ms();
         bool handoff_ready = false;
         for (int i = 0; i < n; i++) {
             struct poll_src *src = events[i].data.ptr;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "options.h"
 
 struct field {
@@ -53,13 +54,6 @@ static uint64_t get(const void *base, const struct field *f)
     return counter_get((const counter_t *)((const char *)base + f->off));
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Gauges: the value now (in the table, after " |"). */
 static void print_gauges(FILE *f, const struct field *fields, size_t n, const void *base)
 {
@@ -91,7 +85,7 @@ static unsigned threads_in(const struct stats *s)
 
 static void snapshot(struct stats *s, struct stats_snapshot *snap)
 {
-    snap->t = now_s();
+    snap->t = clock_s();
     unsigned nthreads = threads_in(s);
     for (unsigned i = 0; i < nthreads; i++)
         snap->cpu[i] = thread_cpu(&s->threads[i]);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "listen.h"
 #include "log.h"
 #include "signals.h"
@@ -35,13 +36,6 @@ struct slot {
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
 {
@@ -74,7 +68,7 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         return -1;
     }
     slots[i].pid = pid;
-    slots[i].started = now_s();
+    slots[i].started = clock_s();
     return pid;
 }
 
@@ -203,7 +197,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                     else
                         log_warn("worker %u (pid %d) exited with %d; respawning", i, (int)pid,
                                  WEXITSTATUS(status));
-                    slots[i].quick_deaths = now_s() - slots[i].started < 1.0 ? slots[i].quick_deaths + 1 : 0;
+                    slots[i].quick_deaths = clock_s() - slots[i].started < 1.0 ? slots[i].quick_deaths + 1 : 0;
                     if (slots[i].quick_deaths >= 5) /* crash loop: slow down */
                         usleep(500000);
                     if (spawn(opt, slots, i, app_name) < 0)
