@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/aligned.h"
+
 bool buffer_reserve(struct buffer *b, size_t more)
 {
     if (b->cap - b->len >= more)
@@ -50,9 +52,5 @@ void *calloc_lines(size_t n, size_t size)
     size_t bytes = n * size;
     if (size && bytes / size != n)
         return NULL;
-    bytes = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p)
-        memset(p, 0, bytes ? bytes : 64);
-    return p;
+    return aligned_zalloc(bytes);
 }

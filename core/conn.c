@@ -192,6 +192,9 @@ static enum verdict step(struct conn *c)
     case CONN_SEND_ERROR: return conn_send(c);
     case CONN_LINGER: return conn_linger(c);
     case CONN_QUEUED:  /* the loop retries when a job finishes */
+        /* Not yet the app's: a client that reset it is dropped now, so its
+         * request is never run (and never holds a place in the hand-off). */
+        return c->peer_gone ? VERDICT_CLOSE : VERDICT_WAIT;
     case CONN_APP:     /* the app posts a message */
     case CONN_ORPHAN:  /* the app's last message frees it */
     case CONN_CLOSED: return VERDICT_WAIT;
@@ -216,6 +219,11 @@ void conn_on_event(struct conn *c, uint32_t events)
         c->readable = true;
     if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
         c->peer_shut = true;
+    /* A FIN alone is a half-close: the client may still read the response,
+     * so the request it sent stands. A reset (or both directions closed)
+     * means nobody will read it. */
+    if (events & (EPOLLHUP | EPOLLERR))
+        c->peer_gone = true;
     if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
         c->writable = true;
     /* While the app has the request, a reset shows up at the next write. */
@@ -269,6 +277,10 @@ void conn_ack(struct conn *c)
 
 void conn_retry_submit(struct conn *c)
 {
+    if (c->peer_gone) { /* reset before it was parked: its edge came already */
+        conn_abort(c);  /* leaves the pending list; conn_reap frees it */
+        return;
+    }
     conn_set_state(c, CONN_READY);
     conn_drive(c);
 }

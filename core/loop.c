@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "log.h"
 #include "signals.h"
 #include "loop.h"
@@ -27,20 +28,6 @@
 
 atomic_bool server_stopping;
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t coarse_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
               unsigned workers, struct stats *stats)
 {
@@ -52,7 +39,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->capacity = opt->queue_capacity;
     l->stats = stats;
     l->conns.next = l->conns.prev = &l->conns;
-    l->now_ms = coarse_ms();
+    l->now_ms = clock_coarse_ms();
     const char *fault = getenv("CSERVE_FAULT_SUBMIT");
     l->fault_submit_ms = fault ? atol(fault) : -1;
     timer_list_init(&l->t_header, opt->header_timeout_ms);
@@ -94,7 +81,8 @@ static void stop_accepting(struct loop *l)
     l->listen_fd = -1;
 }
 
-static void on_listener(struct loop *l)
+/* Returns true when it stopped at ACCEPTS_PER_EVENT: more may be waiting. */
+static bool on_listener(struct loop *l)
 {
     for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
         struct sockaddr_storage addr;
@@ -105,13 +93,15 @@ static void on_listener(struct loop *l)
                 /* Out of descriptors: stop accepting for a moment rather
                  * than spin on a listener that stays readable. */
                 log_warn("accept: %s; pausing accepts for 100 ms", strerror(errno));
-                epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+                if (!l->accept_paused_until)
+                    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
                 l->accept_paused_until = l->now_ms + 100;
             }
-            return;
+            return false;
         }
         conn_accept(l, fd, &addr);
     }
+    return true;
 }
 
 static void resume_accepting(struct loop *l)
@@ -130,10 +120,13 @@ static void begin_stop(struct loop *l)
     l->stopping = true;
     atomic_store_explicit(&server_stopping, true, memory_order_relaxed);
     l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
-    /* Take what the kernel already accepted for us, then close: a
-     * connection left in the backlog would be reset. */
-    if (l->listen_fd >= 0 && !l->accept_paused_until)
-        on_listener(l);
+    /* Take what the kernel already accepted for us, all of it, then close:
+     * a connection left in the backlog would be reset. Even while accepts
+     * are paused for want of descriptors: some may have been freed since
+     * (if not, the accept fails and those connections are lost anyway). */
+    if (l->listen_fd >= 0)
+        while (on_listener(l))
+            ;
     stop_accepting(l);
     log_info("stopping: %u connection(s) open, %u request(s) with the app", l->nconns,
              l->outstanding_total);
@@ -149,8 +142,16 @@ static void on_signal(struct loop *l)
         case SIGUSR1:
             if (l->opt->stats)
                 stats_print_table(l->stats, stderr);
-            if (l->opt->stats_json)
-                stats_write_json(l->stats, l->opt->stats_json);
+            /* With --workers each worker writes its own part and tells the
+             * supervisor (signals.h), which merges the parts into --stats-json once all
+             * have answered (workers writing the one file would overwrite
+             * each other). */
+            if (l->stats_path) {
+                if (stats_write_json(l->stats, l->stats_path) != 0)
+                    log_error("cannot write %s: %s", l->stats_path, strerror(errno));
+                else if (l->stats_parent > 0 && getppid() == l->stats_parent)
+                    kill(l->stats_parent, STATS_WRITTEN_SIGNAL);
+            }
             break;
         case SIGUSR2:
             stats_window_start(l->stats);
@@ -221,7 +222,7 @@ unsigned loop_run(struct loop *l)
 {
     struct epoll_event events[MAX_EVENTS];
     const struct handoff_ops *hops = l->handoff ? l->handoff->ops : NULL;
-    uint64_t t_mark = monotonic_ns();
+    uint64_t t_mark = clock_ns();
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
@@ -230,9 +231,9 @@ unsigned loop_run(struct loop *l)
                 timeout = 0;
             slept = true;
         }
-        uint64_t t0 = monotonic_ns();
+        uint64_t t0 = clock_ns();
         int n = epoll_wait(l->epfd, events, MAX_EVENTS, timeout);
-        uint64_t t1 = monotonic_ns();
+        uint64_t t1 = clock_ns();
         if (slept)
             hops->after_sleep(l->handoff);
         STAT(counter_inc(&l->lstats.passes); counter_inc(&l->lstats.epoll_waits);
@@ -246,7 +247,7 @@ unsigned loop_run(struct loop *l)
             n = 0;
         }
         STAT(counter_add(&l->lstats.events, (uint64_t)n));
-        l->now_ms = coarse_ms();
+        l->now_ms = clock_coarse_ms();
         bool handoff_ready = false;
         for (int i = 0; i < n; i++) {
             struct poll_src *src = events[i].data.ptr;

@@ -67,6 +67,7 @@ struct conn {
     /* Socket readiness as edge-triggered epoll reported it (not states). */
     bool readable;       /* data (or EOF) may be waiting */
     bool peer_shut;      /* the peer's FIN/RST was reported: no further edge will come */
+    bool peer_gone;      /* a reset or an error (EPOLLERR/EPOLLHUP): nothing can be sent back */
     bool writable;       /* the send buffer has room */
     bool stop_probe;     /* shutting down: the last read of an idle connection is done */
     struct loop *loop;
@@ -119,6 +120,8 @@ struct loop {
     uint64_t stop_deadline_ms;
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;
+    const char *stats_path;    /* --stats-json: the file this worker writes (its part with --workers) */
+    int stats_parent;          /* --workers: the supervisor's pid, told when the part is written */
     struct loop_stats lstats;
     long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
                                 * ms after the first one, then fails them (-1: off) */

@@ -7,6 +7,11 @@
 
 #include <signal.h>
 
+/* A worker of --workers N tells the supervisor that its --stats-json part
+ * is written (after a SIGUSR1). Real-time, so that two workers answering at
+ * once are two signals, not one. */
+#define STATS_WRITTEN_SIGNAL (SIGRTMIN + 1)
+
 static inline void server_signal_set(sigset_t *set)
 {
     sigemptyset(set);

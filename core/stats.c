@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "options.h"
 
 struct field {
@@ -30,6 +31,8 @@ static const struct field loop_fields[] = {LOOP_STATS_COUNTERS(LOOP_FIELD)};
 static const struct field pool_fields[] = {POOL_STATS_COUNTERS(POOL_FIELD)};
 static const struct field hloop_fields[] = {HANDOFF_LOOP_COUNTERS(HLOOP_FIELD)};
 static const struct field hworker_fields[] = {HANDOFF_WORKER_COUNTERS(HWORKER_FIELD)};
+static const struct field hloop_gauges[] = {HANDOFF_LOOP_GAUGES(HLOOP_FIELD)};
+static const struct field hworker_gauges[] = {HANDOFF_WORKER_GAUGES(HWORKER_FIELD)};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 /* A snapshot array holds exactly its table, and each table fits its struct
@@ -51,11 +54,18 @@ static uint64_t get(const void *base, const struct field *f)
     return counter_get((const counter_t *)((const char *)base + f->off));
 }
 
-static double now_s(void)
+/* Gauges: the value now (in the table, after " |"). */
+static void print_gauges(FILE *f, const struct field *fields, size_t n, const void *base)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    fprintf(f, " |");
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, " %s=%llu", fields[k].name, (unsigned long long)get(base, &fields[k]));
+}
+
+static void json_gauges(FILE *f, const struct field *fields, size_t n, const void *base)
+{
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, ", \"%s\": %llu", fields[k].name, (unsigned long long)get(base, &fields[k]));
 }
 
 static double thread_cpu(const struct stats_thread_ref *t)
@@ -75,7 +85,7 @@ static unsigned threads_in(const struct stats *s)
 
 static void snapshot(struct stats *s, struct stats_snapshot *snap)
 {
-    snap->t = now_s();
+    snap->t = clock_s();
     unsigned nthreads = threads_in(s);
     for (unsigned i = 0; i < nthreads; i++)
         snap->cpu[i] = thread_cpu(&s->threads[i]);
@@ -166,12 +176,14 @@ void stats_print_table(struct stats *s, FILE *f)
         for (size_t k = 0; k < COUNT(hloop_fields); k++)
             fprintf(f, " %s=%.3f", hloop_fields[k].name,
                     (double)(r->now.hloop[k] - s->base.hloop[k]) * per);
+        print_gauges(f, hloop_gauges, COUNT(hloop_gauges), &s->handoff->loop);
         fprintf(f, "\n");
         for (unsigned i = 0; i + 1 < threads_in(s) && i < s->handoff->workers; i++) {
             fprintf(f, "  handoff (pool-%u) per request:", i);
             for (size_t k = 0; k < COUNT(hworker_fields); k++)
                 fprintf(f, " %s=%.3f", hworker_fields[k].name,
                         (double)(r->now.hworker[i][k] - s->base.hworker[i][k]) * per);
+            print_gauges(f, hworker_gauges, COUNT(hworker_gauges), &s->handoff->worker[i]);
             fprintf(f, "\n");
         }
     }
@@ -225,6 +237,7 @@ void stats_print_worker_json(struct stats *s, FILE *f)
             if (s->handoff) {
                 fprintf(f, ", \"handoff\": {");
                 json_counters(f, hloop_fields, COUNT(hloop_fields), r->now.hloop, s->base.hloop);
+                json_gauges(f, hloop_gauges, COUNT(hloop_gauges), &s->handoff->loop);
                 fprintf(f, "}");
             }
         } else {
@@ -235,6 +248,7 @@ void stats_print_worker_json(struct stats *s, FILE *f)
                 fprintf(f, ", \"handoff\": {");
                 json_counters(f, hworker_fields, COUNT(hworker_fields), r->now.hworker[i - 1],
                               s->base.hworker[i - 1]);
+                json_gauges(f, hworker_gauges, COUNT(hworker_gauges), &s->handoff->worker[i - 1]);
                 fprintf(f, "}");
             }
         }

@@ -50,10 +50,15 @@
  * stats.c checks at compile time that each names a field there. */
 #define HANDOFF_LOOP_COUNTERS(X)                                    \
     X(submitted) X(full) X(submit_syscalls) X(wakes_sent) X(drained) \
-    X(drain_syscalls) X(eagain) X(sleep_syscalls) X(loop_parks)
+    X(drain_syscalls) X(eagain) X(sleep_syscalls) X(loop_parks)     \
+    X(loop_spins) X(loop_spin_hits)
 #define HANDOFF_WORKER_COUNTERS(X)                                  \
     X(taken) X(take_syscalls) X(parks) X(spins) X(yields) X(completed) \
-    X(complete_syscalls) X(loop_wakes)
+    X(complete_syscalls) X(loop_wakes) X(spin_hits)
+/* Gauges in the same structs: reported as their value when the report is
+ * made, never as a difference over the window. */
+#define HANDOFF_LOOP_GAUGES(X) X(loop_spin_budget_ns)
+#define HANDOFF_WORKER_GAUGES(X) X(spin_budget_ns)
 
 #define STATS_DECLARE_COUNTER(name) counter_t name;
 #define STATS_ENUM_LOOP(name) LOOP_C_##name,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "listen.h"
 #include "log.h"
 #include "signals.h"
@@ -33,14 +34,8 @@ struct slot {
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
+    bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
 {
@@ -73,7 +68,7 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         return -1;
     }
     slots[i].pid = pid;
-    slots[i].started = now_s();
+    slots[i].started = clock_s();
     return pid;
 }
 
@@ -116,6 +111,40 @@ static void merge_stats(const struct options *opt, const char *app_name)
         rename(tmp, opt->stats_json);
 }
 
+/* SIGUSR1 with --stats-json: the supervisor forwards it, each worker writes
+ * its part (FILE.workerN) and answers with STATS_WRITTEN_SIGNAL (a real-time
+ * signal: those queue, so answers arriving together are not merged into one), and once
+ * every worker asked has answered (or died), the parts are merged into FILE
+ * as at exit. A second request before the answers merely asks again. */
+static void merge_if_answered(const struct options *opt, const char *app_name, struct slot *slots,
+                              unsigned n)
+{
+    bool any_owed = false, asked = false;
+    for (unsigned i = 0; i < n; i++) {
+        any_owed |= slots[i].stats_owed;
+        asked |= slots[i].pid > 0;
+    }
+    if (!any_owed && asked)
+        merge_stats(opt, app_name);
+}
+
+static void stats_asked(struct slot *slots, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        slots[i].stats_owed = slots[i].pid > 0;
+}
+
+static void stats_answered(const struct options *opt, const char *app_name, struct slot *slots,
+                           unsigned n, pid_t from)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].pid > 0 && slots[i].pid == from && slots[i].stats_owed) {
+            slots[i].stats_owed = false;
+            merge_if_answered(opt, app_name, slots, n);
+        }
+    }
+}
+
 int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds)
 {
     unsigned n = opt->workers;
@@ -128,6 +157,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     server_signal_set(&set);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGALRM);
+    sigaddset(&set, STATS_WRITTEN_SIGNAL);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {
@@ -153,6 +183,10 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                     if (slots[i].pid != pid)
                         continue;
                     slots[i].pid = 0;
+                    if (slots[i].stats_owed) { /* it will not answer: merge without it */
+                        slots[i].stats_owed = false;
+                        merge_if_answered(opt, app_name, slots, n);
+                    }
                     if (stopping) {
                         alive--;
                         break;
@@ -163,7 +197,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                     else
                         log_warn("worker %u (pid %d) exited with %d; respawning", i, (int)pid,
                                  WEXITSTATUS(status));
-                    slots[i].quick_deaths = now_s() - slots[i].started < 1.0 ? slots[i].quick_deaths + 1 : 0;
+                    slots[i].quick_deaths = clock_s() - slots[i].started < 1.0 ? slots[i].quick_deaths + 1 : 0;
                     if (slots[i].quick_deaths >= 5) /* crash loop: slow down */
                         usleep(500000);
                     if (spawn(opt, slots, i, app_name) < 0)
@@ -192,7 +226,16 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
             log_warn("supervisor: workers did not stop in time; killing them");
             forward(slots, n, SIGKILL);
             break;
+        case SIGUSR1:
+            if (opt->stats_json)
+                stats_asked(slots, n);
+            forward(slots, n, SIGUSR1);
+            break;
         default:
+            if ((int)si.ssi_signo == STATS_WRITTEN_SIGNAL) {
+                stats_answered(opt, app_name, slots, n, (pid_t)si.ssi_pid);
+                break;
+            }
             forward(slots, n, (int)si.ssi_signo);
             break;
         }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "buffer.h"
 #include "listen.h"
 #include "log.h"
@@ -20,13 +21,6 @@
 #include "stats.h"
 #include "worker.h"
 #include "wsgi.h"
-
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name)
@@ -70,6 +64,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     }
     /* The loop's stats live in the loop struct, which loop_init cleared. */
     stats->loop = &loop->lstats;
+    loop->stats_path = stats_path;
+    loop->stats_parent = part ? (int)getppid() : 0;
 
     struct pool *pool = NULL;
     PyThreadState *main_state = NULL;
@@ -83,7 +79,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     }
     stats_window_start(stats);
     if (opt->stats_window_s > 0)
-        loop->window_at = monotonic_s() + opt->stats_window_s;
+        loop->window_at = clock_s() + opt->stats_window_s;
 
     unsigned abandoned = loop_run(loop);
 

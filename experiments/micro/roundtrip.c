@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../handoffs/handoff.h"
+#include "../../lib/cpu_relax.h"
 
 struct job {
     uint64_t value;
@@ -93,7 +94,7 @@ int rt_round_trip(struct rt_bench *b)
                 if (ops->drain(b->h, false, out, 2) == 1)
                     goto done;
                 if (b->opt.loop_poll)
-                    __builtin_ia32_pause();
+                    cpu_relax();
             }
         }
         bool waiting = ops->before_sleep(b->h, 1);
@@ -112,7 +113,8 @@ done:
     return out[0] == &b->job && b->job.value == before + 1 ? 0 : -1;
 }
 
-static uint64_t clock_ns(clockid_t id)
+/* A thread's CPU clock (lib/clock.h reads only the monotonic one). */
+static uint64_t cpu_clock_ns(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts);
@@ -126,9 +128,9 @@ void rt_sample(struct rt_bench *b, struct rt_snapshot *s)
     clockid_t worker_clock;
     memset(s, 0, sizeof *s);
     s->round_trips = b->round_trips;
-    s->loop_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    s->loop_cpu_ns = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (pthread_getcpuclockid(b->worker, &worker_clock) == 0)
-        s->worker_cpu_ns = clock_ns(worker_clock);
+        s->worker_cpu_ns = cpu_clock_ns(worker_clock);
     s->loop_syscalls = counter_get(&l->submit_syscalls) + counter_get(&l->drain_syscalls) +
                        counter_get(&l->sleep_syscalls) + b->epoll_waits;
     s->worker_syscalls = counter_get(&w->take_syscalls) + counter_get(&w->complete_syscalls);
