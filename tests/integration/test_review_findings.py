@@ -1,0 +1,64 @@
+"""Defects found reviewing the connection core (issue 8), one test each.
+
+1. A response that ends the connection (Connection: close, a cut-short body,
+   an HTTP/1.0 body delimited by the close) in the middle of a pipeline was
+   followed on the wire by the responses of the requests pipelined behind it:
+   after a cut-short or close-delimited body the client reads them as part of
+   that body (a desync), and after "Connection: close" the server must send
+   nothing more (RFC 9112 §9.6).
+"""
+import socket
+import time
+
+import pytest
+
+APP = "wsgi_apps:application"
+
+
+def _read_to_close(s, timeout=5.0):
+    s.settimeout(timeout)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            got = s.recv(65536)
+        except socket.timeout:
+            break
+        if not got:
+            return data, True
+        data += got
+    return data, False
+
+
+def _get(path, version="1.1", extra=""):
+    return f"GET {path} HTTP/{version}\r\nHost: x\r\n{extra}\r\n".encode()
+
+
+# ------------------------------------------- 1: a closing response mid-pipeline
+
+@pytest.mark.parametrize("middle, version, extra, after_head", [
+    # cut short: declares 100 bytes, sends 10, the server must close after them
+    ("/short_cl", "1.1", "", b"0123456789"),
+    # the app said Connection: close
+    ("/app_close", "1.1", "", b"ok"),
+    # the app raised before start_response: 500 with Connection: close
+    ("/raise_before", "1.1", "", None),
+    # HTTP/1.0 keep-alive, no length: the body ends at the close
+    ("/stream", "1.0", "Connection: keep-alive\r\n", None),
+])
+def test_nothing_follows_a_closing_response_in_a_pipeline(server_factory, middle, version,
+                                                          extra, after_head):
+    srv = server_factory(app=APP)
+    wire = _get("/hello") + _get(middle, version, extra) + _get("/hello") + _get("/hello")
+    with srv.connect() as s:
+        s.sendall(wire)
+        data, closed = _read_to_close(s)
+    assert closed, data
+    # The first response, then the closing one, then nothing.
+    first_end = data.index(b"hello") + len(b"hello")
+    rest = data[first_end:]
+    assert rest.count(b"HTTP/1.") == 1, rest
+    head, _, body = rest.partition(b"\r\n\r\n")
+    assert b"hello" not in body, rest
+    if after_head is not None:
+        assert body == after_head, rest
