@@ -354,10 +354,16 @@ enum verdict conn_finish(struct conn *c)
     c->job = NULL;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still
-         * with the app read their bytes in rbuf, so it stays as it is. */
+         * with the app read their bytes in rbuf, so it stays as it is. One
+         * that posted a message is answered now: lingering may take seconds,
+         * and its pool thread would wait for us all that time. */
         job_put(l, job);
-        for (struct job *j = c->pipe_head; j; j = j->pipe_next)
-            job_set_lost(j);
+        for (struct job *j = c->pipe_head; j; j = j->pipe_next) {
+            bool waits = j->posted && j->msg != JOB_DONE;
+            conn_release(j, waits);
+            if (waits)
+                j->posted = false;
+        }
         return conn_shutdown(c);
     }
     if (c->pipe_head) {

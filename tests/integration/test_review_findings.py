@@ -62,3 +62,28 @@ def test_nothing_follows_a_closing_response_in_a_pipeline(server_factory, middle
     assert b"hello" not in body, rest
     if after_head is not None:
         assert body == after_head, rest
+
+
+# ------------------------ 2: a streaming request left behind a closing response
+
+def test_closing_response_frees_the_pool_thread_behind_it(server_factory):
+    """A request pipelined behind a closing response that already posted a
+    flush waited for its acknowledgement until the client closed or the
+    linger timer fired (2 s), holding its pool thread (the only one here)
+    away from every other connection."""
+    srv = server_factory(app=APP)
+    a = srv.connect()
+    a.sendall(_get("/app_close") + _get("/stream?n=50&size=10"))
+    a.settimeout(5)
+    first = a.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200"), first
+    time.sleep(0.2)  # the stream's first flush is posted and unanswered
+    t0 = time.monotonic()
+    with srv.connect() as b:
+        b.settimeout(5)
+        b.sendall(_get("/hello", extra="Connection: close\r\n"))
+        data, closed = _read_to_close(b)
+    took = time.monotonic() - t0
+    a.close()
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"hello"), data
+    assert took < 1.0, took
