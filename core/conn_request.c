@@ -241,8 +241,13 @@ static bool pipeline_running(const struct conn *c)
  * them, so their responses leave in one write instead of one each. */
 enum verdict conn_hold(struct conn *c)
 {
-    if (pipeline_running(c))
+    if (pipeline_running(c)) {
+        /* The response that came is progress: the request behind it has
+         * the app's whole silence timeout, as it would on its own. */
+        struct loop *l = c->loop;
+        timer_arm(&l->t_io, &c->timer, l->now_ms);
         return VERDICT_WAIT;
+    }
     struct job *job = c->job;
     const struct buffer *out = &job->out[job->msg_buf];
     conn_queue(c, out->data, out->len);

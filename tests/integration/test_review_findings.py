@@ -87,3 +87,18 @@ def test_closing_response_frees_the_pool_thread_behind_it(server_factory):
     a.close()
     assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"hello"), data
     assert took < 1.0, took
+
+
+# ------------------------------- 3: the app's silence timer behind a pipeline
+
+def test_pipelined_request_gets_its_own_io_timeout(server_factory):
+    """--io-timeout bounds the app's silence. A request that finished is
+    progress: the one pipelined behind it has the whole timeout again, as it
+    would on its own. It was measured from the first one's start, so two
+    pipelined requests of 0.8 s each under a 1.2 s timeout lost the second."""
+    srv = server_factory("--io-timeout", "1.2", app=APP)
+    with srv.connect() as s:
+        s.sendall(_get("/sleep?s=0.8") + _get("/sleep?s=0.8", extra="Connection: close\r\n"))
+        data, closed = _read_to_close(s, timeout=6)
+    assert closed
+    assert data.count(b"HTTP/1.1 200") == 2 and data.endswith(b"slept"), data
