@@ -225,14 +225,27 @@ enum verdict conn_take_message(struct conn *c)
     return VERDICT_CLOSE;
 }
 
-/* True while the next pipelined request that is not finished still runs:
- * its response (or its first message) is worth waiting for. One that posted
- * a flush may be waiting for us already, so then we write. */
+/* A finished response that nothing may be written behind in the same
+ * write (conn_queue_pipelined stops there). */
+static bool ends_batch(const struct job *j)
+{
+    return j->close_after || j->incomplete || !j->keep_alive || j->file_fd >= 0;
+}
+
+/* True while the next pipelined request that is not finished still runs and
+ * its response could join this write: it is worth waiting for. One that
+ * posted a flush may be waiting for us already, so then we write; one behind
+ * a response that closes the connection will never be written. */
 static bool pipeline_running(const struct conn *c)
 {
+    if (ends_batch(c->job))
+        return false;
     const struct job *j = c->pipe_head;
-    while (j && j->posted && j->msg == JOB_DONE)
+    while (j && j->posted && j->msg == JOB_DONE) {
+        if (ends_batch(j))
+            return false;
         j = j->pipe_next;
+    }
     return j && !j->posted;
 }
 

@@ -102,3 +102,24 @@ def test_pipelined_request_gets_its_own_io_timeout(server_factory):
         data, closed = _read_to_close(s, timeout=6)
     assert closed
     assert data.count(b"HTTP/1.1 200") == 2 and data.endswith(b"slept"), data
+
+
+# ------------------------ 4: a closing response does not wait for the pipeline
+
+@pytest.mark.parametrize("closing", [
+    [_get("/app_close")],                  # the current response closes
+    [_get("/hello"), _get("/app_close")],  # a coalesced one behind it closes
+])
+def test_closing_response_is_not_held_for_requests_behind_it(server_factory, closing):
+    """CONN_HOLD waits for the pipelined requests still running so that their
+    responses leave in one write; none may follow a closing response, so
+    waiting for them only delayed it (by as long as the app took, up to the
+    I/O timeout)."""
+    srv = server_factory(app=APP)
+    with srv.connect() as s:
+        s.sendall(b"".join(closing) + _get("/sleep?s=2"))
+        t0 = time.monotonic()
+        data, closed = _read_to_close(s, timeout=6)
+        took = time.monotonic() - t0
+    assert closed and data.count(b"HTTP/1.1 200") == len(closing), data
+    assert took < 1.5, took
