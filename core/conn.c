@@ -104,7 +104,7 @@ static void close_socket(struct conn *c)
 
 /* Tell the app a job's client is gone, and answer the message it waits
  * for (if any), so it ends soon. */
-static void release(struct job *job, bool waits)
+void conn_release(struct job *job, bool waits)
 {
     job_set_lost(job);
     if (waits) {
@@ -124,14 +124,14 @@ void conn_abort(struct conn *c)
     close_socket(c);
     bool with_app = false;
     if (c->job && c->holder != HOLDER_LOOP) {
-        release(c->job, c->holder == HOLDER_APP_WAITS);
+        conn_release(c->job, c->holder == HOLDER_APP_WAITS);
         c->holder = HOLDER_APP;
         with_app = true;
     }
     for (struct job *j = c->pipe_head; j; j = j->pipe_next) {
         if (j->posted && j->msg == JOB_DONE)
             continue; /* back for good */
-        release(j, j->posted);
+        conn_release(j, j->posted);
         j->posted = false;
         with_app = true;
     }
@@ -243,7 +243,7 @@ void conn_on_message(struct conn *c, struct job *job)
         job->posted = true;
         if (c->state == CONN_ORPHAN || c->state == CONN_LINGER || c->state == CONN_SEND_ERROR) {
             if (job->msg != JOB_DONE) {
-                release(job, true);
+                conn_release(job, true);
                 job->posted = false;
             }
             if (c->state == CONN_ORPHAN)

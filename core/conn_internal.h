@@ -28,6 +28,9 @@ void conn_set_state(struct conn *c, enum conn_state s);
 /* Read into dst. Returns bytes read, 0 when nothing is waiting, -1 when the
  * peer closed or failed. */
 ssize_t conn_recv(struct conn *c, char *dst, size_t room);
+/* Mark a job's client gone; if the app waits for an answer (waits), give
+ * it now so the app ends soon. */
+void conn_release(struct job *job, bool waits);
 /* Answer the app's pending message and give the job back to it. */
 void conn_ack(struct conn *c);
 

@@ -225,14 +225,27 @@ enum verdict conn_take_message(struct conn *c)
     return VERDICT_CLOSE;
 }
 
-/* True while the next pipelined request that is not finished still runs:
- * its response (or its first message) is worth waiting for. One that posted
- * a flush may be waiting for us already, so then we write. */
+/* A finished response that nothing may be written behind in the same
+ * write (conn_queue_pipelined stops there). */
+static bool ends_batch(const struct job *j)
+{
+    return j->close_after || j->incomplete || !j->keep_alive || j->file_fd >= 0;
+}
+
+/* True while the next pipelined request that is not finished still runs and
+ * its response could join this write: it is worth waiting for. One that
+ * posted a flush may be waiting for us already, so then we write; one behind
+ * a response that closes the connection will never be written. */
 static bool pipeline_running(const struct conn *c)
 {
+    if (ends_batch(c->job))
+        return false;
     const struct job *j = c->pipe_head;
-    while (j && j->posted && j->msg == JOB_DONE)
+    while (j && j->posted && j->msg == JOB_DONE) {
+        if (ends_batch(j))
+            return false;
         j = j->pipe_next;
+    }
     return j && !j->posted;
 }
 
@@ -241,8 +254,13 @@ static bool pipeline_running(const struct conn *c)
  * them, so their responses leave in one write instead of one each. */
 enum verdict conn_hold(struct conn *c)
 {
-    if (pipeline_running(c))
+    if (pipeline_running(c)) {
+        /* The response that came is progress: the request behind it has
+         * the app's whole silence timeout, as it would on its own. */
+        struct loop *l = c->loop;
+        timer_arm(&l->t_io, &c->timer, l->now_ms);
         return VERDICT_WAIT;
+    }
     struct job *job = c->job;
     const struct buffer *out = &job->out[job->msg_buf];
     conn_queue(c, out->data, out->len);
@@ -354,10 +372,16 @@ enum verdict conn_finish(struct conn *c)
     c->job = NULL;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still
-         * with the app read their bytes in rbuf, so it stays as it is. */
+         * with the app read their bytes in rbuf, so it stays as it is. One
+         * that posted a message is answered now: lingering may take seconds,
+         * and its pool thread would wait for us all that time. */
         job_put(l, job);
-        for (struct job *j = c->pipe_head; j; j = j->pipe_next)
-            job_set_lost(j);
+        for (struct job *j = c->pipe_head; j; j = j->pipe_next) {
+            bool waits = j->posted && j->msg != JOB_DONE;
+            conn_release(j, waits);
+            if (waits)
+                j->posted = false;
+        }
         return conn_shutdown(c);
     }
     if (c->pipe_head) {

@@ -24,7 +24,8 @@ void conn_queue(struct conn *c, const char *a, size_t alen)
 }
 
 /* Behind the current response: the finished responses of the pipelined
- * requests that follow it, so one write carries them all. */
+ * requests that follow it, so one write carries them all, up to and
+ * including the first that closes the connection. */
 void conn_queue_pipelined(struct conn *c)
 {
     for (struct job *j = c->pipe_head; j && j->posted && j->msg == JOB_DONE && j->file_fd < 0;
@@ -35,6 +36,10 @@ void conn_queue_pipelined(struct conn *c)
         if (out->len)
             c->wv[c->wvcnt++] = (struct iovec){.iov_base = out->data, .iov_len = out->len};
         c->wjobs++;
+        /* Nothing may follow a response that ends the connection: after a
+         * cut-short or close-delimited body it would read as that body. */
+        if (j->close_after || j->incomplete || !j->keep_alive)
+            break;
     }
 }
 

@@ -1,0 +1,125 @@
+"""Defects found reviewing the connection core (issue 8), one test each.
+
+1. A response that ends the connection (Connection: close, a cut-short body,
+   an HTTP/1.0 body delimited by the close) in the middle of a pipeline was
+   followed on the wire by the responses of the requests pipelined behind it:
+   after a cut-short or close-delimited body the client reads them as part of
+   that body (a desync), and after "Connection: close" the server must send
+   nothing more (RFC 9112 §9.6).
+"""
+import socket
+import time
+
+import pytest
+
+APP = "wsgi_apps:application"
+
+
+def _read_to_close(s, timeout=5.0):
+    s.settimeout(timeout)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            got = s.recv(65536)
+        except socket.timeout:
+            break
+        if not got:
+            return data, True
+        data += got
+    return data, False
+
+
+def _get(path, version="1.1", extra=""):
+    return f"GET {path} HTTP/{version}\r\nHost: x\r\n{extra}\r\n".encode()
+
+
+# ------------------------------------------- 1: a closing response mid-pipeline
+
+@pytest.mark.parametrize("middle, version, extra, after_head", [
+    # cut short: declares 100 bytes, sends 10, the server must close after them
+    ("/short_cl", "1.1", "", b"0123456789"),
+    # the app said Connection: close
+    ("/app_close", "1.1", "", b"ok"),
+    # the app raised before start_response: 500 with Connection: close
+    ("/raise_before", "1.1", "", None),
+    # HTTP/1.0 keep-alive, no length: the body ends at the close
+    ("/stream", "1.0", "Connection: keep-alive\r\n", None),
+])
+def test_nothing_follows_a_closing_response_in_a_pipeline(server_factory, middle, version,
+                                                          extra, after_head):
+    srv = server_factory(app=APP)
+    wire = _get("/hello") + _get(middle, version, extra) + _get("/hello") + _get("/hello")
+    with srv.connect() as s:
+        s.sendall(wire)
+        data, closed = _read_to_close(s)
+    assert closed, data
+    # The first response, then the closing one, then nothing.
+    first_end = data.index(b"hello") + len(b"hello")
+    rest = data[first_end:]
+    assert rest.count(b"HTTP/1.") == 1, rest
+    head, _, body = rest.partition(b"\r\n\r\n")
+    assert b"hello" not in body, rest
+    if after_head is not None:
+        assert body == after_head, rest
+
+
+# ------------------------ 2: a streaming request left behind a closing response
+
+def test_closing_response_frees_the_pool_thread_behind_it(server_factory):
+    """A request pipelined behind a closing response that already posted a
+    flush waited for its acknowledgement until the client closed or the
+    linger timer fired (2 s), holding its pool thread (the only one here)
+    away from every other connection."""
+    srv = server_factory(app=APP)
+    a = srv.connect()
+    a.sendall(_get("/app_close") + _get("/stream?n=50&size=10"))
+    a.settimeout(5)
+    first = a.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200"), first
+    time.sleep(0.2)  # the stream's first flush is posted and unanswered
+    t0 = time.monotonic()
+    with srv.connect() as b:
+        b.settimeout(5)
+        b.sendall(_get("/hello", extra="Connection: close\r\n"))
+        data, closed = _read_to_close(b)
+    took = time.monotonic() - t0
+    a.close()
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"hello"), data
+    assert took < 1.0, took
+
+
+# ------------------------------- 3: the app's silence timer behind a pipeline
+
+def test_pipelined_request_gets_its_own_io_timeout(server_factory):
+    """--io-timeout bounds the app's silence. A request that finished is
+    progress: the one pipelined behind it has the whole timeout again, as it
+    would on its own. It was measured from the first one's start, so two
+    pipelined requests of 0.8 s each under a 1.2 s timeout lost the second."""
+    srv = server_factory("--io-timeout", "1.2", app=APP)
+    with srv.connect() as s:
+        s.sendall(_get("/sleep?s=0.8") + _get("/sleep?s=0.8", extra="Connection: close\r\n"))
+        data, closed = _read_to_close(s, timeout=6)
+    assert closed
+    assert data.count(b"HTTP/1.1 200") == 2 and data.endswith(b"slept"), data
+
+
+# ------------------------ 4: a closing response does not wait for the pipeline
+
+@pytest.mark.parametrize("closing", [
+    [_get("/app_close")],                  # the current response closes
+    [_get("/hello"), _get("/app_close")],  # a coalesced one behind it closes
+])
+def test_closing_response_is_not_held_for_requests_behind_it(server_factory, closing):
+    """CONN_HOLD waits for the pipelined requests still running so that their
+    responses leave in one write; none may follow a closing response, so
+    waiting for them only delayed it (by as long as the app took, up to the
+    I/O timeout)."""
+    srv = server_factory(app=APP)
+    with srv.connect() as s:
+        s.sendall(b"".join(closing) + _get("/sleep?s=2"))
+        t0 = time.monotonic()
+        data, closed = _read_to_close(s, timeout=6)
+        took = time.monotonic() - t0
+    assert closed and data.count(b"HTTP/1.1 200") == len(closing), data
+    assert took < 1.5, took
