@@ -104,13 +104,24 @@ static void close_socket(struct conn *c)
 
 /* Tell the app a job's client is gone, and answer the message it waits
  * for (if any), so it ends soon. */
+/* Every answer to a pool thread's message goes through here: the thread is
+ * running again from now on (see conn_on_timeout). */
+static void answer(struct loop *l, struct job *job)
+{
+    if (l->handoff) {
+        l->worker_owed[job->worker]--;
+        l->worker_seen_ms[job->worker] = l->now_ms;
+    }
+    job_ack(job);
+}
+
 void conn_release(struct job *job, bool waits)
 {
     job_set_lost(job);
     if (waits) {
         if (job->msg == JOB_NEED_BODY)
             job->body.error = -1;
-        job_ack(job); /* publishes conn_lost and the error too */
+        answer(job->conn->loop, job); /* publishes conn_lost and the error too */
     }
 }
 
@@ -233,9 +244,14 @@ void conn_on_event(struct conn *c, uint32_t events)
 void conn_on_message(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
-    if (job->msg == JOB_DONE && l->handoff) {
-        l->outstanding[job->worker]--;
-        l->outstanding_total--;
+    if (l->handoff) {
+        l->worker_seen_ms[job->worker] = l->now_ms;
+        if (job->msg == JOB_DONE) {
+            l->outstanding[job->worker]--;
+            l->outstanding_total--;
+        } else {
+            l->worker_owed[job->worker]++; /* until answer() */
+        }
     }
     if (job != c->job) {
         /* A pipelined request behind the current one: its message waits for
@@ -272,7 +288,7 @@ void conn_ack(struct conn *c)
     c->holder = HOLDER_APP;
     conn_set_state(c, CONN_APP);
     timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's own time is bounded too */
-    job_ack(c->job);
+    answer(l, c->job);
 }
 
 void conn_retry_submit(struct conn *c)
@@ -285,9 +301,28 @@ void conn_retry_submit(struct conn *c)
     conn_drive(c);
 }
 
+/* A pool thread is working if the loop owes it an answer (it waits for
+ * the loop, e.g. a flush to a slow client) or heard from it within the
+ * timeout: a request queued behind others there is waiting its turn, and
+ * gets another full timeout. So the app is cut off only once its thread
+ * has been silent for the whole timeout (at most twice it, from the
+ * request's own start). */
+static bool worker_working(const struct conn *c)
+{
+    const struct loop *l = c->loop;
+    if (!l->handoff || !c->job)
+        return false;
+    unsigned w = c->job->worker;
+    return l->worker_owed[w] > 0 || l->now_ms - l->worker_seen_ms[w] < l->opt->io_timeout_ms;
+}
+
 void conn_on_timeout(struct conn *c)
 {
     timer_disarm(&c->timer);
+    if ((c->state == CONN_APP || c->state == CONN_HOLD) && worker_working(c)) {
+        timer_arm(&c->loop->t_io, &c->timer, c->loop->now_ms);
+        return;
+    }
     if (c->state == CONN_APP || c->state == CONN_HOLD)
         log_warn("%s:%s: the app sent nothing for the I/O timeout; closing the connection",
                  c->remote_addr, c->remote_port);

@@ -47,8 +47,10 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     timer_list_init(&l->t_io, opt->io_timeout_ms);
     timer_list_init(&l->t_linger, opt->io_timeout_ms < 2000 ? opt->io_timeout_ms : 2000);
     l->outstanding = calloc(workers ? workers : 1, sizeof *l->outstanding);
+    l->worker_seen_ms = calloc(workers ? workers : 1, sizeof *l->worker_seen_ms);
+    l->worker_owed = calloc(workers ? workers : 1, sizeof *l->worker_owed);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!l->outstanding || l->epfd < 0)
+    if (!l->outstanding || !l->worker_seen_ms || !l->worker_owed || l->epfd < 0)
         return -1;
 
     l->listener_src.kind = POLL_LISTENER;
@@ -300,4 +302,6 @@ void loop_destroy(struct loop *l)
     close(l->epfd);
     jobs_free_all(l);
     free(l->outstanding);
+    free(l->worker_seen_ms);
+    free(l->worker_owed);
 }

@@ -106,6 +106,12 @@ struct loop {
     struct handoff *handoff;   /* NULL with --inline or native-hello */
     unsigned workers;          /* pool threads */
     unsigned *outstanding;     /* per pool thread: jobs submitted, not yet done */
+    /* Per pool thread, for the app's silence timeout (conn_on_timeout): when
+     * the loop last heard from it (a message) or answered it (an ack), and
+     * how many of its messages the loop has taken and not yet answered. A
+     * request queued behind another on a busy thread is waiting, not stuck. */
+    uint64_t *worker_seen_ms;
+    unsigned *worker_owed;
     unsigned outstanding_total;
     unsigned capacity;
     struct conn conns;         /* sentinel of the list of all connections */
