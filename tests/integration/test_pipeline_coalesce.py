@@ -144,3 +144,22 @@ def test_a_bad_request_in_the_middle_gets_the_earlier_answers_then_400(server_fa
     assert [r[0] for r in got] == [_want(mode, i) for i in range(3)] + [400]
     assert got[3][1].get("connection") == "close"
     assert rest == b""
+
+
+def test_inline_pipelined_bodies_reach_their_own_requests(server_factory):
+    """--inline: each request answered ahead of the write reads its own body
+    (a view into the receive buffer), not a neighbour's; a chunked one waits
+    for the ordinary path and still comes back in its place."""
+    srv = server_factory("--inline", app="wsgi_apps:application")
+    parts, bodies = [], []
+    for i in range(8):
+        body = f"body-{i}-".encode() * (i + 1)
+        bodies.append(body.decode())
+        if i == 5:
+            chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+            parts.append(_req("POST", "/echo", "Transfer-Encoding: chunked\r\n") + chunked)
+        else:
+            parts.append(_req("POST", "/echo", f"Content-Length: {len(body)}\r\n") + body)
+    got, rest = _exchange(srv, b"".join(parts), ["POST"] * 8)
+    assert [r[0] for r in got] == [200] * 8 and rest == b""
+    assert [json.loads(r[2])["body"] for r in got] == bodies
