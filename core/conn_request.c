@@ -161,6 +161,9 @@ static int submit(struct loop *l, unsigned w, struct job *job)
     return l->handoff->ops->submit(l->handoff, w, job);
 }
 
+static bool ends_batch(const struct job *j);
+static void answer_pipelined(struct conn *c);
+
 /* CONN_READY: the body is as framed as it will be before the app runs. */
 enum verdict conn_start_app(struct conn *c)
 {
@@ -168,10 +171,12 @@ enum verdict conn_start_app(struct conn *c)
     struct job *job = c->job;
     if (l->opt->native_hello) {
         native_hello_respond(job);
+        answer_pipelined(c);
         return conn_take_message(c);
     }
     if (l->opt->inline_app) {
         inline_run(l, job); /* returns with the job's final message recorded */
+        answer_pipelined(c);
         return conn_take_message(c);
     }
     unsigned w = pick_worker(l);
@@ -276,47 +281,75 @@ enum verdict conn_hold(struct conn *c)
     return VERDICT_NEXT;
 }
 
-/* Requests pipelined behind c->job, already whole in rbuf (head and body),
- * go to the app now, to the same pool thread: it runs them back to back, so
- * a deep pipeline costs no hand-off wake per request, and their responses
- * come back in order. Anything else (a partial or bad head, a body still to
- * read, no room) waits for its turn on the ordinary path. */
-void conn_pipeline(struct conn *c, unsigned w)
+/* The next request pipelined in rbuf at c->consumed, if it is whole there
+ * (head and body) and can run as it is: a job ready for the app, its length
+ * in *len (c->consumed is not moved). NULL for anything else (a partial or
+ * bad head, a chunked body, a body still to read, no job): that request
+ * waits for its turn on the ordinary path, which reads, frames and answers
+ * it (errors included) as if it had come alone. */
+static struct job *next_whole(struct conn *c, size_t *len)
 {
     struct loop *l = c->loop;
     const struct options *opt = l->opt;
+    if (c->consumed >= c->rbuf.len)
+        return NULL;
+    const char *p = c->rbuf.data + c->consumed;
+    size_t avail = c->rbuf.len - c->consumed;
+    struct job *job = job_get(l);
+    if (!job)
+        return NULL;
+    int status = 0;
+    int n = http_parse_request(p, avail, opt->max_header_size, &job->req, &status);
+    uint64_t body = 0;
+    bool ok = n > 0 && http_request_framing(&job->req, &job->framing) == 0 &&
+              http_split_target(job->req.method, job->req.method_len, job->req.target,
+                                job->req.target_len, &job->target) == 0;
+    if (ok && job->framing.body == HTTP_BODY_LENGTH)
+        body = job->framing.content_length;
+    ok = ok && job->framing.body != HTTP_BODY_CHUNKED && body <= avail - (size_t)n &&
+         body <= opt->max_body_size;
+    if (!ok) {
+        job_put(l, job);
+        return NULL;
+    }
+    job->conn = c;
+    job->remote_addr = c->remote_addr;
+    job->remote_port = c->remote_port;
+    job->keep_alive = job->framing.keep_alive && !l->stopping;
+    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+    job->body.data = p + n;
+    job->body.len = (size_t)body;
+    job->body.received = body;
+    job->body.eof = true;
+    *len = (size_t)n + (size_t)body;
+    return job;
+}
+
+/* job goes behind c->job, in order; its bytes are taken from rbuf. */
+static void pipe_push(struct conn *c, struct job *job, size_t len)
+{
+    if (c->pipe_tail)
+        c->pipe_tail->pipe_next = job;
+    else
+        c->pipe_head = job;
+    c->pipe_tail = job;
+    c->consumed += len;
+}
+
+/* Requests pipelined behind c->job, already whole in rbuf, go to the app
+ * now, to the same pool thread: it runs them back to back, so a deep
+ * pipeline costs no hand-off wake per request, and their responses come
+ * back in order. */
+void conn_pipeline(struct conn *c, unsigned w)
+{
+    struct loop *l = c->loop;
     if (!c->job->keep_alive || c->job->body.raw.len)
         return;
-    while (c->consumed < c->rbuf.len && l->outstanding[w] < l->capacity) {
-        const char *p = c->rbuf.data + c->consumed;
-        size_t avail = c->rbuf.len - c->consumed;
-        struct job *job = job_get(l);
+    while (l->outstanding[w] < l->capacity) {
+        size_t len;
+        struct job *job = next_whole(c, &len); /* all of it before submit: it may run at once */
         if (!job)
             return;
-        int status = 0;
-        int n = http_parse_request(p, avail, opt->max_header_size, &job->req, &status);
-        uint64_t body = 0;
-        bool ok = n > 0 && http_request_framing(&job->req, &job->framing) == 0 &&
-                  http_split_target(job->req.method, job->req.method_len, job->req.target,
-                                    job->req.target_len, &job->target) == 0;
-        if (ok && job->framing.body == HTTP_BODY_LENGTH)
-            body = job->framing.content_length;
-        ok = ok && job->framing.body != HTTP_BODY_CHUNKED && body <= avail - (size_t)n &&
-             body <= opt->max_body_size;
-        if (!ok) {
-            job_put(l, job);
-            return;
-        }
-        /* All of the request before submit: the pool may run it at once. */
-        job->conn = c;
-        job->remote_addr = c->remote_addr;
-        job->remote_port = c->remote_port;
-        job->keep_alive = job->framing.keep_alive && !l->stopping;
-        job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
-        job->body.data = p + n;
-        job->body.len = (size_t)body;
-        job->body.received = body;
-        job->body.eof = true;
         if (submit(l, w, job) != HANDOFF_OK) {
             job_put(l, job);
             return;
@@ -324,13 +357,40 @@ void conn_pipeline(struct conn *c, unsigned w)
         job->worker = w;
         l->outstanding[w]++;
         l->outstanding_total++;
-        if (c->pipe_tail)
-            c->pipe_tail->pipe_next = job;
-        else
-            c->pipe_head = job;
-        c->pipe_tail = job;
-        c->consumed += (size_t)n + (size_t)body;
+        pipe_push(c, job, len);
         if (!job->keep_alive)
+            return;
+    }
+}
+
+/* Where the loop answers requests itself (native-hello, --inline), it answers
+ * the ones already whole in rbuf behind c->job too, before writing, so that
+ * their responses leave in one write (conn_hold, conn_queue_pipelined) rather
+ * than one send() each. The batch ends where a write would come anyway: no
+ * further whole request, a response that ends it (ends_batch), the iovec
+ * array full, or CONN_BATCH_BYTES of output queued (the first response's
+ * latency stays bounded, and so does the memory pinned in jobs). */
+#define CONN_BATCH_BYTES (64 * 1024)
+
+static void answer_pipelined(struct conn *c)
+{
+    const struct job *first = c->job;
+    if (ends_batch(first) || first->body.raw.len)
+        return;
+    size_t queued = first->out[first->msg_buf].len;
+    for (int n = 1; n < CONN_IOV && queued < CONN_BATCH_BYTES; n++) {
+        size_t len;
+        struct job *job = next_whole(c, &len);
+        if (!job)
+            return;
+        if (c->loop->opt->native_hello)
+            native_hello_respond(job);
+        else
+            inline_run(c->loop, job);
+        job->posted = true; /* its JOB_DONE, as a pool thread's would be */
+        pipe_push(c, job, len);
+        queued += job->out[job->msg_buf].len;
+        if (ends_batch(job))
             return;
     }
 }
