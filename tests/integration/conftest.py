@@ -47,6 +47,7 @@ class Server:
         self.killed = killed            # the test kills it: exit status not checked
         self.stop_timeout = stop_timeout
         self._log = tempfile.NamedTemporaryFile(prefix="cserve-", suffix=".log", delete=False)
+        self.t_spawn = time.monotonic()  # the server cannot have started before this
         self.proc = subprocess.Popen(args, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env, preexec_fn=preexec_fn)
 

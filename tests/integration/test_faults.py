@@ -140,7 +140,10 @@ def test_ten_thousand_idle_connections(server_factory):
         print(f"\n  {n} idle connections (half after one request) opened in {t_open:.1f}s: "
               f"RSS {base_rss} -> {rss} KiB = {per_conn:.0f} bytes per idle connection; "
               f"fds {base_fds} -> {fd_count(pid)}")
-        assert_memory(per_conn < 64 * 1024, f"{per_conn:.0f} bytes per idle connection")
+        # README: ~2.6 KB each. Measured here 2612-2624 bytes (jemalloc, three
+        # runs); 3 KiB leaves ~17 % for noise. One more 1 KiB buffer per
+        # connection, or a per-connection page, fails it.
+        assert_memory(per_conn < 3072, f"{per_conn:.0f} bytes per idle connection, README says ~2.6 KB")
         # still serving new clients, and the idle ones too
         for _ in range(20):
             hello_ok(srv.port, "/")
@@ -275,7 +278,11 @@ def test_vanishing_clients_leak_nothing(server_factory, mode):
         missing = sorted(set(expected) - set(closes()), key=lambda r: int(r.split()[1]))
         assert not missing, f"close() not called for {len(missing)} requests, e.g. {missing[:5]}"
         assert back, f"fds {fd_count(pid)} did not return to baseline {base_fds}"
-        assert_memory(growth < 10 * 1024, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds")
+        # Measured: 0-164 KiB over 180 rounds and no more over 1980 (a
+        # plateau: allocator caches). Leaking one idle connection's worth
+        # (~2.6 KB) per round is 460 KiB over 180 rounds.
+        limit = 384 if not SOAK else 1024
+        assert_memory(growth < limit, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds")
         assert srv.proc.poll() is None
         hello_ok(srv.port)
     finally:
@@ -351,8 +358,8 @@ def test_slowloris_closed_at_header_timeout(server_factory):
     assert open_left == 0, f"{open_left} slowloris connections still open after {timeout + 10}s"
     assert times[0] >= 0.8 * timeout, f"closed after {times[0]:.2f}s, before the {timeout}s header timeout"
     assert times[-1] <= timeout + 4, f"last closed {times[-1]:.2f}s after connecting"
-    for g in got:
-        assert g.startswith(b"HTTP/1.1 408 "), f"a timed-out partial head got {g[:80]!r}"
+    # README: "closed, nothing sent"
+    assert not got, f"{len(got)} timed-out partial heads got a response, e.g. {got[0][:80]!r}"
     assert wait_until(lambda: fd_count(pid) <= base_fds, 10), "fds did not return to baseline"
 
 
@@ -490,7 +497,12 @@ def test_sigterm_exits_within_graceful_timeout_while_app_blocks(server_factory):
         took = time.monotonic() - t0
         print(f"\n  SIGTERM with a request sleeping 30s, --graceful-timeout 1: exited {rc} after {took:.2f}s")
         assert rc is not None, "still running 10s after SIGTERM"
-        assert took < 1 + 3, f"exit took {took:.2f}s with --graceful-timeout 1"
+        # README: exit 0 within --graceful-timeout; it waits that long for the app first
+        assert rc == 0, f"exit status {rc} after a forced graceful stop:\n{srv.log_text()[-2000:]}"
+        assert 1 - 0.1 <= took < 1 + (3 if SAN else 1), f"exit took {took:.2f}s with --graceful-timeout 1"
+        log = srv.log_text()
+        assert "warning: graceful timeout: 1 request(s) still with the app" in log, log[-2000:]
+        assert "warning: exiting with 1 request(s) unfinished" in log, log[-2000:]
         s.settimeout(5)
         try:
             tail = s.recv(65536)
@@ -534,7 +546,7 @@ def test_sigterm_under_load_drops_nothing(server_factory):
     sigterm_sent = threading.Event()
     lock = threading.Lock()
     st = {"ok": 0, "close_signalled": 0, "retryable": [], "dropped": [], "partial": [],
-          "wrong": [], "not_closed_after_close": 0, "after_sigterm_ok": 0}
+          "wrong": [], "not_closed_after_close": 0, "after_sigterm_ok": 0, "latencies": []}
     started = [0] * nthreads
 
     def client(t):
@@ -550,6 +562,7 @@ def test_sigterm_under_load_drops_nothing(server_factory):
                     st["wrong"].append((rid, f"stray bytes before request: {rd.buf[:80]!r}"))
                 break
             before = rd.nbytes
+            t_req = time.monotonic()
             try:
                 s.sendall(b"GET /work?ms=3&id=%s HTTP/1.1\r\nHost: l\r\n\r\n" % rid.encode())
                 r = rd.read_response()
@@ -576,6 +589,8 @@ def test_sigterm_under_load_drops_nothing(server_factory):
                 st["ok"] += 1
                 if sigterm_sent.is_set():
                     st["after_sigterm_ok"] += 1
+                else:
+                    st["latencies"].append(time.monotonic() - t_req)
             started[t] += 1
             if (r.header("connection") or "").lower() == "close":
                 with lock:
@@ -611,7 +626,16 @@ def test_sigterm_under_load_drops_nothing(server_factory):
           f"{st['retryable'][:8]}, dropped {len(st['dropped'])}, partial {len(st['partial'])}, "
           f"wrong {len(st['wrong'])}; access log {access.count(chr(10))} lines")
     assert rc == 0, f"exit status {rc} after SIGTERM:\n{srv.log_text()[-2000:]}"
-    assert took <= graceful + 3
+    # What is in flight at SIGTERM is at most one 3 ms request per client
+    # (two pool threads, so four rounds of them): the stop takes a few
+    # request times, not the graceful timeout. The bound is derived from
+    # the slowest request seen under this load before SIGTERM.
+    lat = sorted(st["latencies"])
+    worst = lat[-1] if lat else 0.1
+    bound = 0.5 + 4 * worst
+    print(f"  request latency before SIGTERM: median {lat[len(lat) // 2] * 1000:.1f} ms, "
+          f"worst {worst * 1000:.1f} ms; exit bound {bound:.2f}s")
+    assert took <= bound, f"exit took {took:.2f}s after SIGTERM with 3 ms requests (bound {bound:.2f}s)"
     assert alive == 0, "client threads still waiting after the server exited"
     assert not st["partial"], f"partial responses: {st['partial'][:3]}"
     assert not st["dropped"], f"dropped: {st['dropped'][:3]}"
@@ -620,12 +644,12 @@ def test_sigterm_under_load_drops_nothing(server_factory):
     # with 8 clients back to back on a 3 ms app, requests were in flight at
     # SIGTERM: they must have been finished with Connection: close
     assert st["close_signalled"] >= 1, "no in-flight request was finished with Connection: close"
-    if "id=" in access:
-        processed = [rid for rid in st["retryable"] if re.search(rf"id={re.escape(rid)}(?![\d-])", access)]
-        assert not processed, (f"requests that got zero response bytes were processed by the "
-                               f"server (access log): {processed[:5]} — their responses were lost")
-    else:
-        print("  (access log empty: the processed-but-unanswered check was not possible)")
+    # the access log has a line per answered request, with its id in the target
+    answered = len(re.findall(r'"GET /work\?ms=3&id=\d+-\d+ HTTP/1\.1" 200 ', access))
+    assert answered == st["ok"], f"access log has {answered} lines for {st['ok']} answered requests"
+    processed = [rid for rid in st["retryable"] if re.search(rf"id={re.escape(rid)}(?![\d-])", access)]
+    assert not processed, (f"requests that got zero response bytes were processed by the "
+                           f"server (access log): {processed[:5]} — their responses were lost")
 
 
 # ---- SIGKILL of a worker ----------------------------------------------------------
