@@ -117,11 +117,16 @@ def _report(srv, pids):
     tables (one per worker pid)."""
     mark = len(srv.log_text())
     srv.proc.send_signal(signal.SIGUSR1)
-    tables = wait_until(lambda: len(_tables(srv.log_text()[mark:])) == 2, 10)
-    assert tables, srv.log_text()[mark:]
+
+    def loop_lines():  # both tables written through their loop line
+        return len(re.findall(LOOP_LINE, srv.log_text()[mark:], re.M)) == 2
+    assert wait_until(loop_lines, 10), srv.log_text()[mark:]
     text = srv.log_text()[mark:]
     assert {int(p) for _, p in _tables(text)} == pids, text
-    return sum(int(m) for m in re.findall(r"^\s*cserve-loop\s+\S+\s+\S+\s+(\d+)", text, re.M))
+    return sum(int(m) for m in re.findall(LOOP_LINE, text, re.M))
+
+
+LOOP_LINE = r"^\s*cserve-loop\s+\S+\s+\S+\s+(\d+)"
 
 
 def test_sigusr1_sigusr2_reach_every_worker(server_factory, tmp_path):
