@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from conftest import start_server  # noqa: F401 - fixtures come from conftest
 from httpclient import Reader, get, req
 from loadgen import wait_until
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from httpclient import Reader, get, read_all, req
+from httpclient import Reader, get, req
 
 APP = "wsgi_apps:application"
 
