@@ -141,7 +141,7 @@ test: deps
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
-	CSERVE_BIN=build-asan/cserve ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	CSERVE_BIN=build-asan/cserve ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0:malloc_context_size=256 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  $(PYTHON) -m pytest -q tests/integration
 

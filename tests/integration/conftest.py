@@ -6,6 +6,7 @@ CSERVE_HANDOFFS comma-separated backends the `handoff` fixture runs over
 """
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +27,11 @@ HANDOFFS = [h for h in os.environ.get("CSERVE_HANDOFFS", ",".join(ALL_HANDOFFS))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 
+# What ASan, UBSan, LSan and TSan print when they find something.
+SANITIZER_RE = re.compile(r"ERROR: AddressSanitizer[^\n]*|runtime error:[^\n]*|"
+                          r"ERROR: LeakSanitizer[^\n]*|WARNING: ThreadSanitizer[^\n]*")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -35,11 +41,15 @@ def free_port():
 class Server:
     """A running cserve. Its stderr goes to a file (self.log_text() reads it)."""
 
-    def __init__(self, args, port, cwd):
+    def __init__(self, args, port, cwd, killed=False, stop_timeout=20.0, env=None, preexec_fn=None):
         self.port = port
         self.args = args
+        self.killed = killed            # the test kills it: exit status not checked
+        self.stop_timeout = stop_timeout
         self._log = tempfile.NamedTemporaryFile(prefix="cserve-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(args, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT)
+        self.t_spawn = time.monotonic()  # the server cannot have started before this
+        self.proc = subprocess.Popen(args, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env, preexec_fn=preexec_fn)
 
     def wait_ready(self, timeout=15.0):
         deadline = time.monotonic() + timeout
@@ -63,7 +73,8 @@ class Server:
         return s
 
     def stop(self, sig=signal.SIGTERM, timeout=15.0):
-        """Send sig, wait for exit; returns the exit status."""
+        """Send sig, wait for exit; returns the exit status. A server that
+        outlives the timeout is SIGKILLed and the test fails."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -74,25 +85,50 @@ class Server:
                 raise AssertionError(f"cserve did not exit within {timeout}s of {sig!r}:\n{self.log_text()}")
         return self.proc.returncode
 
+    def sanitizer_reports(self):
+        """Lines of the server's log where a sanitizer spoke."""
+        text = self.log_text()
+        return [m.group(0) for m in SANITIZER_RE.finditer(text)]
+
     def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        """The teardown: SIGTERM (unless the test already stopped it), exit
+        status 0 required, no sanitizer report in the log. SIGKILL only when
+        SIGTERM is not obeyed in time, and that fails the test. A test that
+        kills the server on purpose says so with killed=True (start_server /
+        server_factory): then the exit status is not checked, the log still is."""
         try:
-            os.unlink(self._log.name)
-        except OSError:
-            pass
+            if self.proc.poll() is None:
+                rc = self.stop(signal.SIGTERM, timeout=self.stop_timeout)
+            else:
+                rc = self.proc.returncode
+            reports = self.sanitizer_reports()
+            if reports:
+                raise AssertionError(f"sanitizer report in the server log ({reports[0]!r}):\n"
+                                     f"{self.log_text()[-8000:]}")
+            if not self.killed and rc != 0:
+                raise AssertionError(f"cserve exited with status {rc}, not 0:\n{self.log_text()[-4000:]}")
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            try:
+                os.unlink(self._log.name)
+            except OSError:
+                pass
 
 
-def start_server(*extra, app=None, chdir=APPS, handoff="ring", port=None, wait=True, env=None):
+def start_server(*extra, app=None, chdir=APPS, handoff="ring", port=None, wait=True, env=None,
+                 killed=False, preexec_fn=None):
     """Start cserve with extra args. app: "module:callable" found under chdir
-    (default: tests/integration/apps), or None for the built-in default app."""
+    (default: tests/integration/apps), or None for the built-in default app.
+    killed=True: the test kills the server itself (close() then does not
+    require exit status 0)."""
     port = port or free_port()
     args = [BIN, "--bind", f"127.0.0.1:{port}", "--handoff", handoff]
     if app is not None:
         args += ["--chdir", str(chdir), app]
     args += list(extra)
-    srv = Server(args, port, cwd=str(ROOT))
+    srv = Server(args, port, cwd=str(ROOT), killed=killed, env=env, preexec_fn=preexec_fn)
     if wait:
         srv.wait_ready()
     return srv
@@ -105,7 +141,9 @@ def handoff(request):
 
 @pytest.fixture
 def server_factory():
-    """server_factory(*args, app=..., handoff=...) -> Server; all are killed at teardown."""
+    """server_factory(*args, app=..., handoff=..., killed=False) -> Server.
+    At teardown each is stopped with SIGTERM and must exit 0 with a clean log
+    (Server.close)."""
     started = []
 
     def make(*args, **kw):
@@ -114,5 +152,11 @@ def server_factory():
         return srv
 
     yield make
+    errors = []
     for srv in started:
-        srv.close()
+        try:
+            srv.close()
+        except AssertionError as e:
+            errors.append(str(e))
+    if errors:
+        pytest.fail("\n\n".join(errors), pytrace=False)

@@ -127,10 +127,12 @@ def test_ten_thousand_idle_connections(server_factory):
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
             socks.append(s)
             if i % 2 == 0:  # half of them idle after one keep-alive exchange
+                # one request at a time: requests piled up in flight would
+                # grow the job free list to their peak, which is not what
+                # an idle connection costs
                 s.sendall(req)
-        for i in range(0, n, 2):
-            r = Reader(socks[i]).read_response()
-            assert r.status == 200, r
+                r = Reader(s).read_response()
+                assert r.status == 200, r
         held = wait_until(lambda: fd_count(pid) >= base_fds + n, 30)
         t_open = time.monotonic() - t0
         assert held, f"server holds {fd_count(pid) - base_fds} of {n} connections"
@@ -140,7 +142,11 @@ def test_ten_thousand_idle_connections(server_factory):
         print(f"\n  {n} idle connections (half after one request) opened in {t_open:.1f}s: "
               f"RSS {base_rss} -> {rss} KiB = {per_conn:.0f} bytes per idle connection; "
               f"fds {base_fds} -> {fd_count(pid)}")
-        assert_memory(per_conn < 64 * 1024, f"{per_conn:.0f} bytes per idle connection")
+        # README: ~2.6 KB each. Measured here (jemalloc): 2508-2510 bytes on a
+        # quiet machine, 3206-3516 with both vCPUs contended (the
+        # allocator's caches fill differently). 4 KiB: a page, or a 4 KiB
+        # buffer, more per connection fails it.
+        assert_memory(per_conn < 4096, f"{per_conn:.0f} bytes per idle connection, README says ~2.6 KB")
         # still serving new clients, and the idle ones too
         for _ in range(20):
             hello_ok(srv.port, "/")
@@ -275,7 +281,11 @@ def test_vanishing_clients_leak_nothing(server_factory, mode):
         missing = sorted(set(expected) - set(closes()), key=lambda r: int(r.split()[1]))
         assert not missing, f"close() not called for {len(missing)} requests, e.g. {missing[:5]}"
         assert back, f"fds {fd_count(pid)} did not return to baseline {base_fds}"
-        assert_memory(growth < 10 * 1024, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds")
+        # Measured: 0-164 KiB over 180 rounds and no more over 1980 (a
+        # plateau: allocator caches). Leaking one idle connection's worth
+        # (~2.6 KB) per round is 460 KiB over 180 rounds.
+        limit = 384 if not SOAK else 1024
+        assert_memory(growth < limit, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds")
         assert srv.proc.poll() is None
         hello_ok(srv.port)
     finally:
@@ -351,8 +361,8 @@ def test_slowloris_closed_at_header_timeout(server_factory):
     assert open_left == 0, f"{open_left} slowloris connections still open after {timeout + 10}s"
     assert times[0] >= 0.8 * timeout, f"closed after {times[0]:.2f}s, before the {timeout}s header timeout"
     assert times[-1] <= timeout + 4, f"last closed {times[-1]:.2f}s after connecting"
-    for g in got:
-        assert g.startswith(b"HTTP/1.1 408 "), f"a timed-out partial head got {g[:80]!r}"
+    # README: "closed, nothing sent"
+    assert not got, f"{len(got)} timed-out partial heads got a response, e.g. {got[0][:80]!r}"
     assert wait_until(lambda: fd_count(pid) <= base_fds, 10), "fds did not return to baseline"
 
 
@@ -390,7 +400,11 @@ def test_app_returns_non_bytes_gives_500_and_logs(server_factory, path):
         mark = len(srv.log_text())
         r = get(srv.port, f"{path}?log={logpath}&id=1")
         assert r.status == 500, r
-        assert log_after(srv, mark, r"(?i)bytes|\bstr\b|\bint\b"), \
+        # the bad item's type is named: a list's item by its index, a
+        # generator's by what it yielded
+        what = "yielded str" if path == "/nonbytes" else "body item 0 is str"
+        assert log_after(srv, mark, rf"error: app failed \(GET {path}[?][^)]*\)\n"
+                                    rf"TypeError: the app(?:'s)? {what}, not bytes"), \
             f"no log line naming the bad body item:\n{srv.log_text()[mark:][-2000:]}"
         if path == "/nonbytes":
             assert wait_until(lambda: "nonbytes 1" in records(logpath), 5), "close() not called"
@@ -486,7 +500,12 @@ def test_sigterm_exits_within_graceful_timeout_while_app_blocks(server_factory):
         took = time.monotonic() - t0
         print(f"\n  SIGTERM with a request sleeping 30s, --graceful-timeout 1: exited {rc} after {took:.2f}s")
         assert rc is not None, "still running 10s after SIGTERM"
-        assert took < 1 + 3, f"exit took {took:.2f}s with --graceful-timeout 1"
+        # README: exit 0 within --graceful-timeout; it waits that long for the app first
+        assert rc == 0, f"exit status {rc} after a forced graceful stop:\n{srv.log_text()[-2000:]}"
+        assert 1 - 0.1 <= took < 1 + (3 if SAN else 1), f"exit took {took:.2f}s with --graceful-timeout 1"
+        log = srv.log_text()
+        assert "warning: graceful timeout: 1 request(s) still with the app" in log, log[-2000:]
+        assert "warning: exiting with 1 request(s) unfinished" in log, log[-2000:]
         s.settimeout(5)
         try:
             tail = s.recv(65536)
@@ -530,7 +549,7 @@ def test_sigterm_under_load_drops_nothing(server_factory):
     sigterm_sent = threading.Event()
     lock = threading.Lock()
     st = {"ok": 0, "close_signalled": 0, "retryable": [], "dropped": [], "partial": [],
-          "wrong": [], "not_closed_after_close": 0, "after_sigterm_ok": 0}
+          "wrong": [], "not_closed_after_close": 0, "after_sigterm_ok": 0, "latencies": []}
     started = [0] * nthreads
 
     def client(t):
@@ -546,6 +565,7 @@ def test_sigterm_under_load_drops_nothing(server_factory):
                     st["wrong"].append((rid, f"stray bytes before request: {rd.buf[:80]!r}"))
                 break
             before = rd.nbytes
+            t_req = time.monotonic()
             try:
                 s.sendall(b"GET /work?ms=3&id=%s HTTP/1.1\r\nHost: l\r\n\r\n" % rid.encode())
                 r = rd.read_response()
@@ -572,6 +592,8 @@ def test_sigterm_under_load_drops_nothing(server_factory):
                 st["ok"] += 1
                 if sigterm_sent.is_set():
                     st["after_sigterm_ok"] += 1
+                else:
+                    st["latencies"].append(time.monotonic() - t_req)
             started[t] += 1
             if (r.header("connection") or "").lower() == "close":
                 with lock:
@@ -607,7 +629,16 @@ def test_sigterm_under_load_drops_nothing(server_factory):
           f"{st['retryable'][:8]}, dropped {len(st['dropped'])}, partial {len(st['partial'])}, "
           f"wrong {len(st['wrong'])}; access log {access.count(chr(10))} lines")
     assert rc == 0, f"exit status {rc} after SIGTERM:\n{srv.log_text()[-2000:]}"
-    assert took <= graceful + 3
+    # What is in flight at SIGTERM is at most one 3 ms request per client
+    # (two pool threads, so four rounds of them): the stop takes a few
+    # request times, not the graceful timeout. The bound is derived from
+    # the slowest request seen under this load before SIGTERM.
+    lat = sorted(st["latencies"])
+    worst = lat[-1] if lat else 0.1
+    bound = 0.5 + 4 * worst
+    print(f"  request latency before SIGTERM: median {lat[len(lat) // 2] * 1000:.1f} ms, "
+          f"worst {worst * 1000:.1f} ms; exit bound {bound:.2f}s")
+    assert took <= bound, f"exit took {took:.2f}s after SIGTERM with 3 ms requests (bound {bound:.2f}s)"
     assert alive == 0, "client threads still waiting after the server exited"
     assert not st["partial"], f"partial responses: {st['partial'][:3]}"
     assert not st["dropped"], f"dropped: {st['dropped'][:3]}"
@@ -616,12 +647,12 @@ def test_sigterm_under_load_drops_nothing(server_factory):
     # with 8 clients back to back on a 3 ms app, requests were in flight at
     # SIGTERM: they must have been finished with Connection: close
     assert st["close_signalled"] >= 1, "no in-flight request was finished with Connection: close"
-    if "id=" in access:
-        processed = [rid for rid in st["retryable"] if re.search(rf"id={re.escape(rid)}(?![\d-])", access)]
-        assert not processed, (f"requests that got zero response bytes were processed by the "
-                               f"server (access log): {processed[:5]} — their responses were lost")
-    else:
-        print("  (access log empty: the processed-but-unanswered check was not possible)")
+    # the access log has a line per answered request, with its id in the target
+    answered = len(re.findall(r'"GET /work\?ms=3&id=\d+-\d+ HTTP/1\.1" 200 ', access))
+    assert answered == st["ok"], f"access log has {answered} lines for {st['ok']} answered requests"
+    processed = [rid for rid in st["retryable"] if re.search(rf"id={re.escape(rid)}(?![\d-])", access)]
+    assert not processed, (f"requests that got zero response bytes were processed by the "
+                           f"server (access log): {processed[:5]} — their responses were lost")
 
 
 # ---- SIGKILL of a worker ----------------------------------------------------------
@@ -632,7 +663,7 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
     workers = wait_until(lambda: len(loadgen.children(sup)) == 2 and loadgen.children(sup), 15)
     assert workers, f"expected 2 worker processes under {sup}, found {loadgen.children(sup)}"
     known = set(workers)
-    results = []  # (t_start, ok, pid or error)
+    results = []  # (t_start, ok, pid or error, t_end)
     stop = threading.Event()
 
     def client():
@@ -640,9 +671,10 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
             t = time.monotonic()
             try:
                 r = get(srv.port, "/pid", timeout=5)
-                results.append((t, r.status == 200, int(r.body) if r.status == 200 else r.status))
+                results.append((t, r.status == 200, int(r.body) if r.status == 200 else r.status,
+                                time.monotonic()))
             except Exception as e:  # noqa: BLE001 - recorded
-                results.append((t, False, repr(e)))
+                results.append((t, False, repr(e), time.monotonic()))
             stop.wait(0.005)  # bounded rate: fresh connections leave TIME_WAITs
     threads = [threading.Thread(target=client, daemon=True) for _ in range(4)]
     try:
@@ -660,8 +692,10 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
         for th in threads:
             th.join(timeout=10)
         grace = 1.0
-        before = [r for r in results if r[0] < t_kill]
-        during = [r for r in results if t_kill <= r[0] < t_kill + grace]
+        # "before": answered (or failed) before the kill. A request still in
+        # flight at the kill may die with the worker: it counts as "during".
+        before = [r for r in results if r[3] < t_kill]
+        during = [r for r in results if r[3] >= t_kill and r[0] < t_kill + grace]
         after = [r for r in results if r[0] >= t_kill + grace]
         print(f"\n  --workers 2: killed {victim}; new worker {sorted(new or [])} seen after {t_new:.2f}s; "
               f"requests before {len(before)} ({sum(not r[1] for r in before)} failed), in the "

@@ -190,16 +190,31 @@ def test_sigusr2_resets_window(server_factory, tmp_path):
 
 
 def test_stats_window_excludes_warmup(server_factory, tmp_path):
-    path = tmp_path / "stats.json"
-    srv = server_factory("--stats-json", str(path), "--stats-window", "2.0")
-    send_n(srv, 400)  # inside the first two seconds: before the window
-    time.sleep(2.5)
+    """--stats-window S opens the window S seconds after the worker starts,
+    which is after the test spawned it: warm-up requests finished before
+    spawn + S are outside it, whatever the start-up took. After ready + S
+    the window is open for sure. (A start so slow that the warm-up ends
+    past spawn + S is retried with a longer S, not misjudged.)"""
+    for window in (2.0, 6.0):
+        path = tmp_path / f"stats-{window}.json"
+        srv = server_factory("--stats-json", str(path), "--stats-window", str(window))
+        t_ready = time.monotonic()
+        send_n(srv, 400)
+        if time.monotonic() < srv.t_spawn + window - 0.1:
+            break
+        srv.stop()
+    else:
+        pytest.fail("400 warm-up requests took longer than 6 s")
+    time.sleep(max(0.0, t_ready + window + 0.2 - time.monotonic()))
+    t_open = time.monotonic()
     send_n(srv, 250)
     time.sleep(0.2)
+    t_stop = time.monotonic()
     assert srv.stop() == 0
     st = json.load(open(path))
     assert threads_by_role(st)["loop"][0]["requests"] == 250
-    assert st["workers"][0]["window_s"] < 5
+    # the window ran from its opening (in [spawn + S, ready + S]) to the stop
+    assert t_stop - t_open <= st["workers"][0]["window_s"] <= t_stop + 1 - (srv.t_spawn + window)
 
 
 def test_stats_table_on_stderr(server_factory):
@@ -221,9 +236,13 @@ def test_thread_names_in_proc(server_factory):
 # ----------------------------------------------------------------- cross-check
 
 def test_threadcpu_agrees_with_cpu_s(server_factory, tmp_path):
-    """~3 s of steady load: the loop thread's CPU seen from /proc (schedstat,
-    ns resolution; stat is 10 ms ticks) and its in-process cpu_s, over the
-    same window (SIGUSR2 ... SIGUSR1), agree within 15 %."""
+    """~3 s of steady load from one client thread (no load threads competing
+    with each other and the server for two vCPUs): the loop thread's CPU seen
+    from /proc (schedstat, ns resolution; stat is 10 ms ticks) and its
+    in-process cpu_s, over the same window (SIGUSR2 ... SIGUSR1), agree.
+    The two windows' edges differ by the signal's delivery and the first and
+    last samples' timing. Measured here over six runs, with an ASan test
+    run loading the machine beside: 0.02-0.08 % apart; the bound is 2 %."""
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path))
     stop = threading.Event()
@@ -244,7 +263,7 @@ def test_threadcpu_agrees_with_cpu_s(server_factory, tmp_path):
             s.close()
 
     send_n(srv, 16)  # learn RESP_LEN
-    loaders = [threading.Thread(target=load) for _ in range(2)]
+    loaders = [threading.Thread(target=load)]
     for t in loaders:
         t.start()
     time.sleep(0.5)
@@ -261,4 +280,6 @@ def test_threadcpu_agrees_with_cpu_s(server_factory, tmp_path):
     outside = sum(e["cpu_s"] for (_, tid), e in series.items() if tid == loop["tid"])
     assert loop["requests"] > 1000
     assert outside > 0.1, series
-    assert abs(outside - loop["cpu_s"]) <= 0.15 * loop["cpu_s"], (outside, loop["cpu_s"])
+    print(f"\n  loop CPU: /proc {outside:.4f}s, in-process {loop['cpu_s']:.4f}s, "
+          f"{abs(outside - loop['cpu_s']) / loop['cpu_s'] * 100:.2f} % apart")
+    assert abs(outside - loop["cpu_s"]) <= 0.02 * loop["cpu_s"], (outside, loop["cpu_s"])

@@ -288,7 +288,7 @@ def test_more_bytes_than_content_length_excess_dropped_and_logged(wsrv):
             nxt = None
         if nxt is not None:
             assert nxt.raw_head.startswith(b"HTTP/1.1 200 ") and nxt.body == b"hello"
-    _log_grows(wsrv, before, r"\S")
+    _log_grows(wsrv, before, r"warning: app sent more than its Content-Length 5; the excess is dropped")
 
 
 def test_fewer_bytes_than_content_length_closes(wsrv):
@@ -388,7 +388,8 @@ def test_non_bytes_body_item_is_500_and_logged(wsrv):
     resp = get(wsrv.port, "/nonbytes")
     assert resp.status == 500
     assert b"a str, not bytes" not in resp.body
-    _log_grows(wsrv, before, r"\S")
+    _log_grows(wsrv, before, r"error: app failed \(GET /nonbytes\)\n"
+                             r"TypeError: the app's body item 0 is str, not bytes")
     _still_serves(wsrv)
 
 
@@ -397,17 +398,27 @@ def test_bad_status_is_500_and_logged(wsrv, status):
     before = len(wsrv.log_text())
     resp = get(wsrv.port, "/bad_status?s=" + status.replace(" ", "%20"))
     assert resp.status == 500
-    _log_grows(wsrv, before, r"\S")
+    _log_grows(wsrv, before, r"error: app failed \(GET /bad_status\?s=[^)]*\)\n(?s:.*)"
+                             + re.escape(f"ValueError: status '{status}' is not 'NNN reason'"))
     _still_serves(wsrv)
 
 
-@pytest.mark.parametrize("kind", ["crlf", "ctl", "name", "value"])
+BAD_HEADER_LOG = {
+    "crlf": "ValueError: header 'X-Bad' has a control character in its value",
+    "ctl": "ValueError: header 'X-Bad' has a control character in its value",
+    "name": "TypeError: header name must be str, not bytes",
+    "value": "TypeError: header value must be str, not int",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_HEADER_LOG))
 def test_bad_header_is_500_and_logged(wsrv, kind):
     before = len(wsrv.log_text())
     resp = get(wsrv.port, f"/bad_header?kind={kind}")
     assert resp.status == 500
     assert resp.header("injected") is None and resp.header("x-bad") is None
-    _log_grows(wsrv, before, r"\S")
+    _log_grows(wsrv, before, rf"error: app failed \(GET /bad_header\?kind={kind}\)\n(?s:.*)"
+                             + re.escape(BAD_HEADER_LOG[kind]))
     _still_serves(wsrv)
 
 

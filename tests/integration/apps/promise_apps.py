@@ -1,0 +1,58 @@
+"""Apps for test_promises.py: each route records what happened to it in the
+file named by ?log= (one line per event), so a test can see what the app saw.
+
+  /sleep?s=&id=      records "start <id>", sleeps, answers "slept <id>"
+  /read?id=          reads wsgi.input to the end with read(65536); records
+                     "read <id> <n>" or "raised <id> <ExceptionType> <n>" (then
+                     re-raises, as an app that does not catch it would)
+  /big?size=         size bytes of b"z", Content-Length set, one block
+  /hello             "hello"
+"""
+import threading
+import time
+from urllib.parse import parse_qs
+
+_lock = threading.Lock()
+
+
+def _q(environ):
+    return {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+
+
+def _record(q, line):
+    path = q.get("log")
+    if path:
+        with _lock, open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def _ok(start_response, body):
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def app(environ, start_response):
+    q = _q(environ)
+    path = environ["PATH_INFO"]
+    rid = q.get("id", "-")
+    if path == "/sleep":
+        _record(q, f"start {rid}")
+        time.sleep(float(q.get("s", "0.5")))
+        return _ok(start_response, f"slept {rid}".encode())
+    if path == "/read":
+        inp = environ["wsgi.input"]
+        n = 0
+        try:
+            while True:
+                chunk = inp.read(65536)
+                if not chunk:
+                    break
+                n += len(chunk)
+        except Exception as e:
+            _record(q, f"raised {rid} {type(e).__name__} {n}")
+            raise
+        _record(q, f"read {rid} {n}")
+        return _ok(start_response, b"%d" % n)
+    if path == "/big":
+        return _ok(start_response, b"z" * int(q.get("size", str(8 << 20))))
+    return _ok(start_response, b"hello")
