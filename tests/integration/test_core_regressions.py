@@ -119,7 +119,8 @@ def test_submit_error_after_backpressure_with_client_gone(server_factory, monkey
 # ------------------------------------------------------------ 7: an app that never answers
 
 def test_app_that_never_answers_is_cut_off(server_factory, handoff):
-    srv = server_factory("--io-timeout", "1", app=APP, handoff=handoff)
+    # killed: the app is still asleep at the end, past any graceful stop
+    srv = server_factory("--io-timeout", "1", app=APP, handoff=handoff, killed=True)
     with srv.connect(timeout=10) as s:
         s.sendall(b"GET /sleep?s=30 HTTP/1.1\r\nHost: x\r\n\r\n")
         t0 = time.monotonic()

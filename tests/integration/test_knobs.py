@@ -148,9 +148,6 @@ def test_sigusr1_sigusr2_reach_every_worker(server_factory, tmp_path):
     assert _loop_requests(st) == 30
 
 
-@pytest.mark.xfail(strict=True, reason="core/loop.c on SIGUSR1 writes opt->stats_json, the whole FILE, "
-                   "from each worker: the workers overwrite each other (the per-worker part path "
-                   "that worker.c uses at exit is not passed to the loop)")
 def test_sigusr1_writes_every_workers_json(server_factory, tmp_path):
     srv, path, pids, sent = _two_worker_server(server_factory, tmp_path)
     _report(srv, pids)

@@ -100,8 +100,6 @@ def test_a_parked_connection_can_leave(server_factory, logfile):
     hello_ok(srv.port)
 
 
-@pytest.mark.xfail(strict=True, reason="core/conn.c: a parked (pending) connection is not watched; "
-                   "when its client leaves, its request is still submitted and the app runs it")
 def test_a_parked_connection_that_left_never_reaches_the_app(server_factory, logfile):
     srv = server_factory("--queue-size", "2", "--blocking-threads", "1", app=APP)
     socks = _sleepers(srv, logfile, [0.4] * 5)
