@@ -44,6 +44,22 @@ void pool_set_inline_state(void *thread_state) { inline_state = thread_state; }
 void *job_wait_begin(void) { return PyEval_SaveThread(); }
 void job_wait_end(void *token) { PyEval_RestoreThread(token); }
 
+/* The pool thread's identity in Python's threading module, made once at its
+ * start. Apps ask threading.current_thread() (Flask's logging does), and for
+ * a thread the threading module did not start that makes a _DummyThread
+ * which lives until exit. Made here, it is one object per pool thread, from
+ * a function tests/lsan.supp can name, rather than an allocation deep in
+ * whichever request first asked. */
+__attribute__((noinline)) static void adopt_python_thread(void)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *self_thread = threading ? PyObject_CallMethod(threading, "current_thread", NULL) : NULL;
+    if (!self_thread)
+        PyErr_Clear(); /* an interpreter without threading: nothing to adopt */
+    Py_XDECREF(self_thread);
+    Py_XDECREF(threading);
+}
+
 static void *pool_main(void *arg)
 {
     struct pool_thread *t = arg;
@@ -59,6 +75,7 @@ static void *pool_main(void *arg)
 
     PyThreadState *ts = PyThreadState_New(p->interp);
     PyEval_RestoreThread(ts);
+    adopt_python_thread();
     for (;;) {
         struct job *job = ops->try_take ? ops->try_take(h, t->index) : NULL;
         if (!job) {
