@@ -2,8 +2,12 @@
  * connection code without a socket (tests/fuzz/conn_harness.c, as the
  * fuzzers drive it), fed whole, byte by byte and in random pieces, with
  * whole and bitten writes: the statuses answered, and whether it closes,
- * must match NAME.expect. tests/integration/test_corpus.py replays the same
- * files against the running server. Run from the repository root. */
+ * must match NAME.expect. Each is run twice over: with the app inline, and
+ * on the harness's stand-in pool (pipelining, held responses, need-body,
+ * flushes) under several schedules, whose bytes must equal the inline ones
+ * (unless a body error reached the app: inline, the loop answers those).
+ * tests/integration/test_corpus.py replays the same files against the
+ * running server. Run from the repository root. */
 #include "../fuzz/conn_harness.h"
 #include "check.h"
 
@@ -49,23 +53,43 @@ static void check_case(const char *name)
 
     /* "any" leaves the closing open to the server: compare the statuses. */
     char *any = strstr(expect, " any");
+    if (any)
+        *any = '\0';
+    struct harness_result inline_whole = {0};
     const size_t max_piece[] = {0, 1, 7, 64};
-    for (size_t w = 0; w < sizeof max_piece / sizeof *max_piece; w++) {
-        if (max_piece[w] == 1 && n > 2048) continue; /* head re-scans per byte */
-        struct harness_result r;
-        harness_run((const uint8_t *)raw, n, 12345, max_piece[w], max_piece[w] ? 13 : 0,
-                    CONN_MAX_HEAD, &r);
-        describe(&r, got, sizeof got);
-        if (any) {
-            *any = '\0';
-            CHECK(strncmp(got, expect, strlen(expect)) == 0 && got[strlen(expect)] == ' ',
-                  "%s (pieces of %zu): got '%s', want '%s any'", name, max_piece[w], got, expect);
-            *any = ' ';
-        } else {
-            CHECK(strcmp(got, expect) == 0, "%s (pieces of %zu): got '%s', want '%s'", name,
-                  max_piece[w], got, expect);
+    for (int pool = 0; pool < 2; pool++) {
+        for (size_t w = 0; w < sizeof max_piece / sizeof *max_piece; w++) {
+            if (max_piece[w] == 1 && n > 2048) continue; /* head re-scans per byte */
+            for (unsigned sched = 0; sched < (pool ? 3u : 1u); sched++) {
+                struct harness_config cfg = {.max_piece = max_piece[w],
+                                             .max_write = max_piece[w] ? 13 : 0,
+                                             .max_head = CONN_MAX_HEAD,
+                                             .pool = pool,
+                                             .capacity = 1 + sched * 3};
+                struct harness_result r;
+                harness_run((const uint8_t *)raw, n, 12345 + sched * 7919, &cfg, &r);
+                describe(&r, got, sizeof got);
+                const char *mode = pool ? "pool" : "inline";
+                if (any)
+                    CHECK(strncmp(got, expect, strlen(expect)) == 0 && got[strlen(expect)] == ' ',
+                          "%s (%s, pieces of %zu): got '%s', want '%s any'", name, mode,
+                          max_piece[w], got, expect);
+                else
+                    CHECK(strcmp(got, expect) == 0, "%s (%s, pieces of %zu): got '%s', want '%s'",
+                          name, mode, max_piece[w], got, expect);
+                if (!pool && w == 0)
+                    inline_whole = r;
+                if (pool && !r.body_error)
+                    CHECK(r.responses == inline_whole.responses &&
+                              r.out_len == inline_whole.out_len &&
+                              r.out_hash == inline_whole.out_hash,
+                          "%s (pool, pieces of %zu, schedule %u): the bytes inline gives", name,
+                          max_piece[w], sched);
+            }
         }
     }
+    if (any)
+        *any = ' ';
 }
 
 int main(void)
