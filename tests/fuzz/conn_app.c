@@ -20,8 +20,11 @@ enum stage { STAGE_START, STAGE_READ, STAGE_WRITE };
 
 static struct {
     uint64_t seed;
+    unsigned flush_odds; /* this run's habits: a flush one step in N (0: never) */
+    unsigned full_odds;  /* a full handoff one submit in N (0: never) */
     unsigned runs;
     bool body_error;
+    bool lost;           /* a job was told its client is gone */
     struct job *q[POOL_MAX]; /* submitted, not done: q[qh], q[qh+1], ... */
     size_t qh, qn;
     struct job *msgs[POOL_MAX]; /* posted, not taken by the loop */
@@ -86,7 +89,7 @@ static int pool_submit(struct handoff *h, unsigned w, struct job *job)
     (void)h, (void)w;
     /* Sometimes full, as a busy queue is; only while a job is out, so a
      * message comes that lets the loop retry (as on a real pool). */
-    if ((pool.qn || pool.mn) && fuzz_next(&pool.seed) % 8 == 0)
+    if (pool.full_odds && (pool.qn || pool.mn) && fuzz_next(&pool.seed) % pool.full_odds == 0)
         return HANDOFF_FULL;
     FUZZ_ASSERT(pool.qn < POOL_MAX);
     for (size_t i = 0; i < pool.qn; i++)
@@ -158,6 +161,7 @@ bool app_pool_step(void)
         return true;
     case STAGE_READ:
         if (job_lost(job)) { /* the client is gone: stop producing */
+            pool.lost = true;
             post(job, JOB_DONE);
             return true;
         }
@@ -183,11 +187,12 @@ bool app_pool_step(void)
         return true;
     case STAGE_WRITE: {
         if (job_lost(job)) {
+            pool.lost = true;
             post(job, JOB_DONE);
             return true;
         }
         size_t left = pool.resp.len - pool.resp_sent;
-        if (pool.flushes < 2 && fuzz_next(&pool.seed) % 3 == 0) {
+        if (pool.flush_odds && pool.flushes < 2 && fuzz_next(&pool.seed) % pool.flush_odds == 0) {
             /* as job_flush: post this buffer, fill the other one */
             fill(job, (size_t)(fuzz_next(&pool.seed) % (left + 1)));
             post(job, JOB_FLUSH);
@@ -228,9 +233,13 @@ void app_reset(uint64_t seed)
     memset(&pool, 0, sizeof pool);
     pool.resp = keep;
     pool.seed = seed | 1;
+    const unsigned flush[] = {0, 3, 1}, full[] = {0, 8};
+    pool.flush_odds = flush[fuzz_next(&pool.seed) % 3];
+    pool.full_odds = full[fuzz_next(&pool.seed) % 2];
 }
 
 unsigned app_runs(void) { return pool.runs; }
 bool app_body_error(void) { return pool.body_error; }
+bool app_lost(void) { return pool.lost; }
 
 void app_free(void) { buffer_free(&pool.resp); }

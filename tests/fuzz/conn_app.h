@@ -11,7 +11,9 @@
  * "close-after" makes it close the connection (Connection: close), and a
  * body the loop reports bad gets that status (400, 413; 500 when the client
  * went). On the pool the response leaves in up to three parts (two flushes
- * at data-derived points, then done): the bytes are the same. */
+ * at data-derived points, then done): the bytes are the same. How often the
+ * pool flushes (never, sometimes, always) and whether its handoff is
+ * sometimes full are chosen per run from the seed. */
 #ifndef CSERVE_CONN_APP_H
 #define CSERVE_CONN_APP_H
 
@@ -27,6 +29,8 @@ void app_reset(uint64_t seed);
 /* How many requests the app started; whether one met a body error. */
 unsigned app_runs(void);
 bool app_body_error(void);
+/* Whether a job the app ran was told its client is gone (conn_lost). */
+bool app_lost(void);
 
 /* The stand-in handoff to put in loop.handoff (submit only). */
 struct handoff *app_pool_handoff(void);

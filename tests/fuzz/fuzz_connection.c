@@ -42,14 +42,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         harness_run(data, size, seed, &cfg, &split);
         same(&split, &whole);
     }
-    /* The pool, on a schedule the input chooses. */
+    /* The pool, on two schedules the input chooses. */
     cfg.pool = true;
-    cfg.capacity = 1 + (unsigned)(fuzz_next(&seed) % 8);
-    cfg.max_piece = fuzz_next(&seed) % 2 ? 0 : ways[1 + fuzz_next(&seed) % 2];
-    cfg.max_write = fuzz_next(&seed) % 2 ? 0 : 1 + (size_t)(fuzz_next(&seed) % 64);
-    harness_run(data, size, seed, &cfg, &split);
-    if (!split.body_error)
-        same(&split, &whole);
+    for (int k = 0; k < 2; k++) {
+        cfg.capacity = 1 + (unsigned)(fuzz_next(&seed) % 8);
+        cfg.max_piece = fuzz_next(&seed) % 2 ? 0 : ways[1 + fuzz_next(&seed) % 2];
+        cfg.max_write = fuzz_next(&seed) % 2 ? 0 : 1 + (size_t)(fuzz_next(&seed) % 64);
+        harness_run(data, size, fuzz_next(&seed), &cfg, &split);
+        if (!split.body_error)
+            same(&split, &whole);
+    }
     /* And on some inputs the client's connection times out under it. */
     if (fuzz_next(&seed) % 4 == 0) {
         cfg.drop = true;

@@ -92,8 +92,42 @@ static void check_case(const char *name)
         *any = ' ';
 }
 
+/* Beyond the corpus (whose files also go to the real server and its hello
+ * app): the stand-in app closes the connection on a target with
+ * "close-after" (conn_app.h), here in the middle of a pipeline, with
+ * requests behind it that the pool runs but must never be written. Many
+ * schedules: the harness fails any that writes after the closing response. */
+static void check_app_close_in_pipeline(void)
+{
+    static const char raw[] = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+                              "GET /close-after HTTP/1.1\r\nHost: h\r\n\r\n"
+                              "POST /c HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+                              "GET /d HTTP/1.1\r\nHost: h\r\n\r\n";
+    struct harness_config cfg = {.max_head = CONN_MAX_HEAD};
+    struct harness_result inline_r, r;
+    harness_run((const uint8_t *)raw, sizeof raw - 1, 1, &cfg, &inline_r);
+    char got[128];
+    describe(&inline_r, got, sizeof got);
+    CHECK(strcmp(got, "200 200 close") == 0, "app close in a pipeline (inline): got '%s'", got);
+    cfg.pool = true;
+    unsigned ran_behind = 0;
+    for (unsigned sched = 0; sched < 64; sched++) {
+        cfg.capacity = 1 + sched % 8;
+        cfg.max_write = sched % 3 ? 0 : 7;
+        harness_run((const uint8_t *)raw, sizeof raw - 1, 1 + sched * 7919, &cfg, &r);
+        describe(&r, got, sizeof got);
+        CHECK(strcmp(got, "200 200 close") == 0 && r.out_hash == inline_r.out_hash,
+              "app close in a pipeline (pool, schedule %u): got '%s'", sched, got);
+        ran_behind += r.app_runs > 2;
+    }
+    /* the point of the case: requests behind the closing one did run */
+    CHECK(ran_behind > 0, "app close in a pipeline: requests behind it ran (%u schedules)",
+          ran_behind);
+}
+
 int main(void)
 {
+    check_app_close_in_pipeline();
     DIR *d = opendir(CORPUS);
     CHECK(d != NULL, "open " CORPUS " (run from the repository root)");
     if (!d) return check_summary();
