@@ -161,8 +161,18 @@ static void event(struct conn *c, uint32_t events)
         FUZZ_ASSERT(!c->readable || sock.read_pos == sock.delivered);
 }
 
+/* Retry a connection parked for a full handoff, as the loop does after a
+ * drain (here as if another connection's job had finished). */
+static bool retry_pending(struct loop *l)
+{
+    if (!l->pending_head || l->outstanding_total >= l->workers * l->capacity)
+        return false;
+    conn_retry_submit(l->pending_head);
+    return true;
+}
+
 /* Take up to max of the app's messages, as the loop's drain does, then
- * retry a connection parked for a full handoff. */
+ * retry a parked connection. */
 static bool deliver(struct loop *l, size_t max)
 {
     bool any = false;
@@ -176,8 +186,7 @@ static bool deliver(struct loop *l, size_t max)
             conn_on_event(c, EPOLLOUT);
         }
     }
-    if (any && l->pending_head && l->outstanding_total < l->workers * l->capacity)
-        conn_retry_submit(l->pending_head);
+    any |= retry_pending(l);
     return any;
 }
 
