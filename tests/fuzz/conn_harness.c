@@ -1,5 +1,6 @@
-/* conn_harness.c — see conn_harness.h. Links against core/conn*.c in place
- * of core/conn_io.c (the syscalls), core/pool.c (the app) and core/loop.c. */
+/* conn_harness.c — see conn_harness.h. Links against core/conn*.c, job.c and
+ * jobs.c in place of core/conn_io.c (the syscalls), core/loop.c and the
+ * handoff; tests/fuzz/conn_app.c stands in for the app and the pool. */
 #include "conn_harness.h"
 
 #include <errno.h>
@@ -8,11 +9,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "../../core/app.h"
 #include "../../core/conn_internal.h"
 #include "../../core/httpdate.h"
 #include "../../core/options.h"
 #include "../../core/response_head.h"
+#include "conn_app.h"
 #include "fuzz_check.h"
 
 /* ---- what loop.c, httpdate.c and pool.c would provide ---- */
@@ -23,33 +24,6 @@ const char *http_date_now(void) { return "Sun, 06 Nov 1994 08:49:37 GMT"; }
 
 void *job_wait_begin(void) { return NULL; }
 void job_wait_end(void *token) { (void)token; }
-
-/* The app: 200, the body's length and hash as the response body. */
-void inline_run(struct loop *l, struct job *job)
-{
-    (void)l;
-    struct body_pipe *b = &job->body;
-    FUZZ_ASSERT(b->eof && !b->error && b->pos <= b->len); /* framed before the app runs */
-    size_t len = b->len - b->pos;
-    uint64_t h = len ? fuzz_hash(FUZZ_HASH_INIT, b->data + b->pos, len) : FUZZ_HASH_INIT;
-    char text[64];
-    int n = snprintf(text, sizeof text, "%zu %016llx", len, (unsigned long long)h);
-    b->pos = b->len;
-    struct buffer *out = &job->out[0];
-    out->len = 0;
-    FUZZ_ASSERT(buffer_reserve(out, 256));
-    response_head_start(out, "200 OK", 6);
-    /* (HEAD gets "0": the response parser below does not track methods) */
-    out->len += (size_t)snprintf(out->data + out->len, 64, "Content-Length: %d\r\n",
-                                 job->is_head ? 0 : n);
-    response_head_end(out, job);
-    if (!job->is_head) {
-        memcpy(out->data + out->len, text, (size_t)n);
-        out->len += (size_t)n;
-    }
-    job->status = 200;
-    job_done(job); /* no pool thread: only records the message */
-}
 
 /* ---- the socket ---- */
 
@@ -64,6 +38,7 @@ static struct {
     size_t head_len;
     uint64_t body_left;
     struct harness_result *r;
+    unsigned next_seq; /* the X-Seq the next app response must carry */
 } sock;
 
 ssize_t conn_io_recv(int fd, void *buf, size_t len)
@@ -87,6 +62,10 @@ ssize_t conn_io_recv(int fd, void *buf, size_t len)
 static void out_byte(char ch)
 {
     struct harness_result *r = sock.r;
+    /* Nothing after a response that closes: after a close-delimited or
+     * cut-short body it would read as that body. */
+    if (sock.body_left == 0 && sock.head_len == 0)
+        FUZZ_ASSERT(!r->closing_seen);
     if (sock.body_left > 0) {
         sock.body_left--;
         r->out_hash = fuzz_hash(r->out_hash, &ch, 1);
@@ -111,6 +90,14 @@ static void out_byte(char ch)
         const char *cl = strstr(sock.head, "Content-Length: ");
         FUZZ_ASSERT(cl != NULL);
         sock.body_left = strtoull(cl + 16, NULL, 10);
+        if (strstr(sock.head, "\r\nConnection: close\r\n"))
+            r->closing_seen = true;
+        /* One response per request the app ran, in request order. */
+        const char *seq = strstr(sock.head, "\r\nX-Seq: ");
+        if (seq) {
+            FUZZ_ASSERT(strtoul(seq + 9, NULL, 10) == sock.next_seq);
+            sock.next_seq++;
+        }
     }
     sock.head_len = 0;
 }
@@ -174,52 +161,153 @@ static void event(struct conn *c, uint32_t events)
         FUZZ_ASSERT(!c->readable || sock.read_pos == sock.delivered);
 }
 
-void harness_run(const uint8_t *data, size_t size, uint64_t seed, size_t max_piece,
-                 size_t max_write, size_t max_head, struct harness_result *r)
+/* Retry a connection parked for a full handoff, as the loop does after a
+ * drain (here as if another connection's job had finished). */
+static bool retry_pending(struct loop *l)
+{
+    if (!l->pending_head || l->outstanding_total >= l->workers * l->capacity)
+        return false;
+    conn_retry_submit(l->pending_head);
+    return true;
+}
+
+/* Take up to max of the app's messages, as the loop's drain does, then
+ * retry a parked connection. */
+static bool deliver(struct loop *l, size_t max)
+{
+    bool any = false;
+    struct job *job;
+    while (max-- && (job = app_pool_message())) {
+        any = true;
+        struct conn *c = job->conn;
+        conn_on_message(c, job);
+        while (!gone(c) && sock.blocked) {
+            sock.blocked = false;
+            conn_on_event(c, EPOLLOUT);
+        }
+    }
+    any |= retry_pending(l);
+    return any;
+}
+
+/* One pass of the pool and the loop: a few app steps, then some messages. */
+static bool pass(struct loop *l)
+{
+    bool any = false;
+    unsigned steps = (unsigned)(fuzz_next(&sock.seed) % 4);
+    for (unsigned i = 0; i < steps; i++)
+        any |= app_pool_step();
+    any |= deliver(l, 1 + (size_t)(fuzz_next(&sock.seed) % 3));
+    return any;
+}
+
+/* Run the pool and the loop until neither can move. */
+static void settle(struct loop *l)
+{
+    for (unsigned guard = 0;; guard++) {
+        FUZZ_ASSERT(guard < 1000000); /* a protocol that never settles is a hang */
+        bool any = false;
+        while (app_pool_step())
+            any = true;
+        any |= deliver(l, SIZE_MAX);
+        if (!any)
+            return;
+    }
+}
+
+static void loop_init_for(struct loop *l, struct options *opt, const struct harness_config *cfg)
+{
+    static unsigned outstanding[1];
+    memset(opt, 0, sizeof *opt);
+    opt->inline_app = !cfg->pool;
+    opt->max_header_size = cfg->max_head;
+    opt->max_body_size = UINT64_C(1) << 40;
+    opt->header_timeout_ms = opt->keepalive_timeout_ms = opt->io_timeout_ms = 1000;
+    memset(l, 0, sizeof *l);
+    l->opt = opt;
+    l->conns.next = l->conns.prev = &l->conns;
+    l->fault_submit_ms = -1;
+    if (cfg->pool) {
+        outstanding[0] = 0;
+        l->handoff = app_pool_handoff();
+        l->workers = 1;
+        l->outstanding = outstanding;
+        l->capacity = cfg->capacity ? cfg->capacity : 64;
+    }
+    timer_list_init(&l->t_header, 1000);
+    timer_list_init(&l->t_keepalive, 1000);
+    timer_list_init(&l->t_io, 1000);
+    timer_list_init(&l->t_linger, 1000);
+}
+
+void harness_run(const uint8_t *data, size_t size, uint64_t seed,
+                 const struct harness_config *cfg, struct harness_result *r)
 {
     struct options opt;
-    memset(&opt, 0, sizeof opt);
-    opt.inline_app = true;
-    opt.max_header_size = max_head;
-    opt.max_body_size = UINT64_C(1) << 40;
-    opt.header_timeout_ms = opt.keepalive_timeout_ms = opt.io_timeout_ms = 1000;
     static struct loop l;
-    memset(&l, 0, sizeof l);
-    l.opt = &opt;
-    l.conns.next = l.conns.prev = &l.conns;
-    l.fault_submit_ms = -1;
-    timer_list_init(&l.t_header, 1000);
-    timer_list_init(&l.t_keepalive, 1000);
-    timer_list_init(&l.t_io, 1000);
-    timer_list_init(&l.t_linger, 1000);
+    loop_init_for(&l, &opt, cfg);
+    app_reset(seed ^ UINT64_C(0x9e3779b97f4a7c15));
 
     memset(r, 0, sizeof *r);
     r->out_hash = FUZZ_HASH_INIT;
     memset(&sock, 0, sizeof sock);
     sock.in = data;
-    sock.seed = seed;
-    sock.max_write = max_write;
+    sock.seed = seed | 1;
+    sock.max_write = cfg->max_write;
     sock.r = r;
 
     struct conn *c = conn_new(&l, 3);
     FUZZ_ASSERT(c != NULL);
     conn_drive(c);
-    while (sock.delivered < size && !gone(c) && c->state != CONN_LINGER) {
-        size_t piece = max_piece ? 1 + (size_t)(fuzz_next(&sock.seed) % max_piece) : size;
+    while (sock.delivered < size && !gone(c) && c->state != CONN_LINGER &&
+           c->state != CONN_ORPHAN) {
+        if (cfg->pool) {
+            /* the app moves between the pieces, a data-derived amount */
+            if (pass(&l) && fuzz_next(&sock.seed) % 2)
+                continue;
+            if (cfg->drop && (c->state == CONN_APP || c->state == CONN_HOLD || c->pipe_head) && fuzz_next(&sock.seed) % 16 == 0) {
+                conn_on_timeout(c); /* the app was silent too long: ORPHAN */
+                r->dropped = true;
+                break;
+            }
+        }
+        size_t piece = cfg->max_piece ? 1 + (size_t)(fuzz_next(&sock.seed) % cfg->max_piece) : size;
         if (piece > size - sock.delivered)
             piece = size - sock.delivered;
         sock.delivered += piece;
         event(c, EPOLLIN);
     }
-    r->closed_early = gone(c) || c->state == CONN_LINGER;
-    if (!gone(c)) {
+    if (cfg->pool)
+        settle(&l); /* as inline would have: every request here is answered */
+    r->closed_early = gone(c) || c->state == CONN_LINGER || c->state == CONN_ORPHAN;
+    if (!gone(c) && c->state != CONN_ORPHAN) {
         sock.eof = true;
         event(c, EPOLLIN | EPOLLRDHUP);
     }
+    if (cfg->pool)
+        settle(&l);
     if (!gone(c))
         conn_abort(c);
-    FUZZ_ASSERT(sock.closed && l.nconns == 1 && !l.pending_head);
+    if (cfg->pool)
+        settle(&l); /* the app hands back what it held: ORPHAN ends */
+    FUZZ_ASSERT(gone(c) && app_pool_idle());
+    FUZZ_ASSERT(sock.closed && l.nconns == 1 && !l.pending_head && l.outstanding_total == 0);
+    r->app_runs = app_runs();
+    r->body_error = app_body_error();
+    /* Every request the app ran got its response, unless one closed the
+     * connection first, or the loop gave up on it (a timeout, or the peer
+     * gone in the middle of a body) and told the app so. */
+    FUZZ_ASSERT(sock.next_seq == r->app_runs || r->closing_seen || r->dropped || app_lost());
     conn_reap(&l);
     FUZZ_ASSERT(l.nconns == 0);
+    /* Every job the pool held is back on the free list. */
+    struct job *const *jobs;
+    size_t n = app_pool_jobs(&jobs);
+    for (size_t i = 0; i < n; i++) {
+        const struct job *j = l.free_jobs;
+        while (j && j != jobs[i])
+            j = j->next_free;
+        FUZZ_ASSERT(j != NULL);
+    }
     jobs_free_all(&l);
 }

@@ -2,9 +2,15 @@
  * socket, for the fuzzers and the corpus test. The input stream arrives in
  * pieces, each followed by a readable event; writes accept a data-derived
  * number of bytes and sometimes block until a writable event; the stream
- * ends with the peer's EOF. The app is a stand-in run the way --inline runs
- * one (the body is framed and read before it runs): it answers 200 with the
- * body's length and hash, so every framing decision shows in the bytes out.
+ * ends with the peer's EOF. The app is a stand-in (conn_app.h) run the way
+ * --inline runs one, or on a stand-in pool through the job protocol's
+ * messages, between loop passes: it answers 200 with the body's length and
+ * hash, so every framing decision shows in the bytes out.
+ *
+ * Checked on every run, both ways: responses come in request order, one per
+ * request the app ran (X-Seq counts 0, 1, 2, ...) unless the connection
+ * closes; nothing follows a response that says Connection: close; nothing
+ * is left with the app and every job is back on the free list at the end.
  *
  * What comes back: the response bytes (interim "100 Continue" left out and
  * counted: whether it is sent depends on how the stream was split), their
@@ -19,6 +25,16 @@
 
 #define HARNESS_KEEP_STATUSES 16
 
+/* How the run goes. */
+struct harness_config {
+    size_t max_piece; /* the largest piece the stream arrives in (0: all at once) */
+    size_t max_write; /* the most bytes one write takes (0: all) */
+    size_t max_head;  /* --max-header-size */
+    bool pool;        /* the app on the stand-in pool, not inline */
+    unsigned capacity;/* pool: jobs the one pool thread may hold */
+    bool drop;        /* pool: the connection may time out while the app holds jobs */
+};
+
 struct harness_result {
     uint64_t out_hash;  /* every response byte, interim 100s left out */
     uint64_t out_len;
@@ -26,12 +42,15 @@ struct harness_result {
     int statuses[HARNESS_KEEP_STATUSES];
     unsigned continues; /* interim 100 Continue responses */
     bool closed_early;  /* the server closed (or was closing) before the peer's EOF */
+    bool closing_seen;  /* a response said Connection: close */
+    bool body_error;    /* pool: the app met a body error (inline: the loop answers those) */
+    bool dropped;       /* the connection timed out on purpose (cfg.drop) */
+    unsigned app_runs;
 };
 
-/* Run one connection over data. max_piece: the largest piece the stream
- * arrives in (0: all at once); max_write: the most bytes one write takes
- * (0: all); seed drives both. max_head: --max-header-size. */
-void harness_run(const uint8_t *data, size_t size, uint64_t seed, size_t max_piece,
-                 size_t max_write, size_t max_head, struct harness_result *r);
+/* Run one connection over data; seed drives every choice (pieces, writes,
+ * the pool's schedule). */
+void harness_run(const uint8_t *data, size_t size, uint64_t seed,
+                 const struct harness_config *cfg, struct harness_result *r);
 
 #endif
