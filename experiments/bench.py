@@ -31,7 +31,6 @@ import platform
 import random
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import threadcpu  # noqa: E402
+from lib.serverctl import free_port, wait_ready  # noqa: E402
 
 PY = "/usr/bin/python3"
 PIPELINE_LUA = """-- %d requests per write: HTTP/1.1 pipelining
@@ -54,25 +54,6 @@ request = function() return req end
 HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 LOOP_SIDE = ("submit_syscalls", "drain_syscalls", "sleep_syscalls")
 POOL_SIDE = ("take_syscalls", "complete_syscalls")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(proc, port, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 class Server:

@@ -7,34 +7,18 @@ counters from --stats-json. Per-request counts (pool parks, wakes the loop
 sent, loop wakes the pool sent) are robust to a noisy shared machine; rps is
 printed too but is not what to look at there.
 
-    /usr/bin/python3 handoffs/bench/spin_compare.py [--rounds 3] [--seconds 3]
+    /usr/bin/python3 experiments/spin_compare.py [--rounds 3] [--seconds 3]
         [--conns 64] [--out FILE.json] [-- SETTING ...]
-    /usr/bin/python3 handoffs/bench/spin_compare.py --show FILE.json
+    /usr/bin/python3 experiments/spin_compare.py --show FILE.json
 A SETTING is a quoted list of extra cserve flags; "" is the default; a
 first word bin=PATH runs another build (e.g. the previous commit's).
 """
-import argparse, json, os, re, signal, socket, subprocess, sys, tempfile, time
+import argparse, json, os, re, signal, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_ready(port, deadline):
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("cserve did not start")
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from lib.serverctl import free_port, wait_ready  # noqa: E402
 
 
 def one(flags, seconds, conns):
@@ -47,7 +31,8 @@ def one(flags, seconds, conns):
         srv = subprocess.Popen([binary, "--bind", f"127.0.0.1:{port}", "--stats-json", js] + words,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_ready(port, time.time() + 10)
+            if not wait_ready(srv, port, 10):
+                raise SystemExit("cserve did not start")
             out = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{seconds}s",
                                   f"http://127.0.0.1:{port}/"], capture_output=True, text=True).stdout
         finally:
