@@ -9,24 +9,7 @@
 # Idempotent; runs as root or with sudo -n, without a TTY.
 set -eu
 export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
-
-PKGS="pandoc weasyprint"
-missing=""
-for p in $PKGS; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-        missing="$missing $p"
-    fi
-done
-if [ -n "$missing" ]; then
-    echo "setup-experiments: installing:$missing"
-    $SUDO apt-get update -q
-    # shellcheck disable=SC2086
-    $SUDO apt-get install -y -q --no-install-recommends $missing
-else
-    echo "setup-experiments: Debian packages present"
-fi
+"$(dirname "$0")/apt-install-missing.sh" setup-experiments pandoc weasyprint
 
 if command -v oha >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/oha" ]; then
     echo "setup-experiments: oha present"

@@ -22,27 +22,11 @@ clang libclang-rt-14-dev spin wrk hyperfine python3-pytest python3-flask
 python3-django python3-matplotlib gunicorn uwsgi uwsgi-plugin-python3
 linux-perf strace python3-venv python3-pip nginx-light"
 
-SUDO=""
-if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
-fi
+# shellcheck disable=SC2086
+"$(dirname "$0")/apt-install-missing.sh" setup $PKGS
 
-missing=""
-for p in $PKGS; do
-    # "install ok installed" is the only state that means the files are there.
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-        missing="$missing $p"
-    fi
-done
-
-if [ -n "$missing" ]; then
-    echo "setup: installing:$missing"
-    $SUDO apt-get update -q
-    # shellcheck disable=SC2086
-    $SUDO apt-get install -y -q --no-install-recommends $missing
-else
-    echo "setup: Debian packages present"
-fi
+SUDO="" # for pip's Debian package below
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
 
 # granian, for the peer rows of the experiments.
 if "$PY" -c "import granian" >/dev/null 2>&1; then
