@@ -217,7 +217,8 @@ static void settle(struct loop *l)
 
 static void loop_init_for(struct loop *l, struct options *opt, const struct harness_config *cfg)
 {
-    static unsigned outstanding[1];
+    static unsigned outstanding[1], worker_owed[1];
+    static uint64_t worker_seen_ms[1];
     memset(opt, 0, sizeof *opt);
     opt->inline_app = !cfg->pool;
     opt->max_header_size = cfg->max_head;
@@ -228,10 +229,13 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     l->conns.next = l->conns.prev = &l->conns;
     l->fault_submit_ms = -1;
     if (cfg->pool) {
-        outstanding[0] = 0;
+        outstanding[0] = worker_owed[0] = 0;
+        worker_seen_ms[0] = 0;
         l->handoff = app_pool_handoff();
         l->workers = 1;
         l->outstanding = outstanding;
+        l->worker_owed = worker_owed;
+        l->worker_seen_ms = worker_seen_ms;
         l->capacity = cfg->capacity ? cfg->capacity : 64;
     }
     timer_list_init(&l->t_header, 1000);
@@ -266,9 +270,15 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
             if (pass(&l) && fuzz_next(&sock.seed) % 2)
                 continue;
             if (cfg->drop && (c->state == CONN_APP || c->state == CONN_HOLD || c->pipe_head) && fuzz_next(&sock.seed) % 16 == 0) {
-                conn_on_timeout(c); /* the app was silent too long: ORPHAN */
-                r->dropped = true;
-                break;
+                /* The whole --io-timeout passes. The app is cut off (ORPHAN)
+                 * unless its thread is waiting for the loop (an answer owed):
+                 * then the timer is only re-armed (conn_on_timeout). */
+                l.now_ms += opt.io_timeout_ms + 1;
+                conn_on_timeout(c);
+                if (c->state == CONN_ORPHAN || gone(c)) {
+                    r->dropped = true;
+                    break;
+                }
             }
         }
         size_t piece = cfg->max_piece ? 1 + (size_t)(fuzz_next(&sock.seed) % cfg->max_piece) : size;
