@@ -141,7 +141,7 @@ static uint64_t thread_requests(struct stats *s, struct report *r, unsigned i)
     return r->now.pool[i - 1][POOL_C_requests] - s->base.pool[i - 1][POOL_C_requests];
 }
 
-void stats_print_table(struct stats *s, FILE *f)
+static void print_table(struct stats *s, FILE *f)
 {
     struct report *r = malloc(sizeof *r);
     if (!r)
@@ -189,6 +189,24 @@ void stats_print_table(struct stats *s, FILE *f)
     }
     fflush(f);
     free(r);
+}
+
+/* The whole table in one write: with --workers the workers share stderr,
+ * and a table written piecemeal interleaves with another worker's. */
+void stats_print_table(struct stats *s, FILE *out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        print_table(s, out);
+        return;
+    }
+    print_table(s, m);
+    if (fclose(m) == 0)
+        fwrite(buf, 1, len, out);
+    fflush(out);
+    free(buf);
 }
 
 static void json_counters(FILE *f, const struct field *fields, size_t n, const uint64_t *now,
