@@ -40,7 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import threadcpu  # noqa: E402
-from lib.serverctl import free_port, wait_ready  # noqa: E402
+from lib.serverctl import free_port, read_stats, wait_ready  # noqa: E402
 
 PY = "/usr/bin/python3"
 PIPELINE_LUA = """-- %d requests per write: HTTP/1.1 pipelining
@@ -95,20 +95,6 @@ def granian_cmd(app):
     return [PY, "-m", "granian", "--interface", "wsgi", "--workers", "1", "--blocking-threads", "1",
             "--runtime-threads", "1", "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
             "--port", "{port}", "--working-dir", os.path.join(ROOT, "apps"), spec]
-
-
-def read_stats(path, since_ns, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if os.stat(path).st_mtime_ns > since_ns:
-                time.sleep(0.05)
-                with open(path) as f:
-                    return json.load(f)
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    return None
 
 
 def handoff_per_request(st):
