@@ -27,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, wait_ready  # noqa: E402
+from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, thread_ids, wait_ready  # noqa: E402
 
 # x86-64 numbers of the syscalls these threads block in.
 SYSCALLS = {"0": "read", "1": "write", "7": "poll", "44": "sendto", "45": "recvfrom", "202": "futex",
@@ -69,11 +69,7 @@ def main():
         if not wait_ready(proc, port):
             raise RuntimeError("server did not start")
         time.sleep(0.3)
-        tids = {}
-        for tid in os.listdir(f"/proc/{proc.pid}/task"):
-            n = open(f"/proc/{proc.pid}/task/{tid}/comm").read().strip()
-            if n.startswith("cserve-"):
-                tids[n] = int(tid)
+        tids = thread_ids(proc.pid, lambda n: n.startswith("cserve-"))
         wrk = subprocess.Popen(client_cmd(cfg, port, secs + 2), stdout=subprocess.DEVNULL)
         time.sleep(0.7)
         counts, ev = {}, threading.Event()

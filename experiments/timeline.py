@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import provenance  # noqa: E402
-from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, threadcpu, wait_ready  # noqa: E402
+from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, thread_ids, threadcpu, wait_ready  # noqa: E402
 
 SWITCH = re.compile(r"^\s*(\S.*?)\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*?prev_comm=(.*?) "
                     r"prev_pid=(\d+).*?prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)")
@@ -92,11 +92,7 @@ def one(handoff, a, perf):
         if not wait_ready(proc, port):
             raise RuntimeError("server did not start")
         time.sleep(0.3)
-        tids = {}
-        for tid in os.listdir(f"/proc/{proc.pid}/task"):
-            name = open(f"/proc/{proc.pid}/task/{tid}/comm").read().strip()
-            if name in ("cserve-loop", "cserve-pool-0"):
-                tids[name] = int(tid)
+        tids = thread_ids(proc.pid, lambda n: n in ("cserve-loop", "cserve-pool-0"))
         wrk = subprocess.Popen(client_cmd(cfg, port, a.seconds + 2), stdout=subprocess.PIPE, text=True)
         tids["wrk"] = wrk.pid  # wrk -t1: its worker thread is the busy one; see below
         time.sleep(0.7)

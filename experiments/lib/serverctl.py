@@ -128,6 +128,17 @@ def wait_ready(proc, port, timeout=30.0):
     return False
 
 
+def thread_ids(pid, keep):
+    """{comm: tid} of pid's threads whose name passes keep(comm)."""
+    tids = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            name = f.read().strip()
+        if keep(name):
+            tids[name] = int(tid)
+    return tids
+
+
 def pin_threads(pid, mapping, children):
     """sched_setaffinity on each thread whose comm matches; returns {comm: cpus} applied."""
     done = {}
