@@ -7,7 +7,7 @@
 #   make test-tsan     the handoffs and a short load run under TSan
 #   make deps          install the Debian/PyPI packages the build, tests and experiments need
 #   make bench         issue 10's side-by-side benchmark and goals (BENCH_ARGS=--quick: smoke)
-#   make micro | stress | fuzz | soak | experiments | paper
+#   make micro | micro-record | stress | fuzz | soak | experiments | paper
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
 #        PYTHON_PC (a pkg-config name to take its flags from instead),
@@ -158,7 +158,7 @@ soak: deps
 	$(MAKE) all
 	CSERVE_BIN=./cserve $(PYTHON) tests/soak.py --minutes $(SOAK_MINUTES)
 
-# The full run (~45-50 min on a 2-vCPU guest; a clean tree, a quiet machine):
+# The full run (~40-45 min on a 2-vCPU guest; a clean tree, a quiet machine):
 # every sweep with interleaved repeats, open-loop, start-up/stop, the
 # scheduler trace, the simulation, then tables, figures and numbers.
 EXP_OUT       ?= experiments/results/full

@@ -96,15 +96,13 @@ def latency_vs_offered(plt, d, extra, made):
     if not ol:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
+    from lib import extras, stats
+    groups = extras.openloop_groups(ol)
     for ci, srv in enumerate(sorted({r["server"] for r in ol})):
-        by = {}
-        for r in ol:
-            if r["server"] == srv:
-                by.setdefault(r["offered"], []).append(r)
-        xs = sorted(by)
+        loads = sorted(load for s, load in groups if s == srv)
+        xs = [stats.median([r["offered"] for r in groups[srv, load]]) for load in loads]
         for q, ls in (("p50_us", ":"), ("p99_us", "-"), ("p999_us", "--")):
-            from lib import stats
-            med = [stats.median_ci([r[q] for r in by[x]]) for x in xs]
+            med = [stats.median_ci([r[q] for r in groups[srv, load]]) for load in loads]
             ax.errorbar(xs, [m[0] for m in med], yerr=[[m[0] - m[1] for m in med], [m[2] - m[0] for m in med]],
                         ls=ls, marker=".", capsize=2, color=f"C{ci}", label=f"{srv} {q[:-3]}")
     ax.set_yscale("log")

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every experiment, then the report: `make experiments` and `make experiments-quick`.
 #
-#   experiments/full.sh OUT            the full run (~45-50 min on 2 vCPUs); refuses a dirty
+#   experiments/full.sh OUT            the full run (~40-45 min on 2 vCPUs); refuses a dirty
 #                                      tree and a folder that already holds results
 #   experiments/full.sh --quick OUT    each dimension once, tiny (~2 min): the plumbing end to
 #                                      end into a scratch folder (emptied first); fails only

@@ -117,9 +117,10 @@ def main():
                     rec = {"server": name, "config": cfg, "repeat": rep, "offered": rate,
                            "capacity_closed_loop": cap, "oha_cmd": " ".join(cmd), "commit": sha, "dirty": dirty,
                            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                           # busy cores in the whole window (anyone); the server's and
-                           # oha's own cores beside it (threadcpu, mean over the run).
-                           "window_cpu": provenance.window_cpu(ps0, ps1, t1 - t0, 0.0),
+                           # busy cores in the whole window; foreign = busy minus the
+                           # server's and oha's own (threadcpu's means over the run).
+                           "window_cpu": provenance.window_cpu(ps0, ps1, t1 - t0,
+                                                               (cores["client"] + cores["server"]) * (t1 - t0)),
                            "client_cores": cores["client"], "server_cores": cores["server"]}
                     rec.update(parse(j, secs))
                     with open(os.path.join(a.out, "openloop.jsonl"), "a") as f:

@@ -27,7 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import model, stats  # noqa: E402
+from lib import extras, model, stats  # noqa: E402
 from lib import numbers as numbers_mod  # noqa: E402
 
 NON_SWEEP = {"meta", "openloop", "startup", "timeline", "des", "sampler_trap"}
@@ -232,19 +232,21 @@ def extras_md(extra):
     out = {}
     ol = [r for r in extra.get("openloop", []) if "error" not in r]
     if ol:
-        lines = ["| server | offered rps | n | achieved rps | p50 µs | p99 µs [95 % CI] | p99.9 µs | server cores | "
-                 "oha cores |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        by = {}
-        for r in ol:
-            by.setdefault((r["server"], r["offered"]), []).append(r)
-        for (srv, off), rs in sorted(by.items()):
-            lines.append(f"| {srv} | {off:,} | {len(rs)} | {f(stats.median([r['achieved'] for r in rs]), '{:,.0f}')} | "
+        lines = ["| server | load (× closed-loop capacity) | offered rps | n | achieved rps | p50 µs | "
+                 "p99 µs [95 % CI] | p99.9 µs | server cores | oha cores |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for (srv, load), rs in sorted(extras.openloop_groups(ol).items()):
+            lines.append(f"| {srv} | {load:.2f} | {f(stats.median([r['offered'] for r in rs]), '{:,.0f}')} | "
+                         f"{len(rs)} | {f(stats.median([r['achieved'] for r in rs]), '{:,.0f}')} | "
                          f"{f(stats.median([r['p50_us'] for r in rs]), '{:,.0f}')} | "
                          f"{fci(stats.median_ci([r['p99_us'] for r in rs]))} | "
                          f"{f(stats.median([r['p999_us'] for r in rs]), '{:,.0f}')} | "
                          f"{f(stats.median([r.get('server_cores') for r in rs]))} | "
                          f"{f(stats.median([r.get('client_cores') for r in rs]))} |")
-        out["openloop"] = "\n".join(lines) + "\n\nCommands: the oha_cmd of each record in openloop.jsonl.\n"
+        out["openloop"] = "\n".join(lines) + ("\n\nEach repeat first measures the server's closed-loop capacity "
+                                              "(wrk, 64 connections), then offers fractions of it; a row is one "
+                                              "fraction over the repeats (offered rps: their median). Commands: "
+                                              "the oha_cmd of each record in openloop.jsonl.\n")
     st = [r for r in extra.get("startup", []) if "error" not in r]
     if st:
         lines = ["| server | start to first response, ms [95 % CI] | graceful stop, ms [95 % CI] | runs |",

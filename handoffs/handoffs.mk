@@ -11,6 +11,7 @@
 #                           to fail on it (handoffs/tests/mutants.sh; in make test)
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
+#   make micro-record       the same in 5 rounds, recorded; rewrites README's table
 
 HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c \
                 handoffs/spin_policy.c
@@ -26,7 +27,7 @@ HANDOFF_LONG_JOBS  ?= 10000000
 LITMUS_SECONDS     ?= 2
 
 .PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-policy handoff-batch \
-        handoff-model handoff-submit-error mutants stress micro
+        handoff-model handoff-submit-error mutants stress micro micro-record
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
@@ -130,6 +131,12 @@ $(MICRO_DIR)/bench_handoff: experiments/micro/bench_handoff.cc experiments/micro
 
 micro: $(MICRO_DIR)/bench_handoff
 	$< $(MICRO_ARGS)
+
+# The same benchmarks in repeated rounds, recorded (experiments/results/micro/)
+# and written into README's micro-benchmark table. A quiet machine.
+micro-record: $(MICRO_DIR)/bench_handoff
+	$(PYTHON) experiments/micro.py --bin $< --rounds 5
+	$(PYTHON) experiments/micro.py --readme experiments/results/micro/micro.json
 
 # Layering: lib/ includes only system headers and itself; handoffs/ never
 # includes core/ (core/ stands on handoffs/, not the other way round).

@@ -15,16 +15,28 @@ def knee(points):
     return max(ok) if ok else None
 
 
+def openloop_groups(ol):
+    """{(server, load): [records]}, the repeats of one offered load. A repeat
+    offers fractions of the closed-loop capacity it measured just before, so
+    its rates differ from another repeat's by a few per cent: repeats group by
+    that fraction (load), not by the exact rate offered."""
+    by = {}
+    for r in ol:
+        cap = r.get("capacity_closed_loop")
+        load = round(r["offered"] / cap, 2) if cap else float(r["offered"])
+        by.setdefault((r["server"], load), []).append(r)
+    return by
+
+
 def numbers(extra, put, N):
     ol = [r for r in extra.get("openloop", []) if "error" not in r]
+    groups = openloop_groups(ol)
     for srv in sorted({r["server"] for r in ol}):
-        rows = [r for r in ol if r["server"] == srv]
-        # median over repeats per offered rate
-        by = {}
-        for r in rows:
-            by.setdefault(r["offered"], []).append(r)
-        pts = [{"offered": o, "achieved": stats.median([r["achieved"] for r in rs]),
-                "p99_us": stats.median([r["p99_us"] for r in rs])} for o, rs in by.items()]
+        # median over the repeats of each offered load
+        by = {load: rs for (s, load), rs in groups.items() if s == srv}
+        pts = [{"offered": stats.median([r["offered"] for r in rs]),
+                "achieved": stats.median([r["achieved"] for r in rs]),
+                "p99_us": stats.median([r["p99_us"] for r in rs])} for rs in by.values()]
         k = knee(pts)
         if k is None:
             N[f"openloop_knee:{srv}"] = {"value": None, "text": "none of the offered rates",

@@ -73,6 +73,11 @@ def compute(summ, params, meta, extra, agreement=None):
             ratio(f"ratio_{h}_granian_{a}", f"cserve {h} bt1 {a} c16 wrk", f"granian {a} c16 wrk")
     ratio("ratio_instruments_on_off", "cserve ring bt1 hello c64 wrk",
           "cserve ring bt1 build-noinst/cserve hello c64 wrk", "rps")
+    # What a server with no Python at all reaches against Granian: the
+    # ceiling any handoff could approach with this client on this machine.
+    ratio("ratio_native_granian_c64", "cserve native hello c64 wrk", "granian hello c64 wrk")
+    for h in ("condvar", "eventfd"):
+        ratio(f"ratio_ring_{h}_c64", "cserve ring bt1 hello c64 wrk", f"cserve {h} bt1 hello c64 wrk")
     ratio("ratio_native_ring_p16", "cserve native hello c16 wrk-p16", "cserve ring bt1 hello c16 wrk-p16", "rps")
 
     # The crossover: the cheapest app cost at which the pool stage saturates.
@@ -94,6 +99,22 @@ def compute(summ, params, meta, extra, agreement=None):
     for name in ("loop-bound", "pool-bound", "client-bound", "shared CPUs"):
         put(f"count:{name}", regs.count(name), kind="{:d}")
     put("count:configs", len(regs), kind="{:d}")
+    # The rest: a peer bound by one of its own threads (e.g. Granian's Python thread).
+    put("count:other", len(regs) - sum(regs.count(n) for n in ("loop-bound", "pool-bound", "client-bound",
+                                                                 "shared CPUs")), kind="{:d}")
+    for name in ("loop-bound", "pool-bound", "client-bound", "shared CPUs"):
+        labs = sorted(s["label"] for s in summ.values() if s["n"] and s["regime"] == name)
+        text = ", ".join(f"`{lab}`" for lab in labs) if labs else "none"
+        N[f"list:{name}"] = {"value": labs, "text": text, "text_ci": text}
+    # How close the loop came to saturating with a pool thread behind it
+    # (inline and native-hello run the app on the loop: not a handoff).
+    with_pool = [s for s in summ.values() if s["n"] and s["config"].get("server") == "cserve"
+                 and s["config"].get("handoff") and not s["config"].get("mode") and s["loop_util"][0] is not None]
+    if with_pool:
+        top = max(with_pool, key=lambda s: s["loop_util"][0])
+        put("loop_util_max_with_pool", *top["loop_util"], kind="pct")
+        N["loop_util_max_with_pool_config"] = {"value": top["label"], "text": f"`{top['label']}`",
+                                               "text_ci": f"`{top['label']}`"}
     sat = [s["loop_util"][0] for s in summ.values() if s["n"] and s["regime"] == "loop-bound"]
     if sat:
         put("loop_bound_util_min", min(sat), kind="pct")

@@ -104,3 +104,39 @@ def test_placeholders_name_configurations_of_the_full_plan():
                     and label not in labels:
                 bad.append(key)
     assert not bad, f"placeholders naming configurations the full plan lacks: {bad}"
+
+
+@pytest.mark.parametrize("tool,record,doc", [("bench", "experiments/results/bench/bench.json", "README.md"),
+                                             ("micro", "experiments/results/micro/micro.json", "README.md"),
+                                             ("micro", "experiments/results/micro/micro.json",
+                                              "handoffs/README.md")])
+def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_path):
+    # The `make bench` and `make micro-record` tables are the generators'
+    # output from the recorded runs: a hand-typed or hand-edited cell fails.
+    import importlib
+    mod = importlib.import_module(tool)
+    path = os.path.join(ROOT, record)
+    assert os.path.exists(path), f"{record} missing: run make {tool if tool == 'bench' else 'micro-record'}"
+    copy = tmp_path / "doc.md"
+    shutil.copy(os.path.join(ROOT, doc), copy)
+    mod.write_readme(path, str(copy))
+    assert copy.read_text() == open(os.path.join(ROOT, doc)).read(), \
+        f"{doc}'s {tool} table is not what experiments/{tool}.py --readme {record} writes"
+
+
+def test_micro_readme_writer_fills_the_block(tmp_path):
+    # The writer itself, on a synthetic record: the block is replaced, not appended.
+    import micro
+    summ = {name: {f: {"median": 1500.0, "min": 1000.0, "max": 2000.0} for f in micro.FIELDS}
+            for name, _ in micro.ROWS[:2]}
+    rec = {"meta": {"command": "make micro-record", "time": "t", "commit": "abc", "cpu_model": "cpu",
+                    "nproc": 2, "kernel": "k", "rounds": 3}, "summary": summ}
+    (tmp_path / "m.json").write_text(json.dumps(rec))
+    readme = tmp_path / "R.md"
+    readme.write_text(f"a\n{micro.README_BEGIN}\nold row\n{micro.README_END}\nb\n")
+    for _ in range(2):
+        micro.write_readme(str(tmp_path / "m.json"), str(readme))
+    text = readme.read_text()
+    assert "old row" not in text and text.count(micro.README_BEGIN) == 1
+    assert "| ring, worker spins, loop polls | 1.5k (1.0k–2.0k) |" in text
+    assert text.startswith("a\n") and text.endswith("b\n")
