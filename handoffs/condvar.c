@@ -214,14 +214,8 @@ static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
              * the loop took the job already (woken some other way) it is the
              * newest entry: take it back, and the queue is empty again, so
              * the next completion writes the eventfd as the protocol wants. */
-            int saved = errno;
-            pthread_mutex_lock(&h->done_lock);
-            bool taken_back = ptr_fifo_unpush(&h->done, job);
-            pthread_mutex_unlock(&h->done_lock);
-            if (taken_back) {
-                errno = saved;
+            if (ptr_fifo_undo_push(&h->done, &h->done_lock, job))
                 return -1;
-            }
         }
     }
     return 0;

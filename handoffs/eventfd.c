@@ -111,14 +111,8 @@ static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
          * there; only after shutdown (whose extra count lets the worker pop
          * unannounced jobs) can it be gone, and then it was handed over
          * after all: the worker will complete it, so report OK. */
-        int saved = errno;
-        pthread_mutex_lock(&w->lock);
-        bool taken_back = ptr_fifo_unpush(&w->queue, job);
-        pthread_mutex_unlock(&w->lock);
-        if (taken_back) {
-            errno = saved;
+        if (ptr_fifo_undo_push(&w->queue, &w->lock, job))
             return HANDOFF_ERROR;
-        }
     }
     counter_inc(&base->loop.submitted);
     return HANDOFF_OK;
@@ -236,14 +230,7 @@ static int eventfd_complete(struct handoff *base, unsigned wi, struct job *job)
     /* As in submit: -1 must mean "not handed back", so the pool thread still
      * owns the job. Take the push back unless the loop has drained it already
      * (woken by another completion), in which case it was handed back. */
-    int saved = errno;
-    pthread_mutex_lock(&w->done_lock);
-    bool taken_back = ptr_fifo_unpush(&w->done, job);
-    pthread_mutex_unlock(&w->done_lock);
-    if (!taken_back)
-        return 0;
-    errno = saved;
-    return -1;
+    return ptr_fifo_undo_push(&w->done, &w->done_lock, job) ? -1 : 0;
 }
 
 static void eventfd_shutdown(struct handoff *base)

@@ -7,6 +7,8 @@
 #ifndef CSERVE_PTR_FIFO_H
 #define CSERVE_PTR_FIFO_H
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -62,6 +64,20 @@ static inline bool ptr_fifo_unpush(struct ptr_fifo *f, struct job *job)
         return false;
     f->tail--;
     return true;
+}
+
+/* A push whose wake-up write failed must not count as handed over ("error =
+ * not queued"): take it back under the queue's lock. True when taken back,
+ * with errno as the failed write left it; false when the consumer popped it
+ * already (woken some other way), so it was handed over after all. */
+static inline bool ptr_fifo_undo_push(struct ptr_fifo *f, pthread_mutex_t *lock, struct job *job)
+{
+    int saved = errno;
+    pthread_mutex_lock(lock);
+    bool taken_back = ptr_fifo_unpush(f, job);
+    pthread_mutex_unlock(lock);
+    errno = saved;
+    return taken_back;
 }
 
 /* NULL when empty. */
