@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import BIN, ROOT, Server, free_port
+from httpclient import request
 
 LOGAPP = "logging_apps:application"
 
@@ -99,16 +100,8 @@ def _wait_json(path, since_ns=0, timeout=10.0):
 
 def _hello_n(srv, n):
     for _ in range(n):  # a connection each: SO_REUSEPORT spreads them over the workers
-        with srv.connect() as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            s.settimeout(10)
-            data = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                data += d
-            assert data.startswith(b"HTTP/1.1 200 ")
+        resp = request(srv.port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=10)
+        assert (resp.version, resp.status) == ("HTTP/1.1", 200), resp
 
 
 def test_sigusr1_with_workers_merges_every_worker(server_factory, tmp_path):
