@@ -40,6 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import threadcpu  # noqa: E402
+from lib import generated  # noqa: E402
 from lib.serverctl import free_port, read_stats, wait_ready  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -348,20 +349,12 @@ def write_readme(json_path, readme):
     summ = {(r["server"], r["app"], r["conns"], r["pipeline"]): r for r in data["summary"]}
     meta, args = data["meta"], data["meta"]["args"]
     gl = [(g["goal"], g["pass"], g["detail"]) for g in data["goals"]]
-    block = [README_BEGIN, "",
+    block = ["",
              f"`{meta['command']}`, {meta['time']} ({os.path.relpath(json_path, ROOT)}; the per-thread "
              f"table is beside it in the .md). " + machine_line(meta, args["rounds"], args["warmup"],
                                                                  args["duration"]), ""]
-    block += rate_table(summ) + ["", "Issue 10's goals, as `make bench` judged them:", ""] + goal_lines(gl)
-    block += ["", README_END]
-    with open(readme) as f:
-        text = f.read()
-    i, j = text.find(README_BEGIN), text.find(README_END)
-    if i < 0 or j < 0:
-        sys.exit(f"{readme}: no bench block (add the two marker lines where it goes)")
-    text = text[:i] + "\n".join(block) + text[j + len(README_END):]
-    with open(readme, "w") as f:
-        f.write(text)
+    block += rate_table(summ) + ["", "Issue 10's goals, as `make bench` judged them:", ""] + goal_lines(gl) + [""]
+    generated.rewrite(readme, README_BEGIN, README_END, "\n".join(block))
 
 
 def main():

@@ -13,7 +13,7 @@ repeats and every error bar its 95 % bootstrap interval.
 import json
 import os
 
-from lib import configs
+from lib import configs, extras, stats
 
 COLOURS = {"loop-bound": "#d62728", "pool-bound": "#1f77b4", "client-bound": "#7f7f7f",
            "shared CPUs": "#ff7f0e"}
@@ -96,7 +96,6 @@ def latency_vs_offered(plt, d, extra, made):
     if not ol:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
-    from lib import extras, stats
     groups = extras.openloop_groups(ol)
     for ci, srv in enumerate(sorted({r["server"] for r in ol})):
         loads = sorted(load for s, load in groups if s == srv)

@@ -22,7 +22,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
-from lib import provenance  # noqa: E402
+from lib import generated, provenance  # noqa: E402
 
 # Benchmark name -> how the README row reads, in table order.
 ROWS = [
@@ -96,13 +96,7 @@ def describe(data):
 
 def write_readme(json_path, readme):
     data = json.load(open(json_path))
-    block = [README_BEGIN, "", describe(data), ""] + table(data) + ["", README_END]
-    text = open(readme).read()
-    i, j = text.find(README_BEGIN), text.find(README_END)
-    if i < 0 or j < 0:
-        sys.exit(f"{readme}: no micro block (add the two marker lines where it goes)")
-    with open(readme, "w") as f:
-        f.write(text[:i] + "\n".join(block) + text[j + len(README_END):])
+    generated.rewrite(readme, README_BEGIN, README_END, "\n".join(["", describe(data), ""] + table(data) + [""]))
 
 
 def main():

@@ -1,0 +1,20 @@
+"""Generated blocks in hand-written Markdown (README.md, handoffs/README.md):
+the text between a BEGIN and an END marker line belongs to a generator
+(bench.py, micro.py, paper/build.py) and is rewritten whole each time."""
+
+
+def splice(text, begin, end, body, where="the file"):
+    """text with what stands between the markers begin and end replaced by
+    body (the markers stay, each on a line of its own around it)."""
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"{where}: no generated block (add the marker lines {begin!r} and {end!r} where it goes)")
+    return text[:i] + begin + "\n" + body + "\n" + end + text[j + len(end):]
+
+
+def rewrite(path, begin, end, body):
+    """splice() applied to the file at path, in place."""
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(splice(text, begin, end, body, where=path))
