@@ -78,6 +78,11 @@ def test_list_mutated_by_another_thread_while_streamed(server_factory, handoff, 
                 body += data
         assert len(body) == len(expected) and body == expected, \
             f"body differs from the list the app returned ({len(body)} of {len(expected)} bytes)"
+        done = tmp_path / f"go-{attempt}.done"  # the app's mutating thread has finished
+        deadline = time.monotonic() + 60
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done.exists(), "the app's mutating thread did not finish"
     assert get(srv.port, "/counts").status == 200  # still serving
 
 
