@@ -2,7 +2,8 @@
  * and the handoff's completions.
  *
  * One pass: wait (unless work is already waiting), handle socket events
- * (reads parse and submit), drain completions (writes), expire timers. */
+ * (reads parse and submit), flush the handoff (wake the pool once for the
+ * batch), drain completions (writes), expire timers. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -260,6 +261,11 @@ unsigned loop_run(struct loop *l)
             case POLL_SIGNAL: on_signal(l); break;
             }
         }
+        /* The requests this pass parsed are queued: start the pool on all of
+         * them with one wake-up (at most one per parked worker), before the
+         * responses below are written. */
+        if (hops && hops->flush)
+            hops->flush(l->handoff);
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
         expire_timers(l);

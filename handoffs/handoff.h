@@ -43,8 +43,9 @@ struct handoff_config {
 struct handoff_loop_counters {
     counter_t submitted;       /* jobs accepted by submit */
     counter_t full;            /* submits refused for lack of space */
-    counter_t submit_syscalls; /* syscalls inside submit (send, write, futex wake) */
-    counter_t wakes_sent;      /* submits that woke a parked worker */
+    counter_t submit_syscalls; /* syscalls inside submit, or the flush that ends its batch
+                                  (send, write, futex wake) */
+    counter_t wakes_sent;      /* wake-ups of a parked worker (submit or flush) */
     counter_t drained;         /* completions returned by drain */
     counter_t drain_syscalls;  /* syscalls inside drain (recv/read), EAGAIN ones included */
     counter_t eagain;          /* drain syscalls that found nothing */
@@ -89,8 +90,16 @@ struct handoff_ops {
 
     /* ---- loop side ---- */
     /* Queue job on worker w: HANDOFF_OK (queued once), or HANDOFF_FULL / HANDOFF_ERROR
-     * (errno set), after which nothing is queued and the job is still the loop's. */
+     * (errno set), after which nothing is queued and the job is still the loop's.
+     * A backend with flush may leave the wake-up of a sleeping worker owed
+     * until the next flush or before_sleep, whichever comes first. */
     int (*submit)(struct handoff *h, unsigned w, struct job *job);
+    /* The loop has submitted a batch (the requests one pass parsed): pay the
+     * wake-ups submit left owed, at most one per parked worker. NULL for
+     * backends that wake inside submit. The loop calls it after each pass's
+     * socket events; before_sleep pays anything still owed, so a loop that
+     * never calls flush is slower to start its workers, never stuck. */
+    void (*flush)(struct handoff *h);
     /* Register with epoll the fd(s) whose readability means completions may be
      * waiting; each event carries data.u64 == tag. Returns 0, or -1 with errno. */
     int (*watch)(struct handoff *h, int epfd, uint64_t tag);

@@ -4,7 +4,9 @@
  * (worker -> loop), see spsc_ring.h. On the common path nobody makes a
  * syscall: a submit is a store and a fence, a completion the same. A worker
  * with nothing to do spins (pause), yields a few times, then parks on a futex;
- * the loop wakes it only if it is parked. The loop side is the same shape with
+ * the loop wakes it only if it is parked, and once per batch: a submit that
+ * finds it parked owes the wake-up to the end of the loop's pass (ring_flush),
+ * so the worker starts with every request that pass parsed. The loop side is the same shape with
  * one eventfd for the whole handoff as the latch: a worker writes it only when
  * the loop has announced it is about to block in epoll_wait.
  *
@@ -26,7 +28,7 @@
  * F2 comes first the producer sees parked == 1. A fence on one side only does
  * not help — the other side's store can still sit in its buffer past its load.
  *
- * Every ordering named here (F1..F5, X1, C1, and R1/A1, R2/A2 in spsc_ring.h)
+ * Every ordering named here (F1..F5, X1, C1, O1, and R1/A1, R2/A2 in spsc_ring.h)
  * is written through ring_order.h, so a mutant build can remove exactly one;
  * `make mutants` requires a test to fail on each. handoffs/tests/
  * ring_protocol.pml models this file's protocol (both parks, two workers
@@ -79,6 +81,10 @@ struct ring_worker {
     /* When the loop last woke this worker (clock_ns), written just before
      * the futex_wake: tells the worker's policy how long its wait really was. */
     _Atomic uint64_t wake_at;
+    /* The loop's own: a submit saw this worker parked and its wake-up is
+     * owed to the end of the batch (ring_flush). */
+    bool wake_owed;
+    unsigned owed_jobs; /* jobs queued since the wake-up became owed */
     /* The worker's own: its adaptive spin policy. */
     _Alignas(CACHE_LINE) struct spin_policy policy;
 } __attribute__((aligned(CACHE_LINE)));
@@ -90,6 +96,7 @@ struct ring_handoff {
     /* Loop-side state, written by the loop. */
     _Alignas(CACHE_LINE) unsigned drain_next;
     bool cut_short; /* the last drain stopped at max: the loop is calling again */
+    unsigned owed;  /* workers with wake_owed set */
     int efd;
     bool loop_adaptive;
     long loop_spin_ns;     /* fixed budget when !loop_adaptive */
@@ -176,6 +183,33 @@ err:;
 
 /* ---------------------------------------------------------------- loop side */
 
+/* Pays the wake-up ring_submit left owed to worker w. Between the submit's
+ * look at `parked` and this exchange the worker either stayed parked (the
+ * exchange takes the 1 and wakes it) or found work and withdrew (the
+ * exchange sees 0: nothing to do). */
+static void pay_wake(struct ring_handoff *h, struct ring_worker *w)
+{
+    w->wake_owed = false;
+    h->owed--;
+    if (RING_HAS_X1) {
+        /* X1: clear the flag, then wake. The worker's futex_wait(parked, 1)
+         * then either finds 0 (and returns) or is already asleep (and this
+         * wake finds it). Wake-then-clear would let a worker that enters
+         * futex_wait between the two sleep on a 1 after the wake has gone.
+         * The exchange makes exactly one wake per park. */
+        if (atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) != 1)
+            return;
+        /* For the worker's spin policy only; the handshake does not read it. */
+        atomic_store_explicit(&w->wake_at, clock_ns(), memory_order_relaxed);
+        futex_wake(&w->parked, 1);
+    } else { /* the X1 mutant */
+        futex_wake(&w->parked, 1);
+        atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
+    }
+    counter_inc(&h->base.loop.submit_syscalls);
+    counter_inc(&h->base.loop.wakes_sent);
+}
+
 static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
@@ -187,28 +221,35 @@ static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
     counter_inc(&base->loop.submitted);
     /* F1: pairs with F2 in ring_take (store-buffering shape, see the top). */
     RING_FENCE(F1);
-    /* Plain load first: a busy worker's flag is 0 and we leave its line
-     * shared instead of taking it exclusive with an exchange. The exchange
-     * makes exactly one submit wake each park. */
-    if (!atomic_load_explicit(&w->parked, memory_order_relaxed))
-        return HANDOFF_OK;
-    if (RING_HAS_X1) {
-        /* X1: clear the flag, then wake. The worker's futex_wait(parked, 1)
-         * then either finds 0 (and returns) or is already asleep (and this
-         * wake finds it). Wake-then-clear would let a worker that enters
-         * futex_wait between the two sleep on a 1 after the wake has gone. */
-        if (atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) != 1)
-            return HANDOFF_OK;
-        /* For the worker's spin policy only; the handshake does not read it. */
-        atomic_store_explicit(&w->wake_at, clock_ns(), memory_order_relaxed);
-        futex_wake(&w->parked, 1);
-    } else { /* the X1 mutant */
-        futex_wake(&w->parked, 1);
-        atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
+    if (w->wake_owed) {
+        /* A long batch: start the worker on what is queued rather than
+         * leave it idle while the loop parses the rest. */
+        if (++w->owed_jobs >= RING_WAKE_BATCH)
+            pay_wake(h, w);
+    } else if (atomic_load_explicit(&w->parked, memory_order_relaxed)) {
+        /* (A plain load: a busy worker's flag is 0 and its line stays
+         * shared; pay_wake's exchange takes it exclusive once per park.)
+         * O1: the worker is parked (or about to park) and will not see this
+         * job by itself. Owe it a wake-up, paid by ring_flush at the end of
+         * the batch, so that a pass that parses k requests wakes it once,
+         * with all k queued, instead of waking it at the first and letting
+         * it run dry and park again after each of the rest. */
+        w->wake_owed = true;
+        w->owed_jobs = 1;
+        h->owed++;
     }
-    counter_inc(&base->loop.submit_syscalls);
-    counter_inc(&base->loop.wakes_sent);
     return HANDOFF_OK;
+}
+
+/* The end of a batch: pay every wake-up still owed (the loop calls it after
+ * each pass's socket events; ring_before_sleep calls it before the loop can
+ * block: O1). */
+static void ring_flush(struct handoff *base)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    for (unsigned i = 0; h->owed > 0 && i < base->workers; i++)
+        if (h->w[i].wake_owed)
+            pay_wake(h, &h->w[i]);
 }
 
 static int ring_watch(struct handoff *base, int epfd, uint64_t tag)
@@ -288,6 +329,10 @@ static void loop_record(struct ring_handoff *h, uint64_t wait_ns)
 static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
+    /* O1: no job may wait for a wake-up owed past the point where the loop
+     * can block. */
+    if (RING_HAS_O1)
+        ring_flush(base);
     h->sleep_from = 0;
     if (outstanding > 0) {
         /* The loop waits for the pool: spin a little first (the budget is
@@ -486,6 +531,7 @@ const struct handoff_ops handoff_ring = {
     .create = ring_create,
     .destroy = ring_destroy,
     .submit = ring_submit,
+    .flush = ring_flush,
     .watch = ring_watch,
     .drain = ring_drain,
     .polled = true,

@@ -3,11 +3,11 @@
  *
  * ring.c and spsc_ring.h write each ordering they rely on through one of the
  * macros below, labelled with its name from the comments (F1..F5, R1/A1,
- * R2/A2, X1, C1). A normal build gets the real thing. A build with
+ * R2/A2, X1, C1, O1). A normal build gets the real thing. A build with
  * -DRING_MUTANT=RING_M_<name> gets a "mutant" with that one ordering removed
  * (a fence becomes nothing, a release or acquire becomes relaxed, the
  * exchange-then-wake becomes wake-then-clear, the fresh re-check becomes a
- * look at a stale copy). `make mutants` builds each mutant and requires a test
+ * look at a stale copy, the owed wake-up is not paid before the loop blocks). `make mutants` builds each mutant and requires a test
  * to fail on it; handoffs/README.md has the table of which test catches which.
  *
  * RING_HAS_<name> is 1 when the ordering is present; the model checker's run
@@ -30,6 +30,7 @@
 #define RING_M_A2 9  /* acquire load of head in spsc_push */
 #define RING_M_X1 10 /* ring_submit clears `parked` (exchange) before futex_wake */
 #define RING_M_C1 11 /* ring_before_sleep re-reads tail (not the cached copy) after F4 */
+#define RING_M_O1 12 /* ring_before_sleep pays the wake-ups ring_submit left owed */
 
 #ifndef RING_MUTANT
 #define RING_MUTANT RING_M_NONE
@@ -46,6 +47,16 @@
 #define RING_HAS_A2 (RING_MUTANT != RING_M_A2)
 #define RING_HAS_X1 (RING_MUTANT != RING_M_X1)
 #define RING_HAS_C1 (RING_MUTANT != RING_M_C1)
+#define RING_HAS_O1 (RING_MUTANT != RING_M_O1)
+
+/* O1's bound: a wake-up owed to a parked worker is paid at the end of the
+ * loop's pass (ring_flush), before the loop can block (ring_before_sleep),
+ * or by the submit at which this many jobs wait for it: enough that one wake
+ * (a futex syscall each side, ~20 us of wake-up latency) is shared by many
+ * requests, few enough that a pass parsing hundreds of pipelined requests
+ * does not keep the worker idle until its end. handoffs/tests/batch_test.c
+ * checks all three. */
+#define RING_WAKE_BATCH 32
 
 /* A seq_cst fence named `name` (F1..F5); nothing in that one mutant. The
  * condition is a constant: the compiler keeps the fence or drops it. */

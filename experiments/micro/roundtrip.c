@@ -88,6 +88,8 @@ int rt_round_trip(struct rt_bench *b)
     uint64_t before = b->job.value;
     if (ops->submit(b->h, 0, &b->job) != HANDOFF_OK)
         return -1;
+    if (ops->flush) /* the end of the batch, as the server's loop pass ends it */
+        ops->flush(b->h);
     for (;;) {
         if (ops->polled) {
             for (unsigned i = 0; i <= b->opt.loop_poll; i++) {

@@ -1,16 +1,23 @@
 /* batch_test.c — the ring pays at most one wake per batch, each way.
  *
  * 1. A worker parked (spin 0: it parks as soon as its ring is empty); the loop
- *    submits a burst of N jobs back to back: one futex wake (the first submit
- *    takes the flag with its exchange; the rest see 0) — one per park, never
- *    one per submit.
- * 2. The loop announced it will sleep (before_sleep said nothing is waiting);
+ *    submits a burst of N jobs back to back: no syscall at all during the
+ *    burst (the first submit sees the worker parked and owes it a wake-up,
+ *    the rest see the debt); the worker stays parked until the loop ends the
+ *    batch with flush, which pays exactly one futex wake; the worker then
+ *    takes all N without parking again (they were all queued before it woke).
+ * 2. O1: a wake-up owed and never flushed is paid by before_sleep: the loop
+ *    cannot block while a parked worker waits for a job it was never told of.
+ * 3. A burst longer than RING_WAKE_BATCH does not wait for the flush: the
+ *    submit at which that many jobs wait pays the wake-up.
+ * 4. The loop announced it will sleep (before_sleep said nothing is waiting);
  *    the worker completes N jobs back to back: exactly one eventfd write (the
  *    first complete takes loop_parked; the rest see 0), and one drain returns
  *    all N, in order.
  * Counters are the handoff's own (handoff.h), so this also pins what the
  * server's stats report for a burst. Exit 1 on a violation. */
 #include "../handoff.h"
+#include "../ring_order.h" /* RING_WAKE_BATCH */
 
 #include <errno.h>
 #include <pthread.h>
@@ -29,7 +36,7 @@ struct job {
 static struct handoff *h;
 static struct job jobs[N];
 static struct job *taken[N];
-static atomic_int phase; /* 1: take N; 2: complete them */
+static atomic_int phase; /* 4: complete part 1's jobs */
 static atomic_int done;
 
 static void fail(const char *what, unsigned long long got, unsigned long long want)
@@ -44,26 +51,58 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* Takes N jobs (part 1), 1 (part 2) and RING_WAKE_BATCH (part 3), then
+ * completes part 1's N when told (part 4). */
+static atomic_int took;
+static atomic_ullong parks_after_burst; /* the worker's park count once part 1's N were taken */
+
 static void *worker(void *p)
 {
     (void)p;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < N; i++) {
         taken[i] = handoff_ring.take(h, 0);
+        atomic_fetch_add(&took, 1);
+    }
+    atomic_store(&parks_after_burst, counter_get(&h->worker[0].parks));
     atomic_store(&done, 1);
-    while (atomic_load(&phase) != 2)
+    for (int k = 0; k < 1 + RING_WAKE_BATCH; k++) {
+        handoff_ring.take(h, 0);
+        atomic_fetch_add(&took, 1);
+    }
+    atomic_store(&done, 3);
+    while (atomic_load(&phase) != 4)
         pause_ms(1);
     for (int i = 0; i < N; i++)
         if (handoff_ring.complete(h, 0, taken[i]) != 0) {
             perror("complete");
             exit(1);
         }
-    atomic_store(&done, 2);
+    atomic_store(&done, 4);
     return NULL;
+}
+
+/* Waits (up to 2 s) until the worker has parked `parks` times in all and is
+ * in futex_wait, not just announced. */
+static void await_parked(struct handoff_worker_counters *w, unsigned long long parks)
+{
+    for (int i = 0; i < 2000 && counter_get(&w->parks) < parks; i++)
+        pause_ms(1);
+    pause_ms(20);
+    if (counter_get(&w->parks) != parks)
+        fail("worker parks before the burst", counter_get(&w->parks), parks);
+}
+
+/* Waits (up to 2 s) until the worker has taken `n` jobs in all. */
+static bool await_took(int n)
+{
+    for (int i = 0; i < 2000 && atomic_load(&took) < n; i++)
+        pause_ms(1);
+    return atomic_load(&took) >= n;
 }
 
 int main(void)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 2 * N, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config cfg = {.workers = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
     h = handoff_ring.create(&cfg);
     if (!h) {
         perror("create");
@@ -74,36 +113,71 @@ int main(void)
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);
 
-    /* 1. Submit a burst to a parked worker. */
-    for (int i = 0; i < 2000 && counter_get(&w->parks) == 0; i++)
-        pause_ms(1);
-    pause_ms(20); /* into futex_wait, not just announced */
-    if (counter_get(&w->parks) != 1)
-        fail("worker parks before the burst", counter_get(&w->parks), 1);
+    /* 1. Submit a burst to a parked worker: owed, then one wake at the flush. */
+    await_parked(w, 1);
     for (int i = 0; i < N; i++) {
         jobs[i].seq = i;
         if (handoff_ring.submit(h, 0, &jobs[i]) != HANDOFF_OK)
             fail("submit refused at", (unsigned long long)i, 0);
     }
+    if (counter_get(&l->submit_syscalls) != 0)
+        fail("syscalls during a burst of submits (the wake-up is owed to the flush)",
+             counter_get(&l->submit_syscalls), 0);
+    pause_ms(20);
+    if (atomic_load(&took) != 0)
+        fail("jobs taken before the flush by a parked worker", (unsigned long long)atomic_load(&took), 0);
+    handoff_ring.flush(h);
+    if (counter_get(&l->wakes_sent) != 1 || counter_get(&l->submit_syscalls) != 1)
+        fail("futex wakes paid by the flush of a burst of 8", counter_get(&l->wakes_sent), 1);
+    if (!await_took(N))
+        fail("jobs taken after the flush", (unsigned long long)atomic_load(&took), N);
     while (atomic_load(&done) != 1)
         pause_ms(1);
-    /* One wake per park, never one per submit. (If this thread is preempted
-     * mid-burst the worker may empty its ring and park again: then that is a
-     * second batch and a second wake, still one per park.) */
-    unsigned long long parks = counter_get(&w->parks);
-    if (counter_get(&l->wakes_sent) != parks)
-        fail("futex wakes for a burst of 8 submits (one per park)", counter_get(&l->wakes_sent), parks);
-    if (counter_get(&l->submit_syscalls) != parks)
-        fail("submit syscalls for the burst", counter_get(&l->submit_syscalls), parks);
-    if (parks > 1)
-        printf("batch_test: note: the worker parked %llu times during the burst (this thread was preempted)\n",
-               parks);
+    /* It woke with all N queued: no park between them. */
+    if (atomic_load(&parks_after_burst) != 1)
+        fail("worker parks while taking a flushed burst", atomic_load(&parks_after_burst), 1);
 
-    /* 2. Complete a burst to a parked loop. */
+    /* 2. O1: an owed wake-up that nobody flushed is paid by before_sleep. */
+    await_parked(w, 2);
+    struct job one = {.seq = -1};
+    if (handoff_ring.submit(h, 0, &one) != HANDOFF_OK)
+        fail("submit refused", 1, 0);
+    pause_ms(20);
+    if (atomic_load(&took) != N)
+        fail("job taken by a parked worker before any wake-up", (unsigned long long)atomic_load(&took), N);
+    handoff_ring.before_sleep(h, 1); /* no flush before it */
+    if (counter_get(&l->wakes_sent) != 2)
+        fail("before_sleep did not pay the owed wake-up: futex wakes", counter_get(&l->wakes_sent), 2);
+    if (!await_took(N + 1))
+        fail("the unflushed job was never taken (the loop would block with it queued)",
+             (unsigned long long)atomic_load(&took), N + 1);
+    handoff_ring.after_sleep(h);
+
+    /* 3. A long burst: the submit at which RING_WAKE_BATCH jobs wait pays. */
+    await_parked(w, 3);
+    static struct job many[RING_WAKE_BATCH];
+    for (int i = 0; i < RING_WAKE_BATCH; i++) {
+        if (handoff_ring.submit(h, 0, &many[i]) != HANDOFF_OK)
+            fail("submit refused at", (unsigned long long)i, 0);
+        unsigned long long want_wakes = i + 1 < RING_WAKE_BATCH ? 2 : 3;
+        if (counter_get(&l->wakes_sent) != want_wakes)
+            fail(i + 1 < RING_WAKE_BATCH ? "wake paid before RING_WAKE_BATCH jobs waited"
+                                         : "no wake paid once RING_WAKE_BATCH jobs waited",
+                 counter_get(&l->wakes_sent), want_wakes);
+    }
+    if (!await_took(N + 1 + RING_WAKE_BATCH))
+        fail("jobs of the long burst taken", (unsigned long long)atomic_load(&took), N + 1 + RING_WAKE_BATCH);
+    handoff_ring.flush(h); /* nothing owed: no wake */
+    if (counter_get(&l->wakes_sent) != 3)
+        fail("futex wakes after flushing with nothing owed", counter_get(&l->wakes_sent), 3);
+
+    /* 4. Complete a burst to a parked loop. */
+    while (atomic_load(&done) != 3)
+        pause_ms(1);
     if (handoff_ring.before_sleep(h, N))
         fail("before_sleep saw completions before any", 1, 0);
-    atomic_store(&phase, 2);
-    while (atomic_load(&done) != 2)
+    atomic_store(&phase, 4);
+    while (atomic_load(&done) != 4)
         pause_ms(1);
     if (counter_get(&w->loop_wakes) != 1)
         fail("eventfd writes for a burst of 8 completions", counter_get(&w->loop_wakes), 1);
@@ -121,7 +195,8 @@ int main(void)
     handoff_ring.shutdown(h);
     pthread_join(t, NULL);
     handoff_ring.destroy(h);
-    printf("batch_test: a burst of %d: %llu futex wake(s) for %llu park(s), 1 eventfd write, 1 drain: OK\n", N,
-           (unsigned long long)counter_get(&l->wakes_sent), parks);
+    printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
+           "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
+           "write, 1 drain: OK\n", N, RING_WAKE_BATCH, N);
     return 0;
 }

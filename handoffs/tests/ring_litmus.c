@@ -6,7 +6,8 @@
  * file #includes ../ring.c) in a tight round loop that lands the two halves of
  * a park/wake handshake on top of each other, round after round:
  *
- *   worker: the loop thread ring_submit()s job k as soon as it sees that the
+ *   worker: the loop thread ring_submit()s job k (and ring_flush()es the
+ *     batch of one) as soon as it sees that the
  *     worker took job k-1; the worker, having taken k-1, calls ring_take()
  *     with no spin budget, so it misses, announces itself parked (F2 side)
  *     while the submit pushes and looks at `parked` (F1 side).
@@ -179,6 +180,7 @@ static void *wp_loop(void *p)
             fprintf(stderr, "ring_litmus: submit refused\n");
             exit(2);
         }
+        ring_flush(H); /* the end of the loop's batch: the owed wake-up, if any */
         atomic_store_explicit(&loop_done, k, memory_order_release);
     }
     atomic_store(&stop, true);

@@ -298,6 +298,11 @@ static void run_loop(struct loop_state *s)
                                                  : (unsigned)(xorshift(&s->rng) % opt.workers);
             submit_one(s, w);
         }
+        /* End the batch as the server's pass does (flush), but not always:
+         * a quarter of the time the owed wake-ups are left to before_sleep,
+         * which must pay them before the loop can block. */
+        if (opt.ops->flush && xorshift(&s->rng) % 4 != 0)
+            opt.ops->flush(h);
         random_pause(&s->rng);
         if (opt.ops->polled)
             drain_all(s, false);
