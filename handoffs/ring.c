@@ -6,9 +6,10 @@
  * with nothing to do spins (pause), yields a few times, then parks on a futex;
  * the loop wakes it only if it is parked, and once per batch: a submit that
  * finds it parked owes the wake-up to the end of the loop's pass (ring_flush),
- * so the worker starts with every request that pass parsed. The loop side is the same shape with
- * one eventfd for the whole handoff as the latch: a worker writes it only when
- * the loop has announced it is about to block in epoll_wait.
+ * so the worker starts with every request that pass parsed. The loop side is
+ * the same shape with one eventfd for the whole handoff as the latch: a
+ * worker writes it only when the loop has announced it is about to block in
+ * epoll_wait.
  *
  * The park/wake handshake (both directions) is the store-buffering shape:
  *

@@ -6,7 +6,7 @@
 #   checked          no lost wakeup, no hang, nothing lost: 0 errors
 #   reach-wake       a worker parks and is woken (assert(0) there must fire)
 #   reach-loopwake   the loop sleeps in epoll and is woken by the eventfd
-# With MUTANT (F1..F5, X1, C1: see handoffs/ring_order.h): the orderings the
+# With MUTANT (F1..F5, X1, C1, O1: see handoffs/ring_order.h): the orderings the
 # build -DRING_MUTANT=RING_M_MUTANT lacks are read from ring_order.h with the
 # preprocessor and switched off in the model; exit 0 only if spin then finds a
 # violation (the mutant is caught), 1 if the model still passes.
@@ -30,7 +30,7 @@ run_pan() {
 }
 
 if [ -n "$mutant" ]; then
-    flags=$(for n in F1 F2 F3 F4 F5 X1 C1; do printf '#if !RING_HAS_%s\n-DNO_%s\n#endif\n' $n $n; done |
+    flags=$(for n in F1 F2 F3 F4 F5 X1 C1 O1; do printf '#if !RING_HAS_%s\n-DNO_%s\n#endif\n' $n $n; done |
             $cc -E -P -DRING_MUTANT=RING_M_$mutant -include "$here/../ring_order.h" - | grep '^-DNO_' | tr -s ' \n' ' ')
     if [ -z "$(echo $flags)" ]; then echo "model: mutant $mutant changes nothing the model has"; exit 1; fi
     errs=$(run_pan "mutant-$mutant" $flags)

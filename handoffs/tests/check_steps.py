@@ -32,6 +32,9 @@ OPS = [
     ("WAKE", r"futex_wake\("),
     ("EFD_W", r"write\(h->efd"),
     ("EFD_R", r"read\(h->efd"),
+    # calls of modelled helpers are steps too (where the owed wake-up is paid)
+    ("FLUSH", r"\bring_flush\("),
+    ("PAY", r"\bpay_wake\("),
 ]
 OP_RE = re.compile("|".join(f"(?P<{n}>{p})" for n, p in OPS))
 

@@ -5,6 +5,8 @@
 #   F1..F4  the Promela model AND the litmus test on ring.c (ring_litmus.c,
 #           --expect-lost: a lost handshake must be seen on this CPU)
 #   F5, X1, C1  the Promela model
+#   O1      the Promela model AND batch_test.c (an unflushed owed wake-up
+#           must be paid by before_sleep)
 #   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
 #   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
 #           P2: without the trials; a feedback-loop case fails)
@@ -20,9 +22,9 @@ mkdir -p "$work" && work=$(cd "$work" && pwd)
 survivors=""
 t0=$(date +%s)
 
-for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2 P1 P2; do
+for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2; do
     need="" caught=""
-    case $m in F*|X1|C1)
+    case $m in F*|X1|C1|O1)
         need="$need model"
         "$here/check_model.sh" "$work/model" "$m" >"$work/$m.model.log" 2>&1 && caught="$caught model" ;;
     esac
@@ -36,6 +38,12 @@ for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2 P1 P2; do
            "$work/litmus-$m" $side "$litmus_s" --expect-lost >"$work/$m.litmus.log" 2>&1; then
             caught="$caught litmus-$side"
         fi ;;
+    esac
+    case $m in O1)
+        need="$need batch"
+        $cc $cflags -O2 -DRING_MUTANT=RING_M_$m -o "$work/batch-$m" "$here/batch_test.c" "$src"/*.c -lpthread &&
+        if "$work/batch-$m" >"$work/$m.batch.log" 2>&1; then :;
+        elif grep -q "before_sleep did not pay" "$work/$m.batch.log"; then caught="$caught batch"; fi ;;
     esac
     case $m in R*|A*)
         need="$need spsc-tsan"
@@ -56,7 +64,7 @@ for m in F1 F2 F3 F4 F5 X1 C1 R1 A1 R2 A2 P1 P2; do
         echo "mutant $m: SURVIVED:$missing did not fail (logs: $work/$m.*.log)" >&2
         survivors="$survivors $m"
     else
-        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|^spin_policy_test: .*FAIL$' | sed 's/^spin_policy_test: \(.*[^ ]\) *budget .*/\1 FAILED/' | sort -u | tr '\n' ';')
+        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|before_sleep did not pay|^spin_policy_test: .*FAIL$' | sed 's/^spin_policy_test: \(.*[^ ]\) *budget .*/\1 FAILED/' | sort -u | tr '\n' ';')
         echo "mutant $m: caught by$caught ($detail)"
     fi
 done

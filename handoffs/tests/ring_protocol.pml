@@ -2,7 +2,9 @@
  * under a weak memory model, checked with spin by check_model.sh.
  *
  * Threads: the loop and two pool threads. The loop submits N jobs round-robin
- * (never more than CAP outstanding per worker: the capacity rule), drains
+ * (never more than CAP outstanding per worker: the capacity rule; a submit
+ * that finds a worker parked owes it a wake-up, paid when the loop ends the
+ * batch with ring_flush or, at the latest, in ring_before_sleep), drains
  * completions every pass, and when it has nothing to submit announces that it
  * will sleep (ring_before_sleep) and blocks in epoll_wait until the eventfd is
  * written; when all N are back it calls ring_shutdown. Each pool thread takes
@@ -28,7 +30,8 @@
  * checked run really parks and wakes both sides (not a vacuous pass).
  *
  * Mutants: NO_F1..NO_F5 drop that fence, NO_X1 wakes before clearing
- * `parked`, NO_C1 lets ring_before_sleep look at its cached tail. check_model.sh
+ * `parked`, NO_C1 lets ring_before_sleep look at its cached tail, NO_O1
+ * lets the loop block with a worker's wake-up still owed. check_model.sh
  * derives these switches from handoffs/ring_order.h for the build it checks.
  *
  * Every step that ring.c also has carries a tag (a comment starting with @)
@@ -40,6 +43,7 @@
 #endif
 #define W 2
 #define CAP 1
+#define WAKE_BATCH 32
 
 /* ---- memory: value, and per-thread buffered store (pending flag + value) */
 byte req_tail[W];   /* loop writes (R1) */
@@ -101,7 +105,29 @@ byte tail_cache[W];  /* the loop's cached copy of done_tail[w] */
 byte outstanding[W];
 byte drained_n;
 bit old_l;
+bit owed[W];         /* the loop's own: a submit saw worker w parked, wake-up not yet paid */
+byte owed_jobs[W];   /* jobs submitted to w since the wake-up became owed */
 
+/* Pays the wake-up a submit left owed (ring.c's pay_wake). */
+inline pay_wake(w) {
+    owed[w] = 0;
+#ifndef NO_X1
+    land_loop(); atomic { old_l = parked[w]; parked[w] = 0 }; /*@XCHG*/
+    if
+    :: old_l -> land_loop(); atomic { asleep[w] = 0 } /*@WAKE*/
+    :: else
+    fi
+#else
+    land_loop(); atomic { asleep[w] = 0 }; /*@WAKE*/
+    lb_parked_p[w] = 1 /*@UNPARK*/
+#endif
+}
+
+/* The submit only looks at `parked`: a parked worker is owed its wake-up,
+ * paid by ring_flush or ring_before_sleep (O1), or by the submit at which
+ * WAKE_BATCH jobs wait for it (ring.c's RING_WAKE_BATCH; that needs more
+ * than one job on a worker at once, which CAP 1 rules out: the branch is
+ * here so that the steps match ring.c's). */
 inline ring_submit(w) {
     land_loop(); /* R1 is a release: earlier stores land first */
     atomic { sub_tail[w]++; lb_req_p[w] = 1; lb_req_v[w] = sub_tail[w] } /*@PUSH*/
@@ -110,19 +136,28 @@ inline ring_submit(w) {
     land_loop(); /*@F1*/
 #endif
     if
-    :: parked[w] == 1 && !lb_parked_p[w] -> /*@LOAD_PARKED*/ /* (a buffered 0 of ours forwards) */
-#ifndef NO_X1
-        land_loop(); atomic { old_l = parked[w]; parked[w] = 0 }; /*@XCHG*/
-        if
-        :: old_l -> land_loop(); atomic { asleep[w] = 0 } /*@WAKE*/
+    :: owed[w] ->
+        owed_jobs[w]++;
+        if :: owed_jobs[w] >= WAKE_BATCH -> pay_wake(w) /*@PAY*/
         :: else
         fi
-#else
-        land_loop(); atomic { asleep[w] = 0 }; /*@WAKE*/
-        lb_parked_p[w] = 1 /*@UNPARK*/
-#endif
-    :: else
+    :: else ->
+        if
+        :: parked[w] == 1 && !lb_parked_p[w] -> owed[w] = 1; owed_jobs[w] = 1 /*@LOAD_PARKED*/ /* (a buffered 0 of ours forwards) */
+        :: else
+        fi
     fi
+}
+
+/* The end of a batch: pay every owed wake-up. */
+inline ring_flush() {
+    i = 0;
+    do
+    :: i == W -> break
+    :: else ->
+        if :: owed[i] -> pay_wake(i) /*@PAY*/ :: else fi;
+        i++
+    od
 }
 
 /* One pass over both completion rings (spsc_pop: reload tail when the
@@ -144,6 +179,9 @@ inline ring_drain() {
 }
 
 inline ring_before_sleep() {
+#ifndef NO_O1
+    ring_flush(); /*@FLUSH*/
+#endif
     atomic { lb_lp_p = 1; lb_lp_v = 1 }; /*@LPARK*/
 #ifndef NO_F4
     land_loop(); /*@F4*/
@@ -197,6 +235,9 @@ active proctype loop()
         :: next < N && outstanding[next % W] < CAP -> ring_submit(next % W); next++
         :: else -> break
         od;
+        /* the pass ends the batch (core/loop.c), or the owed wake-ups are
+         * left to ring_before_sleep (a submit from a later stage of a pass) */
+        if :: ring_flush() :: skip fi;
         efd_ready = 0;
         ring_drain();
         if
