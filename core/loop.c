@@ -261,9 +261,12 @@ unsigned loop_run(struct loop *l)
             case POLL_SIGNAL: on_signal(l); break;
             }
         }
-        /* The requests this pass parsed are queued: start the pool on all of
-         * them with one wake-up (at most one per parked worker), before the
-         * responses below are written. */
+        /* The requests this pass's socket events parsed are queued: start
+         * the pool on all of them with one wake-up (at most one per parked
+         * worker), before the responses below are written. A request
+         * submitted while those are handled (the next one already in a
+         * connection's buffer, a retry) is paid for by before_sleep or the
+         * next pass's flush, at most one pass later. */
         if (hops && hops->flush)
             hops->flush(l->handoff);
         if (hops && (handoff_ready || hops->polled))

@@ -77,7 +77,9 @@ struct ring_worker {
     struct spsc_ring done; /* worker -> loop */
     /* Futex word: 1 while the worker is parked or about to park. Written by
      * the worker (1, and 0 after it finds work) and by the loop (exchange to 0
-     * when it wakes it), so it has a line of its own. */
+     * when it wakes it), so it has a line of its own, shared only with
+     * the loop's bookkeeping of its wake-ups below (the loop reads this line
+     * on every submit anyway). */
     _Alignas(CACHE_LINE) atomic_int parked;
     /* When the loop last woke this worker (clock_ns), written just before
      * the futex_wake: tells the worker's policy how long its wait really was. */

@@ -4,6 +4,8 @@
 # Without MUTANT (the build as it is):
 #   check_steps.py   the model's steps match ring.c's operations, in order
 #   checked          no lost wakeup, no hang, nothing lost: 0 errors
+#   batch2           the same with WAKE_BATCH 2, so that a submit pays an owed
+#                    wake-up (unreachable at 32 with capacity 1)
 #   reach-wake       a worker parks and is woken (assert(0) there must fire)
 #   reach-loopwake   the loop sleeps in epoll and is woken by the eventfd
 # With MUTANT (F1..F5, X1, C1, O1: see handoffs/ring_order.h): the orderings the
@@ -50,6 +52,7 @@ expect() { # NAME WANT(0|found) ERRORS REASON
     else echo "ring_protocol.pml $1: FAIL: errors=${3:-none} but expected $2 -- $4" >&2; fail=1; fi
 }
 expect checked        0     "$(run_pan checked)"                    "every ordering in place: no lost wakeup, no hang"
+expect batch2         0     "$(run_pan batch2 -DWAKE_BATCH=2)"      "a submit pays an owed wake-up (stale debt): no lost wakeup, no hang"
 expect reach-wake     found "$(run_pan reach-wake -DREACH_WAKE)"     "a worker parks and is woken"
 expect reach-loopwake found "$(run_pan reach-loopwake -DREACH_LOOPWAKE)" "the loop sleeps and the eventfd wakes it"
 grep -q "assertion violated" "$work/reach-wake.out" || fail=1

@@ -43,7 +43,9 @@
 #endif
 #define W 2
 #define CAP 1
+#ifndef WAKE_BATCH
 #define WAKE_BATCH 32
+#endif
 
 /* ---- memory: value, and per-thread buffered store (pending flag + value) */
 byte req_tail[W];   /* loop writes (R1) */
@@ -125,9 +127,11 @@ inline pay_wake(w) {
 
 /* The submit only looks at `parked`: a parked worker is owed its wake-up,
  * paid by ring_flush or ring_before_sleep (O1), or by the submit at which
- * WAKE_BATCH jobs wait for it (ring.c's RING_WAKE_BATCH; that needs more
- * than one job on a worker at once, which CAP 1 rules out: the branch is
- * here so that the steps match ring.c's). */
+ * WAKE_BATCH jobs have been submitted since the debt began (ring.c's
+ * RING_WAKE_BATCH). With CAP 1 that count passes 1 only through a stale
+ * debt (the worker found its job in its re-check and withdrew, and the loop
+ * left the flush to a later pass), so check_model.sh also runs the model
+ * with WAKE_BATCH 2, where this path is taken. */
 inline ring_submit(w) {
     land_loop(); /* R1 is a release: earlier stores land first */
     atomic { sub_tail[w]++; lb_req_p[w] = 1; lb_req_v[w] = sub_tail[w] } /*@PUSH*/
