@@ -14,6 +14,9 @@
  *    the worker completes N jobs back to back: exactly one eventfd write (the
  *    first complete takes loop_parked; the rest see 0), and one drain returns
  *    all N, in order.
+ * 5. The eventfd is a doorbell (ring_watch: edge-triggered, never read): the
+ *    write of part 4 is reported by epoll once, and not again; drains make no
+ *    syscall; the next write, to a count nobody has reset, is reported again.
  * Counters are the handoff's own (handoff.h), so this also pins what the
  * server's stats report for a burst. Exit 1 on a violation. */
 #include "../handoff.h"
@@ -25,7 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N 8
 
@@ -36,7 +41,8 @@ struct job {
 static struct handoff *h;
 static struct job jobs[N];
 static struct job *taken[N];
-static atomic_int phase; /* 4: complete part 1's jobs */
+static atomic_int phase; /* 4: complete part 1's jobs; 5: complete one more */
+static struct job last = {.seq = 99};
 static atomic_int done;
 
 static void fail(const char *what, unsigned long long got, unsigned long long want)
@@ -78,6 +84,13 @@ static void *worker(void *p)
             exit(1);
         }
     atomic_store(&done, 4);
+    while (atomic_load(&phase) != 5)
+        pause_ms(1);
+    if (handoff_ring.complete(h, 0, &last) != 0) {
+        perror("complete");
+        exit(1);
+    }
+    atomic_store(&done, 5);
     return NULL;
 }
 
@@ -110,6 +123,11 @@ int main(void)
     }
     struct handoff_loop_counters *l = &h->loop;
     struct handoff_worker_counters *w = &h->worker[0];
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0 || handoff_ring.watch(h, epfd, 7) != 0) {
+        perror("epoll/watch");
+        return 2;
+    }
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);
 
@@ -192,11 +210,35 @@ int main(void)
         if (out[i]->seq != i)
             fail("completion order at", (unsigned long long)i, (unsigned long long)out[i]->seq);
 
+    /* 5. The doorbell: reported once per write, never read. */
+    struct epoll_event ev[2];
+    int n = epoll_wait(epfd, ev, 2, 0);
+    if (n != 1 || ev[0].data.u64 != 7)
+        fail("epoll events for part 4's eventfd write", (unsigned long long)(n < 0 ? 0 : n), 1);
+    n = epoll_wait(epfd, ev, 2, 0);
+    if (n != 0)
+        fail("epoll events for the same write, asked again (level-triggered?)", (unsigned long long)n, 0);
+    if (handoff_ring.before_sleep(h, 1))
+        fail("before_sleep saw completions before the last", 1, 0);
+    atomic_store(&phase, 5);
+    n = epoll_wait(epfd, ev, 2, 2000); /* the count was never reset: an edge all the same */
+    if (n != 1 || ev[0].data.u64 != 7)
+        fail("epoll events for a write to an unread eventfd", (unsigned long long)(n < 0 ? 0 : n), 1);
+    handoff_ring.after_sleep(h);
+    got = handoff_ring.drain(h, true, out, 2 * N);
+    if (got != 1 || out[0] != &last)
+        fail("completions drained after the second write", got, 1);
+    if (counter_get(&l->drain_syscalls) != 0)
+        fail("syscalls in drain (the doorbell is never read)", counter_get(&l->drain_syscalls), 0);
+    if (counter_get(&w->loop_wakes) != 2)
+        fail("eventfd writes in all", counter_get(&w->loop_wakes), 2);
+
     handoff_ring.shutdown(h);
     pthread_join(t, NULL);
     handoff_ring.destroy(h);
     printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
            "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
-           "write, 1 drain: OK\n", N, RING_WAKE_BATCH, N);
+           "write, 1 drain; the eventfd an edge per write, never read: OK\n", N, RING_WAKE_BATCH, N);
+    close(epfd);
     return 0;
 }

@@ -31,7 +31,7 @@ OPS = [
     ("WAIT", r"futex_wait\("),
     ("WAKE", r"futex_wake\("),
     ("EFD_W", r"write\(h->efd"),
-    ("EFD_R", r"read\(h->efd"),
+    ("EFD_R", r"read\(h->efd"),  # none: the doorbell is never read (ring_watch)
     # calls of modelled helpers are steps too (where the owed wake-up is paid)
     ("FLUSH", r"\bring_flush\("),
     ("PAY", r"\bpay_wake\("),

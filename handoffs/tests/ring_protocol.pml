@@ -21,7 +21,10 @@
  * A seq_cst fence, a locked exchange and every syscall (futex, eventfd,
  * epoll) land all of the thread's buffered stores first. futex_wait compares
  * the word in memory and sleeps only if it still holds 1; futex_wake wakes a
- * sleeper if there is one and is otherwise lost; the eventfd is a latch.
+ * sleeper if there is one and is otherwise lost. The eventfd is registered
+ * edge-triggered and never read (ring_watch): a write leaves an edge pending
+ * in epoll, and the epoll_wait that reports it consumes it, whatever the
+ * eventfd's count.
  *
  * Properties: every job is completed and drained once (assert), no thread
  * blocks forever (spin's invalid end state), complete never finds its ring
@@ -54,7 +57,7 @@ bit parked[W];      /* worker w writes 1/0; the loop exchanges / stores 0 */
 bit loop_parked;    /* the loop writes 1/0; workers exchange */
 bit stopping;       /* the loop writes 1 */
 bit asleep[W];      /* kernel: worker w blocked in futex_wait */
-bit efd;            /* kernel: the eventfd counter is non-zero */
+bit efd;            /* kernel: an edge of the eventfd is pending in epoll */
 
 /* the loop's buffered stores */
 bit lb_req_p[W]; byte lb_req_v[W];
@@ -167,7 +170,6 @@ inline ring_flush() {
 /* One pass over both completion rings (spsc_pop: reload tail when the
  * cached copy says empty — A1). */
 inline ring_drain() {
-    if :: efd_ready -> land_loop(); efd = 0 :: else fi; /*@EFD_R*/
     i = 0;
     do
     :: i == W -> break
@@ -230,7 +232,7 @@ active proctype loop()
 {
     byte next = 0;
     byte i;
-    bit waiting, efd_ready;
+    bit waiting;
     do
     :: drained_n == N -> break
     :: else ->
@@ -242,22 +244,20 @@ active proctype loop()
         /* the pass ends the batch (core/loop.c), or the owed wake-ups are
          * left to ring_before_sleep (a submit from a later stage of a pass) */
         if :: ring_flush() :: skip fi;
-        efd_ready = 0;
         ring_drain();
         if
         :: drained_n < N && (next == N || outstanding[next % W] == CAP) ->
             ring_before_sleep();
             if
-            :: waiting -> skip                  /* epoll_wait(timeout 0) */
+            :: waiting -> land_loop(); efd = 0  /* epoll_wait(timeout 0) reports any edge */
             :: else ->
-                land_loop(); (efd == 1);         /* epoll_wait(-1) on the eventfd */
+                land_loop(); atomic { (efd == 1); efd = 0 } /* epoll_wait(-1): an edge */
 #ifdef REACH_LOOPWAKE
                 assert(0);
 #endif
                 skip
             fi;
             ring_after_sleep();
-            efd_ready = efd;
             ring_drain()
         :: else
         fi
