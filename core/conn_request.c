@@ -240,15 +240,21 @@ static bool ends_batch(const struct job *j)
 /* True while the next pipelined request that is not finished still runs and
  * its response could join this write: it is worth waiting for. One that
  * posted a flush may be waiting for us already, so then we write; one behind
- * a response that closes the connection will never be written. */
-static bool pipeline_running(const struct conn *c)
+ * a response that closes the connection will never be written.
+ *
+ * Called once per message of the pipeline, so it resumes after the jobs an
+ * earlier call found finished (c->pipe_done; a finished job stays finished
+ * until pipe_pop takes it, which resets the mark): each job is looked at
+ * once, not once per message behind it. */
+static bool pipeline_running(struct conn *c)
 {
     if (ends_batch(c->job))
         return false;
-    const struct job *j = c->pipe_head;
+    struct job *j = c->pipe_done ? c->pipe_done->pipe_next : c->pipe_head;
     while (j && j->posted && j->msg == JOB_DONE) {
         if (ends_batch(j))
             return false;
+        c->pipe_done = j;
         j = j->pipe_next;
     }
     return j && !j->posted;
@@ -412,6 +418,7 @@ static struct job *pipe_pop(struct conn *c)
     if (!c->pipe_head)
         c->pipe_tail = NULL;
     job->pipe_next = NULL;
+    c->pipe_done = NULL; /* pipeline_running looks again from the new head */
     return job;
 }
 

@@ -1,10 +1,15 @@
 /* jobs.c — the loop's free list of jobs. A job is taken when a head parses
  * and returned when its response is out, so the steady state allocates
  * nothing; the response buffers stay with the job for the next request. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../lib/aligned.h"
 #include "loop.h"
+
+_Static_assert(offsetof(struct job, file_fd) + sizeof(int) - offsetof(struct job, out) <= CACHE_LINE,
+               "what the loop reads of a message (job.h: out[] to file_fd) fits one cache line");
 
 #define OUT_KEEP (256 * 1024) /* a response buffer larger than this is freed after use */
 #define OWN_KEEP (128 * 1024)
@@ -79,7 +84,7 @@ struct job *job_get(struct loop *l)
     if (job) {
         l->free_jobs = job->next_free;
     } else {
-        job = calloc(1, sizeof *job);
+        job = aligned_zalloc(sizeof *job); /* job.h: the message's line is aligned */
         if (!job)
             return NULL;
         atomic_init(&job->ack, 0);

@@ -173,6 +173,10 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         n = l->handoff->ops->drain(l->handoff, fd_ready, done, MAX_DRAIN);
         fd_ready = false;
         total += n;
+        /* Each message is in a line another core wrote: ask for all of them
+         * before reading the first, so the transfers overlap. */
+        for (size_t i = 0; i < n; i++)
+            job_prefetch_message(done[i]);
         for (size_t i = 0; i < n; i++)
             conn_on_message(done[i]->conn, done[i]);
     } while (n == MAX_DRAIN);

@@ -85,6 +85,7 @@ struct conn {
     struct buffer raw;   /* the chunked decoder's input, lent the same way */
 
     struct job *pipe_head, *pipe_tail; /* pipelined requests submitted behind `job`, in order */
+    struct job *pipe_done; /* the last of them conn_hold found finished (NULL: none yet) */
     unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
     struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../../core/loop.h"
+#include "../../lib/aligned.h"
 #include "check.h"
 
 struct member {
@@ -95,7 +96,7 @@ static void poison(struct job *job, unsigned char pattern)
 static void recycle_with(unsigned char pattern)
 {
     struct loop *l = calloc(1, sizeof *l);
-    struct job *job = calloc(1, sizeof *job);
+    struct job *job = aligned_zalloc(sizeof *job); /* over-aligned, as jobs.c allocates it */
     if (!l || !job) {
         CHECK(0, "out of memory");
         return;
