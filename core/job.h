@@ -64,7 +64,9 @@ struct job {
     bool posted;             /* a pipelined job's message waits for its turn */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */
-    struct http_request req;
+    /* (req, which is mostly its array of header views, is the job's last
+     * member: the fields both threads touch for every request sit together
+     * in the first few lines, and only the headers a request has follow) */
     struct http_framing framing;
     struct http_target target;
     const char *remote_addr; /* NUL-terminated, owned by the connection */
@@ -100,6 +102,9 @@ struct job {
     int fill_buf;            /* the out buffer the pool is filling */
     int acks_seen;
     bool awaiting_ack;
+
+    /* ---- the request line and header views (see "the request" above) ---- */
+    struct http_request req;
 };
 
 /* ---- the protocol (job.c) ---- */
