@@ -133,12 +133,14 @@ void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats
 void *job_wait_begin(void);
 void job_wait_end(void *token);
 
-/* Loop side, before it reads a message the pool just posted: start the
- * transfer of the lines it will read (what the message is, and the buffer
- * it carries) from the core that wrote them. Only a hint. */
+/* Loop side, before it handles a message the pool just posted: start
+ * fetching the two lines it reads first, the job's loop-side fields (which
+ * connection, which worker, `posted`) and the message (out[] to file_fd: one
+ * line, written by the pool's core). Only a hint. */
 static inline void job_prefetch_message(const struct job *job)
 {
-    __builtin_prefetch(job->out); /* out[] to file_fd: one line */
+    __builtin_prefetch(job);
+    __builtin_prefetch(job->out);
 }
 
 static inline bool job_lost(struct job *job)

@@ -253,6 +253,19 @@ def goals(summ, a):
     return res
 
 
+def git_rev(path):
+    """The short commit of the checkout that holds path (with -dirty), or None."""
+    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    try:
+        rev = subprocess.run(["git", "-C", d, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        return None
+    return (rev + ("-dirty" if dirty else "")) if rev else None
+
+
 def machine(cserve):
     model = ""
     for line in open("/proc/cpuinfo"):
@@ -265,9 +278,7 @@ def machine(cserve):
             return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
         except OSError:
             return None
-    rev = out(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]) or "unknown"
-    if out(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]):
-        rev += "-dirty"
+    rev = git_rev(ROOT) or "unknown"
     return {"host": platform.node(), "nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
             "python": out([PY, "-c", "import sys; print(sys.version.split()[0])"]),
             "granian": out([PY, "-c", "import granian; print(granian.__version__)"]),
@@ -294,7 +305,9 @@ def machine_line(meta, rounds, warmup, duration):
             f"Granian {m['granian']}, Flask {m['flask']}, {m['wrk']}; commit {m['commit']}. "
             f"Load average during the run: {meta['loadavg_min']}–{meta['loadavg_max']} (1 min); "
             f"steal {meta['steal_pct']} % of CPU time. {rounds} interleaved rounds, shuffled; "
-            f"wrk -t1, {warmup}+{duration} s per cell. Median (min–max) requests/s.")
+            f"wrk -t1, {warmup}+{duration} s per cell. Median (min–max) requests/s."
+            + (f" Rows base-ring and base-dgram: the build at commit {meta['baseline']['commit']} "
+               f"({meta['baseline']['bin']}), in the same rounds." if meta.get("baseline") else ""))
 
 
 def rate_table(summ):
@@ -387,6 +400,8 @@ def main():
     meta = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": shlex.join([sys.argv[0]] + sys.argv[1:]), "machine": machine(a.cserve),
             "args": vars(a)}
+    if a.baseline_bin:
+        meta["baseline"] = {"bin": a.baseline_bin, "commit": git_rev(a.baseline_bin) or "unknown"}
     steal0 = steal_jiffies()
     records, loads = [], []
     try:
