@@ -208,6 +208,14 @@ def summarise(records):
     return out
 
 
+def utilisation(row):
+    """{thread role: % of one core} for a summary row: its CPU per request times its rate."""
+    if not row or not row.get("rps"):
+        return {}
+    return {role: round(us * row["rps"] / 1e4) for role, us in (row.get("us_per_req") or {}).items()
+            if us is not None}
+
+
 def goals(summ, a):
     """Issue 10's goals: [(name, pass, detail)]."""
     res = []
@@ -237,12 +245,17 @@ def goals(summ, a):
         res.append((f"ring >= {want}x Granian on {app} in every cell", ok,
                     ", ".join(f"{n} {x:.2f}x" for x, n in ratios)))
     c_hi = max(conns)
-    ring_loop = ((summ.get(("ring", "hello", c_hi, 16)) or {}).get("us_per_req") or {}).get("loop")
-    nat_loop = ((summ.get(("native", "hello", c_hi, 16)) or {}).get("us_per_req") or {}).get("loop")
+    ring_row, nat_row = summ.get(("ring", "hello", c_hi, 16)) or {}, summ.get(("native", "hello", c_hi, 16)) or {}
+    ring_loop = (ring_row.get("us_per_req") or {}).get("loop")
+    nat_loop = (nat_row.get("us_per_req") or {}).get("loop")
     ok = bool(ring_loop and nat_loop) and ring_loop <= 1.1 * nat_loop
+    busy = utilisation(ring_row)
     res.append((f"loop us/request with the ring <= 1.1x native-hello's at c{c_hi} pipelined", ok,
                 f"ring loop {ring_loop} us, native loop {nat_loop} us"
-                + (f" ({ring_loop / nat_loop:.2f}x)" if ring_loop and nat_loop else "")))
+                + (f" ({ring_loop / nat_loop:.2f}x)" if ring_loop and nat_loop else "")
+                + (f"; with the ring the loop is at {busy['loop']} % of a core and the pool at {busy['pool']} %, "
+                   f"native-hello's loop at {utilisation(nat_row).get('loop')} %"
+                   if busy.get("loop") is not None and busy.get("pool") is not None else "")))
     det, ok = [], True
     for p in (1, 16):
         row = summ.get(("ring", "hello", c_hi, p)) or {}
@@ -334,7 +347,10 @@ def markdown(meta, summ, gl, a):
     servers, cols = ordered(summ)
     L += ["", "Per-thread CPU, µs per request (median over rounds; /proc), and cserve's handoff syscalls per "
           "request (loop side / pool side, from --stats-json):", "",
-          "| server | cell | loop | pool | wrk | other | handoff sc/req loop | pool |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+          "The last column is each thread's share of one core (its µs per request times the rate): a stage near "
+          "100 % bounds the cell; where none is, the threads together fill the two vCPUs.", "",
+          "| server | cell | loop | pool | wrk | other | handoff sc/req loop | pool | % of a core: loop / pool / wrk / other |",
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in servers:
         for app, c, p in cols:
             r = summ.get((s, app, c, p))
@@ -344,9 +360,15 @@ def markdown(meta, summ, gl, a):
             other = round(sum(v for k, v in u.items() if k not in ("loop", "pool", "wrk")), 2)
             def v(x):
                 return "—" if x is None else x
+
+            def share(row):
+                pct = utilisation(row)
+                pct["other"] = round(sum(x for k, x in pct.items() if k not in ("loop", "pool", "wrk"))) or None
+                return " / ".join(str(pct[k]) if pct.get(k) is not None else "—"
+                                  for k in ("loop", "pool", "wrk", "other"))
             L.append(f"| {s} | {cell_name(app, c, p)} | {v(u.get('loop'))} | {v(u.get('pool'))} | "
                      f"{v(u.get('wrk'))} | {other or '—'} | {v(r.get('loop_syscalls_per_req'))} | "
-                     f"{v(r.get('pool_syscalls_per_req'))} |")
+                     f"{v(r.get('pool_syscalls_per_req'))} | {share(r)} |")
     L += ["", "## Goals (issue 10)", ""] + goal_lines(gl)
     return "\n".join(L) + "\n"
 

@@ -1,19 +1,45 @@
 #!/bin/sh
-# The "How to read the instruments" table in README.md: cserve with the
-# default app and handoff under wrk -t1 -c64; the stats window opens after
-# 2 s of warm-up and is reported (SIGUSR1) while wrk is still running.
+# The example stats table in README.md ("How to read the instruments"):
+# cserve with the default app and handoff under wrk -t1 -c64; the stats window
+# opens after 2 s of warm-up and is reported (SIGUSR1) while wrk still runs.
+#
+#   scripts/readme_stats.sh            run it, record it, rewrite README's block
+#   scripts/readme_stats.sh --readme   only rewrite README's block from the record
+#
+# The record (the table, wrk's rate, the machine and the commit) goes to
+# experiments/results/readme_stats/stats.txt; README's block between its
+# GENERATED markers is written from that file (experiments/readme_stats.py),
+# never by hand.
 set -eu
 cd "$(dirname "$0")/.."
-./cserve --handoff=ring --bind 127.0.0.1:8000 --stats --stats-window 2 2>/tmp/cserve-readme.err &
-pid=$!
-sleep 0.5
-wrk -t1 -c64 -d9s http://127.0.0.1:8000/ > /tmp/cserve-readme-wrk.txt &
-wrk=$!
-sleep 8
-kill -USR1 $pid
-wait $wrk
-kill -INT $pid
-wait $pid
-grep Requests/sec /tmp/cserve-readme-wrk.txt
-# the SIGUSR1 table (the first one), not the one printed at exit
-awk '/^cserve stats/{n++} n==1' /tmp/cserve-readme.err | grep -v 'info:'
+out=experiments/results/readme_stats
+if [ "${1:-}" != "--readme" ]; then
+    mkdir -p "$out"
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    err=$(mktemp) wrkout=$(mktemp)
+    ./cserve --handoff=ring --bind 127.0.0.1:$port --stats --stats-window 2 2>"$err" &
+    pid=$!
+    sleep 0.5
+    wrk -t1 -c64 -d9s http://127.0.0.1:$port/ >"$wrkout" &
+    wrk=$!
+    sleep 8
+    kill -USR1 $pid
+    wait $wrk
+    kill -INT $pid
+    wait $pid
+    rev=$(git rev-parse --short HEAD)
+    [ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev-dirty"
+    {
+        printf 'date: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        printf 'commit: %s\n' "$rev"
+        printf 'machine: %s, %s CPUs, kernel %s\n' "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)" \
+            "$(nproc)" "$(uname -r)"
+        printf 'cserve: %s\n' "$(./cserve --version)"
+        printf 'wrk: %s\n' "$(grep Requests/sec "$wrkout" | tr -s ' ')"
+        # the SIGUSR1 table (the first one), not the one printed at exit
+        awk '/^cserve stats/{n++} n==1' "$err" | grep -v 'info:'
+    } >"$out/stats.txt"
+    rm -f "$err" "$wrkout"
+    cat "$out/stats.txt"
+fi
+/usr/bin/python3 experiments/readme_stats.py --readme "$out/stats.txt"

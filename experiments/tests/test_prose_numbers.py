@@ -109,14 +109,17 @@ def test_placeholders_name_configurations_of_the_full_plan():
 @pytest.mark.parametrize("tool,record,doc", [("bench", "experiments/results/bench/bench.json", "README.md"),
                                              ("micro", "experiments/results/micro/micro.json", "README.md"),
                                              ("micro", "experiments/results/micro/micro.json",
-                                              "handoffs/README.md")])
+                                              "handoffs/README.md"),
+                                             ("readme_stats", "experiments/results/readme_stats/stats.txt",
+                                              "README.md")])
 def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_path):
-    # The `make bench` and `make micro-record` tables are the generators'
+    # The `make bench`, `make micro-record` and readme_stats tables are the generators'
     # output from the recorded runs: a hand-typed or hand-edited cell fails.
     import importlib
     mod = importlib.import_module(tool)
     path = os.path.join(ROOT, record)
-    assert os.path.exists(path), f"{record} missing: run make {tool if tool == 'bench' else 'micro-record'}"
+    assert os.path.exists(path), f"{record} missing: run " + {"bench": "make bench", "micro": "make micro-record",
+                                                             "readme_stats": "scripts/readme_stats.sh"}[tool]
     copy = tmp_path / "doc.md"
     shutil.copy(os.path.join(ROOT, doc), copy)
     mod.write_readme(path, str(copy))
