@@ -16,7 +16,7 @@ _Static_assert(offsetof(struct job, file_fd) + sizeof(int) - offsetof(struct job
 
 /* Every field of struct job is named here, in order, group by group: a
  * memset over a range of offsets would depend on the field order and would
- * write the _Atomic members with plain stores. tests/unit/test_jobs.c fails
+ * write the _Atomic members with plain stores. tests/unit/jobs_clear.c fails
  * if a field is added to struct job and not reset here. */
 static void job_clear(struct job *job)
 {

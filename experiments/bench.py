@@ -274,7 +274,7 @@ def git_rev(path):
                              text=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
     return (rev + ("-dirty" if dirty else "")) if rev else None
 
@@ -319,8 +319,8 @@ def machine_line(meta, rounds, warmup, duration):
             f"Load average during the run: {meta['loadavg_min']}–{meta['loadavg_max']} (1 min); "
             f"steal {meta['steal_pct']} % of CPU time. {rounds} interleaved rounds, shuffled; "
             f"wrk -t1, {warmup}+{duration} s per cell. Median (min–max) requests/s."
-            + (f" Rows base-ring and base-dgram: the build at commit {meta['baseline']['commit']} "
-               f"({meta['baseline']['bin']}), in the same rounds." if meta.get("baseline") else ""))
+            + (f" Rows base-ring and base-dgram: the binary {meta['baseline']['bin']}, from the checkout at "
+               f"commit {meta['baseline']['commit']}, in the same rounds." if meta.get("baseline") else ""))
 
 
 def rate_table(summ):

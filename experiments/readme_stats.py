@@ -23,10 +23,10 @@ def write_readme(record, readme):
     """Replace README's stats block with the table recorded in record."""
     with open(record) as f:
         lines = f.read().splitlines()
-    meta = dict(line.split(": ", 1) for line in lines[:len(KEYS)])
-    missing = [k for k in KEYS if k not in meta]
+    meta = dict(line.split(": ", 1) for line in lines[:len(KEYS)] if ": " in line)
+    missing = [k for k in KEYS if not meta.get(k)]
     if missing:
-        raise SystemExit(f"{record}: no {', '.join(missing)} line (re-run scripts/readme_stats.sh)")
+        raise SystemExit(f"{record}: no {', '.join(missing)} (re-run scripts/readme_stats.sh)")
     body = (f"\n`scripts/readme_stats.sh` at commit {meta['commit']}, {meta['date']}: {meta['machine']}; "
             f"{meta['cserve']}; wrk on the same vCPUs, {meta['wrk']}\n\n"
             + "\n".join("    " + line for line in lines[len(KEYS):]) + "\n")

@@ -104,7 +104,8 @@ struct handoff_ops {
      * waiting; each event carries data.u64 == tag. Returns 0, or -1 with errno. */
     int (*watch)(struct handoff *h, int epfd, uint64_t tag);
     /* Move up to max completed jobs, in each worker's completion order, into out[].
-     * fd_ready: the loop saw an event tagged for this handoff (consume/reset the fd).
+     * fd_ready: the loop saw an event tagged for this handoff (consume/reset the fd,
+     * for a backend whose fd needs it; an edge-triggered doorbell does not).
      * Never blocks. The loop calls it again while it returns max. */
     size_t (*drain)(struct handoff *h, bool fd_ready, struct job **out, size_t max);
     /* True when completions can arrive with no fd event while the loop is busy

@@ -7,9 +7,9 @@
  * the loop wakes it only if it is parked, and once per batch: a submit that
  * finds it parked owes the wake-up to the end of the loop's pass (ring_flush),
  * so the worker starts with every request that pass parsed. The loop side is
- * the same shape with one eventfd for the whole handoff as the latch: a
+ * the same shape with one eventfd for the whole handoff as the doorbell: a
  * worker writes it only when the loop has announced it is about to block in
- * epoll_wait.
+ * epoll_wait, and the loop never reads it (ring_watch).
  *
  * The park/wake handshake (both directions) is the store-buffering shape:
  *
@@ -33,7 +33,7 @@
  * is written through ring_order.h, so a mutant build can remove exactly one;
  * `make mutants` requires a test to fail on each. handoffs/tests/
  * ring_protocol.pml models this file's protocol (both parks, two workers
- * racing for loop_parked, the eventfd latch, shutdown, the capacity rule)
+ * racing for loop_parked, the eventfd doorbell, shutdown, the capacity rule)
  * under a weak store model, and check_steps.py keeps its steps in the order
  * of the operations below. */
 #include "handoff.h"

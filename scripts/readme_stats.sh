@@ -14,9 +14,11 @@ set -eu
 cd "$(dirname "$0")/.."
 out=experiments/results/readme_stats
 if [ "${1:-}" != "--readme" ]; then
+    make -s all # the binary measured is the tree's (the record names its commit)
     mkdir -p "$out"
     port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    err=$(mktemp) wrkout=$(mktemp)
+    err=$(mktemp) wrkout=$(mktemp) pid="" wrk=""
+    trap 'kill $pid $wrk 2>/dev/null; rm -f "$err" "$wrkout"' EXIT
     ./cserve --handoff=ring --bind 127.0.0.1:$port --stats --stats-window 2 2>"$err" &
     pid=$!
     sleep 0.5
@@ -27,6 +29,8 @@ if [ "${1:-}" != "--readme" ]; then
     wait $wrk
     kill -INT $pid
     wait $pid
+    pid="" wrk=""
+    grep -q Requests/sec "$wrkout" || { echo "readme_stats: wrk reported no rate" >&2; cat "$wrkout" >&2; exit 1; }
     rev=$(git rev-parse --short HEAD)
     [ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev-dirty"
     {
@@ -39,7 +43,6 @@ if [ "${1:-}" != "--readme" ]; then
         # the SIGUSR1 table (the first one), not the one printed at exit
         awk '/^cserve stats/{n++} n==1' "$err" | grep -v 'info:'
     } >"$out/stats.txt"
-    rm -f "$err" "$wrkout"
     cat "$out/stats.txt"
 fi
 /usr/bin/python3 experiments/readme_stats.py --readme "$out/stats.txt"

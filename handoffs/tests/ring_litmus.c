@@ -247,8 +247,10 @@ static void *lp_loop(void *p)
                 lost++; /* rescue: go on to the drain */
         } else {
             /* Completions already waiting: the server polls epoll with timeout
-             * 0, sees the eventfd if a worker wrote it meanwhile and resets it.
-             * So must we, or a stale count would hide a later lost write. */
+             * 0, which consumes the edge of a write made meanwhile (the ring's
+             * eventfd is edge-triggered and never read). This read is that
+             * consumption here, where readability stands in for "an edge is
+             * pending": a stale count would hide a later lost write. */
             uint64_t v;
             if (read(((struct ring_handoff *)H)->efd, &v, sizeof v) < 0) {
                 /* EAGAIN: nobody wrote it */

@@ -171,6 +171,25 @@ static bool retry_pending(struct loop *l)
     return true;
 }
 
+/* conn_hold's mark (loop.h: pipe_done) is NULL or one of the pipelined
+ * jobs, and it and every job before it have finished for good: posted,
+ * JOB_DONE, and nothing that stops a coalesced write (conn_request.c's
+ * ends_batch). A mark left behind by pipe_pop would point at a job back on
+ * the free list. */
+static void check_pipe_done(const struct conn *c)
+{
+    if (!c->pipe_done)
+        return;
+    const struct job *j = c->pipe_head;
+    for (;; j = j->pipe_next) {
+        FUZZ_ASSERT(j != NULL); /* the mark is in the list */
+        FUZZ_ASSERT(j->posted && j->msg == JOB_DONE);
+        FUZZ_ASSERT(!j->close_after && !j->incomplete && j->keep_alive && j->file_fd < 0);
+        if (j == c->pipe_done)
+            return;
+    }
+}
+
 /* Take up to max of the app's messages, as the loop's drain does, then
  * retry a parked connection. */
 static bool deliver(struct loop *l, size_t max)
@@ -185,6 +204,8 @@ static bool deliver(struct loop *l, size_t max)
             sock.blocked = false;
             conn_on_event(c, EPOLLOUT);
         }
+        if (!gone(c))
+            check_pipe_done(c);
     }
     any |= retry_pending(l);
     return any;

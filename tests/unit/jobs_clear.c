@@ -14,8 +14,11 @@
  *     job_clear, which resets the same members in the same order. A new
  *     member small enough to sit in a hole of existing padding moves no
  *     offset and is not caught; on x86-64 today the holes are after
- *     `posted` (3 bytes), `is_head` (6), `incomplete` (2), `status` (4),
- *     `conn_lost` (3) and `awaiting_ack` (7). */
+ *     `posted` (3 bytes), `is_head` (6), `body` (56: `out` starts a cache
+ *     line, job.h), `incomplete` (2), `status` (4), `conn_lost` (3),
+ *     `awaiting_ack` (7) and `req` (24: the struct is a whole number of
+ *     lines). A field added to struct job goes in its group and into this
+ *     list: the two large holes are no place for one. */
 #include <stdlib.h>
 #include <string.h>
 
