@@ -1,15 +1,17 @@
 /* loop.c — the event loop of one worker: epoll, accept, signals, timers,
  * and the handoff's completions.
  *
- * One pass: wait (unless work is already waiting), handle socket events
- * (reads parse and submit), flush the handoff (wake the pool once for the
- * batch), drain completions (writes), expire timers. */
+ * One pass: wait (unless work is already waiting; a doze, a short timed wait
+ * announced to nobody, while a busy pool's next completion is near), handle
+ * socket events (reads parse and submit), flush the handoff (wake the pool
+ * once for the batch), drain completions (writes), expire timers. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -67,6 +69,10 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     if (l->signal_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->signal_fd, &ev) != 0)
         return -1;
 
+    /* A doze (handoff.h) is tens of microseconds; the kernel's default timer
+     * slack (50 us) would stretch it by as much again. This thread's other
+     * timeouts are milliseconds and lose nothing by being precise. */
+    prctl(PR_SET_TIMERSLACK, 1000UL);
     if (h) {
         l->handoff_src.kind = POLL_HANDOFF;
         if (h->ops->watch(h, l->epfd, (uint64_t)(uintptr_t)&l->handoff_src) != 0)
@@ -225,6 +231,26 @@ static bool drained(struct loop *l)
     return l->nconns == 0 && l->outstanding_total == 0;
 }
 
+/* epoll_wait for at most timeout_ms, or doze_ns when that is set and shorter
+ * (a doze is microseconds: epoll_pwait2 takes a timespec). A kernel without
+ * epoll_pwait2 (before 5.11) gets this one wait rounded up to a millisecond,
+ * still bounded, and no doze after it. */
+static int wait_events(struct loop *l, struct epoll_event *events, int timeout_ms, uint64_t doze_ns)
+{
+    if (!doze_ns)
+        return epoll_wait(l->epfd, events, MAX_EVENTS, timeout_ms);
+    if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < doze_ns)
+        doze_ns = (uint64_t)timeout_ms * 1000000u;
+    struct timespec ts = {.tv_sec = (time_t)(doze_ns / 1000000000u), .tv_nsec = (long)(doze_ns % 1000000000u)};
+    int n = epoll_pwait2(l->epfd, events, MAX_EVENTS, &ts, NULL);
+    if (n < 0 && errno == ENOSYS) {
+        log_warn("epoll_pwait2: %s; the loop will not doze", strerror(errno));
+        l->no_doze = true;
+        n = epoll_wait(l->epfd, events, MAX_EVENTS, 1);
+    }
+    return n;
+}
+
 unsigned loop_run(struct loop *l)
 {
     struct epoll_event events[MAX_EVENTS];
@@ -233,13 +259,20 @@ unsigned loop_run(struct loop *l)
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
+        uint64_t doze_ns = 0;
         if (timeout != 0 && hops) {
-            if (hops->before_sleep(l->handoff, l->outstanding_total))
-                timeout = 0;
-            slept = true;
+            /* A busy pool's next completion is near: wait for it on a timer
+             * (the handoff polls) rather than have the pool wake us. */
+            if (hops->doze && !l->no_doze)
+                doze_ns = hops->doze(l->handoff, l->outstanding_total);
+            if (!doze_ns) {
+                if (hops->before_sleep(l->handoff, l->outstanding_total))
+                    timeout = 0;
+                slept = true;
+            }
         }
         uint64_t t0 = clock_ns();
-        int n = epoll_wait(l->epfd, events, MAX_EVENTS, timeout);
+        int n = wait_events(l, events, timeout, doze_ns);
         uint64_t t1 = clock_ns();
         if (slept)
             hops->after_sleep(l->handoff);

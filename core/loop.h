@@ -124,6 +124,7 @@ struct loop {
     uint64_t now_ms;
     uint64_t accept_paused_until;
     bool stopping;
+    bool no_doze;              /* the kernel lacks epoll_pwait2: always before_sleep */
     uint64_t stop_deadline_ms;
     double window_at;          /* --stats-window: when the window starts (0 = done) */
     struct stats *stats;

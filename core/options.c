@@ -19,7 +19,7 @@
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
-    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_QUEUE, OPT_INLINE, OPT_APP,
+    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_LOOP_DOZE, OPT_QUEUE, OPT_INLINE, OPT_APP,
     OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
@@ -37,6 +37,7 @@ static const struct option long_options[] = {
     {"handoff", required_argument, NULL, OPT_HANDOFF},
     {"spin", required_argument, NULL, OPT_SPIN},
     {"loop-spin", required_argument, NULL, OPT_LOOP_SPIN},
+    {"loop-doze", required_argument, NULL, OPT_LOOP_DOZE},
     {"queue-size", required_argument, NULL, OPT_QUEUE},
     {"inline", no_argument, NULL, OPT_INLINE},
     {"app", required_argument, NULL, OPT_APP},
@@ -100,6 +101,10 @@ static void usage(FILE *out)
 "      --loop-spin US         ring: microseconds the loop polls for completions before it\n"
 "                             sleeps while requests are at the app; 0 never (default:\n"
 "                             adaptive; it spins only where a core is spare)\n"
+"      --loop-doze US         ring: the longest the loop waits on a timer for the next\n"
+"                             completion of a pool thread that has a queue, instead of\n"
+"                             being woken by it (which costs the pool a syscall); 0 never\n"
+"                             (default 50; a doze is a quarter of the pool's pace)\n"
 "      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "\n"
 "Limits (what a client gets when it hits one, in brackets):\n"
@@ -252,6 +257,11 @@ void options_parse(struct options *o, int argc, char **argv)
         case OPT_LOOP_SPIN:
             o->loop_spin_ns = (long)parse_count("--loop-spin", optarg, 0, 1000000) * 1000;
             break;
+        case OPT_LOOP_DOZE: {
+            long us = (long)parse_count("--loop-doze", optarg, 0, 1000000);
+            o->loop_doze_ns = us ? us * 1000 : -1;
+            break;
+        }
         case OPT_QUEUE: {
             unsigned long q = parse_count("--queue-size", optarg, 2, 1u << 20);
             if (q & (q - 1))

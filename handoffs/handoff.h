@@ -37,6 +37,8 @@ struct handoff_config {
     long spin_ns;       /* ring: spin for this long instead (>0 overrides spin_iters) */
     long loop_spin_ns;  /* ring: the loop polls for completions this long before it parks
                            (in before_sleep); 0 = never; -1 = adaptive (spin_policy.h) */
+    long loop_doze_ns;  /* ring: the longest doze (doze below); 0 = the default
+                           (RING_DOZE_MAX_NS), < 0 = never doze */
 };
 
 /* Written only by the loop thread. */
@@ -53,6 +55,7 @@ struct handoff_loop_counters {
     counter_t loop_parks;      /* times the loop announced it would sleep */
     counter_t loop_spins;      /* ring: polls of the completion rings in before_sleep */
     counter_t loop_spin_hits;  /* ring: before_sleep spins that found a completion */
+    counter_t loop_dozes;      /* ring: bounded, unannounced waits for a busy pool (doze) */
     counter_t loop_spin_budget_ns; /* ring: the loop's current spin budget (a gauge, not a count) */
 } __attribute__((aligned(CACHE_LINE)));
 
@@ -116,6 +119,14 @@ struct handoff_ops {
      * `outstanding`: jobs on all workers not yet drained as finished. */
     bool (*before_sleep)(struct handoff *h, unsigned outstanding);
     void (*after_sleep)(struct handoff *h);
+    /* Optional (NULL: always before_sleep). The loop is about to wait with
+     * `outstanding` jobs out. A backend that expects a completion within N ns
+     * and would rather be polled then than signalled returns N > 0: the loop
+     * waits at most N ns without announcing a sleep (no before_sleep, no
+     * after_sleep; a worker makes no syscall for it) and, being `polled`,
+     * drains after. 0: announce and wait as usual. Pays owed wake-ups as
+     * before_sleep does. */
+    uint64_t (*doze)(struct handoff *h, unsigned outstanding);
 
     /* ---- worker side (worker w only) ---- */
     /* Never blocks and makes no syscall; NULL when nothing is queued. May be

@@ -71,6 +71,29 @@
 /* Longest run of pause instructions between two looks at the ring
  * (crossbeam's backoff doubles 1, 2, ..., 64). */
 #define RING_MAX_PAUSE_STEP 64
+/* Dozing (ring_doze): while the pool has a queue, the loop waits for the next
+ * completion on a timer rather than asking a worker to wake it, because the
+ * worker is the busy stage and a wake-up is its eventfd write, which wakes an
+ * idle vCPU: an inter-processor interrupt, dear in a guest (handoffs/README.md,
+ * "Dozing"). The pace is each worker's own: its time per job over runs of
+ * RING_PACE_RUN jobs taken without waiting (measured by the worker, so the
+ * loop's wake-up latency, which a pace seen from the loop would include,
+ * cannot keep it parking). A doze lasts a quarter of the fastest worker's
+ * pace, at least RING_DOZE_MIN_NS (a timer wake costs the loop a few us) and
+ * at most RING_DOZE_MAX_NS (what a response may wait for the loop to look).
+ * Only a pace between two of the shortest dozes and four of the longest is
+ * dozed through. A faster pool gets through its queue while the loop would
+ * still be dozing, and a wake-up per batch is cheap; there the loop's CPU is
+ * the scarce one (it is the busy stage, or shares a vCPU with the client),
+ * and timer wakes would take it from the loop: measured, that lost more than
+ * it saved. A slower pool's wake-ups are a small part of its time per job,
+ * and more timer wakes per job would cost the loop more than they save the
+ * pool. Once four paces have
+ * gone by with no completion the pool is not busy but stuck (a slow request,
+ * I/O, the GIL elsewhere): the loop announces its sleep and is woken as
+ * before. */
+#define RING_PACE_RUN 8 /* jobs per pace sample: one clock read per 8 completions */
+/* (RING_DOZE_MIN_NS and RING_DOZE_MAX_NS are in ring_order.h, for the tests.) */
 
 struct ring_worker {
     struct spsc_ring req;  /* loop -> worker */
@@ -88,8 +111,15 @@ struct ring_worker {
      * owed to the end of the batch (ring_flush). */
     bool wake_owed;
     unsigned owed_jobs; /* jobs queued since the wake-up became owed */
-    /* The worker's own: its adaptive spin policy. */
+    /* The worker's own: its adaptive spin policy, and its pace (ring_doze):
+     * run jobs completed since run_from without a wait in between (0: the
+     * next completion starts a run). */
     _Alignas(CACHE_LINE) struct spin_policy policy;
+    unsigned run;
+    uint64_t run_from;
+    /* Written by the worker, read by the loop's ring_doze: its time per job
+     * while it has a queue (EWMA over runs; 0: not known yet). */
+    _Alignas(CACHE_LINE) _Atomic uint64_t pace_ns;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct ring_handoff {
@@ -103,6 +133,9 @@ struct ring_handoff {
     bool loop_adaptive;
     long loop_spin_ns;     /* fixed budget when !loop_adaptive */
     uint64_t sleep_from;   /* clock_ns when the loop ran out of completions; 0: no wait */
+    uint64_t done_at;      /* clock_ns of the last drain that found completions while
+                            * the pool had a queue (0: none since it had none) */
+    long doze_max_ns;      /* the longest doze (0: never) */
     struct spin_policy loop_policy;
     uint64_t wakes_seen;   /* loop.wakes_sent when the loop last learnt from a wait */
     /* 1 while the loop is in (or about to enter) epoll_wait. Set/cleared by the
@@ -155,6 +188,7 @@ static struct handoff *ring_create(const struct handoff_config *cfg)
      * samples). There the adaptive loop does not spin at all. */
     h->loop_adaptive = cfg->loop_spin_ns < 0 && spare;
     h->loop_spin_ns = cfg->loop_spin_ns > 0 ? cfg->loop_spin_ns : 0;
+    h->doze_max_ns = cfg->loop_doze_ns < 0 ? 0 : cfg->loop_doze_ns > 0 ? cfg->loop_doze_ns : RING_DOZE_MAX_NS;
     spin_policy_init(&h->loop_policy, SPIN_POLICY_PARK_NS, spare, RING_MAX_ADAPTIVE_SPIN_NS,
                      RING_LOOP_START_SPIN_NS);
     /* "0 = park at once": no spinning and no yields either. */
@@ -284,6 +318,8 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
             h->drain_next = (h->drain_next + 1) % base->workers;
     }
     counter_add(&base->loop.drained, got);
+    if (got && h->doze_max_ns) /* ring_doze's stall rule */
+        h->done_at = clock_ns();
     return got;
 }
 
@@ -366,6 +402,40 @@ static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
     return false;
 }
 
+/* The loop is about to wait with `outstanding` jobs out: doze (a bounded,
+ * unannounced wait, see RING_DOZE_MIN_NS) while the pool has a queue and has
+ * been completing at a steady pace, else 0 (ring_before_sleep: announce and
+ * be woken). Dozing is polling: loop_parked stays 0, so no worker writes the
+ * eventfd, and nothing can be lost, because the loop drains the rings when
+ * the doze ends (ring.c is `polled`); a completion waits at most the doze. */
+static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    /* O1 for the dozing wait too: no parked worker waits for its wake-up
+     * until the doze is over. */
+    if (RING_HAS_O1)
+        ring_flush(base);
+    if (outstanding <= base->workers) {
+        /* No queue: the pool will go idle, and the time until its next
+         * completion is not its pace. */
+        h->done_at = 0;
+        return 0;
+    }
+    uint64_t most = (uint64_t)h->doze_max_ns, least = RING_DOZE_MIN_NS < most ? RING_DOZE_MIN_NS : most;
+    uint64_t pace = 0;
+    for (unsigned i = 0; i < base->workers; i++) {
+        uint64_t p = atomic_load_explicit(&h->w[i].pace_ns, memory_order_relaxed);
+        if (p && (!pace || p < pace))
+            pace = p;
+    }
+    if (!most || pace < 2 * least || pace > 4 * most || !h->done_at || clock_ns() - h->done_at > 4 * pace)
+        return 0;
+    uint64_t doze = pace / 4;
+    doze = doze < least ? least : doze > most ? most : doze;
+    counter_inc(&base->loop.loop_dozes);
+    return doze;
+}
+
 /* Clearing late is harmless (at worst a worker writes the eventfd for nothing
  * and the next epoll_wait returns at once); the loop polls every pass. */
 static void ring_after_sleep(struct handoff *base)
@@ -429,8 +499,10 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
         counter_inc(&c->taken);
         return job;
     }
-    /* Nothing there: a wait starts. The spin and the yields only look again;
-     * the handshake below is the same whatever budget they had. */
+    /* Nothing there: a wait starts (and the pace's run ends: a wait is not
+     * work). The spin and the yields only look again; the handshake below
+     * is the same whatever budget they had. */
+    w->run = 0;
     uint64_t t0 = h->adaptive || h->spin_ns > 0 ? clock_ns() : 0;
     long budget = h->adaptive ? w->policy.budget_ns : h->spin_ns;
     bool woken = false;
@@ -481,6 +553,26 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
     return job;
 }
 
+/* The worker's pace (ring_doze): every RING_PACE_RUN completions with no
+ * wait between them, the time they took per job, smoothed. For ring_doze
+ * only; the handshake does not read it. */
+static void record_pace(struct ring_worker *w)
+{
+    if (w->run == 0) {
+        w->run_from = clock_ns();
+        w->run = 1;
+        return;
+    }
+    if (++w->run <= RING_PACE_RUN)
+        return;
+    uint64_t now = clock_ns();
+    uint64_t sample = (now - w->run_from) / RING_PACE_RUN;
+    uint64_t old = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
+    atomic_store_explicit(&w->pace_ns, old ? (old * 3 + sample) / 4 : sample, memory_order_relaxed);
+    w->run_from = now;
+    w->run = 1;
+}
+
 static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
@@ -490,6 +582,8 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
         return -1;
     }
     counter_inc(&c->completed);
+    if (h->doze_max_ns)
+        record_pace(&h->w[wi]);
     /* F3: pairs with F4 in ring_before_sleep (store-buffering shape). */
     RING_FENCE(F3);
     /* Several workers may see the flag; the exchange lets one write. */
@@ -539,6 +633,7 @@ const struct handoff_ops handoff_ring = {
     .polled = true,
     .before_sleep = ring_before_sleep,
     .after_sleep = ring_after_sleep,
+    .doze = ring_doze,
     .try_take = ring_try_take,
     .take = ring_take,
     .complete = ring_complete,

@@ -58,6 +58,11 @@
  * checks all three. */
 #define RING_WAKE_BATCH 32
 
+/* A doze's bounds (ring.c, ring_doze): at least a timer wake's worth, at
+ * most what a response may wait for the loop to look. */
+#define RING_DOZE_MIN_NS 10000L
+#define RING_DOZE_MAX_NS 50000L
+
 /* A seq_cst fence named `name` (F1..F5); nothing in that one mutant. The
  * condition is a constant: the compiler keeps the fence or drops it. */
 #define RING_FENCE(name)                                                                           \

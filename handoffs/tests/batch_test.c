@@ -17,6 +17,12 @@
  * 5. The eventfd is a doorbell (ring_watch: edge-triggered, never read): the
  *    write of part 4 is reported by epoll once, and not again; drains make no
  *    syscall; the next write, to a count nobody has reset, is reported again.
+ * 6. Dozing: while the worker has a queue and completes at a steady pace
+ *    (every few tens of us: quick enough to doze through), the
+ *    loop waits on a timer (doze) instead of announcing a sleep, so those
+ *    completions cost the worker no eventfd write; each doze is within its
+ *    bounds; and once the worker stalls for several times its pace, the loop
+ *    stops dozing and announces its sleep, and the late completion wakes it.
  * Counters are the handoff's own (handoff.h), so this also pins what the
  * server's stats report for a burst. Exit 1 on a violation. */
 #include "../handoff.h"
@@ -29,10 +35,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #define N 8
+#define PACE_JOBS 32 /* part 6 */
+#define PACE_US 30   /* a nanosleep of this (1 us timer slack): inside the doze's range */
+#define STALL_MS 40
 
 struct job {
     int seq;
@@ -41,7 +51,7 @@ struct job {
 static struct handoff *h;
 static struct job jobs[N];
 static struct job *taken[N];
-static atomic_int phase; /* 4: complete part 1's jobs; 5: complete one more */
+static atomic_int phase; /* 4: complete part 1's jobs; 5: complete one more; 6: pace */
 static struct job last = {.seq = 99};
 static atomic_int done;
 
@@ -65,6 +75,7 @@ static atomic_ullong parks_after_burst; /* the worker's park count once part 1's
 static void *worker(void *p)
 {
     (void)p;
+    prctl(PR_SET_TIMERSLACK, 1000UL); /* the paced sleeps of part 6 */
     for (int i = 0; i < N; i++) {
         taken[i] = handoff_ring.take(h, 0);
         atomic_fetch_add(&took, 1);
@@ -91,6 +102,22 @@ static void *worker(void *p)
         exit(1);
     }
     atomic_store(&done, 5);
+    /* 6: take PACE_JOBS jobs, completing each PACE_MS after the last, then
+     * three more, the second after a stall of STALL_MS (the third queued
+     * behind it). */
+    while (atomic_load(&phase) != 6)
+        pause_ms(1);
+    for (int i = 0; i < PACE_JOBS + 3; i++) {
+        struct job *j = handoff_ring.take(h, 0);
+        if (i == PACE_JOBS + 1)
+            pause_ms(STALL_MS);
+        else
+            nanosleep(&(struct timespec){0, PACE_US * 1000L}, NULL);
+        if (handoff_ring.complete(h, 0, j) != 0) {
+            perror("complete");
+            exit(1);
+        }
+    }
     return NULL;
 }
 
@@ -123,6 +150,7 @@ int main(void)
     }
     struct handoff_loop_counters *l = &h->loop;
     struct handoff_worker_counters *w = &h->worker[0];
+    prctl(PR_SET_TIMERSLACK, 1000UL); /* the loop's dozes, as core/loop.c sets it */
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0 || handoff_ring.watch(h, epfd, 7) != 0) {
         perror("epoll/watch");
@@ -233,12 +261,68 @@ int main(void)
     if (counter_get(&w->loop_wakes) != 2)
         fail("eventfd writes in all", counter_get(&w->loop_wakes), 2);
 
+    /* 6. Dozing on a busy worker's pace. The loop waits as core/loop.c does:
+     * a doze is a timed wait announced to nobody, else before_sleep and
+     * epoll until the eventfd (or 1 s: a lost wake-up fails below). */
+    static struct job paced[PACE_JOBS + 3];
+    for (int i = 0; i < PACE_JOBS; i++)
+        if (handoff_ring.submit(h, 0, &paced[i]) != HANDOFF_OK)
+            fail("submit refused at", (unsigned long long)i, 0);
+    handoff_ring.flush(h);
+    atomic_store(&phase, 6);
+    unsigned outstanding = PACE_JOBS, drained6 = 0, dozes = 0, announced = 0;
+    unsigned long long writes0 = counter_get(&w->loop_wakes);
+    bool stall_submitted = false, stall_announced = false;
+    while (drained6 < PACE_JOBS + 3) {
+        if (!stall_submitted && drained6 == PACE_JOBS - 1) {
+            /* one job still paced, and behind it three: the second stalls,
+             * with the third queued behind it (the worker still has a queue) */
+            for (int i = PACE_JOBS; i < PACE_JOBS + 3; i++)
+                if (handoff_ring.submit(h, 0, &paced[i]) != HANDOFF_OK)
+                    fail("submit refused at", (unsigned long long)i, 0);
+            handoff_ring.flush(h);
+            outstanding += 3;
+            stall_submitted = true;
+        }
+        uint64_t doze = handoff_ring.doze(h, outstanding);
+        if (doze) {
+            if (doze < RING_DOZE_MIN_NS || doze > RING_DOZE_MAX_NS)
+                fail("doze outside its bounds (ns)", doze, RING_DOZE_MAX_NS);
+            dozes++;
+            struct timespec ts = {0, (long)doze};
+            nanosleep(&ts, NULL);
+        } else {
+            announced++;
+            stall_announced |= drained6 == PACE_JOBS + 1;
+            if (!handoff_ring.before_sleep(h, outstanding) && epoll_wait(epfd, ev, 2, 1000) != 1)
+                fail("epoll events after an announced sleep (a lost wake-up)", 0, 1);
+            handoff_ring.after_sleep(h);
+        }
+        size_t k = handoff_ring.drain(h, false, out, 2 * N);
+        drained6 += (unsigned)k;
+        outstanding -= (unsigned)k;
+    }
+    epoll_wait(epfd, ev, 2, 0); /* a write for a sleep already over: consumed */
+    unsigned long long writes = counter_get(&w->loop_wakes) - writes0;
+    if (!dozes)
+        fail("dozes while a worker with a queue completed every few tens of us", 0, 1);
+    /* Writes only for announced sleeps, and for at most half the jobs: once
+     * the worker's first run of RING_PACE_RUN jobs has set its pace, the paced
+     * ones came while the loop dozed. */
+    if (writes > announced || writes > PACE_JOBS / 2)
+        fail("eventfd writes for paced completions", writes, PACE_JOBS / 2);
+    if (!stall_announced)
+        fail("the loop kept dozing through a stall of many paces", 0, 1);
+    if (counter_get(&l->loop_dozes) != dozes)
+        fail("loop_dozes counted", counter_get(&l->loop_dozes), dozes);
+
     handoff_ring.shutdown(h);
     pthread_join(t, NULL);
     handoff_ring.destroy(h);
     printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
            "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
-           "write, 1 drain; the eventfd an edge per write, never read: OK\n", N, RING_WAKE_BATCH, N);
+           "write, 1 drain; the eventfd an edge per write, never read; paced completions while the loop "
+           "dozed: no write, a stall: it announces again: OK\n", N, RING_WAKE_BATCH, N);
     close(epfd);
     return 0;
 }

@@ -1,6 +1,7 @@
 """The tuning options and the stats signals against a running server, each
 checked by its effect, not only by being accepted: --spin 0, --loop-spin,
---log-level, and SIGUSR1/SIGUSR2 relayed by the --workers supervisor."""
+--loop-doze, --log-level, and SIGUSR1/SIGUSR2 relayed by the --workers
+supervisor."""
 import json
 import re
 import signal
@@ -70,6 +71,43 @@ def test_loop_spin_catches_completions_without_a_wake(server_factory, tmp_path):
     print(f"\n  loop wakes over {n} requests (measured here: 0 vs 200, three runs): --loop-spin 20000: {wakes['20000']}, default: {wakes[None]}")
     assert wakes[None] >= n // 2
     assert wakes["20000"] <= n // 4
+
+
+def pipelined_batches(srv, batches, depth, path):
+    """batches times: depth requests for path in one write on one
+    connection, then all their responses: the pool thread has a queue of
+    depth jobs each time."""
+    one = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    with srv.connect() as s:
+        rd = Reader(s)
+        for _ in range(batches):
+            s.sendall(one * depth)
+            for _ in range(depth):
+                assert rd.read_response().body == b"worked"
+
+
+def test_loop_doze_spares_a_busy_pool_its_wakeups(server_factory, tmp_path):
+    """By default, while the pool thread works through a queue at a steady
+    pace (~50 us a job here), the loop waits for each completion on a timer
+    (loop_dozes) instead of asking to be woken, so the pool rarely writes the
+    eventfd (loop_wakes). --loop-doze 0: no dozes, and the loop, parked while
+    the pool works, is woken for most completions."""
+    batches, depth = 12, 32
+    n = batches * depth
+    got = {}
+    for doze in (None, "0"):
+        path = tmp_path / f"doze-{doze}.json"
+        args = ["--stats-json", str(path)] + (["--loop-doze", doze] if doze else [])
+        srv = server_factory(*args, app=APP)
+        pipelined_batches(srv, batches, depth, "/work?us=50")
+        st = stats(srv, path)
+        got[doze] = (st["loop"]["counters"]["handoff"]["loop_dozes"],
+                     st["pool"]["counters"]["handoff"]["loop_wakes"])
+    print(f"\n  over {n} requests (dozes, pool's eventfd writes): default {got[None]}, --loop-doze 0 {got['0']}")
+    assert got[None][0] > 0
+    assert got[None][1] <= n // 4
+    assert got["0"][0] == 0
+    assert got["0"][1] >= n // 2
 
 
 def test_log_level(server_factory):

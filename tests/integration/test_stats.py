@@ -106,7 +106,7 @@ def test_json_fields(server_factory, tmp_path, handoff):
               "reads", "read_eagain", "writes", "closes", "handoff"):
         assert k in loop["counters"], k
     for k in ("submitted", "full", "submit_syscalls", "wakes_sent", "drained", "drain_syscalls",
-              "eagain", "sleep_syscalls", "loop_parks"):
+              "eagain", "sleep_syscalls", "loop_parks", "loop_dozes"):
         assert k in loop["counters"]["handoff"], k
     for k in ("app_calls", "gil_releases", "handoff"):
         assert k in pool["counters"], k

@@ -245,6 +245,16 @@ def sleep(environ, start_response):
     return [body]
 
 
+def work(environ, start_response):
+    """Keeps the pool thread busy (the GIL held) for us= microseconds."""
+    end = time.perf_counter() + float(_q(environ).get("us", "50")) / 1e6
+    while time.perf_counter() < end:
+        pass
+    body = b"worked"
+    start_response("200 OK", [CT, ("Content-Length", str(len(body)))])
+    return [body]
+
+
 def pid(environ, start_response):
     body = str(os.getpid()).encode()
     start_response("200 OK", [CT, ("Content-Length", str(len(body)))])
@@ -450,6 +460,7 @@ ROUTES = {
     "head": head,
     "status": status,
     "sleep": sleep,
+    "work": work,
     "pid": pid,
     "write": write_app,
     "latin1": latin1,
