@@ -18,7 +18,11 @@ if [ "${1:-}" != "--readme" ]; then
     mkdir -p "$out"
     port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     err=$(mktemp) wrkout=$(mktemp) pid="" wrk=""
-    trap 'kill $pid $wrk 2>/dev/null; rm -f "$err" "$wrkout"' EXIT
+    cleanup() {
+        for p in $pid $wrk; do kill "$p" 2>/dev/null || true; done
+        rm -f "$err" "$wrkout"
+    }
+    trap cleanup EXIT
     ./cserve --handoff=ring --bind 127.0.0.1:$port --stats --stats-window 2 2>"$err" &
     pid=$!
     sleep 0.5
@@ -32,7 +36,9 @@ if [ "${1:-}" != "--readme" ]; then
     pid="" wrk=""
     grep -q Requests/sec "$wrkout" || { echo "readme_stats: wrk reported no rate" >&2; cat "$wrkout" >&2; exit 1; }
     rev=$(git rev-parse --short HEAD)
-    [ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev-dirty"
+    # (its own outputs, README.md and the record, do not count)
+    [ -z "$(git status --porcelain --untracked-files=no -- . ':!README.md' ':!experiments/results')" ] ||
+        rev="$rev-dirty"
     {
         printf 'date: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
         printf 'commit: %s\n' "$rev"
