@@ -88,10 +88,9 @@
  * and timer wakes would take it from the loop: measured, that lost more than
  * it saved. A slower pool's wake-ups are a small part of its time per job,
  * and more timer wakes per job would cost the loop more than they save the
- * pool. Once four paces have
- * gone by with no completion the pool is not busy but stuck (a slow request,
- * I/O, the GIL elsewhere): the loop announces its sleep and is woken as
- * before. */
+ * pool. Once four paces have gone by with no completion the pool is not busy
+ * but stuck (a slow request, I/O, the GIL elsewhere): the loop announces its
+ * sleep and is woken as before. */
 #define RING_PACE_RUN 8 /* jobs per pace sample: one clock read per 8 completions */
 /* (RING_DOZE_MIN_NS and RING_DOZE_MAX_NS are in ring_order.h, for the tests.) */
 
