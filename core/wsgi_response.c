@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http_chars.h"
 #include "job.h"
 #include "log.h"
 #include "response_head.h"
@@ -27,12 +28,8 @@ const char *latin1_view(PyObject *s, Py_ssize_t *len, const char *what)
     return (const char *)PyUnicode_1BYTE_DATA(s);
 }
 
-static bool is_tchar(unsigned char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch && strchr("!#$%&'*+-.^_`|~", ch));
-}
-
+/* (static, so that strlen of each literal folds and the length is compared
+ * first: most names differ in length) */
 static bool name_is(const char *p, Py_ssize_t n, const char *lower)
 {
     size_t ln = strlen(lower);
@@ -108,19 +105,17 @@ static int check_headers(Responder *r, PyObject *headers)
             return -1;
         }
         for (Py_ssize_t j = 0; j < nl; j++)
-            if (!is_tchar((unsigned char)name[j])) {
+            if (!http_tchar[(unsigned char)name[j]]) {
                 PyErr_Format(PyExc_ValueError, "header name %R is not a token",
                              PyTuple_GET_ITEM(item, 0));
                 return -1;
             }
-        for (Py_ssize_t j = 0; j < vl; j++) {
-            unsigned char ch = (unsigned char)value[j];
-            if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+        for (Py_ssize_t j = 0; j < vl; j++)
+            if (!http_field_vchar[(unsigned char)value[j]]) { /* a CTL other than HTAB, or DEL */
                 PyErr_Format(PyExc_ValueError, "header %R has a control character in its value",
                              PyTuple_GET_ITEM(item, 0));
                 return -1;
             }
-        }
         if (name_is(name, nl, "content-length")) {
             int64_t v = 0;
             if (vl == 0 || vl > 18)

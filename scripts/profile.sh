@@ -2,18 +2,23 @@
 # On-CPU profile of cserve under wrk, reduced to µs of CPU per request per
 # thread, by syscall and by function (scripts/perf_reduce.py).
 #
-#   scripts/profile.sh [-d SECS] [-c CONNS] [-o DIR] [-p PID -u URL] [-w WRK_CPUS] [-- CSERVE_ARGS...]
+#   scripts/profile.sh [-d SECS] [-c CONNS] [-P DEPTH] [-T TOP] [-o DIR] [-p PID -u URL] [-w WRK_CPUS] [-- CSERVE_ARGS...]
 #
 # Without -p it starts ./cserve (CSERVE_BIN) with CSERVE_ARGS on a free port
 # and stops it afterwards; with -p PID -u URL it profiles a running server
 # (any server: only cserve gets the matching stats window). Output in DIR
 # (default /tmp/cserve-profile): perf.data, wrk.txt, stats.json, report.txt,
-# report.md.
+# report.md. -P DEPTH: HTTP/1.1 pipelining, DEPTH requests per write (a wrk
+# Lua script, as experiments/bench.py's pipelined cells). -T TOP: functions
+# listed per thread (default 12).
 #
-# Timeline: wrk runs WARM + SECS + 1 seconds; after WARM, SIGUSR2 opens a new
-# cserve stats window and `perf record` runs for SECS; then SIGUSR1 writes the
-# window's stats. So the perf samples and cserve's per-thread request counts
-# and CPU cover the same seconds, and perf_reduce.py scales by exact counts.
+# Timeline: wrk runs WARM + SECS + 1 seconds; after WARM `perf record` starts,
+# and the command it records sends SIGUSR2 (a new cserve stats window), sleeps
+# SECS and sends SIGUSR1 (write the window's stats). So the perf samples and
+# cserve's per-thread request counts and CPU cover the same seconds, and
+# perf_reduce.py scales by exact counts. (A thread that runs in short bursts,
+# like a loop that dozes, shows less CPU in cpu-clock samples than in its own
+# thread clock; perf_reduce.py prints the in-process figure beside it.)
 #
 # Only on-CPU samples: -e cpu-clock counts only while a thread runs, so a
 # thread's samples are its CPU time. A wall-clock sampler would also sample
@@ -22,11 +27,11 @@
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SECS=5 CONNS=16 OUT=/tmp/cserve-profile PID="" URL="" WRKCPUS="" WARM=2 FREQ=999
-while getopts d:c:o:p:u:w:F: opt; do
+SECS=5 CONNS=16 OUT=/tmp/cserve-profile PID="" URL="" WRKCPUS="" WARM=2 FREQ=999 DEPTH=1 TOP=12
+while getopts d:c:o:p:u:w:F:P:T: opt; do
     case $opt in
         d) SECS=$OPTARG ;; c) CONNS=$OPTARG ;; o) OUT=$OPTARG ;;
-        p) PID=$OPTARG ;; u) URL=$OPTARG ;; w) WRKCPUS=$OPTARG ;; F) FREQ=$OPTARG ;;
+        p) PID=$OPTARG ;; u) URL=$OPTARG ;; w) WRKCPUS=$OPTARG ;; F) FREQ=$OPTARG ;; P) DEPTH=$OPTARG ;; T) TOP=$OPTARG ;;
         *) sed -n '2,12p' "$0"; exit 2 ;;
     esac
 done
@@ -57,21 +62,32 @@ IS_CSERVE=0
 grep -q '^cserve' "/proc/$PID/task/$PID/comm" 2>/dev/null && IS_CSERVE=1
 grep -q -- '--stats-json' "/proc/$PID/cmdline" 2>/dev/null || IS_CSERVE=0
 
-WRK="wrk -t1 -c$CONNS -d$((WARM + SECS + 1))s --latency $URL"
+WRK="wrk -t1 -c$CONNS -d$((WARM + SECS + 1))s --latency"
+if [ "$DEPTH" -gt 1 ]; then
+    # DEPTH requests in one write; wrk sends the next batch once all are answered
+    printf 'init = function(args)\n  local r = {}\n  for i = 1, %d do r[i] = wrk.format(nil, "/") end\n  req = table.concat(r)\nend\nrequest = function() return req end\n' \
+        "$DEPTH" >"$OUT/pipeline.lua"
+    WRK="$WRK -s $OUT/pipeline.lua"
+fi
+WRK="$WRK $URL"
 [ -n "$WRKCPUS" ] && WRK="taskset -c $WRKCPUS $WRK"
 echo "profile: pid $PID, $WRK; perf record -e cpu-clock -F $FREQ --per-thread -g for ${SECS}s after ${WARM}s" >&2
 LOAD0=$(cut -d' ' -f1 /proc/loadavg)
 $WRK >"$OUT/wrk.txt" &
 WRKPID=$!
 sleep "$WARM"
-[ $IS_CSERVE = 1 ] && kill -USR2 "$PID"
-perf record -q -e cpu-clock -F "$FREQ" --per-thread -g -p "$PID" -o "$OUT/perf.data" -- sleep "$SECS" 2>"$OUT/perf.log" || {
+# The stats window opens and closes inside the command perf records for, so
+# that it covers the samples' seconds and not perf's own start-up and
+# teardown (about a second here, which the window would otherwise add to
+# the requests the samples are divided by).
+WINDOW="sleep $SECS"
+[ $IS_CSERVE = 1 ] && WINDOW="kill -USR2 $PID; sleep $SECS; kill -USR1 $PID"
+perf record -q -e cpu-clock -F "$FREQ" --per-thread -g -p "$PID" -o "$OUT/perf.data" -- sh -c "$WINDOW" 2>"$OUT/perf.log" || {
     cat "$OUT/perf.log" >&2; exit 1; }
-[ $IS_CSERVE = 1 ] && kill -USR1 "$PID"
 wait "$WRKPID"
 sleep 0.3
 
-SCALE="--wrk $OUT/wrk.txt --seconds $SECS"
+SCALE="--wrk $OUT/wrk.txt --seconds $SECS --top $TOP"
 [ $IS_CSERVE = 1 ] && [ -s "$OUT/stats.json" ] && SCALE="$SCALE --stats-json $OUT/stats.json"
 perf script -i "$OUT/perf.data" -F comm,tid,period,event,ip,sym,dso 2>/dev/null >"$OUT/perf.txt"
 # shellcheck disable=SC2086

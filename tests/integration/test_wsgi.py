@@ -406,6 +406,9 @@ def test_bad_status_is_500_and_logged(wsrv, status):
 BAD_HEADER_LOG = {
     "crlf": "ValueError: header 'X-Bad' has a control character in its value",
     "ctl": "ValueError: header 'X-Bad' has a control character in its value",
+    "del": "ValueError: header 'X-Bad' has a control character in its value",
+    "token": "ValueError: header name 'X Bad' is not a token",
+    "separator": "ValueError: header name 'X-Bad/1' is not a token",
     "name": "TypeError: header name must be str, not bytes",
     "value": "TypeError: header value must be str, not int",
 }
@@ -420,6 +423,16 @@ def test_bad_header_is_500_and_logged(wsrv, kind):
     _log_grows(wsrv, before, rf"error: app failed \(GET /bad_header\?kind={kind}\)\n(?s:.*)"
                              + re.escape(BAD_HEADER_LOG[kind]))
     _still_serves(wsrv)
+
+
+def test_header_with_tab_obs_text_and_token_punctuation_is_sent(wsrv):
+    """The other side of the checks above: HTAB and obs-text are allowed in
+    a value (RFC 9110 5.5) and every tchar in a name, and go out as latin-1."""
+    with wsrv.connect() as s:
+        s.sendall(req("GET", "/bad_header?kind=fine"))
+        r = Reader(s).read_response()
+    assert r.status == 200, r
+    assert r.header("x-ok!#$%&'*+.^_`|~") == "a\tb \xe9", r.headers
 
 
 def test_wsgi_errors_goes_to_log(wsrv):

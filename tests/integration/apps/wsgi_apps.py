@@ -382,6 +382,15 @@ def bad_header(environ, start_response):
         headers = [CT, ("X-Bad", "a\r\nInjected: yes")]
     elif kind == "ctl":
         headers = [CT, ("X-Bad", "a\x01b")]
+    elif kind == "del":
+        headers = [CT, ("X-Bad", "a\x7fb")]
+    elif kind == "token":
+        headers = [CT, ("X Bad", "v")]  # SP is not a token character (RFC 9110 5.6.2)
+    elif kind == "separator":
+        headers = [CT, ("X-Bad/1", "v")]
+    elif kind == "fine":
+        # HTAB, obs-text and every token punctuation character are allowed
+        headers = [CT, ("X-Ok!#$%&'*+.^_`|~", "a\tb \xe9")]
     elif kind == "name":
         headers = [CT, (b"X-Bytes-Name", "v")]
     else:
