@@ -102,7 +102,7 @@ def handoff_per_request(st):
     """(loop-side, pool-side) handoff syscalls per request, loop/pool CPU us per request."""
     if not st:
         return None
-    reqs, loop_sc, pool_sc, loop_us, pool_us = 0, 0, 0, None, 0.0
+    reqs, loop_sc, pool_sc, loop_us, pool_us, pool_wakes = 0, 0, 0, None, 0.0, 0
     for w in st.get("workers", []):
         for th in w.get("threads", []):
             h = (th.get("counters") or {}).get("handoff") or {}
@@ -112,11 +112,14 @@ def handoff_per_request(st):
                 loop_us = th.get("us_per_request")
             else:
                 pool_sc += sum(h.get(k, 0) for k in POOL_SIDE)
+                pool_wakes += h.get("complete_syscalls", 0)
                 pool_us += th.get("us_per_request") or 0
     if not reqs:
         return None
     return {"requests": reqs, "loop_syscalls_per_req": round(loop_sc / reqs, 4),
-            "pool_syscalls_per_req": round(pool_sc / reqs, 4), "loop_us_per_req": loop_us,
+            "pool_syscalls_per_req": round(pool_sc / reqs, 4),
+            # of those, the ones that tell the loop (the rest are the pool's own waits)
+            "pool_wake_syscalls_per_req": round(pool_wakes / reqs, 4), "loop_us_per_req": loop_us,
             "pool_us_per_req": round(pool_us, 3)}
 
 

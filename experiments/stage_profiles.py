@@ -58,7 +58,7 @@ def medians(threads, field, key):
 
 
 def diff_table(title, a, b, top, totals, names=("ring", "native")):
-    keys = sorted(set(a) | set(b), key=lambda k: -(a.get(k, 0) - b.get(k, 0)))
+    keys = sorted(set(a) | set(b), key=lambda k: -abs(a.get(k, 0) - b.get(k, 0)))
     lines = [f"| {title} | {names[0]} | {names[1]} | {names[0]} − {names[1]} |", "|---|---:|---:|---:|"]
     for k in keys[:top]:
         lines.append(f"| `{k}` | {a.get(k, 0):.3f} | {b.get(k, 0):.3f} | {a.get(k, 0) - b.get(k, 0):+.3f} |")

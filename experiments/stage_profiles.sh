@@ -1,6 +1,6 @@
 #!/bin/sh
-# Where the bound stages' time per request goes, for the two bench goals
-# that fail on this machine (experiments/README.md, "make bench"): on-CPU
+# Where the bound stages' time per request goes, for the bench goals that
+# fail on this machine (experiments/README.md, "make bench"): on-CPU
 # profiles (scripts/profile.sh), interleaved ROUNDS times.
 #
 #   experiments/stage_profiles.sh [ROUNDS]     (default 3; ~1 min a round)
@@ -12,21 +12,22 @@
 #
 # Writes experiments/results/stage-profiles/: each profile's report
 # (PART-SERVER-ROUND.{md,json}, with its command, rate, machine and commit;
-# stats-*.json, cserve's own counters for the same window) and summary.md
+# stats-*.json, cserve's own counters for the same window, profile.sh's
+# window.json) and summary.md
 # (experiments/stage_profiles.py).
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 out=experiments/results/stage-profiles
 PY=/usr/bin/python3
+make -s all
 rm -rf "$out"
 mkdir -p "$out"
-make -s all
 
 keep() { # keep PROFILE_DIR NAME
     cp "$1/report.md" "$out/$2.md"
     cp "$1/report.json" "$out/$2.json"
-    [ -s "$1/stats.json" ] && cp "$1/stats.json" "$out/stats-$2.json"
+    [ -s "$1/window.json" ] && cp "$1/window.json" "$out/stats-$2.json"
     true
 }
 
@@ -41,7 +42,14 @@ granian_profile() { # granian_profile NAME: Flask under Granian, every thread of
         i=$((i + 1)); [ $i -gt 150 ] && { cat /tmp/cserve-stage-granian.log >&2; kill $gpid; exit 1; }
         sleep 0.1
     done
-    worker=$(pgrep -P $gpid | head -1)
+    # the port answers once the main process binds it; the worker may come after
+    worker="" i=0
+    while [ -z "$worker" ] && [ $i -lt 100 ]; do
+        worker=$(pgrep -P $gpid | head -1) || true
+        [ -n "$worker" ] || sleep 0.1
+        i=$((i + 1))
+    done
+    [ -n "$worker" ] || { echo "stage_profiles: no Granian worker process" >&2; kill $gpid; exit 1; }
     dir=/tmp/cserve-stage-granian
     scripts/profile.sh -d 4 -c 16 -T 40 -o $dir -p "$worker" -u "http://127.0.0.1:$port/" >/dev/null
     # its threads share one name (python3): one row per thread

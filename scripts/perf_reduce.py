@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reduce an on-CPU `perf record` to µs of CPU per request, per thread, by
-syscall and by function — the seed's "Where the loop's time goes" and "The
-Python thread" tables.
+syscall and by function: where the loop's and the Python thread's time
+goes.
 
     perf script -i perf.data -F comm,tid,period,ip,sym,dso | \\
         perf_reduce.py [--requests N | --stats-json STATS | --wrk WRK --seconds S] [--markdown] [--json OUT]
@@ -14,8 +14,8 @@ sample is CPU actually spent, and a share of samples is a share of CPU. A
 wall-clock sampler (macOS `sample`, `perf record` with off-CPU/sched events,
 py-spy in its default mode, gdb polling) also samples a thread while it is
 blocked — in epoll_wait, futex, a blocking recv — and charges that waiting as
-if it were work: the seed's trap, where `sample` put 28.8 % of the loop in
-kevent against an on-CPU 3.3 %. In a pipeline the slower stage keeps the other
+if it were work (experiments/sampler_trap.py shows the difference on one
+run). In a pipeline the slower stage keeps the other
 one waiting, so the wait share says how busy the *other* thread is, not what
 this one costs. Never feed this script anything but cpu-clock (or task-clock)
 samples; it refuses other events if `event` is in the input.

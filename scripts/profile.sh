@@ -7,8 +7,9 @@
 # Without -p it starts ./cserve (CSERVE_BIN) with CSERVE_ARGS on a free port
 # and stops it afterwards; with -p PID -u URL it profiles a running server
 # (any server: only cserve gets the matching stats window). Output in DIR
-# (default /tmp/cserve-profile): perf.data, wrk.txt, stats.json, report.txt,
-# report.md. -P DEPTH: HTTP/1.1 pipelining, DEPTH requests per write (a wrk
+# (default /tmp/cserve-profile): perf.data, wrk.txt, window.json (cserve's
+# stats for the window: --stats-json is written again when the server
+# exits), report.txt, report.md. -P DEPTH: HTTP/1.1 pipelining, DEPTH requests per write (a wrk
 # Lua script, as experiments/bench.py's pipelined cells). -T TOP: functions
 # listed per thread (default 12).
 #
@@ -23,7 +24,7 @@
 # Only on-CPU samples: -e cpu-clock counts only while a thread runs, so a
 # thread's samples are its CPU time. A wall-clock sampler would also sample
 # the threads while they block in epoll_wait/futex/recv and report waiting as
-# cost — the seed note's trap (see perf_reduce.py).
+# cost (experiments/sampler_trap.py measures the difference on one run).
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +33,7 @@ while getopts d:c:o:p:u:w:F:P:T: opt; do
     case $opt in
         d) SECS=$OPTARG ;; c) CONNS=$OPTARG ;; o) OUT=$OPTARG ;;
         p) PID=$OPTARG ;; u) URL=$OPTARG ;; w) WRKCPUS=$OPTARG ;; F) FREQ=$OPTARG ;; P) DEPTH=$OPTARG ;; T) TOP=$OPTARG ;;
-        *) sed -n '2,12p' "$0"; exit 2 ;;
+        *) sed -n '2,17p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -86,9 +87,11 @@ perf record -q -e cpu-clock -F "$FREQ" --per-thread -g -p "$PID" -o "$OUT/perf.d
     cat "$OUT/perf.log" >&2; exit 1; }
 wait "$WRKPID"
 sleep 0.3
+rm -f "$OUT/window.json"
+[ $IS_CSERVE = 1 ] && [ -s "$OUT/stats.json" ] && cp "$OUT/stats.json" "$OUT/window.json"
 
 SCALE="--wrk $OUT/wrk.txt --seconds $SECS --top $TOP"
-[ $IS_CSERVE = 1 ] && [ -s "$OUT/stats.json" ] && SCALE="$SCALE --stats-json $OUT/stats.json"
+[ -s "$OUT/window.json" ] && SCALE="$SCALE --stats-json $OUT/window.json"
 perf script -i "$OUT/perf.data" -F comm,tid,period,event,ip,sym,dso 2>/dev/null >"$OUT/perf.txt"
 # shellcheck disable=SC2086
 /usr/bin/python3 "$ROOT/scripts/perf_reduce.py" "$OUT/perf.txt" $SCALE --json "$OUT/report.json" >"$OUT/report.txt"

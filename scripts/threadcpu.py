@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Per-thread CPU sampler: the Linux `ps -M` of the seed note.
+"""Per-thread CPU sampler: a `ps -M` (per-thread CPU) for Linux.
 
     threadcpu.py --pid PID [--children] [--interval 1] [--duration N]
                  [--requests N | --wrk WRK_OUTPUT] [--json OUT] [--source stat|schedstat]
@@ -8,7 +8,7 @@ Every interval it reads /proc/PID/task/*/stat (utime + stime, clock ticks) for
 each thread — and with --children, for every descendant process too (gunicorn,
 granian and `cserve --workers N` run their Python in child processes) — and
 turns the differences into CPU % per interval per thread. It prints the median
-per thread (the seed's reduction: robust to the first and last partial
+per thread (robust to the first and last partial
 seconds), the mean, and, given the request count (or a wrk output file to read
 it and the duration from), µs of CPU per request: median CPU fraction / rps.
 

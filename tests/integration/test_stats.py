@@ -137,7 +137,7 @@ def test_handoff_counters_balance(server_factory, tmp_path, handoff):
         assert ph["complete_syscalls"] <= ph["completed"]
         assert lh["wakes_sent"] <= ph["parks"] + 1  # a wake only for a park
     if handoff == "dgram":
-        # one send per submit and per completion, on the seed's design
+        # one send per submit and per completion: the datagram design
         assert lh["submit_syscalls"] >= n and ph["complete_syscalls"] >= n
 
 
