@@ -9,8 +9,8 @@
 # (any server: only cserve gets the matching stats window). Output in DIR
 # (default /tmp/cserve-profile): perf.data, wrk.txt, window.json (cserve's
 # stats for the window: --stats-json is written again when the server
-# exits), report.txt, report.md. -P DEPTH: HTTP/1.1 pipelining, DEPTH requests per write (a wrk
-# Lua script, as experiments/bench.py's pipelined cells). -T TOP: functions
+# exits), report.txt, report.md. -P DEPTH: HTTP/1.1 pipelining, DEPTH requests per write
+# (experiments/wrk/pipeline.lua). -T TOP: functions
 # listed per thread (default 12).
 #
 # Timeline: wrk runs WARM + SECS + 1 seconds; after WARM `perf record` starts,
@@ -64,13 +64,10 @@ grep -q '^cserve' "/proc/$PID/task/$PID/comm" 2>/dev/null && IS_CSERVE=1
 grep -q -- '--stats-json' "/proc/$PID/cmdline" 2>/dev/null || IS_CSERVE=0
 
 WRK="wrk -t1 -c$CONNS -d$((WARM + SECS + 1))s --latency"
-if [ "$DEPTH" -gt 1 ]; then
-    # DEPTH requests in one write; wrk sends the next batch once all are answered
-    printf 'init = function(args)\n  local r = {}\n  for i = 1, %d do r[i] = wrk.format(nil, "/") end\n  req = table.concat(r)\nend\nrequest = function() return req end\n' \
-        "$DEPTH" >"$OUT/pipeline.lua"
-    WRK="$WRK -s $OUT/pipeline.lua"
-fi
+# DEPTH requests per write: the experiments' own pipelining script
+[ "$DEPTH" -gt 1 ] && WRK="$WRK -s $ROOT/experiments/wrk/pipeline.lua"
 WRK="$WRK $URL"
+[ "$DEPTH" -gt 1 ] && WRK="$WRK -- $DEPTH"
 [ -n "$WRKCPUS" ] && WRK="taskset -c $WRKCPUS $WRK"
 echo "profile: pid $PID, $WRK; perf record -e cpu-clock -F $FREQ --per-thread -g for ${SECS}s after ${WARM}s" >&2
 LOAD0=$(cut -d' ' -f1 /proc/loadavg)
