@@ -44,14 +44,8 @@ from lib import generated  # noqa: E402
 from lib.serverctl import free_port, read_stats, wait_ready  # noqa: E402
 
 PY = "/usr/bin/python3"
-PIPELINE_LUA = """-- %d requests per write: HTTP/1.1 pipelining
-init = function(args)
-  local r = {}
-  for i = 1, %d do r[i] = wrk.format(nil, "/") end
-  req = table.concat(r)
-end
-request = function() return req end
-"""
+# The experiments' own pipelining script (`-- DEPTH` after the URL).
+PIPELINE_LUA = os.path.join(ROOT, "experiments", "wrk", "pipeline.lua")
 HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 LOOP_SIDE = ("submit_syscalls", "drain_syscalls", "sleep_syscalls")
 POOL_SIDE = ("take_syscalls", "complete_syscalls")
@@ -129,11 +123,12 @@ def steal_jiffies():
     return int(fields[8]), sum(int(x) for x in fields[1:])
 
 
-def run_cell(srv, conns, pipe, a, lua_path):
+def run_cell(srv, conns, pipe, a):
     total = math.ceil(a.warmup + a.duration)  # wrk takes whole seconds
     wrk = ["wrk", "-t1", f"-c{conns}", f"-d{total}s", f"http://127.0.0.1:{srv.port}/"]
     if pipe > 1:
-        wrk[1:1] = ["-s", lua_path]
+        wrk[1:1] = ["-s", PIPELINE_LUA]
+        wrk += ["--", str(pipe)]
     rec = {"server": srv.name, "app": srv.app, "conns": conns, "pipeline": pipe, "wrk_cmd": shlex.join(wrk),
            "loadavg": round(os.getloadavg()[0], 2)}
     wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -415,9 +410,6 @@ def main():
         a.rounds, a.warmup, a.duration = 1, 0.3, 0.7
     rng = random.Random(a.seed)
     tmp = tempfile.mkdtemp(prefix="cserve-bench-")
-    lua = os.path.join(tmp, "pipeline.lua")
-    with open(lua, "w") as f:
-        f.write(PIPELINE_LUA % (a.pipeline, a.pipeline))
 
     todo = cells(a)
     servers = {}
@@ -443,7 +435,7 @@ def main():
             order = todo[:]
             rng.shuffle(order)
             for i, (s, app, c, p) in enumerate(order):
-                rec = run_cell(servers[(s, app)], c, p, a, lua)
+                rec = run_cell(servers[(s, app)], c, p, a)
                 rec["round"] = rnd
                 records.append(rec)
                 loads.append(rec["loadavg"])

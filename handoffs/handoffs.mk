@@ -77,7 +77,7 @@ handoff-policy: $(HANDOFF_TEST_DIR)/spin_policy_test
 # so every submit meets a freshly parked worker and the burst is no burst.
 $(HANDOFF_TEST_DIR)/batch_test: handoffs/tests/batch_test.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/batch_test.c $(HANDOFF_SRCS) -lpthread
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/batch_test.c $(filter-out handoffs/ring.c,$(HANDOFF_SRCS)) -lpthread
 
 handoff-batch: $(HANDOFF_TEST_DIR)/batch_test
 	$<

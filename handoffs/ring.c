@@ -81,18 +81,23 @@
  * cannot keep it parking). A doze lasts a quarter of the fastest worker's
  * pace, at least RING_DOZE_MIN_NS (a timer wake costs the loop a few us) and
  * at most RING_DOZE_MAX_NS (what a response may wait for the loop to look).
- * Only a pace between two of the shortest dozes and four of the longest is
- * dozed through. A faster pool gets through its queue while the loop would
- * still be dozing, and a wake-up per batch is cheap; there the loop's CPU is
- * the scarce one (it is the busy stage, or shares a vCPU with the client),
- * and timer wakes would take it from the loop: measured, that lost more than
- * it saved. A slower pool's wake-ups are a small part of its time per job,
- * and more timer wakes per job would cost the loop more than they save the
- * pool. Once four paces have gone by with no completion the pool is not busy
- * but stuck (a slow request, I/O, the GIL elsewhere): the loop announces its
- * sleep and is woken as before. */
+ * A pace slower than four of the longest dozes is not dozed through: its
+ * wake-ups are a small part of its time per job, and more timer wakes per
+ * job would cost the loop more than they save the pool. A pace faster than
+ * two of the shortest dozes gets through several jobs per doze, so a doze
+ * must be judged against the queue, not the job: such a pool is dozed
+ * through only while the work queued ahead of it lasts RING_DOZE_AHEAD dozes
+ * (pipelined requests, hundreds of connections), and the doze is that work
+ * over RING_DOZE_AHEAD. A short queue of fast jobs (a few connections, each
+ * with one request) is not: there the loop's CPU is the scarce one, a doze
+ * would be much of a response's wait, and timer wakes lost more than they
+ * saved (measured with dozing for every fast pace). Once four paces, or four
+ * dozes, have gone by with no completion the pool is not busy but stuck (a
+ * slow request, I/O, the GIL elsewhere): the loop announces its sleep and is
+ * woken as before. */
 #define RING_PACE_RUN 8 /* jobs per pace sample: one clock read per 8 completions */
-/* (RING_DOZE_MIN_NS and RING_DOZE_MAX_NS are in ring_order.h, for the tests.) */
+/* (RING_DOZE_MIN_NS, RING_DOZE_MAX_NS and RING_DOZE_AHEAD are in ring_order.h,
+ * for the tests.) */
 
 struct ring_worker {
     struct spsc_ring req;  /* loop -> worker */
@@ -427,10 +432,35 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
         if (p && (!pace || p < pace))
             pace = p;
     }
-    if (!most || pace < 2 * least || pace > 4 * most || !h->done_at || clock_ns() - h->done_at > 4 * pace)
+    if (!most || !pace || pace > 4 * most || !h->done_at)
         return 0;
-    uint64_t doze = pace / 4;
+    uint64_t doze;
+    if (pace < 2 * least) {
+        /* A fast pool (pipelined hello: a few us a job) gets through many
+         * jobs in one doze. Worth it only while the queue ahead of the pool
+         * outlasts RING_DOZE_AHEAD dozes: then a doze adds a small part to
+         * the time a response already waits in that queue, and the loop,
+         * woken by its timer once per doze, drains many completions at a
+         * time. A short queue (few connections, unpipelined) does not
+         * doze: there each doze would be most of a response's wait. */
+        uint64_t ahead = (uint64_t)(outstanding - base->workers) * pace / base->workers;
+#if defined(RING_DOZE_MUTANT_D1) /* D1: no doze for a fast pool */
+        ahead = 0;
+#elif defined(RING_DOZE_MUTANT_D2) /* D2: a fast pool dozed through whatever its queue */
+        ahead = RING_DOZE_AHEAD * least;
+#endif
+        if (ahead < RING_DOZE_AHEAD * least)
+            return 0;
+        doze = ahead / RING_DOZE_AHEAD;
+    } else {
+        doze = pace / 4;
+    }
     doze = doze < least ? least : doze > most ? most : doze;
+    /* The stall rule: four paces, or four dozes, with no completion. */
+#ifndef RING_DOZE_MUTANT_D3 /* D3: the stall rule removed */
+    if (clock_ns() - h->done_at > 4 * (pace > doze ? pace : doze))
+        return 0;
+#endif
     counter_inc(&base->loop.loop_dozes);
     return doze;
 }

@@ -62,6 +62,9 @@
  * most what a response may wait for the loop to look. */
 #define RING_DOZE_MIN_NS 10000L
 #define RING_DOZE_MAX_NS 50000L
+/* A pool faster than two of the shortest dozes is dozed through only while
+ * the work queued ahead of it lasts this many dozes (ring.c, ring_doze). */
+#define RING_DOZE_AHEAD 16
 
 /* A seq_cst fence named `name` (F1..F5); nothing in that one mutant. The
  * condition is a constant: the compiler keeps the fence or drops it. */

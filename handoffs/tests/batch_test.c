@@ -23,10 +23,17 @@
  *    completions cost the worker no eventfd write; each doze is within its
  *    bounds; and once the worker stalls for several times its pace, the loop
  *    stops dozing and announces its sleep, and the late completion wakes it.
+ * 7. Dozing on a fast worker (a few us a job, as pipelined hello requests
+ *    are): with a long queue ahead of it the loop dozes and the worker
+ *    writes the eventfd for few of its jobs; with a short queue (one job
+ *    ahead) the loop does not doze, it announces; and a stall with a queue
+ *    behind it makes the loop announce again.
  * Counters are the handoff's own (handoff.h), so this also pins what the
  * server's stats report for a burst. Exit 1 on a violation. */
-#include "../handoff.h"
-#include "../ring_order.h" /* RING_WAKE_BATCH */
+/* ring.c itself, so part 7 can read the worker's pace (every other
+ * handoff source is linked beside this file, as for ring_litmus.c). */
+#include "../../lib/futex.h" /* first: ring.c's own include of it is then a no-op */
+#include "../ring.c"
 
 #include <errno.h>
 #include <pthread.h>
@@ -43,6 +50,11 @@
 #define PACE_JOBS 32 /* part 6 */
 #define PACE_US 30   /* a nanosleep of this (1 us timer slack): inside the doze's range */
 #define STALL_MS 40
+#define FAST_LONG 400 /* part 7: jobs queued at once */
+#define FAST_SHORT 200 /* part 7: jobs kept two at a time (one queued ahead) */
+#define FAST_STALLED 256 /* part 7: the jobs of its stall phase */
+#define FAST_BEFORE_STALL 16 /* part 7: of those, the fast ones before the stall */
+#define FAST_NS 2000L /* part 7: each job's busy time */
 
 struct job {
     int seq;
@@ -51,7 +63,7 @@ struct job {
 static struct handoff *_Atomic h; /* part 6 swaps in a fresh one */
 static struct job jobs[N];
 static struct job *taken[N];
-static atomic_int phase; /* 4: complete part 1's jobs; 5: complete one more; 6: pace */
+static atomic_int phase; /* 4: complete part 1's jobs; 5: complete one more; 6: pace; 7: fast */
 static struct job last = {.seq = 99};
 static atomic_int done;
 
@@ -65,6 +77,14 @@ static void pause_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* A job's work, on the CPU (a sleep this short would last a timer wake). */
+static void busy_ns(long ns)
+{
+    uint64_t end = clock_ns() + (uint64_t)ns;
+    while (clock_ns() < end)
+        ;
 }
 
 /* Takes N jobs (part 1), 1 (part 2) and RING_WAKE_BATCH (part 3), then
@@ -118,6 +138,21 @@ static void *worker(void *p)
             exit(1);
         }
     }
+    /* 7: every job busy for FAST_NS, except one of the last phase's, which
+     * stalls for STALL_MS. */
+    while (atomic_load(&phase) != 7)
+        pause_ms(1);
+    for (int i = 0; i < FAST_LONG + FAST_SHORT + FAST_STALLED; i++) {
+        struct job *j = handoff_ring.take(h, 0);
+        if (i == FAST_LONG + FAST_SHORT + FAST_BEFORE_STALL)
+            pause_ms(STALL_MS);
+        else
+            busy_ns(FAST_NS);
+        if (handoff_ring.complete(h, 0, j) != 0) {
+            perror("complete");
+            exit(1);
+        }
+    }
     return NULL;
 }
 
@@ -138,6 +173,50 @@ static bool await_took(int n)
     for (int i = 0; i < 2000 && atomic_load(&took) < n; i++)
         pause_ms(1);
     return atomic_load(&took) >= n;
+}
+
+/* A fresh handoff in h, watched by a fresh epoll (*epfd; the old one closed). */
+static void fresh_handoff(const struct handoff_config *cfg, int *epfd)
+{
+    h = handoff_ring.create(cfg);
+    if (!h) {
+        perror("create");
+        exit(2);
+    }
+    if (*epfd >= 0)
+        close(*epfd);
+    *epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (*epfd < 0 || handoff_ring.watch(h, *epfd, 7) != 0) {
+        perror("epoll/watch");
+        exit(2);
+    }
+}
+
+/* The pace ring_doze reads (the only worker's). */
+static uint64_t worker_pace(void)
+{
+    return atomic_load_explicit(&((struct ring_handoff *)h)->w[0].pace_ns, memory_order_relaxed);
+}
+
+/* One wait of the loop, as core/loop.c waits with `outstanding` jobs out: a
+ * doze (a timed wait announced to nobody, within its bounds), else
+ * before_sleep and epoll until the eventfd (or 1 s: a lost wake-up fails).
+ * True when it dozed. */
+static bool loop_wait(int epfd, unsigned outstanding)
+{
+    uint64_t doze = handoff_ring.doze(h, outstanding);
+    if (doze) {
+        if (doze < RING_DOZE_MIN_NS || doze > RING_DOZE_MAX_NS)
+            fail("doze outside its bounds (ns)", doze, RING_DOZE_MAX_NS);
+        struct timespec ts = {0, (long)doze};
+        nanosleep(&ts, NULL);
+        return true;
+    }
+    struct epoll_event ev[2];
+    if (!handoff_ring.before_sleep(h, outstanding) && epoll_wait(epfd, ev, 2, 1000) != 1)
+        fail("epoll events after an announced sleep (a lost wake-up)", 0, 1);
+    handoff_ring.after_sleep(h);
+    return false;
 }
 
 int main(void)
@@ -268,19 +347,9 @@ int main(void)
      * waited on the phases, not on take) can be far above any dozed through,
      * and how fast it decays is not what this part is about. */
     struct handoff *first = h;
-    h = handoff_ring.create(&cfg);
-    if (!h) {
-        perror("create");
-        return 2;
-    }
+    fresh_handoff(&cfg, &epfd);
     l = &h->loop;
     w = &h->worker[0];
-    close(epfd);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0 || handoff_ring.watch(h, epfd, 7) != 0) {
-        perror("epoll/watch");
-        return 2;
-    }
     static struct job paced[PACE_JOBS + 3];
     for (int i = 0; i < PACE_JOBS; i++)
         if (handoff_ring.submit(h, 0, &paced[i]) != HANDOFF_OK)
@@ -301,19 +370,11 @@ int main(void)
             outstanding += 3;
             stall_submitted = true;
         }
-        uint64_t doze = handoff_ring.doze(h, outstanding);
-        if (doze) {
-            if (doze < RING_DOZE_MIN_NS || doze > RING_DOZE_MAX_NS)
-                fail("doze outside its bounds (ns)", doze, RING_DOZE_MAX_NS);
+        if (loop_wait(epfd, outstanding)) {
             dozes++;
-            struct timespec ts = {0, (long)doze};
-            nanosleep(&ts, NULL);
         } else {
             announced++;
             stall_announced |= drained6 == PACE_JOBS + 1;
-            if (!handoff_ring.before_sleep(h, outstanding) && epoll_wait(epfd, ev, 2, 1000) != 1)
-                fail("epoll events after an announced sleep (a lost wake-up)", 0, 1);
-            handoff_ring.after_sleep(h);
         }
         size_t k = handoff_ring.drain(h, false, out, 2 * N);
         drained6 += (unsigned)k;
@@ -333,14 +394,98 @@ int main(void)
     if (counter_get(&l->loop_dozes) != dozes)
         fail("loop_dozes counted", counter_get(&l->loop_dozes), dozes);
 
+    /* 7. Dozing on a fast worker, on a fresh handoff (part 6's pace is
+     * tens of us) with room for the long queue. */
+    struct handoff *second = h;
+    struct handoff_config fast_cfg = cfg;
+    fast_cfg.capacity = 512;
+    fresh_handoff(&fast_cfg, &epfd);
+    l = &h->loop;
+    w = &h->worker[0];
+    static struct job fast[FAST_LONG + FAST_SHORT + FAST_STALLED];
+    unsigned next = 0;
+    /* The checks below are about a fast pace: a wait whose pace is not
+     * (the worker's vCPU taken from it for a while makes a slow sample) is
+     * part 6's case, and is not counted. */
+    const uint64_t fast_pace = 2 * RING_DOZE_MIN_NS;
+    /* 7a. A long queue: once the worker's pace is known, the loop dozes. The
+     * first half of the queue is checked: all through it the work ahead
+     * lasts far more than RING_DOZE_AHEAD of the shortest dozes. */
+    for (; next < FAST_LONG; next++)
+        if (handoff_ring.submit(h, 0, &fast[next]) != HANDOFF_OK)
+            fail("submit refused at", next, 0);
+    handoff_ring.flush(h);
+    atomic_store(&phase, 7);
+    outstanding = FAST_LONG;
+    unsigned drained7 = 0, long_fast = 0, long_dozes = 0;
+    while (drained7 < FAST_LONG) {
+        uint64_t pace = worker_pace();
+        bool dozed = loop_wait(epfd, outstanding);
+        if (drained7 < FAST_LONG / 2 && pace && pace < fast_pace) {
+            long_fast++;
+            long_dozes += dozed;
+        }
+        size_t k = handoff_ring.drain(h, false, out, 2 * N);
+        drained7 += (unsigned)k;
+        outstanding -= (unsigned)k;
+    }
+    /* Each of those waits has a fresh completion behind it (the drain
+     * before it) and a long queue ahead: it dozes, bar a vCPU taken from the
+     * loop between the drain and the wait. */
+    if (long_dozes * 4 < long_fast * 3)
+        fail("dozes while a fast worker had a long queue", long_dozes, long_fast);
+    if (!long_fast)
+        printf("batch_test: part 7a not checked: the worker's pace was never fast (a busy machine?)\n");
+    /* 7b. One job queued ahead of the worker: a doze would outlast the
+     * queue, so the loop announces. */
+    unsigned short_fast = 0, short_dozes = 0;
+    while (drained7 < FAST_LONG + FAST_SHORT) {
+        for (; outstanding < 2 && next < FAST_LONG + FAST_SHORT; next++, outstanding++)
+            if (handoff_ring.submit(h, 0, &fast[next]) != HANDOFF_OK)
+                fail("submit refused at", next, 0);
+        handoff_ring.flush(h);
+        uint64_t pace = worker_pace();
+        bool dozed = loop_wait(epfd, outstanding);
+        if (pace && pace < fast_pace) {
+            short_fast++;
+            short_dozes += dozed;
+        }
+        size_t k = handoff_ring.drain(h, false, out, 2 * N);
+        drained7 += (unsigned)k;
+        outstanding -= (unsigned)k;
+    }
+    if (short_dozes)
+        fail("dozes with one fast job queued ahead", short_dozes, 0);
+    if (!short_fast)
+        fail("waits with a fast pace and one job ahead (none to check)", 0, 1);
+    /* 7c. A stall with a long queue behind it: a few fast jobs, then one
+     * that takes STALL_MS; the loop must stop dozing and announce. */
+    for (; next < FAST_LONG + FAST_SHORT + FAST_STALLED; next++, outstanding++)
+        if (handoff_ring.submit(h, 0, &fast[next]) != HANDOFF_OK)
+            fail("submit refused at", next, 0);
+    handoff_ring.flush(h);
+    bool fast_stall_announced = false;
+    while (drained7 < FAST_LONG + FAST_SHORT + FAST_STALLED) {
+        bool dozed = loop_wait(epfd, outstanding);
+        fast_stall_announced |= !dozed && drained7 == FAST_LONG + FAST_SHORT + FAST_BEFORE_STALL;
+        size_t k = handoff_ring.drain(h, false, out, 2 * N);
+        drained7 += (unsigned)k;
+        outstanding -= (unsigned)k;
+    }
+    if (!fast_stall_announced)
+        fail("the loop kept dozing through a fast worker's stall", 0, 1);
+    epoll_wait(epfd, ev, 2, 0);
+
     handoff_ring.shutdown(h);
     pthread_join(t, NULL);
     handoff_ring.destroy(h);
+    handoff_ring.destroy(second);
     handoff_ring.destroy(first);
     printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
            "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
            "write, 1 drain; the eventfd an edge per write, never read; paced completions while the loop "
-           "dozed: no write, a stall: it announces again: OK\n", N, RING_WAKE_BATCH, N);
+           "dozed: no write, a stall: it announces again; a fast worker: dozed through with a long queue, "
+           "not with a short one, not through a stall: OK\n", N, RING_WAKE_BATCH, N);
     close(epfd);
     return 0;
 }

@@ -10,6 +10,9 @@
 #   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
 #   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
 #           P2: without the trials; a feedback-loop case fails)
+#   D1..D3  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
+#           fast pool, D2 a fast pool dozed through whatever its queue, D3 the
+#           stall rule removed; each fails the check named for it
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
@@ -22,28 +25,35 @@ mkdir -p "$work" && work=$(cd "$work" && pwd)
 survivors=""
 t0=$(date +%s)
 
-for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2; do
+for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2 D1 D2 D3; do
     need="" caught=""
     case $m in F*|X1|C1|O1)
         need="$need model"
         "$here/check_model.sh" "$work/model" "$m" >"$work/$m.model.log" 2>&1 && caught="$caught model" ;;
     esac
+    # ring_litmus.c and batch_test.c #include ring.c: every other handoff
+    # source beside them.
+    others=$(ls "$src"/*.c | grep -v '/ring\.c$')
     case $m in F1|F2|F3|F4)
         side=worker; case $m in F3|F4) side=loop ;; esac
         need="$need litmus-$side"
-        # ring_litmus.c #includes ring.c: every other handoff source beside it.
-        others=$(ls "$src"/*.c | grep -v '/ring\.c$')
         if $cc $cflags -O2 -DRING_MUTANT=RING_M_$m -o "$work/litmus-$m" "$here/ring_litmus.c" \
                $others -lpthread &&
            "$work/litmus-$m" $side "$litmus_s" --expect-lost >"$work/$m.litmus.log" 2>&1; then
             caught="$caught litmus-$side"
         fi ;;
     esac
-    case $m in O1)
+    case $m in O1|D*)
         need="$need batch"
-        $cc $cflags -O2 -DRING_MUTANT=RING_M_$m -o "$work/batch-$m" "$here/batch_test.c" "$src"/*.c -lpthread &&
+        case $m in
+            O1) def="-DRING_MUTANT=RING_M_O1" want="before_sleep did not pay" ;;
+            D1) def="-DRING_DOZE_MUTANT_D1" want="dozes while a fast worker had a long queue" ;;
+            D2) def="-DRING_DOZE_MUTANT_D2" want="dozes with one fast job queued ahead" ;;
+            D3) def="-DRING_DOZE_MUTANT_D3" want="kept dozing through a" ;;
+        esac
+        $cc $cflags -O2 $def -o "$work/batch-$m" "$here/batch_test.c" $others -lpthread &&
         if "$work/batch-$m" >"$work/$m.batch.log" 2>&1; then :;
-        elif grep -q "before_sleep did not pay" "$work/$m.batch.log"; then caught="$caught batch"; fi ;;
+        elif grep -q "$want" "$work/$m.batch.log"; then caught="$caught batch"; fi ;;
     esac
     case $m in R*|A*)
         need="$need spsc-tsan"
@@ -64,7 +74,7 @@ for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2; do
         echo "mutant $m: SURVIVED:$missing did not fail (logs: $work/$m.*.log)" >&2
         survivors="$survivors $m"
     else
-        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|before_sleep did not pay|^spin_policy_test: .*FAIL$' | sed 's/^spin_policy_test: \(.*[^ ]\) *budget .*/\1 FAILED/' | sort -u | tr '\n' ';')
+        detail=$(cat "$work"/$m.*.log 2>/dev/null | grep -oE '[0-9]+ rounds, [0-9]+ sleeps, [0-9]+ lost handshakes|invalid end state|ThreadSanitizer: data race|before_sleep did not pay|batch_test: FAIL: [^:]*|^spin_policy_test: .*FAIL$' | sed 's/^spin_policy_test: \(.*[^ ]\) *budget .*/\1 FAILED/' | sort -u | tr '\n' ';')
         echo "mutant $m: caught by$caught ($detail)"
     fi
 done
