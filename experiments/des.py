@@ -210,12 +210,12 @@ def main():
         k = model._client_kind(c)
         h = c["handoff"]
         c_loop = model._c_loop(p, h, k)
-        c0, sl = p["c_pool0"].get(h, p["c_pool0"].get("ring")), p["slope"].get(h, p["slope"].get("ring"))
+        cp = model.pool_cost(p, h, c["app"])
         c_client = p["c_client"].get(k)
-        if None in (c_loop, c0, sl, c_client):
+        if None in (c_loop, cp, c_client):
             continue
         n = max(1, round(nproc - (s["foreign"][0] or 0)))
-        r = simulate(c_loop, c0 + sl * us, c_client, c["conns"], 16 if k == "wrk-p16" else 1, n,
+        r = simulate(c_loop, cp, c_client, c["conns"], 16 if k == "wrk-p16" else 1, n,
                      wake.get(h, l_default), SPIN.get(h, 0.0), seconds=0.02 if a.quick else 0.05)
         e = r / s["rps"][0] - 1
         errs.append(e)
@@ -227,11 +227,11 @@ def main():
                     "l_wake_us": wake, "l_wake_default_us": l_default})
     # Predictions: hello and a 20 µs app, ring and dgram, beyond two shared cores.
     for h in ("ring", "dgram"):
-        c_loop, c0, sl = model._c_loop(p, h, "wrk"), p["c_pool0"].get(h), p["slope"].get(h)
-        if None in (c_loop, c0, sl):
-            continue
+        c_loop = model._c_loop(p, h, "wrk")
         for app_us in (0, 20):
-            cp = c0 + sl * app_us
+            cp = model.pool_cost(p, h, configs.app_cost(app_us))
+            if None in (c_loop, cp):
+                continue
             lw = wake.get(h, l_default)
             out.append({"kind": "prediction", "scenario": f"{h} app{app_us} dedicated",
                         "rps": simulate(c_loop, cp, p["c_client"].get("wrk"), 64, 1, 3, lw, SPIN.get(h, 0.0)),

@@ -13,7 +13,7 @@ repeats and every error bar its 95 % bootstrap interval.
 import json
 import os
 
-from lib import configs, extras, stats
+from lib import configs, extras, model, stats
 
 COLOURS = {"loop-bound": "#d62728", "pool-bound": "#1f77b4", "client-bound": "#7f7f7f",
            "shared CPUs": "#ff7f0e"}
@@ -130,10 +130,10 @@ def regime_map(plt, d, summ, params, made):
             us = configs.app_us(s["config"]["app"])
             ax.scatter(us, i, s=140, color=COLOURS.get(s["regime"], "#2ca02c"), edgecolor="k",
                        label=s["regime"])
-        # The model's boundary: the app cost where c_pool(app) = c_loop.
+        # The model's boundary: the app cost N where c_pool(cpuN) = c_loop.
         hd = h.split()[0]
         cl = params["c_loop"].get(f"{hd}/wrk-p16")
-        c0, sl = params["c_pool0"].get(hd), params["slope"].get(hd)
+        c0, sl = model.pool_cost(params, hd, "cpu0"), params["slope"].get(hd)
         if None not in (cl, c0, sl) and sl > 0:
             b = (cl - c0) / sl
             ax.plot([b, b], [i - 0.4, i + 0.4], color="k", lw=2)

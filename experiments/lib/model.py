@@ -16,7 +16,10 @@ Model: rate = min(1/c_loop, 1/c_pool, N/(c_loop + c_pool + c_client)),
 N = the vCPUs minus the foreign CPU measured in the run's window. The costs
 come from the calib sweep only (lib/configs.py), never from the run predicted:
   c_loop[handoff, client]  the loop's µs/request, hello, in calib
-  c_pool(app) = c_pool0[handoff] + slope[handoff] * app_us   (hello and cpu20 in calib)
+  c_pool(hello) = c_pool0[handoff]                             (hello in calib)
+  c_pool(cpuN)  = cpu_pool0[handoff] + slope[handoff] * N      (cpu0 and cpu20 in calib;
+                  the cpu app has a fixed cost of its own, so hello is not its intercept;
+                  results without cpu0 fall back to hello's cost as the intercept)
   c_client[client]         the client's µs/request in calib
 (calib's one-connection runs are left out of these: they are des.py's wake-up
 calibration, not the steady-state costs.)
@@ -109,7 +112,7 @@ def fit(calib):
         if "error" in r:
             continue
         groups.setdefault(r["label"], []).append((r["config"], metrics(r)))
-    p = {"c_loop": {}, "c_pool0": {}, "slope": {}, "c_client": {}, "native": {}}
+    p = {"c_loop": {}, "c_pool0": {}, "cpu_pool0": {}, "slope": {}, "c_client": {}, "native": {}}
     pool_pts = {}
     clients = {}
     for _, rows in groups.items():
@@ -123,15 +126,22 @@ def fit(calib):
             continue
         if cfg["server"] != "cserve" or cfg.get("mode"):
             continue
-        h, us = cfg["handoff"], configs.app_us(cfg["app"])
-        if us == 0:
+        h, app, us = cfg["handoff"], cfg["app"], configs.app_us(cfg["app"])
+        if app == "hello":
             p["c_loop"][f"{h}/{k}"] = _med(m["c_loop"] for _, m in rows)
         if us is not None and k == "wrk-p16":
-            pool_pts.setdefault(h, []).append((us, _med(m["c_pool"] for _, m in rows)))
+            c = _med(m["c_pool"] for _, m in rows)
+            if app == "hello":
+                p["c_pool0"][h] = c
+            else:
+                pool_pts.setdefault(h, []).append((us, c))
     for h, pts in pool_pts.items():
         pts.sort()
+        # The cpu app's intercept: its cpu0 run, else (older results) hello's.
         if pts and pts[0][0] == 0:
-            p["c_pool0"][h] = pts[0][1]
+            p["cpu_pool0"][h] = pts[0][1]
+        elif h in p["c_pool0"]:
+            pts.insert(0, (0.0, p["c_pool0"][h]))
         if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
             p["slope"][h] = (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
     p["c_client"] = {k: _med(v) for k, v in clients.items()}
@@ -151,6 +161,20 @@ def _c_loop(p, h, k):
     return base + ring_k - ring_p
 
 
+def pool_cost(p, h, app):
+    """The pool's µs/request for `app` on handoff h from the calibration (an
+    uncalibrated handoff takes the ring's), or None (not hello or cpuN)."""
+    us = configs.app_us(app)
+    if us is None:
+        return None
+    if h not in p["c_pool0"] or h not in p["slope"]:
+        h = "ring"
+    c0, s = p["c_pool0"].get(h), p["slope"].get(h)
+    if app != "hello":
+        c0 = p["cpu_pool0"].get(h, c0)
+    return None if c0 is None or s is None else c0 + s * us
+
+
 def predict(p, cfg, m, nproc):
     """(rate, bound name, costs) for one run's configuration, or (None, why, {})."""
     if cfg["server"] != "cserve":
@@ -165,12 +189,7 @@ def predict(p, cfg, m, nproc):
     elif cfg.get("mode") or us is None:
         return None, "app or mode not in calib", {}
     else:
-        h = cfg["handoff"]
-        c_loop = _c_loop(p, h, k)
-        c0, s = p["c_pool0"].get(h), p["slope"].get(h)
-        if c0 is None or s is None:
-            c0, s = p["c_pool0"].get("ring"), p["slope"].get("ring")  # uncalibrated handoff: the ring's
-        c_pool = None if c0 is None or s is None else c0 + s * us
+        c_loop, c_pool = _c_loop(p, cfg["handoff"], k), pool_cost(p, cfg["handoff"], cfg["app"])
     if c_loop is None or c_pool is None or c_client is None:
         return None, "missing calibration", {}
     n = max(0.5, nproc - (m.get("foreign") or 0.0))

@@ -95,6 +95,24 @@ def test_model_bounds():
     assert bound3 == "shared CPUs" and rate3 == pytest.approx(1e6 / (10 + 4 + 6))
 
 
+def test_cpu_app_has_its_own_intercept_when_cpu0_is_calibrated():
+    # The cpu app costs 7 µs at N=0 (its own parsing and call), hello 4 µs:
+    # cpuN's line runs through cpu0 and cpu20 (7 + 0.75 N), hello keeps 4.
+    rps = 50000.0
+    cal = calib_records() + [rec(loop=10e-6 * rps, pools=[7e-6 * rps], client=6e-6 * rps, rps=rps, handoff=h,
+                                 app="cpu0", client_kind="wrk-p16", sweep="calib") for h in ("ring", "dgram")]
+    p = model.fit(cal)
+    assert p["c_pool0"]["ring"] == pytest.approx(4)
+    assert p["cpu_pool0"]["ring"] == pytest.approx(7)
+    assert p["slope"]["ring"] == pytest.approx(0.75)
+    assert p["c_loop"]["ring/wrk-p16"] == pytest.approx(10)  # hello's, not cpu0's
+    assert model.pool_cost(p, "ring", "cpu8") == pytest.approx(7 + 0.75 * 8)
+    assert model.pool_cost(p, "ring", "hello") == pytest.approx(4)
+    assert model.pool_cost(p, "eventfd", "cpu8") == pytest.approx(7 + 0.75 * 8)  # uncalibrated: the ring's
+    # Without cpu0 (older results) hello is the intercept, as before.
+    assert model.pool_cost(model.fit(calib_records()), "ring", "cpu8") == pytest.approx(4 + 0.9 * 8)
+
+
 def test_calibration_runs_are_never_scored_as_predictions():
     import report
     cal = calib_records()
