@@ -164,7 +164,7 @@ def _worker(sim, c_loop, c_pool, c_client, conns, depth, spin, warm, counted):
 
 
 def fit_wake(p, h, k, measured_c1, ncores):
-    c_loop, c_pool, c_client = model._c_loop(p, h, k), p["c_pool0"].get(h), p["c_client"].get(k)
+    c_loop, c_pool, c_client = model._c_loop(p, h, k), model.pool_cost(p, h, "hello"), p["c_client"].get(k)
     if None in (c_loop, c_pool, c_client, measured_c1):
         return None
     lo, hi = 0.0, 500.0
@@ -228,6 +228,8 @@ def main():
     # Predictions: hello and a 20 µs app, ring and dgram, beyond two shared cores.
     for h in ("ring", "dgram"):
         c_loop = model._c_loop(p, h, "wrk")
+        if h not in p["slope"]:
+            continue  # not calibrated: no prediction of its own
         for app_us in (0, 20):
             cp = model.pool_cost(p, h, configs.app_cost(app_us))
             if None in (c_loop, cp):

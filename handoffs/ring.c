@@ -78,10 +78,12 @@
  * "Dozing"). The pace is each worker's own: its time per job over runs of
  * RING_PACE_RUN jobs taken without waiting (measured by the worker, so the
  * loop's wake-up latency, which a pace seen from the loop would include,
- * cannot keep it parking). A doze lasts a quarter of the fastest worker's
- * pace, at least RING_DOZE_MIN_NS (a timer wake costs the loop a few us) and
- * at most RING_DOZE_MAX_NS (what a response may wait for the loop to look).
- * A pace slower than four of the longest dozes is not dozed through: its
+ * cannot keep it parking). A doze lasts at least RING_DOZE_MIN_NS (a timer
+ * wake costs the loop a few us) and at most RING_DOZE_MAX_NS (what a
+ * response may wait for the loop to look); within those, a quarter of the
+ * fastest worker's pace, or for a fast pool (below) the work queued ahead
+ * over RING_DOZE_AHEAD. A pace slower than four of the longest dozes is not
+ * dozed through: its
  * wake-ups are a small part of its time per job, and more timer wakes per
  * job would cost the loop more than they save the pool. A pace faster than
  * two of the shortest dozes gets through several jobs per doze, so a doze
@@ -458,6 +460,9 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
     doze = doze < least ? least : doze > most ? most : doze;
     /* The stall rule: four paces, or four dozes, with no completion. */
 #ifndef RING_DOZE_MUTANT_D3 /* D3: the stall rule removed */
+#ifdef RING_DOZE_MUTANT_D4 /* D4: the stall rule removed for a fast pool only */
+    if (pace >= 2 * least)
+#endif
     if (clock_ns() - h->done_at > 4 * (pace > doze ? pace : doze))
         return 0;
 #endif

@@ -99,7 +99,7 @@ def test_cpu_app_has_its_own_intercept_when_cpu0_is_calibrated():
     # The cpu app costs 7 µs at N=0 (its own parsing and call), hello 4 µs:
     # cpuN's line runs through cpu0 and cpu20 (7 + 0.75 N), hello keeps 4.
     rps = 50000.0
-    cal = calib_records() + [rec(loop=10e-6 * rps, pools=[7e-6 * rps], client=6e-6 * rps, rps=rps, handoff=h,
+    cal = calib_records() + [rec(loop=11e-6 * rps, pools=[7e-6 * rps], client=6e-6 * rps, rps=rps, handoff=h,
                                  app="cpu0", client_kind="wrk-p16", sweep="calib") for h in ("ring", "dgram")]
     p = model.fit(cal)
     assert p["c_pool0"]["ring"] == pytest.approx(4)

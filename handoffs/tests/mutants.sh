@@ -10,9 +10,10 @@
 #   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
 #   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
 #           P2: without the trials; a feedback-loop case fails)
-#   D1..D3  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
+#   D1..D4  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
 #           fast pool, D2 a fast pool dozed through whatever its queue, D3 the
-#           stall rule removed; each fails the check named for it
+#           stall rule removed (part 6's stall), D4 the stall rule removed for
+#           a fast pool only (part 7's stall); each fails the check named for it
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
@@ -25,7 +26,7 @@ mkdir -p "$work" && work=$(cd "$work" && pwd)
 survivors=""
 t0=$(date +%s)
 
-for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2 D1 D2 D3; do
+for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2 D1 D2 D3 D4; do
     need="" caught=""
     case $m in F*|X1|C1|O1)
         need="$need model"
@@ -48,8 +49,9 @@ for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2 D1 D2 D3; do
         case $m in
             O1) def="-DRING_MUTANT=RING_M_O1" want="before_sleep did not pay" ;;
             D1) def="-DRING_DOZE_MUTANT_D1" want="dozes while a fast worker had a long queue" ;;
-            D2) def="-DRING_DOZE_MUTANT_D2" want="dozes with one fast job queued ahead" ;;
-            D3) def="-DRING_DOZE_MUTANT_D3" want="kept dozing through a" ;;
+            D2) def="-DRING_DOZE_MUTANT_D2" want="a fast pool's doze" ;;
+            D3) def="-DRING_DOZE_MUTANT_D3" want="kept dozing through a stall of many paces" ;;
+            D4) def="-DRING_DOZE_MUTANT_D4" want="kept dozing through a fast worker's stall" ;;
         esac
         $cc $cflags -O2 $def -o "$work/batch-$m" "$here/batch_test.c" $others -lpthread &&
         if "$work/batch-$m" >"$work/$m.batch.log" 2>&1; then :;
