@@ -83,14 +83,13 @@
  * response may wait for the loop to look); within those, a quarter of the
  * fastest worker's pace, or for a fast pool (below) the work queued ahead
  * over RING_DOZE_AHEAD. A pace slower than four of the longest dozes is not
- * dozed through: its
- * wake-ups are a small part of its time per job, and more timer wakes per
- * job would cost the loop more than they save the pool. A pace faster than
- * two of the shortest dozes gets through several jobs per doze, so a doze
- * must be judged against the queue, not the job: such a pool is dozed
- * through only while the work queued ahead of it lasts RING_DOZE_AHEAD dozes
- * (pipelined requests, hundreds of connections), and the doze is that work
- * over RING_DOZE_AHEAD. A short queue of fast jobs (a few connections, each
+ * dozed through: its wake-ups are a small part of its time per job, and more
+ * timer wakes per job would cost the loop more than they save the pool. A
+ * pace faster than two of the shortest dozes gets through several jobs per
+ * doze, so a doze must be judged against the queue, not the job: such a
+ * pool is dozed through only while the work queued ahead of it lasts
+ * RING_DOZE_AHEAD dozes (pipelined requests, hundreds of connections), and
+ * the doze is that work over RING_DOZE_AHEAD. A short queue of fast jobs (a few connections, each
  * with one request) is not: there the loop's CPU is the scarce one, a doze
  * would be much of a response's wait, and timer wakes lost more than they
  * saved (measured with dozing for every fast pace). Once four paces, or four

@@ -195,6 +195,26 @@ static void fresh_handoff(const struct handoff_config *cfg, int *epfd)
     }
 }
 
+/* Parts 6 and 7: js[from, to) to the only worker, then the end of the
+ * loop's pass (flush: a parked worker is woken once for them all). */
+static void submit_flushed(struct job *js, unsigned from, unsigned to)
+{
+    for (unsigned i = from; i < to; i++)
+        if (handoff_ring.submit(h, 0, &js[i]) != HANDOFF_OK)
+            fail("submit refused at", i, 0);
+    handoff_ring.flush(h);
+}
+
+/* Parts 6 and 7: the loop's drain after a wait, up to 2N completions,
+ * counted into *drained and taken off *outstanding. */
+static void drain_counted(unsigned *drained, unsigned *outstanding)
+{
+    struct job *got[2 * N];
+    unsigned k = (unsigned)handoff_ring.drain(h, false, got, 2 * N);
+    *drained += k;
+    *outstanding -= k;
+}
+
 /* The pace ring_doze reads (the only worker's). */
 static uint64_t worker_pace(void)
 {
@@ -376,10 +396,7 @@ int main(void)
     l = &h->loop;
     w = &h->worker[0];
     static struct job paced[PACE_JOBS + 3];
-    for (int i = 0; i < PACE_JOBS; i++)
-        if (handoff_ring.submit(h, 0, &paced[i]) != HANDOFF_OK)
-            fail("submit refused at", (unsigned long long)i, 0);
-    handoff_ring.flush(h);
+    submit_flushed(paced, 0, PACE_JOBS);
     atomic_store(&phase, 6);
     unsigned outstanding = PACE_JOBS, drained6 = 0, dozes = 0, announced = 0;
     unsigned long long writes0 = counter_get(&w->loop_wakes);
@@ -388,10 +405,7 @@ int main(void)
         if (!stall_submitted && drained6 >= PACE_JOBS - 1) { /* a drain may take two */
             /* one job still paced, and behind it three: the second stalls,
              * with the third queued behind it (the worker still has a queue) */
-            for (int i = PACE_JOBS; i < PACE_JOBS + 3; i++)
-                if (handoff_ring.submit(h, 0, &paced[i]) != HANDOFF_OK)
-                    fail("submit refused at", (unsigned long long)i, 0);
-            handoff_ring.flush(h);
+            submit_flushed(paced, PACE_JOBS, PACE_JOBS + 3);
             outstanding += 3;
             stall_submitted = true;
         }
@@ -401,9 +415,7 @@ int main(void)
             announced++;
             stall_announced |= drained6 == PACE_JOBS + 1;
         }
-        size_t k = handoff_ring.drain(h, false, out, 2 * N);
-        drained6 += (unsigned)k;
-        outstanding -= (unsigned)k;
+        drain_counted(&drained6, &outstanding);
     }
     epoll_wait(epfd, ev, 2, 0); /* a write for a sleep already over: consumed */
     unsigned long long writes = counter_get(&w->loop_wakes) - writes0;
@@ -428,16 +440,13 @@ int main(void)
     l = &h->loop;
     w = &h->worker[0];
     static struct job fast[FAST_LONG + FAST_SHORT + FAST_STALLED];
-    unsigned next = 0;
     /* 7a. A long queue: once the worker's pace is known, the loop dozes.
      * Counted over the first half of the queue: all through it the work
      * ahead lasts far more than RING_DOZE_AHEAD of the shortest dozes. */
-    for (; next < FAST_LONG; next++)
-        if (handoff_ring.submit(h, 0, &fast[next]) != HANDOFF_OK)
-            fail("submit refused at", next, 0);
-    handoff_ring.flush(h);
-    atomic_store(&phase, 7);
+    submit_flushed(fast, 0, FAST_LONG);
     outstanding = FAST_LONG;
+    unsigned next = FAST_LONG; /* the next of fast[] to submit */
+    atomic_store(&phase, 7);
     unsigned drained7 = 0, long_fast = 0, long_dozes = 0;
     unsigned long long long_writes = 0;
     while (drained7 < FAST_LONG) {
@@ -449,9 +458,7 @@ int main(void)
             long_dozes += doze != 0;
             long_writes += counter_get(&w->loop_wakes) - writes_before;
         }
-        size_t k = handoff_ring.drain(h, false, out, 2 * N);
-        drained7 += (unsigned)k;
-        outstanding -= (unsigned)k;
+        drain_counted(&drained7, &outstanding);
     }
     /* Each of those waits has a fresh completion behind it (the drain
      * before it) and a long queue ahead: it dozes, bar a vCPU taken from the
@@ -465,16 +472,16 @@ int main(void)
      * short dozes, so the loop announces (fast_wait fails on a doze). */
     unsigned mid_fast = 0;
     while (drained7 < FAST_LONG + FAST_SHORT) {
-        for (; outstanding < FAST_MID && next < FAST_LONG + FAST_SHORT; next++, outstanding++)
-            if (handoff_ring.submit(h, 0, &fast[next]) != HANDOFF_OK)
-                fail("submit refused at", next, 0);
-        handoff_ring.flush(h);
+        unsigned more = FAST_MID - outstanding;
+        if (more > FAST_LONG + FAST_SHORT - next)
+            more = FAST_LONG + FAST_SHORT - next;
+        submit_flushed(fast, next, next + more);
+        next += more;
+        outstanding += more;
         uint64_t pace;
         fast_wait(epfd, outstanding, &pace);
         mid_fast += pace && (uint64_t)(outstanding - 1) * pace < RING_DOZE_AHEAD * RING_DOZE_MIN_NS;
-        size_t k = handoff_ring.drain(h, false, out, 2 * N);
-        drained7 += (unsigned)k;
-        outstanding -= (unsigned)k;
+        drain_counted(&drained7, &outstanding);
     }
     /* Where no wait could be checked (the worker's pace never fast and
      * steady: a busy machine), say so rather than pass in silence. */
@@ -483,18 +490,14 @@ int main(void)
                "%d jobs out (a busy machine?)\n", long_fast, mid_fast, FAST_MID);
     /* 7c. A stall with a long queue behind it: a few fast jobs, then one
      * that takes STALL_MS; the loop must stop dozing and announce. */
-    for (; next < FAST_LONG + FAST_SHORT + FAST_STALLED; next++, outstanding++)
-        if (handoff_ring.submit(h, 0, &fast[next]) != HANDOFF_OK)
-            fail("submit refused at", next, 0);
-    handoff_ring.flush(h);
+    submit_flushed(fast, next, FAST_LONG + FAST_SHORT + FAST_STALLED);
+    outstanding += FAST_LONG + FAST_SHORT + FAST_STALLED - next;
     bool fast_stall_announced = false;
     while (drained7 < FAST_LONG + FAST_SHORT + FAST_STALLED) {
         uint64_t pace;
         bool dozed = fast_wait(epfd, outstanding, &pace) != 0;
         fast_stall_announced |= !dozed && drained7 == FAST_LONG + FAST_SHORT + FAST_BEFORE_STALL;
-        size_t k = handoff_ring.drain(h, false, out, 2 * N);
-        drained7 += (unsigned)k;
-        outstanding -= (unsigned)k;
+        drain_counted(&drained7, &outstanding);
     }
     if (!fast_stall_announced)
         fail("the loop kept dozing through a fast worker's stall", 0, 1);

@@ -26,15 +26,16 @@ mkdir -p "$work" && work=$(cd "$work" && pwd)
 survivors=""
 t0=$(date +%s)
 
+# ring_litmus.c and batch_test.c #include ring.c: every other handoff source
+# beside them.
+others=$(ls "$src"/*.c | grep -v '/ring\.c$')
+
 for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2 D1 D2 D3 D4; do
     need="" caught=""
     case $m in F*|X1|C1|O1)
         need="$need model"
         "$here/check_model.sh" "$work/model" "$m" >"$work/$m.model.log" 2>&1 && caught="$caught model" ;;
     esac
-    # ring_litmus.c and batch_test.c #include ring.c: every other handoff
-    # source beside them.
-    others=$(ls "$src"/*.c | grep -v '/ring\.c$')
     case $m in F1|F2|F3|F4)
         side=worker; case $m in F3|F4) side=loop ;; esac
         need="$need litmus-$side"
