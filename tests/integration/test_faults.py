@@ -200,8 +200,8 @@ def test_client_gone_while_app_runs_then_body_read_does_not_hang(server_factory,
 
 # ---- clients that vanish -------------------------------------------------------
 
-ROUNDS = 2000 if SOAK else 200
-WARMUP = 20
+ROUNDS = 6000 if SOAK else 600
+WARMUP = 100
 HALF_HEAD = b"GET /hello HTTP/1.1\r\nHost: localhost\r\nUser-Agent: vanish"
 
 
@@ -281,10 +281,12 @@ def test_vanishing_clients_leak_nothing(server_factory, mode):
         missing = sorted(set(expected) - set(closes()), key=lambda r: int(r.split()[1]))
         assert not missing, f"close() not called for {len(missing)} requests, e.g. {missing[:5]}"
         assert back, f"fds {fd_count(pid)} did not return to baseline {base_fds}"
-        # Measured: 0-164 KiB over 180 rounds and no more over 1980 (a
-        # plateau: allocator caches). Leaking one idle connection's worth
-        # (~2.6 KB) per round is 460 KiB over 180 rounds.
-        limit = 384 if not SOAK else 1024
+        # RSS after warm-up still steps up by a few hundred KiB while the
+        # allocators' caches settle (measured: up to 428 KiB in rounds 20-200
+        # on a CI machine, then no more over 2000 rounds), so the signal
+        # must be large beside that plateau: leaking one idle connection's
+        # worth (~2.6 KB) per round is 1270 KiB over the 500 rounds measured.
+        limit = 768 if not SOAK else 2048
         assert_memory(growth < limit, f"RSS grew {growth} KiB over {ROUNDS - WARMUP} rounds")
         assert srv.proc.poll() is None
         hello_ok(srv.port)
