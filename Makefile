@@ -11,6 +11,7 @@
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
 #        PYTHON_PC (a pkg-config name to take its flags from instead),
+#        PYTHON_LINK=auto|static|shared (how libpython is linked: auto = as PYTHON's own executable links it),
 #        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
 
 # Which CPython to embed (README "Which Python"): PYTHON, asked where its
@@ -20,19 +21,27 @@
 # or its python-X.Y-embed.pc when there is no -config script.
 PYTHON     ?= /usr/bin/python3
 PYTHON_PC  ?= $(if $(filter /usr/bin/python3,$(PYTHON)),python3-embed)
+PYTHON_LINK ?= auto
 ALLOC      ?= jemalloc
 OPT        ?= -O2
 INSTRUMENTS ?= 1
 SAN        ?=
 BUILD      ?= build
 
-PY_PROBE  := $(shell $(PYTHON) -c 'import sys, sysconfig as s; g = s.get_config_var; \
-  print(sys.base_prefix, "%d.%d" % sys.version_info[:2], g("BINDIR"), g("LIBDIR"), g("Py_ENABLE_SHARED") or 0)' 2>/dev/null)
+# The probe also says whether PYTHON's own executable has libpython mapped
+# (it runs with a shared one) and where the static archive is, if there is one.
+PY_PROBE  := $(shell $(PYTHON) -c 'import os, sys, sysconfig as s; g = s.get_config_var; \
+  a = os.path.join(g("LIBPL") or "", g("LIBRARY") or ""); \
+  mapped = any("/libpython" in l for l in open("/proc/self/maps")); \
+  print(sys.base_prefix, "%d.%d" % sys.version_info[:2], g("BINDIR"), g("LIBDIR"), g("Py_ENABLE_SHARED") or 0, \
+        int(mapped), a if a.endswith(".a") and os.path.isfile(a) else "-")' 2>/dev/null)
 PY_HOME   := $(word 1,$(PY_PROBE))
 PY_VER    := $(word 2,$(PY_PROBE))
 PY_BINDIR := $(word 3,$(PY_PROBE))
 PY_LIBDIR := $(word 4,$(PY_PROBE))
 PY_SHARED := $(word 5,$(PY_PROBE))
+PY_EXE_SHARED := $(word 6,$(PY_PROBE))
+PY_ARCHIVE := $(filter-out -,$(word 7,$(PY_PROBE)))
 PY_CONFIG := $(wildcard $(PY_BINDIR)/python$(PY_VER)-config)
 ifneq ($(PYTHON_PC),)
   PY_CFLAGS := $(shell pkg-config --cflags $(PYTHON_PC) 2>/dev/null)
@@ -44,10 +53,37 @@ else
   PY_CFLAGS := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --cflags python-$(PY_VER)-embed 2>/dev/null)
   PY_LIBS   := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --libs python-$(PY_VER)-embed 2>/dev/null)
 endif
+# Static or shared libpython (README "Which Python"). A distribution may build
+# its interpreter twice: Debian's /usr/bin/python3.11 is linked with a static
+# libpython built with profile-guided optimisation and LTO, and the shared
+# libpython3.11.so (what -lpython3.11 finds) without them; Python code runs
+# measurably slower on the shared one. So auto embeds the interpreter the way
+# PYTHON's own executable does: the archive if that executable has no shared
+# libpython mapped and the archive is installed, else the shared library.
+# Sanitizer builds keep the shared library (TSan needs a PIE executable).
+ifeq ($(PYTHON_LINK),auto)
+  PY_LINK := $(if $(and $(PY_ARCHIVE),$(filter 0,$(PY_EXE_SHARED)),$(if $(SAN),,1)),static,shared)
+else ifeq ($(PYTHON_LINK),static)
+  PY_LINK := static
+  $(if $(PY_ARCHIVE),,$(error PYTHON_LINK=static: $(PYTHON) has no static libpython installed (sysconfig LIBPL/LIBRARY)))
+else ifeq ($(PYTHON_LINK),shared)
+  PY_LINK := shared
+else
+  $(error PYTHON_LINK must be auto, static or shared, not '$(PYTHON_LINK)')
+endif
+ifeq ($(PY_LINK),static)
+  # The archive's objects are not position-independent (Debian's are not),
+  # so the executable is not either, as Debian's python3 is not; and the
+  # archive needs the libraries its built-in modules use (zlib, expat).
+  PY_LIBS   := $(PY_ARCHIVE) $(shell $(PYTHON) -c 'import sysconfig as s; g = s.get_config_var; \
+                 print(" ".join(g(k) or "" for k in ("LIBS", "SYSLIBS", "MODLIBS")))' 2>/dev/null)
+  LDFLAGS   += -no-pie
+endif
 # A libpython outside the linker's default directories (pyenv, /opt) is found
-# at run time through an rpath; a static one must export its symbols so the C
-# extension modules it loads (_ssl, numpy) can link against them.
-PY_LIBS   += $(if $(filter 1,$(PY_SHARED)),$(if $(filter /usr/lib% /lib%,$(PY_LIBDIR)),,-Wl,-rpath,$(PY_LIBDIR)))
+# at run time through an rpath; an executable holding libpython must export
+# its symbols so the C extension modules it loads (_ssl, numpy) can link
+# against them.
+PY_LIBS   += $(if $(and $(filter 1,$(PY_SHARED)),$(filter shared,$(PY_LINK))),$(if $(filter /usr/lib% /lib%,$(PY_LIBDIR)),,-Wl,-rpath,$(PY_LIBDIR)))
 PY_LIBS   += -Wl,--export-dynamic
 # cserve starts that installation by its own prefix, whatever PATH holds.
 PY_DEFS   := -DCSERVE_PYTHON_HOME='"$(PY_HOME)"' -DCSERVE_PYTHON_EXE='"$(PY_BINDIR)/python$(PY_VER)"'
@@ -80,7 +116,7 @@ endif
 # Objects remember which Python they were compiled for: another PYTHON in the
 # same BUILD directory rebuilds everything instead of mixing headers.
 PY_STAMP := $(BUILD)/python.stamp
-PY_STAMP_TEXT := $(PYTHON) $(PY_HOME) $(PY_CFLAGS) $(PY_LIBS) $(ALLOC)
+PY_STAMP_TEXT := $(PYTHON) $(PY_HOME) $(PY_CFLAGS) $(PY_LIBS) $(PY_LINK) $(ALLOC)
 $(shell mkdir -p $(BUILD) && (echo '$(PY_STAMP_TEXT)' | cmp -s - $(PY_STAMP) || echo '$(PY_STAMP_TEXT)' > $(PY_STAMP)))
 
 .DEFAULT_GOAL := all
@@ -106,7 +142,7 @@ $(BUILD)/cserve: $(OBJS)
 
 $(OBJS): $(PY_STAMP)
 $(BUILD)/core/interp.o: CFLAGS += $(PY_DEFS)
-$(BUILD)/core/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"'
+$(BUILD)/core/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"' -DCSERVE_PYTHON_LINK='"$(PY_LINK)"'
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -125,7 +161,7 @@ run: deps
 
 # The integration suite, against every handoff backend.
 integration-test: all
-	$(PYTHON) -m pytest -q tests/integration
+	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q tests/integration
 
 # core/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
 # runs with the parser's unit tests.

@@ -14,6 +14,9 @@
 #ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
 #define CSERVE_ALLOC "?"
 #endif
+#ifndef CSERVE_PYTHON_LINK /* ... and whether libpython is static or shared */
+#define CSERVE_PYTHON_LINK "?"
+#endif
 #include "interp.h"
 #include "log.h"
 
@@ -307,7 +310,8 @@ void options_parse(struct options *o, int argc, char **argv)
         case OPT_STATS_WINDOW: o->stats_window_s = parse_seconds_ms("--stats-window", optarg) / 1000.0; break;
         case OPT_VERSION:
             interp_select(o); /* the virtualenv this start would use, checked */
-            printf("cserve " CSERVE_VERSION " (%s; malloc: %s)\n", interp_describe(), CSERVE_ALLOC);
+            printf("cserve " CSERVE_VERSION " (%s, libpython %s; malloc: %s)\n", interp_describe(),
+                   CSERVE_PYTHON_LINK, CSERVE_ALLOC);
             exit(0);
         case OPT_HELP: usage(stdout); exit(0);
         case ':': die_usage("option '%s' needs a value", argv[optind - 1]);

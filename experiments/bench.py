@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import random
+import re
 import shlex
 import signal
 import statistics
@@ -312,12 +313,19 @@ def cell_name(app, c, p):
 
 def machine_line(meta, rounds, warmup, duration):
     m = meta["machine"]
+
+    def built(version):
+        """How a binary's --version says it was built (libpython, malloc), if it says."""
+        found = re.search(r"(libpython \w+); (malloc: \w+)", version or "")
+        return f" ({found.group(1)}, {found.group(2)})" if found else ""
     return (f"Machine: {m['cpu_model']}, {m['nproc']} CPUs, kernel {m['kernel']}; Python {m['python']}, "
-            f"Granian {m['granian']}, Flask {m['flask']}, {m['wrk']}; commit {m['commit']}. "
+            f"Granian {m['granian']}, Flask {m['flask']}, {m['wrk']}; commit {m['commit']}"
+            f"{built(m.get('cserve'))}. "
             f"Load average during the run: {meta['loadavg_min']}–{meta['loadavg_max']} (1 min); "
             f"steal {meta['steal_pct']} % of CPU time. {rounds} interleaved rounds, shuffled; "
             f"wrk -t1, {warmup}+{duration} s per cell. Median (min–max) requests/s."
-            + (f" Rows base-ring and base-dgram: the binary {meta['baseline']['bin']}, from the checkout at "
+            + (f" Rows base-ring and base-dgram: the binary {meta['baseline']['bin']}"
+               f"{built(meta['baseline'].get('version'))}, from the checkout at "
                f"commit {meta['baseline']['commit']}, in the same rounds." if meta.get("baseline") else ""))
 
 
@@ -418,7 +426,9 @@ def main():
             "command": shlex.join([sys.argv[0]] + sys.argv[1:]), "machine": machine(a.cserve),
             "args": vars(a)}
     if a.baseline_bin:
-        meta["baseline"] = {"bin": a.baseline_bin, "commit": git_rev(a.baseline_bin) or "unknown"}
+        meta["baseline"] = {"bin": a.baseline_bin, "commit": git_rev(a.baseline_bin) or "unknown",
+                            "version": subprocess.run([a.baseline_bin, "--version"], capture_output=True,
+                                                      text=True).stdout.strip()}
     steal0 = steal_jiffies()
     records, loads = [], []
     try:

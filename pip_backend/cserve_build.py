@@ -11,7 +11,9 @@ share/cserve/apps/. A cserve in VENV/bin/ finds VENV/pyvenv.cfg at start-up
 and serves with that virtualenv's site-packages without any flag.
 
 config_settings passes make variables through: ALLOC (jemalloc, the default
-where its development files exist, or libc), OPT, INSTRUMENTS, e.g.
+where its development files exist, or libc), PYTHON_LINK (auto, the default:
+libpython linked as the interpreter's own executable has it; static; shared),
+OPT, INSTRUMENTS, e.g.
     pip install . --config-settings ALLOC=libc
 """
 import base64
@@ -29,7 +31,7 @@ import zipfile
 NAME = "cserve"
 VERSION = "0.1.0"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAKE_VARS = ("ALLOC", "OPT", "INSTRUMENTS", "CC")
+MAKE_VARS = ("ALLOC", "OPT", "INSTRUMENTS", "CC", "PYTHON_LINK")
 DIST_INFO = f"{NAME}-{VERSION}.dist-info"
 DATA = f"{NAME}-{VERSION}.data"
 

@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import sys
 
 import pytest
 
+import loadgen
 from conftest import APPS, BIN, ROOT, free_port
 from deploy_support import EMBEDDED_PY, Proc, clean_env, embedded_sys_path, info, one_line_error, serve_info
 
@@ -28,6 +30,55 @@ def _probe(exe):
         return json.loads(out.stdout) if out.returncode == 0 else None
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return None
+
+
+def auto_link(exe):
+    """What make's PYTHON_LINK=auto should pick for interpreter exe, found
+    another way than the Makefile's probe (which reads the interpreter's own
+    memory map): the ELF's NEEDED entries, and the archive sysconfig names."""
+    real = os.path.realpath(shutil.which(exe) or exe)
+    dyn = subprocess.run(["readelf", "-d", real], capture_output=True, text=True).stdout
+    assert "Dynamic section" in dyn, f"readelf -d {real}: {dyn[:500]}"
+    archive = subprocess.run([exe, "-c", "import os, sysconfig as s; g = s.get_config_var; "
+                              "print(os.path.join(g('LIBPL') or '', g('LIBRARY') or ''))"],
+                             capture_output=True, text=True, env=clean_env()).stdout.strip()
+    has_archive = archive.endswith(".a") and os.path.isfile(archive)
+    return "shared" if "libpython" in dyn or not has_archive else "static"
+
+
+def linked(binary):
+    """'static' or 'shared', as binary's --version says."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, env=clean_env()).stdout
+    m = re.search(r"libpython (static|shared)", out)
+    assert m, f"--version does not say how libpython is linked: {out!r}"
+    return m.group(1)
+
+
+def test_libpython_as_the_interpreter_links_it():
+    """PYTHON_LINK=auto embeds libpython the way the interpreter's own
+    executable holds it (Debian's python3 has a static, optimised one and a
+    separate libpython3.X.so build), --version says which, and that is what
+    the running server maps: no libpython*.so when static. C extension
+    modules load against the executable's symbols either way."""
+    how = linked(BIN)
+    knob = os.environ.get("CSERVE_PYTHON_LINK", "auto")
+    if knob == "auto":
+        want = "shared" if loadgen.sanitizer(BIN) else auto_link(EMBEDDED_PY)
+        assert how == want, f"{BIN} links libpython {how}; for {EMBEDDED_PY} auto means {want}"
+    elif knob in ("static", "shared"):
+        assert how == knob
+    p, addr = serve_info(env=clean_env())
+    try:
+        got = info(p, addr, imports=["_ssl", "_sqlite3", "_ctypes", "_decimal", "pyexpat", "zlib", "_json"])
+        assert all(not v.startswith("ImportError") for v in got["imported"].values()), got["imported"]
+        maps = pathlib.Path(f"/proc/{p.proc.pid}/maps").read_text()
+        mapped = re.findall(r"\S*/libpython[^\s]*\.so[^\s]*", maps)
+        if how == "static":
+            assert not mapped, f"a static build mapped {sorted(set(mapped))}: two interpreters in one process"
+        else:
+            assert mapped, "--version says shared, yet no libpython is mapped"
+    finally:
+        p.stop()
 
 
 def other_pythons():
@@ -201,6 +252,7 @@ def test_build_against_a_second_interpreter(tmp_path):
                         f"{build}/cserve"], capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     other_bin = str(build / "cserve")
+    assert linked(other_bin) == auto_link(exe), f"{other_bin} for {exe}"
     venv = _venv(tmp_path / "venv", python=exe)
     p, addr = serve_info(env=clean_env(VIRTUAL_ENV=str(venv)), bin_=other_bin)
     try:
