@@ -34,8 +34,11 @@ samples without one are interrupts, page faults or the entry/exit path.
 """
 import argparse
 import collections
+import functools
 import json
+import os
 import re
+import subprocess
 import sys
 
 SYS_RE = re.compile(r"^(?:__x64_sys_|__ia32_sys_|__do_sys_|__se_sys_|ksys_)(\w+)$")
@@ -84,6 +87,46 @@ def parse(stream):
         yield comm, tid, period, frames
 
 
+@functools.lru_cache(maxsize=None)
+def own_functions(binary):
+    """For a cserve that holds libpython statically (make PYTHON_LINK=static,
+    the default for Debian's python3): the names of cserve's own functions,
+    so that the interpreter's functions in the same executable count as
+    Python, as they do when they come from libpython3.X.so. cserve's objects
+    are compiled with -g, so `nm -l` gives each of its functions a source
+    line; the archive's functions have none. None for a binary that holds no
+    interpreter (it links the shared library) or cannot be read."""
+    if not os.path.isfile(binary):
+        return None
+    try:
+        out = subprocess.run(["nm", "-l", "--defined-only", binary], capture_output=True, text=True,
+                             timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    own, holds_python = set(), False
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) < 3 or parts[1] not in "tTwW":
+            continue
+        name, _, where = parts[2].partition("\t")
+        if name == "Py_Initialize":
+            holds_python = True
+        if where:
+            own.add(name.split(".")[0])
+    return own if holds_python and own else None
+
+
+def user_class(sym, dso):
+    """dso_class, except that a cserve function not of cserve's own source
+    is the static interpreter's (own_functions)."""
+    c = dso_class(dso)
+    if c == "cserve" and sym not in ("[unknown]", ""):
+        own = own_functions(dso)
+        if own is not None and sym.split(".")[0].split("+")[0] not in own:
+            return "python"
+    return c
+
+
 def dso_class(dso):
     d = dso.rsplit("/", 1)[-1]
     if "kernel" in d or d.startswith("["):
@@ -123,7 +166,7 @@ def classify(frames):
         return "unknown", "[unknown]"
     leaf_sym, leaf_dso = frames[0]
     if "kernel" not in leaf_dso:
-        return "user:" + dso_class(leaf_dso), leaf_sym
+        return "user:" + user_class(leaf_sym, leaf_dso), leaf_sym
     for i, (sym, dso) in enumerate(frames):
         m = SYS_RE.match(sym)
         if m:
@@ -156,6 +199,8 @@ def reduce(samples, by="name"):
         bucket, leaf = classify(frames)
         t["buckets"][bucket] += s
         fdso = frames[0][1].rsplit("/", 1)[-1] if frames else "?"
+        if bucket == "user:python" and fdso.startswith("cserve"):
+            fdso += ", static libpython"
         t["funcs"][f"{leaf} ({fdso})"] += s
     return threads
 

@@ -172,3 +172,36 @@ def test_simulation_reproduces_the_pipeline_bounds():
     # One core for everyone: the sum of the costs.
     r1 = des.simulate(10.0, 5.0, 1.0, 64, 1, 1, 0.0, 0.0, seconds=0.02)
     assert r1 == pytest.approx(1e6 / 16, rel=0.05)
+
+
+def _perf_reduce():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "perf_reduce.py")
+    spec = importlib.util.spec_from_file_location("perf_reduce", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_perf_reduce_counts_a_static_interpreter_as_python():
+    """With libpython linked into cserve (PYTHON_LINK=static) the interpreter's
+    samples carry cserve's DSO; they must still land in user:python, and
+    cserve's own functions (they have source lines) in user:cserve."""
+    import subprocess
+    binary = os.path.join(os.path.dirname(os.path.dirname(HERE)), "cserve")
+    if not os.path.isfile(binary):
+        pytest.skip("./cserve not built")
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    if "libpython static" not in version:
+        pytest.skip("./cserve links the shared libpython: " + version.strip())
+    pr = _perf_reduce()
+    text = (f"cserve-pool-0 101 1000000 cpu-clock: \n\t  1 _PyEval_EvalFrameDefault ({binary})\n\n"
+            f"cserve-pool-0 101 1000000 cpu-clock: \n\t  2 PyObject_Malloc ({binary})\n\n"
+            f"cserve-pool-0 101 1000000 cpu-clock: \n\t  3 job_done ({binary})\n\n"
+            f"cserve-loop 100 1000000 cpu-clock: \n\t  4 conn_hold ({binary})\n\n")
+    threads = pr.reduce(pr.parse(text.splitlines(True)))
+    pool, loop = threads["cserve-pool-0"], threads["cserve-loop"]
+    assert pool["buckets"]["user:python"] == pytest.approx(0.002)
+    assert pool["buckets"]["user:cserve"] == pytest.approx(0.001)
+    assert loop["buckets"] == {"user:cserve": pytest.approx(0.001)}
+    assert "_PyEval_EvalFrameDefault (cserve, static libpython)" in pool["funcs"]
