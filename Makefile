@@ -66,18 +66,27 @@ ifeq ($(PYTHON_LINK),auto)
 else ifeq ($(PYTHON_LINK),static)
   PY_LINK := static
   $(if $(PY_ARCHIVE),,$(error PYTHON_LINK=static: $(PYTHON) has no static libpython installed (sysconfig LIBPL/LIBRARY)))
+  $(if $(SAN),$(error PYTHON_LINK=static with SAN=$(SAN): a sanitizer build links the shared libpython))
 else ifeq ($(PYTHON_LINK),shared)
   PY_LINK := shared
 else
   $(error PYTHON_LINK must be auto, static or shared, not '$(PYTHON_LINK)')
 endif
+# -lpythonX.Y of an installation without a shared libpython would find the
+# archive, and the binary would not be what --version says.
+$(if $(and $(filter shared,$(PY_LINK)),$(filter 0,$(PY_SHARED))),$(error $(PYTHON) has no shared libpython \
+  (built without --enable-shared): build with PYTHON_LINK=static, and without SAN))
+PY_LINK_FLAGS :=
+PY_LINK_DEPS  :=
 ifeq ($(PY_LINK),static)
   # The archive's objects are not position-independent (Debian's are not),
   # so the executable is not either, as Debian's python3 is not; and the
-  # archive needs the libraries its built-in modules use (zlib, expat).
+  # archive needs the libraries its built-in modules use (zlib, expat). The
+  # binary holds the interpreter, so it is relinked when the archive changes.
   PY_LIBS   := $(PY_ARCHIVE) $(shell $(PYTHON) -c 'import sysconfig as s; g = s.get_config_var; \
                  print(" ".join(g(k) or "" for k in ("LIBS", "SYSLIBS", "MODLIBS")))' 2>/dev/null)
-  LDFLAGS   += -no-pie
+  PY_LINK_FLAGS := -no-pie
+  PY_LINK_DEPS  := $(PY_ARCHIVE)
 endif
 # A libpython outside the linker's default directories (pyenv, /opt) is found
 # at run time through an rpath; an executable holding libpython must export
@@ -137,8 +146,8 @@ cserve: $(BUILD)/cserve
 	cp $< $@.tmp && mv -f $@.tmp $@  # a rename works while ./cserve runs
 endif
 
-$(BUILD)/cserve: $(OBJS)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/cserve: $(OBJS) $(PY_LINK_DEPS)
+	$(CC) $(PY_LINK_FLAGS) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
 $(OBJS): $(PY_STAMP)
 $(BUILD)/core/interp.o: CFLAGS += $(PY_DEFS)

@@ -94,8 +94,11 @@ def own_functions(binary):
     so that the interpreter's functions in the same executable count as
     Python, as they do when they come from libpython3.X.so. cserve's objects
     are compiled with -g, so `nm -l` gives each of its functions a source
-    line; the archive's functions have none. None for a binary that holds no
-    interpreter (it links the shared library) or cannot be read."""
+    line, under the checkout that its main() (core/main.c) comes from; the
+    archive's functions have none (Debian's) or lines elsewhere (an archive
+    built with -g). None for a binary that holds no interpreter (it links
+    the shared library) or cannot be read. It reads the binary as it is when
+    the profile is reduced: reduce before rebuilding."""
     if not os.path.isfile(binary):
         return None
     try:
@@ -103,7 +106,7 @@ def own_functions(binary):
                              timeout=120).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    own, holds_python = set(), False
+    lines, holds_python = {}, False
     for line in out.splitlines():
         parts = line.split(None, 2)
         if len(parts) < 3 or parts[1] not in "tTwW":
@@ -112,15 +115,19 @@ def own_functions(binary):
         if name == "Py_Initialize":
             holds_python = True
         if where:
-            own.add(name.split(".")[0])
-    return own if holds_python and own else None
+            lines.setdefault(name.split(".")[0], where)
+    main_src = lines.get("main", "").rsplit(":", 1)[0]
+    if not holds_python or not main_src.endswith("/core/main.c"):
+        return None
+    root = main_src[:-len("core/main.c")]
+    return {name for name, where in lines.items() if where.startswith(root)}
 
 
 def user_class(sym, dso):
     """dso_class, except that a cserve function not of cserve's own source
     is the static interpreter's (own_functions)."""
     c = dso_class(dso)
-    if c == "cserve" and sym not in ("[unknown]", ""):
+    if c == "cserve" and sym not in ("[unknown]", "") and "@plt" not in sym:
         own = own_functions(dso)
         if own is not None and sym.split(".")[0].split("+")[0] not in own:
             return "python"

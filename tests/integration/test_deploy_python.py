@@ -36,12 +36,13 @@ def auto_link(exe):
     """What make's PYTHON_LINK=auto should pick for interpreter exe, found
     another way than the Makefile's probe (which reads the interpreter's own
     memory map): the ELF's NEEDED entries, and the archive sysconfig names."""
-    real = os.path.realpath(shutil.which(exe) or exe)
+    # the executable itself, not a launcher in front of it (a pyenv shim is a shell script)
+    real, archive = subprocess.run(
+        [exe, "-c", "import os, sysconfig as s; g = s.get_config_var; print(os.path.realpath('/proc/self/exe')); "
+                    "print(os.path.join(g('LIBPL') or '', g('LIBRARY') or ''))"],
+        capture_output=True, text=True, env=clean_env()).stdout.split("\n")[:2]
     dyn = subprocess.run(["readelf", "-d", real], capture_output=True, text=True).stdout
     assert "Dynamic section" in dyn, f"readelf -d {real}: {dyn[:500]}"
-    archive = subprocess.run([exe, "-c", "import os, sysconfig as s; g = s.get_config_var; "
-                              "print(os.path.join(g('LIBPL') or '', g('LIBRARY') or ''))"],
-                             capture_output=True, text=True, env=clean_env()).stdout.strip()
     has_archive = archive.endswith(".a") and os.path.isfile(archive)
     return "shared" if "libpython" in dyn or not has_archive else "static"
 
@@ -61,6 +62,7 @@ def test_libpython_as_the_interpreter_links_it():
     the running server maps: no libpython*.so when static. C extension
     modules load against the executable's symbols either way."""
     how = linked(BIN)
+    # make integration-test passes its PYTHON_LINK; run by hand, set it for a non-auto build
     knob = os.environ.get("CSERVE_PYTHON_LINK", "auto")
     if knob == "auto":
         want = "shared" if loadgen.sanitizer(BIN) else auto_link(EMBEDDED_PY)
