@@ -29,12 +29,14 @@ SAN        ?=
 BUILD      ?= build
 
 # The probe also says whether PYTHON's own executable has libpython mapped
-# (it runs with a shared one) and where the static archive is, if there is one.
+# (it runs with a shared one), where the static archive is, if there is one,
+# and (last, as they are several words) the libraries the archive needs.
 PY_PROBE  := $(shell $(PYTHON) -c 'import os, sys, sysconfig as s; g = s.get_config_var; \
   a = os.path.join(g("LIBPL") or "", g("LIBRARY") or ""); \
   mapped = any("/libpython" in l for l in open("/proc/self/maps")); \
   print(sys.base_prefix, "%d.%d" % sys.version_info[:2], g("BINDIR"), g("LIBDIR"), g("Py_ENABLE_SHARED") or 0, \
-        int(mapped), a if a.endswith(".a") and os.path.isfile(a) else "-")' 2>/dev/null)
+        int(mapped), a if a.endswith(".a") and os.path.isfile(a) else "-", \
+        " ".join(g(k) or "" for k in ("LIBS", "SYSLIBS", "MODLIBS")))' 2>/dev/null)
 PY_HOME   := $(word 1,$(PY_PROBE))
 PY_VER    := $(word 2,$(PY_PROBE))
 PY_BINDIR := $(word 3,$(PY_PROBE))
@@ -42,6 +44,7 @@ PY_LIBDIR := $(word 4,$(PY_PROBE))
 PY_SHARED := $(word 5,$(PY_PROBE))
 PY_EXE_SHARED := $(word 6,$(PY_PROBE))
 PY_ARCHIVE := $(filter-out -,$(word 7,$(PY_PROBE)))
+PY_ARCHIVE_LIBS := $(wordlist 8,$(words $(PY_PROBE)),$(PY_PROBE))
 PY_CONFIG := $(wildcard $(PY_BINDIR)/python$(PY_VER)-config)
 ifneq ($(PYTHON_PC),)
   PY_CFLAGS := $(shell pkg-config --cflags $(PYTHON_PC) 2>/dev/null)
@@ -55,8 +58,9 @@ else
 endif
 # Static or shared libpython (README "Which Python"). A distribution may build
 # its interpreter twice: Debian's /usr/bin/python3.11 is linked with a static
-# libpython built with profile-guided optimisation and LTO, and the shared
-# libpython3.11.so (what -lpython3.11 finds) without them; Python code runs
+# libpython compiled with profile-guided optimisation (libpython3.11.a holds
+# the same objects, without the LTO of python3's own link), and the shared
+# libpython3.11.so (what -lpython3.11 finds) without it; Python code runs
 # measurably slower on the shared one. So auto embeds the interpreter the way
 # PYTHON's own executable does: the archive if that executable has no shared
 # libpython mapped and the archive is installed, else the shared library.
@@ -83,8 +87,7 @@ ifeq ($(PY_LINK),static)
   # so the executable is not either, as Debian's python3 is not; and the
   # archive needs the libraries its built-in modules use (zlib, expat). The
   # binary holds the interpreter, so it is relinked when the archive changes.
-  PY_LIBS   := $(PY_ARCHIVE) $(shell $(PYTHON) -c 'import sysconfig as s; g = s.get_config_var; \
-                 print(" ".join(g(k) or "" for k in ("LIBS", "SYSLIBS", "MODLIBS")))' 2>/dev/null)
+  PY_LIBS   := $(PY_ARCHIVE) $(PY_ARCHIVE_LIBS)
   PY_LINK_FLAGS := -no-pie
   PY_LINK_DEPS  := $(PY_ARCHIVE)
 endif
@@ -92,7 +95,8 @@ endif
 # at run time through an rpath; an executable holding libpython must export
 # its symbols so the C extension modules it loads (_ssl, numpy) can link
 # against them.
-PY_LIBS   += $(if $(and $(filter 1,$(PY_SHARED)),$(filter shared,$(PY_LINK))),$(if $(filter /usr/lib% /lib%,$(PY_LIBDIR)),,-Wl,-rpath,$(PY_LIBDIR)))
+# (A shared link implies a shared libpython: an installation without one is refused above.)
+PY_LIBS   += $(if $(filter shared,$(PY_LINK)),$(if $(filter /usr/lib% /lib%,$(PY_LIBDIR)),,-Wl,-rpath,$(PY_LIBDIR)))
 PY_LIBS   += -Wl,--export-dynamic
 # cserve starts that installation by its own prefix, whatever PATH holds.
 PY_DEFS   := -DCSERVE_PYTHON_HOME='"$(PY_HOME)"' -DCSERVE_PYTHON_EXE='"$(PY_BINDIR)/python$(PY_VER)"'
