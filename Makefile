@@ -222,7 +222,8 @@ experiments: deps
 experiments-quick: all
 	PYTHON=$(PYTHON) experiments/full.sh --quick $(EXP_QUICK_OUT)
 
-# The prose-numbers test and the harness's own tests (pure Python, seconds).
+# The prose-numbers test and the harness's own tests (pure Python, seconds;
+# the placement test runs the server and wrk for a few).
 experiments-test:
 	$(PYTHON) -m pytest -q experiments/tests
 

@@ -124,12 +124,17 @@ def steal_jiffies():
     return int(fields[8]), sum(int(x) for x in fields[1:])
 
 
-def run_cell(srv, conns, pipe, a):
+def run_cell(srv, conns, pipe, a, client_prefix=(), window=None):
+    """One wrk run against srv. client_prefix goes before wrk's command (a
+    taskset, say); window(client_pid), if given, is called as the measured
+    window starts and again as it ends (before cserve is asked for its
+    counters)."""
     total = math.ceil(a.warmup + a.duration)  # wrk takes whole seconds
     wrk = ["wrk", "-t1", f"-c{conns}", f"-d{total}s", f"http://127.0.0.1:{srv.port}/"]
     if pipe > 1:
         wrk[1:1] = ["-s", PIPELINE_LUA]
         wrk += ["--", str(pipe)]
+    wrk = list(client_prefix) + wrk
     rec = {"server": srv.name, "app": srv.app, "conns": conns, "pipeline": pipe, "wrk_cmd": shlex.join(wrk),
            "loadavg": round(os.getloadavg()[0], 2)}
     wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -137,8 +142,12 @@ def run_cell(srv, conns, pipe, a):
     is_cserve = srv.kind == "cserve"
     if is_cserve:
         srv.proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
+    if window:
+        window(wp.pid)
     series = threadcpu.sample([srv.proc.pid, wp.pid], min(0.5, a.duration / 2), a.duration,
                               children=not is_cserve)
+    if window:
+        window(wp.pid)
     mtime = 0
     if is_cserve:
         try:
