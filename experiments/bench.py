@@ -124,11 +124,12 @@ def steal_jiffies():
     return int(fields[8]), sum(int(x) for x in fields[1:])
 
 
-def run_cell(srv, conns, pipe, a, client_prefix=(), window=None):
+def run_cell(srv, conns, pipe, a, client_prefix=(), window=None, keep_stats=False):
     """One wrk run against srv. client_prefix goes before wrk's command (a
     taskset, say); window(client_pid), if given, is called as the measured
     window starts and again as it ends (before cserve is asked for its
-    counters)."""
+    counters). keep_stats: the server's stats for the window go into the
+    record too, as "stats" (None if it wrote none)."""
     total = math.ceil(a.warmup + a.duration)  # wrk takes whole seconds
     wrk = ["wrk", "-t1", f"-c{conns}", f"-d{total}s", f"http://127.0.0.1:{srv.port}/"]
     if pipe > 1:
@@ -161,7 +162,10 @@ def run_cell(srv, conns, pipe, a, client_prefix=(), window=None):
     rec["errors"] = "Socket errors" in out or "Non-2xx" in out
     rec["threads"] = threadcpu.summarise(series, rps, min_pct=1.0) if rps else []
     if is_cserve:
-        rec["handoff"] = handoff_per_request(read_stats(srv.stats, mtime))
+        st = read_stats(srv.stats, mtime)
+        rec["handoff"] = handoff_per_request(st)
+        if keep_stats:
+            rec["stats"] = st
     return rec
 
 

@@ -14,20 +14,22 @@ thread pinned (sched_setaffinity via taskset, read back and recorded) to one
 of the first two CPUs this process may use, and unpinned, in shuffled
 interleaved rounds:
 
-    ring    scheduler | loop+pool / wrk | loop / pool+wrk | loop+wrk / pool
-    native  scheduler | loop / wrk      | loop+wrk / (idle)
+    ring    either CPU | loop+pool+wrk | loop+pool / wrk | loop / pool+wrk | loop+wrk / pool
+    native  either CPU | loop+wrk      | loop / wrk
 
 For each run: wrk's rate; the loop's and pool's µs of CPU per request (the
 server's own clocks over the window, --stats-json); each thread's share of a
-core (scripts/threadcpu.py); and the loop thread's context switches and
+core (scripts/threadcpu.py); the loop's writes and event-loop passes per
+request (its counters); and the server threads' context switches and
 migrations per thousand requests (/proc/PID/task/TID/status and sched, read at
-the window's ends). Pinning the pool beside the loop keeps every line the two
-threads share in one core's caches, so if the ring's extra loop cost were
-only those lines crossing between cores, that placement would remove it.
+the window's ends). Pinning the pool beside the loop takes away the line
+transfers between their cores, but makes the two share one CPU's time; the
+run shows what each placement costs, not which of those causes it.
 --show prints the table from a record; --readme rewrites README's block."""
 import argparse
 import datetime
 import json
+import math
 import os
 import random
 import shlex
@@ -43,11 +45,12 @@ from lib import generated  # noqa: E402
 
 # name -> (server, {role: cpu index 0 or 1, or None for any of the two})
 PLACEMENTS = {
-    "ring: scheduler": ("ring", {"loop": None, "pool": None, "client": None}),
+    "ring: either CPU": ("ring", {"loop": None, "pool": None, "client": None}),
+    "ring: loop+pool+wrk": ("ring", {"loop": 0, "pool": 0, "client": 0}),
     "ring: loop+pool / wrk": ("ring", {"loop": 0, "pool": 0, "client": 1}),
     "ring: loop / pool+wrk": ("ring", {"loop": 0, "pool": 1, "client": 1}),
     "ring: loop+wrk / pool": ("ring", {"loop": 0, "pool": 1, "client": 0}),
-    "native: scheduler": ("native", {"loop": None, "client": None}),
+    "native: either CPU": ("native", {"loop": None, "client": None}),
     "native: loop / wrk": ("native", {"loop": 0, "client": 1}),
     "native: loop+wrk": ("native", {"loop": 0, "client": 0}),
 }
@@ -104,6 +107,17 @@ def pin(tid, cpus):
     return got
 
 
+def server_threads(pid):
+    """{role: (tid, comm)} of a cserve process's loop and pool threads, found by name."""
+    out = {}
+    for comm, tid in threads(pid).items():
+        if comm == "cserve-loop":
+            out["loop"] = (tid, comm)
+        elif comm.startswith("cserve-pool"):
+            out["pool"] = (tid, comm)
+    return out
+
+
 def run_one(name, srv, cpus, a):
     kind, where = PLACEMENTS[name]
     both = cpus[:2]
@@ -115,23 +129,27 @@ def run_one(name, srv, cpus, a):
     marks, affinity = [], {}
 
     def window(client_pid):
-        marks.append(sched_counts(tids["loop"]))
-        if not affinity:  # where each thread may run, read back as the window opens
-            affinity.update({role: sorted(os.sched_getaffinity(tid)) for role, tid in tids.items()})
+        # Read afresh, by each thread's name, not through the tids pinned above.
+        found = server_threads(srv.proc.pid)
+        marks.append({role: sched_counts(tid) for role, (tid, _) in found.items()})
+        if not affinity:  # where each thread may run, as the window opens
+            affinity.update({role: sorted(os.sched_getaffinity(tid)) for role, (tid, _) in found.items()})
             affinity["client"] = sorted(os.sched_getaffinity(client_pid))
-    rec = bench.run_cell(srv, 256, a.pipeline, a, client_prefix=prefix, window=window)
+    rec = bench.run_cell(srv, 256, a.pipeline, a, client_prefix=prefix, window=window, keep_stats=True)
+    st = rec.pop("stats", None)
+    if not st:
+        raise SystemExit(f"placement: {name}: the server wrote no stats for the window")
     h = rec.get("handoff") or {}
-    st = bench.read_stats(srv.stats, 0) or {}
-    loop_th = next((th for w in st.get("workers", []) for th in w.get("threads", [])
-                    if th.get("role") == "loop"), {})
+    loop_th = next(th for w in st.get("workers", []) for th in w.get("threads", []) if th.get("role") == "loop")
     c = loop_th.get("counters") or {}
     reqs = loop_th.get("requests") or 0
-    per_k = {}
-    if len(marks) == 2 and rec["rps"]:
-        window_reqs = rec["rps"] * a.duration  # wrk's rate over the window's length
-        for k in marks[0]:
-            if marks[0][k] is not None and marks[1][k] is not None:
-                per_k[k] = round(1000.0 * (marks[1][k] - marks[0][k]) / window_reqs, 3)
+    # The server's own count for its window, which brackets the two marks.
+    sched = {}
+    if len(marks) == 2 and reqs:
+        for role in marks[0]:
+            sched[role] = {k: (round(1000.0 * (marks[1][role][k] - marks[0][role][k]) / reqs, 3)
+                               if marks[0][role][k] is not None and marks[1][role].get(k) is not None else None)
+                           for k in marks[0][role]}
     shares = {}
     for row in rec["threads"]:
         role = ("loop" if row["name"] == "cserve-loop" else "pool" if row["name"].startswith("cserve-pool")
@@ -139,11 +157,11 @@ def run_one(name, srv, cpus, a):
         if role:
             shares[role] = round(row["median_pct"], 1)
     return {"placement": name, "server": kind, "rps": rec["rps"], "errors": rec["errors"],
-            "loadavg": rec["loadavg"],
-            "wrk_cmd": rec["wrk_cmd"], "affinity": affinity,
+            "loadavg": rec["loadavg"], "wrk_cmd": rec["wrk_cmd"], "affinity": affinity,
+            "requests": reqs, "window_s": max((w.get("window_s") or 0) for w in st.get("workers", [])),
             "loop_us_per_req": h.get("loop_us_per_req") or loop_th.get("us_per_request"),
             "pool_us_per_req": h.get("pool_us_per_req") if "pool" in tids else None,
-            "pct_of_core": shares, "loop_sched_per_1k_requests": per_k,
+            "pct_of_core": shares, "sched_per_1k_requests": sched,
             "loop_writes_per_req": round(c.get("writes", 0) / reqs, 4) if reqs else None,
             "loop_passes_per_req": round(c.get("passes", 0) / reqs, 4) if reqs else None}
 
@@ -162,12 +180,12 @@ def summarise(records):
         if not rs:
             continue
         row = {"placement": name, "server": rs[0]["server"]}
-        for k in ("rps", "loop_us_per_req", "pool_us_per_req", "loop_writes_per_req"):
+        for k in ("rps", "loop_us_per_req", "pool_us_per_req", "loop_writes_per_req", "loop_passes_per_req"):
             row[k] = median_spread([r[k] for r in rs])
         for role in ("loop", "pool", "client"):
             row[f"{role}_pct"] = median_spread([r["pct_of_core"].get(role) for r in rs])
         for k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "migrations"):
-            row[k] = median_spread([r["loop_sched_per_1k_requests"].get(k) for r in rs])
+            row[k] = median_spread([(r["sched_per_1k_requests"].get("loop") or {}).get(k) for r in rs])
         out.append(row)
     return out
 
@@ -182,13 +200,15 @@ def fmt(ms, digits=2, scale=1.0, suffix=""):
 
 def table(summary):
     lines = ["| placement | rps | loop µs/req | pool µs/req | loop / pool / wrk % of a core "
-             "| loop sleeps /1k req | loop preempted /1k req | loop migrations /1k req |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| loop writes /req | loop passes /req | loop sleeps /1k req | loop preempted /1k req "
+             "| loop migrations /1k req |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in summary:
         pct = " / ".join(f"{r[f'{role}_pct']['median']:.0f}" if r[f"{role}_pct"] else "—"
                          for role in ("loop", "pool", "client"))
         lines.append(f"| {r['placement']} | {fmt(r['rps'], 1, 1e-3, 'k')} | {fmt(r['loop_us_per_req'])} "
-                     f"| {fmt(r['pool_us_per_req'])} | {pct} | {fmt(r['voluntary_ctxt_switches'], 1)} "
+                     f"| {fmt(r['pool_us_per_req'])} | {pct} | {fmt(r['loop_writes_per_req'], 3)} "
+                     f"| {fmt(r['loop_passes_per_req'], 4)} | {fmt(r['voluntary_ctxt_switches'], 1)} "
                      f"| {fmt(r['nonvoluntary_ctxt_switches'], 1)} | {fmt(r['migrations'], 2)} |")
     return lines
 
@@ -219,7 +239,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup", type=float, default=0.5)
-    ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--duration", type=float, default=3.0)  # with the warm-up, 0.5 s before wrk ends
     ap.add_argument("--pipeline", type=int, default=16)
     ap.add_argument("--cserve", default=os.path.join(ROOT, "cserve"))
     ap.add_argument("--only", action="append", choices=list(PLACEMENTS), help="run only these placements")
@@ -240,6 +260,11 @@ def main():
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         raise SystemExit("placement: needs two CPUs it may run on")
+    # run_cell asks cserve for its window while wrk still runs: wrk's whole
+    # seconds must leave room after the window (bench.run_cell).
+    if math.ceil(a.warmup + a.duration) - (a.warmup + a.duration) < 0.25:
+        raise SystemExit("placement: warmup + duration must end at least 0.25 s before a whole second "
+                         "(wrk runs for whole seconds, and the window must close before it stops)")
     names = a.only or list(PLACEMENTS)
     tmp = tempfile.mkdtemp(prefix="cserve-placement-")
     servers = {}
@@ -251,7 +276,11 @@ def main():
     records = []
     try:
         for kind in sorted({PLACEMENTS[n][0] for n in names}):
-            servers[kind] = bench.Server(kind, "hello", bench.cserve_cmd(a.cserve, kind, "hello"), "cserve", tmp)
+            # Confined from the start to the two CPUs: the ring decides at
+            # start-up whether a core is spare for spinning (spin_policy.h).
+            confine = ["taskset", "-c", ",".join(map(str, cpus[:2]))]
+            servers[kind] = bench.Server(kind, "hello", confine + bench.cserve_cmd(a.cserve, kind, "hello"),
+                                         "cserve", tmp)
         for rnd in range(a.rounds):
             order = names[:]
             rng.shuffle(order)

@@ -111,15 +111,18 @@ def test_placeholders_name_configurations_of_the_full_plan():
                                              ("micro", "experiments/results/micro/micro.json",
                                               "handoffs/README.md"),
                                              ("readme_stats", "experiments/results/readme_stats/stats.txt",
+                                              "README.md"),
+                                             ("placement", "experiments/results/placement/placement.json",
                                               "README.md")])
 def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_path):
-    # The `make bench`, `make micro-record` and readme_stats tables are the generators'
-    # output from the recorded runs: a hand-typed or hand-edited cell fails.
+    # The `make bench`, `make micro-record`, readme_stats and placement tables are the
+    # generators' output from the recorded runs: a hand-typed or hand-edited cell fails.
     import importlib
     mod = importlib.import_module(tool)
     path = os.path.join(ROOT, record)
     assert os.path.exists(path), f"{record} missing: run " + {"bench": "make bench", "micro": "make micro-record",
-                                                             "readme_stats": "scripts/readme_stats.sh"}[tool]
+                                                             "readme_stats": "scripts/readme_stats.sh",
+                                                             "placement": "experiments/placement.py"}[tool]
     copy = tmp_path / "doc.md"
     shutil.copy(os.path.join(ROOT, doc), copy)
     mod.write_readme(path, str(copy))
