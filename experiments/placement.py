@@ -25,7 +25,8 @@ migrations per thousand requests (/proc/PID/task/TID/status and sched, read at
 the window's ends). Pinning the pool beside the loop takes away the line
 transfers between their cores, but makes the two share one CPU's time; the
 run shows what each placement costs, not which of those causes it.
---show prints the table from a record; --readme rewrites README's block."""
+--show prints the table from a record; --readme rewrites README's block and
+--markdown the .md beside the record, both from the record alone."""
 import argparse
 import datetime
 import json
@@ -222,10 +223,21 @@ def describe(data, json_path):
                f"{m['loadavg_min']}–{m['loadavg_max']} (1 min), steal {m['steal_pct']} % of CPU time")
     return (f"`{m['command']}`, {m['time']} ({os.path.relpath(json_path, ROOT)}). Machine: {machine}. "
             f"hello, `wrk -t1 -c256`, pipelining depth {args['pipeline']}; {args['rounds']} interleaved "
-            f"rounds, shuffled, {args['warmup']}+{args['duration']} s a run; CPUs {cpus}. Median (min–max). "
-            "\"a / b\": the threads before the slash share one CPU, those after it the other; \"scheduler\": "
-            "no pinning. Sleeps and preemptions are the loop thread's voluntary and involuntary context "
-            "switches.")
+            f"rounds, shuffled, {args['warmup']}+{args['duration']} s a run; CPUs {cpus}, the servers started "
+            "confined to them. Median (min–max). \"a / b\": the threads before the slash share one of the "
+            "two CPUs, those after it the other; \"either CPU\": each thread may run on both. Writes and "
+            "passes are the loop's own counters; sleeps, preemptions and migrations the loop thread's "
+            "voluntary and involuntary context switches and its moves between CPUs, per thousand of its "
+            "requests in the server's window.")
+
+
+def write_markdown(json_path):
+    """The .md beside a record: its description and table."""
+    with open(json_path) as f:
+        data = json.load(f)
+    with open(os.path.splitext(json_path)[0] + ".md", "w") as f:
+        f.write("# The loop's cost per request by thread placement (experiments/placement.py)\n\n"
+                + describe(data, json_path) + "\n\n" + "\n".join(table(data["summary"])) + "\n")
 
 
 def write_readme(json_path, readme):
@@ -247,7 +259,11 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--show", metavar="JSON", help="print the table of a recorded run")
     ap.add_argument("--readme", metavar="JSON", help="only rewrite README.md's placement block")
+    ap.add_argument("--markdown", metavar="JSON", help="only rewrite the .md beside a recorded JSON")
     a = ap.parse_args()
+    if a.markdown:
+        write_markdown(a.markdown)
+        return
     if a.show or a.readme:
         path = a.show or a.readme
         if a.readme:
@@ -303,9 +319,7 @@ def main():
     data = {"meta": meta, "records": records, "summary": summary}
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
-    with open(os.path.join(a.out, "placement.md"), "w") as f:
-        f.write("# The loop's cost per request by thread placement (experiments/placement.py)\n\n"
-                + describe(data, path) + "\n\n" + "\n".join(table(summary)) + "\n")
+    write_markdown(path)
     print("\n".join(table(summary)))
 
 
