@@ -124,6 +124,11 @@ def steal_jiffies():
     return int(fields[8]), sum(int(x) for x in fields[1:])
 
 
+def steal_pct(before, after):
+    """Steal time between two steal_jiffies() readings, in % of all CPU time."""
+    return round(100.0 * (after[0] - before[0]) / max(1, after[1] - before[1]), 2)
+
+
 def run_cell(srv, conns, pipe, a, client_prefix=(), window=None, keep_stats=False):
     """One wrk run against srv. client_prefix goes before wrk's command (a
     taskset, say); window(client_pid), if given, is called as the measured
@@ -470,7 +475,7 @@ def main():
     steal1 = steal_jiffies()
     meta["seconds"] = round(time.time() - started, 1)
     meta["loadavg_min"], meta["loadavg_max"] = (min(loads), max(loads)) if loads else (None, None)
-    meta["steal_pct"] = round(100.0 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 2)
+    meta["steal_pct"] = steal_pct(steal0, steal1)
     summ = summarise(records)
     gl = goals(summ, a)
     os.makedirs(a.out, exist_ok=True)

@@ -174,15 +174,6 @@ def test_simulation_reproduces_the_pipeline_bounds():
     assert r1 == pytest.approx(1e6 / 16, rel=0.05)
 
 
-def _perf_reduce():
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "perf_reduce.py")
-    spec = importlib.util.spec_from_file_location("perf_reduce", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_perf_reduce_counts_a_static_interpreter_as_python():
     """With libpython linked into cserve (PYTHON_LINK=static) the interpreter's
     samples carry cserve's DSO; they must still land in user:python, and
@@ -194,7 +185,8 @@ def test_perf_reduce_counts_a_static_interpreter_as_python():
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     if "libpython static" not in version:
         pytest.skip("./cserve links the shared libpython: " + version.strip())
-    pr = _perf_reduce()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
+    import perf_reduce as pr
     text = (f"cserve-pool-0 101 1000000 cpu-clock: \n\t  1 _PyEval_EvalFrameDefault ({binary})\n\n"
             f"cserve-pool-0 101 1000000 cpu-clock: \n\t  2 PyObject_Malloc ({binary})\n\n"
             f"cserve-pool-0 101 1000000 cpu-clock: \n\t  3 job_done ({binary})\n\n"
