@@ -7,7 +7,7 @@
 #   make test-tsan     the handoffs and a short load run under TSan
 #   make deps          install the Debian/PyPI packages the build, tests and experiments need
 #   make bench         issue 10's side-by-side benchmark and goals (BENCH_ARGS=--quick: smoke)
-#   make micro | micro-record | stress | fuzz | soak | experiments | paper
+#   make micro | micro-record | loop-floor | stress | fuzz | soak | experiments | paper
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
 #        PYTHON_PC (a pkg-config name to take its flags from instead),

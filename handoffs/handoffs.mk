@@ -12,6 +12,7 @@
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
 #   make micro-record       the same in 5 rounds, recorded; rewrites README's table
+#   make loop-floor         what the handoff adds to the loop per job, recorded; README's table
 
 HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c \
                 handoffs/spin_policy.c
@@ -27,7 +28,7 @@ HANDOFF_LONG_JOBS  ?= 10000000
 LITMUS_SECONDS     ?= 2
 
 .PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-policy handoff-batch \
-        handoff-model handoff-submit-error mutants stress micro micro-record
+        handoff-model handoff-submit-error mutants stress micro micro-record loop-floor
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
@@ -147,3 +148,15 @@ layering:
 	@if grep -rn --include='*.[ch]' '#include ".*core/' handoffs/; then \
 	  echo "layering: FAIL: handoffs/ includes core/" >&2; exit 1; fi
 	@echo "layering: OK (lib/ <- handoffs/ <- core/)"
+
+# What the handoff itself adds to the loop per request, with no sockets,
+# parsing or interpreter (experiments/micro/loop_floor.c, a plain C driver),
+# recorded in interleaved rounds (experiments/results/loop-floor/) and
+# written into README's and handoffs/README.md's block. A quiet machine, ~1 min.
+$(MICRO_DIR)/loop_floor: experiments/micro/loop_floor.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ experiments/micro/loop_floor.c $(HANDOFF_SRCS) -lpthread
+
+loop-floor: $(MICRO_DIR)/loop_floor
+	$(PYTHON) experiments/loop_floor.py --bin $< --rounds 7
+	$(PYTHON) experiments/loop_floor.py --readme experiments/results/loop-floor/loop_floor.json

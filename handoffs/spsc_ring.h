@@ -94,4 +94,36 @@ static inline bool spsc_nonempty(struct spsc_ring *r)
     return h != r->tail_cache;
 }
 
+/* The batched push, producer only: spsc_stage writes job into the slot after
+ * *staged, a tail of the producer's own that starts at spsc_staged_start(r),
+ * without publishing it; spsc_publish(r, staged) then makes every staged job
+ * visible at once. So a batch costs one R1 store, and one transfer of the
+ * tail's line to a consumer that is polling it, instead of one per job.
+ * Between stage and publish the consumer sees none of the batch; nothing may
+ * be pushed with spsc_push in between. False when full (nothing staged).
+ * (Used by experiments/micro/loop_floor.c to measure what batching the
+ * publication would save; ring.c publishes every push.) */
+static inline unsigned spsc_staged_start(struct spsc_ring *r)
+{
+    return atomic_load_explicit(&r->tail, memory_order_relaxed); /* own index */
+}
+
+static inline bool spsc_stage(struct spsc_ring *r, unsigned *staged, struct job *job)
+{
+    unsigned t = *staged;
+    if (t - r->head_cache > r->mask) {
+        r->head_cache = atomic_load_explicit(&r->head, RING_ORDER(A2, memory_order_acquire));
+        if (t - r->head_cache > r->mask)
+            return false;
+    }
+    r->slots[t & r->mask] = job;
+    *staged = t + 1;
+    return true;
+}
+
+static inline void spsc_publish(struct spsc_ring *r, unsigned staged)
+{
+    atomic_store_explicit(&r->tail, staged, RING_ORDER(R1, memory_order_release)); /* pairs with A1 */
+}
+
 #endif
