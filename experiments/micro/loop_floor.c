@@ -2,7 +2,8 @@
  * per request, on the machine it runs on.
  *
  *     loop_floor --mode inline|ring|batched [--prefetch] [--window N] [--batch B]
- *                [--publish-every K] [--response BYTES] [--worker-ns NS] [--seconds S]
+ *                [--publish-every K] [--response BYTES] [--request-lines N]
+ *                [--worker-ns NS] [--seconds S]
  *
  * It prints one JSON object: the loop thread's busy ns per job, and what it
  * needs to read that figure (batch sizes, idle polls, the clock's own cost).
@@ -40,6 +41,13 @@
  * publishes once per batch would add: the floor for this architecture (one
  * loop thread doing all socket I/O, the app on another core).
  *
+ * --request-lines N fattens the job the way a server's is: before each
+ * submit the loop writes N lines of request (one store per line, as a
+ * parser filling views does), and whoever serves the job reads them back
+ * (as the app's environ is built) and checks they are this job's. Inline,
+ * the lines never leave the loop's core; through the ring every one of them
+ * crosses to the worker and back each time the job is reused.
+ *
  * Busy time: the loop's monotonic clock around each pass that found work
  * (a drain that returned jobs, their processing and the submits that refill
  * the window), less two clock reads per pass (calibrated at start). Passes
@@ -61,11 +69,14 @@
 #include "../../lib/cpu_relax.h"
 
 #define RESPONSE_MAX 960 /* with the length: 16 lines at most */
+#define REQUEST_LINES_MAX 64
 
 struct job {
     /* The loop's line: the worker never touches it. */
     _Alignas(CACHE_LINE) struct job *next_free;
     uint32_t id;
+    /* The request, written by the loop (--request-lines of it). */
+    _Alignas(CACHE_LINE) uint64_t request[REQUEST_LINES_MAX][CACHE_LINE / sizeof(uint64_t)];
     /* The response, written by whoever serves the job; its length shares
      * the first line with the first bytes. */
     _Alignas(CACHE_LINE) uint32_t len;
@@ -79,6 +90,7 @@ struct floor_options {
     unsigned window;  /* jobs in flight (the ring's capacity) */
     unsigned batch;   /* the most jobs a pass drains and resubmits */
     unsigned response;
+    unsigned request_lines;
     long worker_ns;   /* ring: the worker spins this long per job (an app's cost) */
     double seconds;
 };
@@ -101,6 +113,22 @@ static void write_response(struct job *job, unsigned len)
     memcpy(job->bytes, template_bytes, len);
     memcpy(job->bytes, &job->id, sizeof job->id);
     job->len = len;
+}
+
+/* The loop's side of the request: one store in each of its lines. */
+static void write_request(struct job *job, unsigned lines)
+{
+    for (unsigned i = 0; i < lines; i++)
+        job->request[i][0] = (uint64_t)job->id * REQUEST_LINES_MAX + i;
+}
+
+/* The app's side: read every line back. 0, or -1 if one is not this job's. */
+static int read_request(const struct job *job, unsigned lines)
+{
+    uint64_t sum = 0, base = (uint64_t)job->id * REQUEST_LINES_MAX;
+    for (unsigned i = 0; i < lines; i++)
+        sum += job->request[i][0] - base;
+    return sum == (uint64_t)lines * (lines - 1) / 2 ? 0 : -1;
 }
 
 /* Copy the response out and check it. 0, or -1 if it is not job's. */
@@ -138,6 +166,10 @@ static void *worker_main(void *p)
             uint64_t until = now_ns(CLOCK_MONOTONIC) + (uint64_t)w->opt->worker_ns;
             while (now_ns(CLOCK_MONOTONIC) < until)
                 cpu_relax();
+        }
+        if (read_request(job, w->opt->request_lines) != 0) {
+            w->failed = 1;
+            return NULL;
         }
         write_response(job, w->opt->response);
         if (w->ops->complete(w->h, 0, job) != 0) {
@@ -188,6 +220,9 @@ static int run_inline(const struct floor_options *opt, struct job *jobs, struct 
         uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         for (unsigned i = 0; i < opt->batch; i++) {
             batch[i] = pop_free(&free_list);
+            write_request(batch[i], opt->request_lines);
+            if (read_request(batch[i], opt->request_lines) != 0)
+                return -1;
             write_response(batch[i], opt->response);
         }
         for (unsigned i = 0; i < opt->batch; i++) {
@@ -221,9 +256,11 @@ static int run_ring(const struct floor_options *opt, struct job *jobs, struct re
         return -1;
     }
     int rc = 0;
-    for (unsigned i = 0; i < opt->window && rc == 0; i++)
+    for (unsigned i = 0; i < opt->window && rc == 0; i++) {
+        write_request(&jobs[i], opt->request_lines);
         if (ops->submit(h, 0, &jobs[i]) != HANDOFF_OK)
             rc = -1;
+    }
     ops->flush(h);
     struct job *done[opt->batch];
     uint64_t start = now_ns(CLOCK_MONOTONIC), end = start + (uint64_t)(opt->seconds * 1e9);
@@ -254,9 +291,12 @@ static int run_ring(const struct floor_options *opt, struct job *jobs, struct re
             }
             push_free(&free_list, done[i]);
         }
-        for (size_t i = 0; i < n && rc == 0; i++)
-            if (ops->submit(h, 0, pop_free(&free_list)) != HANDOFF_OK)
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            struct job *job = pop_free(&free_list);
+            write_request(job, opt->request_lines);
+            if (ops->submit(h, 0, job) != HANDOFF_OK)
                 rc = -1;
+        }
         ops->flush(h);
         r->busy_ns += now_ns(CLOCK_MONOTONIC) - t0;
         r->passes++;
@@ -318,6 +358,10 @@ static void *batched_worker(void *p)
             while (now_ns(CLOCK_MONOTONIC) < until)
                 cpu_relax();
         }
+        if (read_request(job, b->opt->request_lines) != 0) {
+            b->failed = 1;
+            return NULL;
+        }
         write_response(job, b->opt->response);
         if (!spsc_stage(&b->done, &staged, job)) { /* the window never exceeds capacity */
             b->failed = 1;
@@ -342,8 +386,10 @@ static int run_batched(const struct floor_options *opt, struct job *jobs, struct
     b->opt = opt;
     int rc = 0, woke = 0;
     unsigned staged = spsc_staged_start(&b->req);
-    for (unsigned i = 0; i < opt->window; i++)
+    for (unsigned i = 0; i < opt->window; i++) {
+        write_request(&jobs[i], opt->request_lines);
         spsc_stage(&b->req, &staged, &jobs[i]);
+    }
     publish(&b->req, staged, &b->worker_parked, &woke);
     pthread_t thread;
     if (pthread_create(&thread, NULL, batched_worker, b) != 0)
@@ -377,7 +423,9 @@ static int run_batched(const struct floor_options *opt, struct job *jobs, struct
         }
         unsigned pending = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
-            if (!spsc_stage(&b->req, &staged, pop_free(&free_list)))
+            struct job *next = pop_free(&free_list);
+            write_request(next, opt->request_lines);
+            if (!spsc_stage(&b->req, &staged, next))
                 rc = -1;
             else if (++pending >= opt->publish_every) {
                 publish(&b->req, staged, &b->worker_parked, &woke);
@@ -409,7 +457,8 @@ static int run_batched(const struct floor_options *opt, struct job *jobs, struct
 static void usage(FILE *f)
 {
     fprintf(f, "usage: loop_floor --mode inline|ring|batched [--prefetch] [--window N] [--batch B]\n"
-               "                  [--publish-every K] [--response BYTES] [--worker-ns NS] [--seconds S]\n"
+               "                  [--publish-every K] [--response BYTES] [--request-lines N]\n"
+               "                  [--worker-ns NS] [--seconds S]\n"
                "Prints the loop thread's busy ns per job as JSON (see the comment atop loop_floor.c).\n");
 }
 
@@ -422,7 +471,7 @@ int main(int argc, char **argv)
         {"window", required_argument, 0, 'w'},   {"batch", required_argument, 0, 'b'},
         {"response", required_argument, 0, 'r'}, {"worker-ns", required_argument, 0, 'n'},
         {"seconds", required_argument, 0, 's'},  {"publish-every", required_argument, 0, 'k'},
-        {"help", no_argument, 0, 'h'},
+        {"request-lines", required_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -434,6 +483,7 @@ int main(int argc, char **argv)
         case 'r': opt.response = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'n': opt.worker_ns = strtol(optarg, NULL, 10); break;
         case 's': opt.seconds = strtod(optarg, NULL); break;
+        case 'q': opt.request_lines = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'k': opt.publish_every = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -455,9 +505,10 @@ int main(int argc, char **argv)
         opt.publish_every = opt.batch;
     if (opt.window < 2 || (opt.window & (opt.window - 1)) || opt.batch < 1 ||
         opt.batch > opt.window || opt.response < sizeof(uint32_t) || opt.response > RESPONSE_MAX ||
-        !(opt.seconds > 0)) {
+        opt.request_lines > REQUEST_LINES_MAX || !(opt.seconds > 0)) {
         fprintf(stderr, "loop_floor: --window a power of two >= 2, 1 <= --batch <= window, "
-                        "%zu <= --response <= %d, --seconds > 0\n", sizeof(uint32_t), RESPONSE_MAX);
+                        "%zu <= --response <= %d, --request-lines <= %d, --seconds > 0\n",
+                sizeof(uint32_t), RESPONSE_MAX, REQUEST_LINES_MAX);
         return 2;
     }
     for (unsigned i = 0; i < RESPONSE_MAX; i++)
@@ -478,11 +529,11 @@ int main(int argc, char **argv)
         return 1;
     }
     double busy = (double)r.busy_ns - r.clock_pair_ns * (double)r.passes;
-    printf("{\"mode\": \"%s\", \"prefetch\": %s, \"window\": %u, \"batch\": %u, \"response\": %u, "
+    printf("{\"mode\": \"%s\", \"prefetch\": %s, \"window\": %u, \"batch\": %u, \"response\": %u, \"request_lines\": %u, "
            "\"publish_every\": %u, \"worker_ns\": %ld, \"jobs\": %llu, \"passes\": %llu, \"idle_polls\": %llu, "
            "\"clock_pair_ns\": %.2f, \"busy_ns_per_job\": %.2f, \"loop_cpu_ns_per_job\": %.2f, "
            "\"worker_cpu_ns_per_job\": %.2f, \"wall_ns_per_job\": %.2f, \"jobs_per_pass\": %.2f}\n",
-           mode, opt.prefetch ? "true" : "false", opt.window, opt.batch, opt.response,
+           mode, opt.prefetch ? "true" : "false", opt.window, opt.batch, opt.response, opt.request_lines,
            opt.mode == MODE_BATCHED ? opt.publish_every : 1, opt.worker_ns, (unsigned long long)r.jobs, (unsigned long long)r.passes,
            (unsigned long long)r.idle_polls, r.clock_pair_ns, busy / (double)r.jobs,
            (double)r.loop_cpu_ns / (double)r.jobs, (double)r.worker_cpu_ns / (double)r.jobs,

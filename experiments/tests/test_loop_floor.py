@@ -31,7 +31,7 @@ def run(binary, *args):
     return json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("args", [key_args for _, _, key_args in loop_floor.ROWS])
+@pytest.mark.parametrize("args", [row[2] for row in loop_floor.ROWS])
 def test_every_configuration_moves_jobs(binary, args):
     r = run(binary, "--window", "64", *args)
     assert r["jobs"] > 0 and r["busy_ns_per_job"] > 0
@@ -67,19 +67,34 @@ def test_differences_are_paired_per_round():
     # The inline baseline drifts with the machine: the ring's excess is the
     # median of per-round differences (10, 10, 10), not the difference of
     # medians (40 - 20 = 20).
-    rounds = [{"inline": fake("inline", b), "ring": fake("ring", b + 10)} for b in (10, 20, 70)]
-    rounds[1]["ring"]["busy_ns_per_job"] = 30
+    # And each row is paired with its own inline row (the same job).
+    rounds = [{"inline": fake("inline", b), "ring": fake("ring", b + 10), "inline_req": fake("inline_req", 500),
+               "ring_req": fake("ring_req", 505)} for b in (10, 20, 70)]
     s = loop_floor.summarise(rounds)
     assert s["ring"]["over_inline_ns"] == {"median": 10, "min": 10, "max": 10}
     assert s["ring"]["busy_ns_per_job"]["median"] == 30
+    assert s["ring_req"]["over_inline_ns"]["median"] == 5
+    assert "over_inline_ns" not in s["inline"] and "over_inline_ns" not in s["inline_req"]
 
 
-def test_verdict_reads_the_bench_and_both_ring_rows():
-    summ = {k: {"over_inline_ns": {"median": v, "min": v, "max": v}}
-            for k, v in (("ring", 40.0), ("ring_paced", 180.0), ("batched", 17.0), ("batched_1", 80.0))}
+def verdict_for(**over):
+    summ = {k: {"over_inline_ns": {"median": v, "min": v, "max": v}} for k, v in over.items()}
     data = {"summary": summ, "bench": {"ring_loop_us": 1.2, "native_loop_us": 0.8, "bench_commit": "abc"}}
-    text = "\n".join(loop_floor.verdict(data))
+    return "\n".join(loop_floor.verdict(data))
+
+
+def test_verdict_reads_the_bench_and_the_ring_rows():
+    text = verdict_for(ring=40.0, ring_paced=180.0, ring_req=45.0, ring_req_paced=300.0, batched=17.0,
+                       batched_1=80.0)
     assert "80 ns per request" in text and "400 ns more" in text
-    assert "adds 40 ns per job" in text and "and 180 ns" in text and "The first is within" in text
-    assert "at least 220 of the server's 400 ns" in text
-    assert loop_floor.verdict({"summary": summ, "bench": None}) == []
+    assert "adds 40 ns per job" in text and "and 180 ns" in text and "adds 45 and 300 ns" in text
+    assert "add 17 ns instead of 80" in text
+    assert "holds only where" in text and "up to 300 of the server's 400 ns; at least 100 lie" in text
+
+
+def test_verdict_says_which_side_of_the_allowance():
+    assert "Every configuration exceeds" in verdict_for(ring=90.0, ring_paced=180.0, ring_req=95.0,
+                                                        ring_req_paced=300.0)
+    assert "Every configuration is within" in verdict_for(ring=10.0, ring_paced=20.0, ring_req=15.0,
+                                                          ring_req_paced=30.0)
+    assert loop_floor.verdict({"summary": {}, "bench": None}) == []
