@@ -13,8 +13,11 @@ def splice(text, begin, end, body, where="the file"):
 
 
 def rewrite(path, begin, end, body):
-    """splice() applied to the file at path, in place."""
+    """splice() applied to the file at path, in place. The new text is made
+    before the file is opened for writing, so a file without the markers is
+    left as it was, not emptied."""
     with open(path) as f:
         text = f.read()
+    new = splice(text, begin, end, body, where=path)
     with open(path, "w") as f:
-        f.write(splice(text, begin, end, body, where=path))
+        f.write(new)

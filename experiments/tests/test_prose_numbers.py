@@ -146,3 +146,14 @@ def test_micro_readme_writer_fills_the_block(tmp_path):
     assert "old row" not in text and text.count(micro.README_BEGIN) == 1
     assert "| ring, worker spins, loop polls | 1.5k (1.0k–2.0k) |" in text
     assert text.startswith("a\n") and text.endswith("b\n")
+
+
+def test_a_file_without_the_markers_is_refused_and_left_whole(tmp_path):
+    # A generator pointed at a document that lacks its block must say so and
+    # leave the document as it was (it once truncated README.md).
+    from lib import generated
+    doc = tmp_path / "R.md"
+    doc.write_text("hand-written text\n")
+    with pytest.raises(SystemExit):
+        generated.rewrite(str(doc), "<!-- BEGIN x -->", "<!-- END x -->", "body")
+    assert doc.read_text() == "hand-written text\n"
