@@ -35,6 +35,8 @@ REQ_LINES = 8  # a server-sized job: about the lines of cserve's struct job both
 # key, how the row reads, loop_floor's arguments, and the inline row it is
 # paired with (the same job, the loop writing the response itself).
 ROWS = [
+    ("pingpong", "yardstick: one cache line passed between the two threads (ns per one-way transfer)",
+     ["--mode", "pingpong"], None),
     ("inline", "the loop writes each response itself (native-hello's way)", ["--mode", "inline"], None),
     ("ring", "ring as built: every submit and completion publishes and fences", ["--mode", "ring"], "inline"),
     ("batched_1", "the two SPSC rings, publishing and fencing every job",
@@ -83,6 +85,12 @@ def summarise(rounds):
                   for r in rounds if base and key in r and base in r]
         if paired:
             row["over_inline_ns"] = spread(paired)
+        # The same difference in units of that round's line transfer (the
+        # host may move the vCPUs between rounds: this is what stays put).
+        per_transfer = [(r[key]["busy_ns_per_job"] - r[base]["busy_ns_per_job"]) / r["pingpong"]["busy_ns_per_job"]
+                        for r in rounds if base and key in r and base in r and "pingpong" in r]
+        if per_transfer:
+            row["over_inline_transfers"] = spread(per_transfer)
         summ[key] = row
     return summ
 
@@ -111,15 +119,17 @@ def fmt(s, f="{:.0f}"):
 
 
 def table(data):
-    lines = ["| configuration | loop busy ns/job | over its inline row, ns/job | worker CPU ns/job | jobs per pass |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| configuration | loop busy ns/job | over its inline row, ns/job | the same, in line transfers "
+             "| worker CPU ns/job | jobs per pass |",
+             "|---|---:|---:|---:|---:|---:|"]
     for key, label, _, base in ROWS:
         s = data["summary"].get(key)
         if not s:
             continue
         over = fmt(s["over_inline_ns"]) if "over_inline_ns" in s else "—"
+        transfers = fmt(s["over_inline_transfers"], "{:.1f}") if "over_inline_transfers" in s else "—"
         worker = fmt(s["worker_cpu_ns_per_job"]) if base else "—"
-        lines.append(f"| {label} | {fmt(s['busy_ns_per_job'])} | {over} | {worker} | "
+        lines.append(f"| {label} | {fmt(s['busy_ns_per_job'])} | {over} | {transfers} | {worker} | "
                      f"{fmt(s['jobs_per_pass'], '{:.1f}')} |")
     return lines
 
@@ -143,6 +153,11 @@ def verdict(data):
              f"come {BATCH} to a pass, and {over['ring_paced']:.0f} ns when they come one at a time at a 2 µs "
              f"pool's pace. With {REQ_LINES} lines of request per job it adds {over['ring_req']:.0f} and "
              f"{over['ring_req_paced']:.0f} ns."]
+    if "pingpong" in s:
+        t = s["pingpong"]["busy_ns_per_job"]
+        lines.append(f"- One cache line passed between the two threads took {fmt(t)} ns per transfer over the "
+                     "rounds. The host places this guest's vCPUs, and may move them: the ring rows move with "
+                     "this yardstick, so the records of different runs differ by more than their spreads.")
     if "batched" in over and "batched_1" in over:
         lines.append(f"- The same SPSC rings publishing once per {BATCH} jobs instead of every job add "
                      f"{over['batched']:.0f} ns instead of {over['batched_1']:.0f}.")
@@ -171,7 +186,7 @@ def describe(data):
             f"--queue-size) unless the row says otherwise, at most {BATCH} per pass, a 131-byte response "
             "(cserve's hello). Loop busy ns per job: the loop's clock over the passes that found work; "
             "medians (min–max) over the rounds, and of the per-round differences from the inline row "
-            "with the same job.")
+            "with the same job, in ns and in that round's yardstick transfers.")
 
 
 def markdown(data):

@@ -1,7 +1,7 @@
 /* loop_floor.c — the least a cross-core handoff can add to the loop's time
  * per request, on the machine it runs on.
  *
- *     loop_floor --mode inline|ring|batched [--prefetch] [--window N] [--batch B]
+ *     loop_floor --mode inline|ring|batched|pingpong [--prefetch] [--window N] [--batch B]
  *                [--publish-every K] [--response BYTES] [--request-lines N]
  *                [--worker-ns NS] [--seconds S]
  *
@@ -40,6 +40,13 @@
  * sockets or interpreter in the way; batched − inline is what a ring that
  * publishes once per batch would add: the floor for this architecture (one
  * loop thread doing all socket I/O, the app on another core).
+ *
+ * pingpong: the yardstick. The two threads pass one cache line back and
+ * forth (each waits for the other's store, then stores); "busy ns per job"
+ * is then the time of one one-way transfer. In a guest the host may move
+ * the two vCPUs between cores that share a cache and cores that do not, so
+ * this cost, and every ring row with it, can change several-fold from one
+ * run to the next; the record measures it in every round.
  *
  * --request-lines N fattens the job the way a server's is: before each
  * submit the loop writes N lines of request (one store per line, as a
@@ -84,7 +91,7 @@ struct job {
 };
 
 struct floor_options {
-    enum { MODE_INLINE, MODE_RING, MODE_BATCHED } mode;
+    enum { MODE_INLINE, MODE_RING, MODE_BATCHED, MODE_PINGPONG } mode;
     unsigned publish_every; /* batched: jobs per publish on each side */
     bool prefetch;    /* ring: prefetch every drained job's response before copying any */
     unsigned window;  /* jobs in flight (the ring's capacity) */
@@ -454,9 +461,62 @@ static int run_batched(const struct floor_options *opt, struct job *jobs, struct
     return rc;
 }
 
+/* ---- pingpong: one line passed back and forth ---- */
+
+struct pingpong {
+    _Alignas(CACHE_LINE) atomic_ulong ball; /* odd: the worker's turn; even: the loop's */
+    _Alignas(CACHE_LINE) atomic_bool stop;
+};
+
+static void *pingpong_worker(void *p)
+{
+    struct pingpong *pp = p;
+    pthread_setname_np(pthread_self(), "floor-worker");
+    for (;;) {
+        unsigned long v;
+        while (!((v = atomic_load_explicit(&pp->ball, memory_order_acquire)) & 1))
+            if (atomic_load_explicit(&pp->stop, memory_order_relaxed))
+                return NULL;
+        atomic_store_explicit(&pp->ball, v + 1, memory_order_release);
+    }
+}
+
+static int run_pingpong(const struct floor_options *opt, struct result *r)
+{
+    struct pingpong *pp = aligned_zalloc(sizeof *pp);
+    pthread_t thread;
+    if (!pp || pthread_create(&thread, NULL, pingpong_worker, pp) != 0)
+        return -1;
+    clockid_t worker_clock;
+    bool have_worker_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
+    uint64_t start = now_ns(CLOCK_MONOTONIC), end = start + (uint64_t)(opt->seconds * 1e9);
+    uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), wcpu0 = have_worker_clock ? now_ns(worker_clock) : 0;
+    unsigned long v = 0;
+    while (now_ns(CLOCK_MONOTONIC) < end) {
+        for (int i = 0; i < 1024; i++) { /* round trips between two clock reads */
+            atomic_store_explicit(&pp->ball, v + 1, memory_order_release);
+            while ((v = atomic_load_explicit(&pp->ball, memory_order_acquire)) & 1)
+                cpu_relax();
+        }
+        r->jobs += 2048; /* one-way transfers */
+        r->passes++;
+    }
+    uint64_t stop_at = now_ns(CLOCK_MONOTONIC);
+    r->wall_ns = r->busy_ns = stop_at - start;
+    r->passes = r->jobs; /* no clock read per transfer to correct for */
+    r->clock_pair_ns = 0;
+    r->loop_cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    if (have_worker_clock)
+        r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
+    atomic_store(&pp->stop, true);
+    pthread_join(thread, NULL);
+    free(pp);
+    return v == r->jobs ? 0 : -1;
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: loop_floor --mode inline|ring|batched [--prefetch] [--window N] [--batch B]\n"
+    fprintf(f, "usage: loop_floor --mode inline|ring|batched|pingpong [--prefetch] [--window N] [--batch B]\n"
                "                  [--publish-every K] [--response BYTES] [--request-lines N]\n"
                "                  [--worker-ns NS] [--seconds S]\n"
                "Prints the loop thread's busy ns per job as JSON (see the comment atop loop_floor.c).\n");
@@ -495,6 +555,8 @@ int main(int argc, char **argv)
         opt.mode = MODE_RING;
     else if (mode && strcmp(mode, "batched") == 0)
         opt.mode = MODE_BATCHED;
+    else if (mode && strcmp(mode, "pingpong") == 0)
+        opt.mode = MODE_PINGPONG;
     else
         mode = NULL;
     if (!mode || optind != argc) {
@@ -521,6 +583,7 @@ int main(int argc, char **argv)
     struct result r = {.clock_pair_ns = clock_pair_ns()};
     int rc = opt.mode == MODE_RING      ? run_ring(&opt, jobs, &r)
              : opt.mode == MODE_BATCHED ? run_batched(&opt, jobs, &r)
+             : opt.mode == MODE_PINGPONG ? run_pingpong(&opt, &r)
                                         : run_inline(&opt, jobs, &r);
     free(jobs);
     if (rc != 0 || r.jobs == 0) {

@@ -113,16 +113,21 @@ def test_placeholders_name_configurations_of_the_full_plan():
                                              ("readme_stats", "experiments/results/readme_stats/stats.txt",
                                               "README.md"),
                                              ("placement", "experiments/results/placement/placement.json",
-                                              "README.md")])
+                                              "README.md"),
+                                             ("loop_floor", "experiments/results/loop-floor/loop_floor.json",
+                                              "README.md"),
+                                             ("loop_floor", "experiments/results/loop-floor/loop_floor.json",
+                                              "handoffs/README.md")])
 def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_path):
-    # The `make bench`, `make micro-record`, readme_stats and placement tables are the
+    # The `make bench`, `make micro-record`, readme_stats, placement and loop-floor tables are the
     # generators' output from the recorded runs: a hand-typed or hand-edited cell fails.
     import importlib
     mod = importlib.import_module(tool)
     path = os.path.join(ROOT, record)
     assert os.path.exists(path), f"{record} missing: run " + {"bench": "make bench", "micro": "make micro-record",
                                                              "readme_stats": "scripts/readme_stats.sh",
-                                                             "placement": "experiments/placement.py"}[tool]
+                                                             "placement": "experiments/placement.py",
+                                                             "loop_floor": "make loop-floor"}[tool]
     copy = tmp_path / "doc.md"
     shutil.copy(os.path.join(ROOT, doc), copy)
     mod.write_readme(path, str(copy))
