@@ -158,5 +158,5 @@ $(MICRO_DIR)/loop_floor: experiments/micro/loop_floor.c $(HANDOFF_SRCS) $(HANDOF
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ experiments/micro/loop_floor.c $(HANDOFF_SRCS) -lpthread
 
 loop-floor: $(MICRO_DIR)/loop_floor
-	$(PYTHON) experiments/loop_floor.py --bin $< --rounds 7
+	$(PYTHON) experiments/loop_floor.py --bin $< --rounds 9
 	$(PYTHON) experiments/loop_floor.py --readme experiments/results/loop-floor/loop_floor.json

@@ -77,24 +77,50 @@ def test_differences_are_paired_per_round():
     assert "over_inline_ns" not in s["inline"] and "over_inline_ns" not in s["inline_req"]
 
 
-def verdict_for(**over):
-    summ = {k: {"over_inline_ns": {"median": v, "min": v, "max": v}} for k, v in over.items()}
-    data = {"summary": summ, "bench": {"ring_loop_us": 1.2, "native_loop_us": 0.8, "bench_commit": "abc"}}
+def verdict_for(transfer=50.0, server=None, **over):
+    summ = {k: {"over_inline_ns": {"median": v * transfer, "min": 0, "max": 2 * v * transfer},
+                "over_inline_transfers": {"median": v, "min": v, "max": v}} for k, v in over.items()}
+    summ["pingpong"] = {"busy_ns_per_job": {"median": transfer, "min": transfer, "max": transfer}}
+    data = {"summary": summ, "bench": {"ring_loop_us": 1.2, "native_loop_us": 0.8, "bench_commit": "abc"},
+            "server": server}
     return "\n".join(loop_floor.verdict(data))
 
 
-def test_verdict_reads_the_bench_and_the_ring_rows():
-    text = verdict_for(ring=40.0, ring_paced=180.0, ring_req=45.0, ring_req_paced=300.0, batched=17.0,
-                       batched_1=80.0)
+def test_verdict_reads_the_bench_and_the_ring_rows_in_transfers():
+    text = verdict_for(ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0, batched=0.2, batched_1=0.6)
     assert "80 ns per request" in text and "400 ns more" in text
-    assert "adds 40 ns per job" in text and "and 180 ns" in text and "adds 45 and 300 ns" in text
-    assert "add 17 ns instead of 80" in text
-    assert "holds only where" in text and "up to 300 of the server's 400 ns; at least 100 lie" in text
+    assert "the allowance is 1.6 transfers" in text          # 80 ns / 50 ns
+    assert "adds 0.8 transfers per job" in text and "(40 ns)" in text and "0.4 with 8 lines" in text
+    assert "adds 3.6 (180 ns) and 4.0 (200 ns)" in text
+    assert "add 0.2 transfers instead of 0.6" in text
+    assert "only while the loop takes its completions many to a pass" in text
+    assert "requests a pass" not in text  # no placement record: nothing said of the server
+
+
+def test_verdict_places_the_server_by_its_passes():
+    streaming = {"passes_per_req": {"median": 0.01, "min": 0.005, "max": 0.04}, "commit": "c0"}
+    text = verdict_for(server=streaming, ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
+    assert "about 100 requests a pass" in text and "(25 in its slowest round" in text
+    assert "dearest round here (80 ns)" in text and "at least 320 of the 400 ns" in text  # 400 - 2 * 0.8 * 50
+    slow = {"passes_per_req": {"median": 0.05, "min": 0.01, "max": 0.2}, "commit": "c0"}
+    text = verdict_for(server=slow, ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
+    assert "(5 in its slowest round" in text and "cannot apportion" in text
+
+
+def test_server_passes_reads_the_placement_record(tmp_path):
+    rec = {"meta": {"commit": "abc", "time": "t"},
+           "summary": [{"placement": "native: either CPU", "loop_passes_per_req": {"median": 9, "min": 9, "max": 9}},
+                       {"placement": loop_floor.PLACEMENT_ROW,
+                        "loop_passes_per_req": {"median": 0.01, "min": 0.005, "max": 0.04, "n": 5}}]}
+    (tmp_path / "p.json").write_text(json.dumps(rec))
+    got = loop_floor.server_passes(str(tmp_path / "p.json"))
+    assert got["passes_per_req"] == {"median": 0.01, "min": 0.005, "max": 0.04} and got["commit"] == "abc"
+    assert loop_floor.server_passes(str(tmp_path / "none.json")) is None
 
 
 def test_verdict_says_which_side_of_the_allowance():
-    assert "Every configuration exceeds" in verdict_for(ring=90.0, ring_paced=180.0, ring_req=95.0,
-                                                        ring_req_paced=300.0)
-    assert "Every configuration is within" in verdict_for(ring=10.0, ring_paced=20.0, ring_req=15.0,
-                                                          ring_req_paced=30.0)
+    assert "cannot meet the goal" in verdict_for(ring=2.0, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
+    assert "Every regime here is within" in verdict_for(ring=0.2, ring_paced=1.0, ring_req=0.3, ring_req_paced=1.2)
+    assert verdict_for(transfer=10.0, ring=2.0, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0).count(
+        "Every regime here is within") == 1  # a faster line: 8 transfers allowed
     assert loop_floor.verdict({"summary": {}, "bench": None}) == []
