@@ -77,34 +77,59 @@ def test_differences_are_paired_per_round():
     assert "over_inline_ns" not in s["inline"] and "over_inline_ns" not in s["inline_req"]
 
 
-def verdict_for(transfer=50.0, server=None, **over):
+def verdict_for(transfer=50.0, server=None, rounds=(), **over):
     summ = {k: {"over_inline_ns": {"median": v * transfer, "min": 0, "max": 2 * v * transfer},
                 "over_inline_transfers": {"median": v, "min": v, "max": v}} for k, v in over.items()}
     summ["pingpong"] = {"busy_ns_per_job": {"median": transfer, "min": transfer, "max": transfer}}
     data = {"summary": summ, "bench": {"ring_loop_us": 1.2, "native_loop_us": 0.8, "bench_commit": "abc"},
-            "server": server}
+            "server": server, "rounds": list(rounds)}
     return "\n".join(loop_floor.verdict(data))
 
 
+ROWS4 = dict(ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
+
+
+def a_round(transfer, ring, paced):
+    return {"pingpong": fake("pingpong", transfer), "inline": fake("inline", 40),
+            "ring": fake("ring", 40 + ring), "ring_paced": fake("ring_paced", 40 + paced)}
+
+
 def test_verdict_reads_the_bench_and_the_ring_rows_in_transfers():
-    text = verdict_for(ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0, batched=0.2, batched_1=0.6)
+    text = verdict_for(batched=0.2, batched_1=0.6, **ROWS4)
     assert "80 ns per request" in text and "400 ns more" in text
     assert "the allowance is 1.6 transfers" in text          # 80 ns / 50 ns
     assert "adds 0.8 transfers per job" in text and "(40 ns)" in text and "0.4 with 8 lines" in text
     assert "adds 3.6 (180 ns) and 4.0 (200 ns)" in text
     assert "add 0.2 transfers instead of 0.6" in text
-    assert "only while the loop takes its completions many to a pass" in text
-    assert "requests a pass" not in text  # no placement record: nothing said of the server
+    assert "requests a pass" not in text and "of 0 rounds" not in text  # no placement record, no rounds
+    assert "fit the allowance while" not in text
+
+
+def test_verdict_counts_the_rounds_the_crossings_fit():
+    # The allowance is 80 ns: a near round (transfer 50, ring 40 over
+    # inline) fits, a far one (transfer 240, ring 200) does not; one
+    # completion a pass fits in neither.
+    rounds = [a_round(50, 40, 180), a_round(240, 200, 800), a_round(50, 45, 190)]
+    text = verdict_for(rounds=rounds, **ROWS4)
+    assert "at most about 100 ns" in text                      # 80 ns / 0.8 transfers
+    assert "within it in 2 of 3 rounds (yardstick 50, 50 ns)" in text
+    assert "over it in the rest (yardstick 240 ns)" in text
+    assert "exceeded the allowance in every round" in text and "only while the host keeps" in text
+    text = verdict_for(rounds=[a_round(240, 200, 800)], **ROWS4)
+    assert "within it in 0 of 1 rounds" in text and "out of reach throughout this record" in text
 
 
 def test_verdict_places_the_server_by_its_passes():
     streaming = {"passes_per_req": {"median": 0.01, "min": 0.005, "max": 0.04}, "commit": "c0"}
-    text = verdict_for(server=streaming, ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
+    text = verdict_for(server=streaming, **ROWS4)
     assert "about 100 requests a pass" in text and "(25 in its slowest round" in text
-    assert "dearest round here (80 ns)" in text and "at least 320 of the 400 ns" in text  # 400 - 2 * 0.8 * 50
+    assert "dearest such round here (80 ns)" in text and "at least 320 of the 400 ns" in text  # 400 - 2*0.8*50
+    text = verdict_for(transfer=300.0, server=streaming, **ROWS4)  # dearest round 480 ns > the 400 ns gap
+    assert "could account for all 400 ns" in text
     slow = {"passes_per_req": {"median": 0.05, "min": 0.01, "max": 0.2}, "commit": "c0"}
-    text = verdict_for(server=slow, ring=0.8, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
+    text = verdict_for(server=slow, **ROWS4)
     assert "(5 in its slowest round" in text and "cannot apportion" in text
+    assert loop_floor.verdict({"summary": {}, "bench": None}) == []
 
 
 def test_server_passes_reads_the_placement_record(tmp_path):
@@ -116,11 +141,3 @@ def test_server_passes_reads_the_placement_record(tmp_path):
     got = loop_floor.server_passes(str(tmp_path / "p.json"))
     assert got["passes_per_req"] == {"median": 0.01, "min": 0.005, "max": 0.04} and got["commit"] == "abc"
     assert loop_floor.server_passes(str(tmp_path / "none.json")) is None
-
-
-def test_verdict_says_which_side_of_the_allowance():
-    assert "cannot meet the goal" in verdict_for(ring=2.0, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0)
-    assert "Every regime here is within" in verdict_for(ring=0.2, ring_paced=1.0, ring_req=0.3, ring_req_paced=1.2)
-    assert verdict_for(transfer=10.0, ring=2.0, ring_paced=3.6, ring_req=0.4, ring_req_paced=4.0).count(
-        "Every regime here is within") == 1  # a faster line: 8 transfers allowed
-    assert loop_floor.verdict({"summary": {}, "bench": None}) == []
