@@ -46,7 +46,11 @@
  * is then the time of one one-way transfer. In a guest the host may move
  * the two vCPUs between cores that share a cache and cores that do not, so
  * this cost, and every ring row with it, can change several-fold from one
- * run to the next; the record measures it in every round.
+ * run to the next. So every two-thread run is bracketed by a short
+ * pingpong just before and just after it (--yardstick-ms each, on two
+ * fresh threads, after one discarded as a warm-up), reported as
+ * yardstick_before_ns and yardstick_after_ns:
+ * a run whose two differ much saw the host move its vCPUs.
  *
  * --request-lines N fattens the job the way a server's is: before each
  * submit the loop writes N lines of request (one store per line, as a
@@ -55,12 +59,19 @@
  * the lines never leave the loop's core; through the ring every one of them
  * crosses to the worker and back each time the job is reused.
  *
+ * Placement: the loop runs pinned to the first CPU it may use and every
+ * second thread to the second (sched_getaffinity), so the two never share
+ * a CPU: left to the scheduler, a new thread starts beside its creator and
+ * the two spinning threads would time-share one CPU until the balancer
+ * moves one, which measures the scheduler, not the lines.
+ *
  * Busy time: the loop's monotonic clock around each pass that found work
  * (a drain that returned jobs, their processing and the submits that refill
  * the window), less two clock reads per pass (calibrated at start). Passes
  * that found nothing are idle polls, counted but not timed, so a worker
  * slower than the loop (--worker-ns) does not inflate the loop's figure. */
 #include <errno.h>
+#include <sched.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -99,12 +110,44 @@ struct floor_options {
     unsigned response;
     unsigned request_lines;
     long worker_ns;   /* ring: the worker spins this long per job (an app's cost) */
+    double yardstick_ms; /* the pingpong before and after a two-thread run */
     double seconds;
 };
 
 static char template_bytes[RESPONSE_MAX];
+static int loop_cpu = -1, worker_cpu = -1; /* pin_setup */
 static char sink[64 * 1024]; /* where responses are copied out (a socket buffer's stand-in) */
 static size_t sink_at;
+
+/* The first two CPUs this process may run on; the loop is pinned to the
+ * first. -1 if there are not two. */
+static int pin_setup(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE && worker_cpu < 0; c++)
+        if (CPU_ISSET(c, &set)) {
+            if (loop_cpu < 0)
+                loop_cpu = c;
+            else
+                worker_cpu = c;
+        }
+    if (worker_cpu < 0)
+        return -1;
+    CPU_ZERO(&set);
+    CPU_SET(loop_cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
+/* Called first by every second thread. */
+static void pin_worker(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(worker_cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
 
 static uint64_t now_ns(clockid_t clock)
 {
@@ -164,6 +207,7 @@ static void *worker_main(void *p)
 {
     struct worker *w = p;
     pthread_setname_np(pthread_self(), "floor-worker");
+    pin_worker();
     for (;;) {
         struct job *job;
         while (!(job = w->ops->try_take(w->h, 0)))
@@ -349,6 +393,7 @@ static void *batched_worker(void *p)
 {
     struct batched *b = p;
     pthread_setname_np(pthread_self(), "floor-worker");
+    pin_worker();
     unsigned staged = spsc_staged_start(&b->done), pending = 0;
     int woke = 0;
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
@@ -472,6 +517,7 @@ static void *pingpong_worker(void *p)
 {
     struct pingpong *pp = p;
     pthread_setname_np(pthread_self(), "floor-worker");
+    pin_worker();
     for (;;) {
         unsigned long v;
         while (!((v = atomic_load_explicit(&pp->ball, memory_order_acquire)) & 1))
@@ -514,24 +560,37 @@ static int run_pingpong(const struct floor_options *opt, struct result *r)
     return v == r->jobs ? 0 : -1;
 }
 
+/* ns per one-way transfer over a pingpong of opt->yardstick_ms; -1 on failure. */
+static double yardstick_ns(const struct floor_options *opt)
+{
+    struct floor_options o = *opt;
+    o.seconds = opt->yardstick_ms / 1000;
+    struct result y = {0};
+    if (run_pingpong(&o, &y) != 0 || y.jobs == 0)
+        return -1;
+    return (double)y.busy_ns / (double)y.jobs;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: loop_floor --mode inline|ring|batched|pingpong [--prefetch] [--window N] [--batch B]\n"
                "                  [--publish-every K] [--response BYTES] [--request-lines N]\n"
-               "                  [--worker-ns NS] [--seconds S]\n"
+               "                  [--worker-ns NS] [--seconds S] [--yardstick-ms MS]\n"
                "Prints the loop thread's busy ns per job as JSON (see the comment atop loop_floor.c).\n");
 }
 
 int main(int argc, char **argv)
 {
-    struct floor_options opt = {.window = 256, .batch = 16, .response = 131, .seconds = 1.0};
+    struct floor_options opt = {.window = 256, .batch = 16, .response = 131, .seconds = 1.0,
+                                .yardstick_ms = 30};
     const char *mode = NULL;
     static const struct option longopts[] = {
         {"mode", required_argument, 0, 'm'},     {"prefetch", no_argument, 0, 'p'},
         {"window", required_argument, 0, 'w'},   {"batch", required_argument, 0, 'b'},
         {"response", required_argument, 0, 'r'}, {"worker-ns", required_argument, 0, 'n'},
         {"seconds", required_argument, 0, 's'},  {"publish-every", required_argument, 0, 'k'},
-        {"request-lines", required_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
+        {"request-lines", required_argument, 0, 'q'}, {"yardstick-ms", required_argument, 0, 'y'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -543,6 +602,7 @@ int main(int argc, char **argv)
         case 'r': opt.response = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'n': opt.worker_ns = strtol(optarg, NULL, 10); break;
         case 's': opt.seconds = strtod(optarg, NULL); break;
+        case 'y': opt.yardstick_ms = strtod(optarg, NULL); break;
         case 'q': opt.request_lines = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'k': opt.publish_every = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'h': usage(stdout); return 0;
@@ -567,11 +627,15 @@ int main(int argc, char **argv)
         opt.publish_every = opt.batch;
     if (opt.window < 2 || (opt.window & (opt.window - 1)) || opt.batch < 1 ||
         opt.batch > opt.window || opt.response < sizeof(uint32_t) || opt.response > RESPONSE_MAX ||
-        opt.request_lines > REQUEST_LINES_MAX || !(opt.seconds > 0)) {
+        opt.request_lines > REQUEST_LINES_MAX || !(opt.seconds > 0) || !(opt.yardstick_ms > 0)) {
         fprintf(stderr, "loop_floor: --window a power of two >= 2, 1 <= --batch <= window, "
-                        "%zu <= --response <= %d, --request-lines <= %d, --seconds > 0\n",
+                        "%zu <= --response <= %d, --request-lines <= %d, --seconds and --yardstick-ms > 0\n",
                 sizeof(uint32_t), RESPONSE_MAX, REQUEST_LINES_MAX);
         return 2;
+    }
+    if (opt.mode != MODE_INLINE && pin_setup() != 0) {
+        fprintf(stderr, "loop_floor: --mode %s needs two CPUs to pin its two threads to\n", mode);
+        return 1;
     }
     for (unsigned i = 0; i < RESPONSE_MAX; i++)
         template_bytes[i] = (char)('a' + i % 26);
@@ -581,10 +645,17 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < opt.window; i++)
         jobs[i].id = i;
     struct result r = {.clock_pair_ns = clock_pair_ns()};
+    bool bracket = opt.mode == MODE_RING || opt.mode == MODE_BATCHED;
+    if (bracket)
+        yardstick_ns(&opt); /* a warm-up: an idle vCPU answers slowly at first */
+    double yard_before = bracket ? yardstick_ns(&opt) : 0;
     int rc = opt.mode == MODE_RING      ? run_ring(&opt, jobs, &r)
              : opt.mode == MODE_BATCHED ? run_batched(&opt, jobs, &r)
              : opt.mode == MODE_PINGPONG ? run_pingpong(&opt, &r)
                                         : run_inline(&opt, jobs, &r);
+    double yard_after = bracket && rc == 0 ? yardstick_ns(&opt) : 0;
+    if (yard_before < 0 || yard_after < 0)
+        rc = -1;
     free(jobs);
     if (rc != 0 || r.jobs == 0) {
         fprintf(stderr, "loop_floor: %s run failed (a response was not its job's, or no job ran)\n",
@@ -595,11 +666,12 @@ int main(int argc, char **argv)
     printf("{\"mode\": \"%s\", \"prefetch\": %s, \"window\": %u, \"batch\": %u, \"response\": %u, \"request_lines\": %u, "
            "\"publish_every\": %u, \"worker_ns\": %ld, \"jobs\": %llu, \"passes\": %llu, \"idle_polls\": %llu, "
            "\"clock_pair_ns\": %.2f, \"busy_ns_per_job\": %.2f, \"loop_cpu_ns_per_job\": %.2f, "
-           "\"worker_cpu_ns_per_job\": %.2f, \"wall_ns_per_job\": %.2f, \"jobs_per_pass\": %.2f}\n",
+           "\"worker_cpu_ns_per_job\": %.2f, \"wall_ns_per_job\": %.2f, \"jobs_per_pass\": %.2f, "
+           "\"yardstick_before_ns\": %.2f, \"yardstick_after_ns\": %.2f}\n",
            mode, opt.prefetch ? "true" : "false", opt.window, opt.batch, opt.response, opt.request_lines,
            opt.mode == MODE_BATCHED ? opt.publish_every : 1, opt.worker_ns, (unsigned long long)r.jobs, (unsigned long long)r.passes,
            (unsigned long long)r.idle_polls, r.clock_pair_ns, busy / (double)r.jobs,
            (double)r.loop_cpu_ns / (double)r.jobs, (double)r.worker_cpu_ns / (double)r.jobs,
-           (double)r.wall_ns / (double)r.jobs, (double)r.jobs / (double)r.passes);
+           (double)r.wall_ns / (double)r.jobs, (double)r.jobs / (double)r.passes, yard_before, yard_after);
     return 0;
 }
