@@ -162,3 +162,18 @@ def test_a_file_without_the_markers_is_refused_and_left_whole(tmp_path):
     with pytest.raises(SystemExit):
         generated.rewrite(str(doc), "<!-- BEGIN x -->", "<!-- END x -->", "body")
     assert doc.read_text() == "hand-written text\n"
+
+
+def test_a_record_include_brings_the_record_without_its_title(tmp_path):
+    # <!-- RECORD:D/NAME --> is a file under experiments/results/ outside the
+    # run's folder (make loop-floor's): its body, less its "# " title; a
+    # missing one is a visible MISSING, which --strict turns into an error.
+    missing = []
+    text = build.fill("a\n<!-- RECORD:loop-floor/loop_floor.md -->\nb", build.default_results(), str(tmp_path),
+                      missing)
+    body = open(os.path.join(ROOT, "experiments", "results", "loop-floor", "loop_floor.md")).read()
+    assert body.startswith("# ") and body.splitlines()[0] not in text
+    assert body.split("\n", 2)[2].strip().splitlines()[0] in text and "RECORD:" not in text
+    missing = []
+    text = build.fill("<!-- RECORD:loop-floor/nope.md -->", build.default_results(), str(tmp_path), missing)
+    assert "MISSING" in text and "loop-floor/nope.md" in missing
