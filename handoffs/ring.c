@@ -29,7 +29,7 @@
  * F2 comes first the producer sees parked == 1. A fence on one side only does
  * not help — the other side's store can still sit in its buffer past its load.
  *
- * Every ordering named here (F1..F5, X1, C1, O1, and R1/A1, R2/A2 in spsc_ring.h)
+ * Every ordering named here (F1..F5, X1, C1, O1, and R1/A1, R2/A2, R3 in spsc_ring.h)
  * is written through ring_order.h, so a mutant build can remove exactly one;
  * `make mutants` requires a test to fail on each. handoffs/tests/
  * ring_protocol.pml models this file's protocol (both parks, two workers

@@ -3,7 +3,7 @@
  *
  * ring.c and spsc_ring.h write each ordering they rely on through one of the
  * macros below, labelled with its name from the comments (F1..F5, R1/A1,
- * R2/A2, X1, C1, O1). A normal build gets the real thing. A build with
+ * R2/A2, R3, X1, C1, O1). A normal build gets the real thing. A build with
  * -DRING_MUTANT=RING_M_<name> gets a "mutant" with that one ordering removed
  * (a fence becomes nothing, a release or acquire becomes relaxed, the
  * exchange-then-wake becomes wake-then-clear, the fresh re-check becomes a
@@ -31,6 +31,7 @@
 #define RING_M_X1 10 /* ring_submit clears `parked` (exchange) before futex_wake */
 #define RING_M_C1 11 /* ring_before_sleep re-reads tail (not the cached copy) after F4 */
 #define RING_M_O1 12 /* ring_before_sleep pays the wake-ups ring_submit left owed */
+#define RING_M_R3 13 /* release store of tail in spsc_publish (the batched push; not used by ring.c) */
 
 #ifndef RING_MUTANT
 #define RING_MUTANT RING_M_NONE
@@ -48,6 +49,7 @@
 #define RING_HAS_X1 (RING_MUTANT != RING_M_X1)
 #define RING_HAS_C1 (RING_MUTANT != RING_M_C1)
 #define RING_HAS_O1 (RING_MUTANT != RING_M_O1)
+#define RING_HAS_R3 (RING_MUTANT != RING_M_R3)
 
 /* O1's bound: a wake-up owed to a parked worker is paid at the end of the
  * loop's pass (ring_flush), before the loop can block (ring_before_sleep),

@@ -7,7 +7,7 @@
  * says the ring is full, the consumer re-reads `tail` only when its copy says
  * empty, so in steady state each side touches the shared line once per batch.
  *
- * Synchronising pairs:
+ * Synchronising pairs (R3, the batched push's, is at spsc_publish below):
  *   R1 store(tail, release) in spsc_push   pairs with A1 load(tail, acquire) in
  *      spsc_pop / spsc_nonempty: the slot write (and the job it points to)
  *      happens before the consumer reads it.
@@ -123,7 +123,9 @@ static inline bool spsc_stage(struct spsc_ring *r, unsigned *staged, struct job 
 
 static inline void spsc_publish(struct spsc_ring *r, unsigned staged)
 {
-    atomic_store_explicit(&r->tail, staged, RING_ORDER(R1, memory_order_release)); /* pairs with A1 */
+    /* R3: pairs with A1, as R1 does: every slot staged before it (and the
+     * job each points to) happens before the consumer reads them. */
+    atomic_store_explicit(&r->tail, staged, RING_ORDER(R3, memory_order_release));
 }
 
 #endif

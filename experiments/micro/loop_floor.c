@@ -1,79 +1,78 @@
-/* loop_floor.c — the least a cross-core handoff can add to the loop's time
- * per request, on the machine it runs on.
+/* loop_floor.c — what a cross-core handoff adds to the loop's time per
+ * request, on the machine it runs on, with no sockets, parser or
+ * interpreter in the way.
  *
- *     loop_floor --mode inline|ring|batched|pingpong [--prefetch] [--window N] [--batch B]
- *                [--publish-every K] [--response BYTES] [--request-lines N]
- *                [--worker-ns NS] [--seconds S]
+ *     loop_floor --mode inline|ring|batched|pingpong [--window N] [--batch B]
+ *                [--pass-ns NS] [--publish-every K] [--response BYTES]
+ *                [--request-lines N] [--worker-ns NS] [--seconds S]
+ *                [--yardstick-ms MS]
  *
  * It prints one JSON object: the loop thread's busy ns per job, and what it
- * needs to read that figure (batch sizes, idle polls, the clock's own cost).
+ * takes to read that figure (jobs per pass, idle polls, the clock's cost,
+ * the yardsticks, the CPUs the threads ran on).
  *
- * Both modes do the same per-job bookkeeping on the loop thread: take a job
- * from a free list, get its response into the job's buffer, copy the
- * response out (as the kernel's sendmsg copies it into a socket buffer),
- * check it is the job's own, and put the job back. They differ in who writes
- * the response:
+ * Every mode does the same per-job work on the loop thread: take a job,
+ * write its request (a ticket, new for every use, in the first of
+ * --request-lines lines, one store per line, as a parser filling views
+ * does), get its response, copy the response out (as the kernel's sendmsg
+ * copies it into a socket buffer), check it carries this use's ticket, and
+ * recycle the job. The jobs cycle first in, first out through all --window
+ * of them in every mode. The modes differ in who serves the job (reads the
+ * request back, as an app's environ is built, and writes the response):
  *
- *   inline  the loop writes it itself, as native-hello's loop does: every
- *           line of the job stays in the loop's cache.
- *   ring    a worker thread writes it. The loop submits jobs through the
- *           ring backend (handoffs/ring.c, the code the server runs) and
- *           drains their completions; the worker busy-polls try_take, so no
- *           side ever parks and no syscall is made. Each submit and each
- *           completion publishes its ring's tail and then fences (F1, F3),
- *           as the server's do.
- *   batched the same two rings (spsc_ring.h) with each side's tail published
- *           once per K jobs (spsc_stage/spsc_publish; K = --publish-every,
- *           by default a whole pass), each publish followed by the fence and
- *           the look at the other side's parked flag that the park
- *           handshake needs (nobody parks here, so the flag stays 0). With
- *           K = 1 it is the ring's protocol without its counters; with
- *           K = a pass it is what batching the publication would leave.
+ *   inline  the loop itself, as native-hello's loop does: no line of any
+ *           job leaves the loop's core.
+ *   ring    a worker thread. The loop submits through the ring backend
+ *           (handoffs/ring.c, the code the server runs) and drains its
+ *           completions; the worker busy-polls try_take, so no side parks
+ *           and no syscall is made. Each submit and each completion
+ *           publishes its ring's tail and then fences (F1, F3), as the
+ *           server's do.
+ *   batched the same two SPSC rings (spsc_ring.h), each side publishing its
+ *           tail once per K jobs (spsc_stage/spsc_publish; K =
+ *           --publish-every, by default a whole pass; the worker also
+ *           publishes whenever it finds no job), each publish followed by
+ *           the fence and the look at the other side's parked flag that the
+ *           park handshake needs (nobody parks here: the flag stays 0).
  *
- * The job is as lean as such a handoff allows: the request needs no field in
- * the job (the ring slot is the pointer), the response's length shares a
- * line with its first bytes, and the loop writes nothing the worker writes.
- * So per job the loop pulls only the response's lines from the worker's
- * core (three for cserve's 131-byte hello response), plus its share of the
- * rings' index and slot lines. ring − inline is what the ring as built adds
- * to the loop per request beyond native-hello's work, with no parsing,
- * sockets or interpreter in the way; batched − inline is what a ring that
- * publishes once per batch would add: the floor for this architecture (one
- * loop thread doing all socket I/O, the app on another core).
+ * ring − inline is then what the ring as built adds to the loop per request
+ * beyond native-hello's own work: the ring's operations and the job's lines
+ * crossing cores (the request's there, the response's back, the rings'
+ * index and slot lines).
+ *
+ * How completions reach the loop matters, so it is a parameter. A loop
+ * with nothing else to do drains each completion as it lands, which behind
+ * a slow worker (--worker-ns, an app's cost per job) is one at a time. A
+ * server's loop spends most of a pass on its sockets and drains once, at
+ * the pass's end, whatever landed meanwhile: --pass-ns has the loop spend
+ * that long (spinning on the clock, untimed, touching no job or ring)
+ * before each drain, so completions pile up as they do there.
  *
  * pingpong: the yardstick. The two threads pass one cache line back and
- * forth (each waits for the other's store, then stores); "busy ns per job"
- * is then the time of one one-way transfer. In a guest the host may move
- * the two vCPUs between cores that share a cache and cores that do not, so
- * this cost, and every ring row with it, can change several-fold from one
- * run to the next. So every two-thread run is bracketed by a short
- * pingpong just before and just after it (--yardstick-ms each, on two
- * fresh threads, after one discarded as a warm-up), reported as
- * yardstick_before_ns and yardstick_after_ns:
- * a run whose two differ much saw the host move its vCPUs.
+ * forth; "busy ns per job" is one one-way transfer. The host places this
+ * guest's vCPUs and may move them between cores that share a cache and
+ * cores that do not, so this cost, and every ring row with it, can change
+ * several-fold from one minute to the next. So every two-thread run is
+ * bracketed by a short pingpong just before and just after it, after one
+ * discarded as a warm-up (yardstick_before_ns, yardstick_after_ns): a run
+ * whose two differ much saw the vCPUs move.
  *
- * --request-lines N fattens the job the way a server's is: before each
- * submit the loop writes N lines of request (one store per line, as a
- * parser filling views does), and whoever serves the job reads them back
- * (as the app's environ is built) and checks they are this job's. Inline,
- * the lines never leave the loop's core; through the ring every one of them
- * crosses to the worker and back each time the job is reused.
+ * Placement: the loop is pinned to the first CPU this process may use and
+ * every second thread to the second, so the two never share a CPU (left to
+ * the scheduler, a new thread starts beside its creator, and two spinning
+ * threads would time-share one CPU until the balancer moved one: that
+ * measures the scheduler, not the lines). Each thread reports the CPU it
+ * ran on.
  *
- * Placement: the loop runs pinned to the first CPU it may use and every
- * second thread to the second (sched_getaffinity), so the two never share
- * a CPU: left to the scheduler, a new thread starts beside its creator and
- * the two spinning threads would time-share one CPU until the balancer
- * moves one, which measures the scheduler, not the lines.
- *
- * Busy time: the loop's monotonic clock around each pass that found work
- * (a drain that returned jobs, their processing and the submits that refill
- * the window), less two clock reads per pass (calibrated at start). Passes
- * that found nothing are idle polls, counted but not timed, so a worker
- * slower than the loop (--worker-ns) does not inflate the loop's figure. */
+ * Busy time: the loop's monotonic clock around each drain that returned
+ * jobs and around each pass's handling and resubmission, less one clock
+ * read per timed interval (the least cost of a read, calibrated at start).
+ * Drains that found nothing are idle polls, counted but not timed, so a
+ * worker slower than the loop does not inflate the loop's figure. */
 #include <errno.h>
-#include <sched.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,41 +85,71 @@
 #include "../../lib/aligned.h"
 #include "../../lib/cpu_relax.h"
 
-#define RESPONSE_MAX 960 /* with the length: 16 lines at most */
+#define RESPONSE_MAX 960 /* 15 lines */
 #define REQUEST_LINES_MAX 64
 
 struct job {
     /* The loop's line: the worker never touches it. */
     _Alignas(CACHE_LINE) struct job *next_free;
-    uint32_t id;
-    /* The request, written by the loop (--request-lines of it). */
+    uint64_t ticket; /* the loop's copy of this use's ticket */
+    /* The request: line i holds ticket + i. */
     _Alignas(CACHE_LINE) uint64_t request[REQUEST_LINES_MAX][CACHE_LINE / sizeof(uint64_t)];
     /* The response, written by whoever serves the job; its length shares
-     * the first line with the first bytes. */
+     * the first line with its first bytes (which are the ticket). */
     _Alignas(CACHE_LINE) uint32_t len;
     char bytes[RESPONSE_MAX];
 };
 
 struct floor_options {
     enum { MODE_INLINE, MODE_RING, MODE_BATCHED, MODE_PINGPONG } mode;
+    unsigned window;        /* jobs in flight (the rings' capacity) */
+    unsigned batch;         /* the most jobs a pass handles */
+    long pass_ns;           /* the loop's other work per pass (untimed), before each drain */
     unsigned publish_every; /* batched: jobs per publish on each side */
-    bool prefetch;    /* ring: prefetch every drained job's response before copying any */
-    unsigned window;  /* jobs in flight (the ring's capacity) */
-    unsigned batch;   /* the most jobs a pass drains and resubmits */
-    unsigned response;
+    unsigned response;      /* bytes */
     unsigned request_lines;
-    long worker_ns;   /* ring: the worker spins this long per job (an app's cost) */
-    double yardstick_ms; /* the pingpong before and after a two-thread run */
+    long worker_ns;         /* the worker's own work per job (spun) */
     double seconds;
+    double yardstick_ms;
+};
+
+struct result {
+    uint64_t jobs, passes, timed, idle_polls, busy_ns, loop_cpu_ns, worker_cpu_ns, wall_ns;
+    int worker_ran_on;
 };
 
 static char template_bytes[RESPONSE_MAX];
-static int loop_cpu = -1, worker_cpu = -1; /* pin_setup */
 static char sink[64 * 1024]; /* where responses are copied out (a socket buffer's stand-in) */
 static size_t sink_at;
+static int loop_cpu = -1, worker_cpu = -1; /* pin_setup */
 
-/* The first two CPUs this process may run on; the loop is pinned to the
- * first. -1 if there are not two. */
+static uint64_t now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The least cost of one monotonic clock read, ns: what each timed interval
+ * carries beyond the work it times (the end of the first read and the start
+ * of the second). The least over many batches, so a preempted batch does
+ * not count. */
+static double clock_read_ns(void)
+{
+    double best = 1e9;
+    for (int b = 0; b < 64; b++) {
+        uint64_t t0 = now_ns(CLOCK_MONOTONIC), last = t0;
+        for (int i = 0; i < 256; i++)
+            last = now_ns(CLOCK_MONOTONIC);
+        double per = (double)(last - t0) / 256;
+        if (per < best)
+            best = per;
+    }
+    return best;
+}
+
+/* The first two CPUs this process may use; the calling (loop) thread is
+ * pinned to the first. -1 if there are not two or pinning fails. */
 static int pin_setup(void)
 {
     cpu_set_t set;
@@ -140,148 +169,103 @@ static int pin_setup(void)
     return sched_setaffinity(0, sizeof set, &set);
 }
 
-/* Called first by every second thread. */
-static void pin_worker(void)
+/* Called first by every second thread: pin it to the second CPU. The CPU it
+ * then runs on, or -1. */
+static int pin_worker(void)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(worker_cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+        return -1;
+    return sched_getcpu();
 }
 
-static uint64_t now_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* ---- the per-job work, the same in every mode ---- */
 
-/* The response for job id: the template with the id in its first bytes, so
- * the loop can tell it copied this job's response and not a stale one. */
-static void write_response(struct job *job, unsigned len)
+static void write_request(struct job *job, uint64_t ticket, unsigned lines)
 {
-    memcpy(job->bytes, template_bytes, len);
-    memcpy(job->bytes, &job->id, sizeof job->id);
-    job->len = len;
-}
-
-/* The loop's side of the request: one store in each of its lines. */
-static void write_request(struct job *job, unsigned lines)
-{
+    job->ticket = ticket;
     for (unsigned i = 0; i < lines; i++)
-        job->request[i][0] = (uint64_t)job->id * REQUEST_LINES_MAX + i;
+        job->request[i][0] = ticket + i;
 }
 
-/* The app's side: read every line back. 0, or -1 if one is not this job's. */
-static int read_request(const struct job *job, unsigned lines)
+/* Serve the job: read the request back and write the response. -1 if the
+ * request is not one use's whole. */
+static int serve(struct job *job, const struct floor_options *opt)
 {
-    uint64_t sum = 0, base = (uint64_t)job->id * REQUEST_LINES_MAX;
-    for (unsigned i = 0; i < lines; i++)
-        sum += job->request[i][0] - base;
-    return sum == (uint64_t)lines * (lines - 1) / 2 ? 0 : -1;
+    uint64_t ticket = job->request[0][0];
+    for (unsigned i = 1; i < opt->request_lines; i++)
+        if (job->request[i][0] != ticket + i)
+            return -1;
+    if (opt->worker_ns > 0) {
+        uint64_t until = now_ns(CLOCK_MONOTONIC) + (uint64_t)opt->worker_ns;
+        while (now_ns(CLOCK_MONOTONIC) < until)
+            cpu_relax();
+    }
+    memcpy(job->bytes, template_bytes, opt->response);
+    memcpy(job->bytes, &ticket, sizeof ticket);
+    job->len = opt->response;
+    return 0;
 }
 
-/* Copy the response out and check it. 0, or -1 if it is not job's. */
+/* Copy the response out. -1 unless it is this use's (its ticket). */
 static int send_response(struct job *job, unsigned len)
 {
-    uint32_t n = job->len, id;
+    uint32_t n = job->len;
+    uint64_t ticket;
     if (n != len)
         return -1;
     if (sink_at + n > sizeof sink)
         sink_at = 0;
     memcpy(sink + sink_at, job->bytes, n);
-    memcpy(&id, sink + sink_at, sizeof id);
+    memcpy(&ticket, sink + sink_at, sizeof ticket);
     sink_at += n;
-    return id == job->id ? 0 : -1;
+    return ticket == job->ticket ? 0 : -1;
 }
 
-struct worker {
-    const struct handoff_ops *ops;
-    struct handoff *h;
-    const struct floor_options *opt;
-    atomic_bool stop;
-    int failed;
-};
-
-static void *worker_main(void *p)
+static void push_free(struct job **list, struct job *job)
 {
-    struct worker *w = p;
-    pthread_setname_np(pthread_self(), "floor-worker");
-    pin_worker();
-    for (;;) {
-        struct job *job;
-        while (!(job = w->ops->try_take(w->h, 0)))
-            if (atomic_load_explicit(&w->stop, memory_order_relaxed))
-                return NULL;
-        if (w->opt->worker_ns > 0) {
-            uint64_t until = now_ns(CLOCK_MONOTONIC) + (uint64_t)w->opt->worker_ns;
-            while (now_ns(CLOCK_MONOTONIC) < until)
-                cpu_relax();
-        }
-        if (read_request(job, w->opt->request_lines) != 0) {
-            w->failed = 1;
-            return NULL;
-        }
-        write_response(job, w->opt->response);
-        if (w->ops->complete(w->h, 0, job) != 0) {
-            w->failed = 1;
-            return NULL;
-        }
-    }
+    job->next_free = *list;
+    *list = job;
 }
 
-/* What timing one pass costs: two reads of the monotonic clock, ns. */
-static double clock_pair_ns(void)
+static struct job *pop_free(struct job **list)
 {
-    enum { N = 200000 };
-    volatile uint64_t last = 0;
-    uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-    for (int i = 0; i < N; i++)
-        last = now_ns(CLOCK_MONOTONIC);
-    return (double)(last - t0) / N * 2;
-}
-
-struct result {
-    uint64_t jobs, passes, idle_polls, busy_ns, loop_cpu_ns, worker_cpu_ns, wall_ns;
-    double clock_pair_ns;
-};
-
-static struct job *pop_free(struct job **free_list)
-{
-    struct job *job = *free_list;
-    *free_list = job->next_free;
+    struct job *job = *list;
+    *list = job->next_free;
     return job;
 }
 
-static void push_free(struct job **free_list, struct job *job)
-{
-    job->next_free = *free_list;
-    *free_list = job;
-}
+/* ---- inline ---- */
 
 static int run_inline(const struct floor_options *opt, struct job *jobs, struct result *r)
 {
-    struct job *free_list = NULL;
-    for (unsigned i = 0; i < opt->window; i++)
-        push_free(&free_list, &jobs[i]);
+    uint64_t ticket = 0;
+    unsigned next = 0;
     struct job *batch[opt->batch];
     uint64_t start = now_ns(CLOCK_MONOTONIC), end = start + (uint64_t)(opt->seconds * 1e9);
     uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
     while (now_ns(CLOCK_MONOTONIC) < end) {
         uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         for (unsigned i = 0; i < opt->batch; i++) {
-            batch[i] = pop_free(&free_list);
-            write_request(batch[i], opt->request_lines);
-            if (read_request(batch[i], opt->request_lines) != 0)
+            batch[i] = &jobs[next];
+            next = (next + 1) % opt->window;
+            write_request(batch[i], ++ticket, opt->request_lines);
+            if (serve(batch[i], opt) != 0)
                 return -1;
-            write_response(batch[i], opt->response);
         }
+        /* As the ring modes: send each, free it, take it back for its next use. */
+        struct job *free_list = NULL;
         for (unsigned i = 0; i < opt->batch; i++) {
             if (send_response(batch[i], opt->response) != 0)
                 return -1;
             push_free(&free_list, batch[i]);
         }
+        for (unsigned i = 0; i < opt->batch; i++)
+            batch[i] = pop_free(&free_list);
         r->busy_ns += now_ns(CLOCK_MONOTONIC) - t0;
+        r->timed++;
         r->passes++;
         r->jobs += opt->batch;
     }
@@ -290,97 +274,80 @@ static int run_inline(const struct floor_options *opt, struct job *jobs, struct 
     return 0;
 }
 
-static int run_ring(const struct floor_options *opt, struct job *jobs, struct result *r)
-{
-    const struct handoff_ops *ops = handoff_find("ring");
-    struct handoff_config cfg = {.workers = 1, .capacity = opt->window, .spin_iters = -1,
-                                 .loop_spin_ns = 0};
-    struct handoff *h = ops ? ops->create(&cfg) : NULL;
-    if (!h) {
-        fprintf(stderr, "loop_floor: ring create: %s\n", strerror(errno));
-        return -1;
-    }
-    struct worker w = {.ops = ops, .h = h, .opt = opt};
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, worker_main, &w) != 0) {
-        ops->destroy(h);
-        return -1;
-    }
-    int rc = 0;
-    for (unsigned i = 0; i < opt->window && rc == 0; i++) {
-        write_request(&jobs[i], opt->request_lines);
-        if (ops->submit(h, 0, &jobs[i]) != HANDOFF_OK)
-            rc = -1;
-    }
-    ops->flush(h);
-    struct job *done[opt->batch];
-    uint64_t start = now_ns(CLOCK_MONOTONIC), end = start + (uint64_t)(opt->seconds * 1e9);
-    uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-    clockid_t worker_clock;
-    uint64_t wcpu0 = 0;
-    bool have_worker_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
-    if (have_worker_clock)
-        wcpu0 = now_ns(worker_clock);
-    while (rc == 0 && now_ns(CLOCK_MONOTONIC) < end) {
-        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-        size_t n = ops->drain(h, false, done, opt->batch);
-        if (n == 0) {
-            r->idle_polls++;
-            continue;
-        }
-        if (opt->prefetch)
-            for (size_t i = 0; i < n; i++)
-                for (unsigned off = 0; off < sizeof done[i]->len + opt->response; off += CACHE_LINE)
-                    __builtin_prefetch((const char *)&done[i]->len + off);
-        /* Each drained job is sent and then, being free again, goes straight
-         * back to the worker: the free list's pop and push, as inline's. */
-        struct job *free_list = NULL;
-        for (size_t i = 0; i < n; i++) {
-            if (send_response(done[i], opt->response) != 0) {
-                rc = -1;
-                break;
-            }
-            push_free(&free_list, done[i]);
-        }
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            struct job *job = pop_free(&free_list);
-            write_request(job, opt->request_lines);
-            if (ops->submit(h, 0, job) != HANDOFF_OK)
-                rc = -1;
-        }
-        ops->flush(h);
-        r->busy_ns += now_ns(CLOCK_MONOTONIC) - t0;
-        r->passes++;
-        r->jobs += n;
-    }
-    r->loop_cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    if (have_worker_clock)
-        r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
-    r->wall_ns = now_ns(CLOCK_MONOTONIC) - start;
-    atomic_store(&w.stop, true);
-    ops->shutdown(h);
-    pthread_join(thread, NULL);
-    ops->destroy(h);
-    if (w.failed) {
-        fprintf(stderr, "loop_floor: complete failed\n");
-        rc = -1;
-    }
-    return rc;
-}
+/* ---- the two-thread modes: one loop, two transports ---- */
 
-/* ---- batched: the rings of spsc_ring.h, each side publishing per K jobs ---- */
-
-struct batched {
-    struct spsc_ring req, done;             /* loop -> worker, worker -> loop */
-    _Alignas(CACHE_LINE) atomic_int worker_parked; /* the handshake's flags: never 1 here */
-    _Alignas(CACHE_LINE) atomic_int loop_parked;
-    _Alignas(CACHE_LINE) atomic_bool stop;
-    const struct floor_options *opt;
-    int failed;
+/* What the loop does with a transport (ring.c's ops, or the batched rings). */
+struct transport {
+    int (*submit)(void *ctx, struct job *job); /* 0, or -1 */
+    void (*end_pass)(void *ctx);               /* after a pass's submits */
+    size_t (*drain)(void *ctx, struct job **out, size_t max);
+    void *ctx;
 };
 
-/* A publish as the park handshake needs it: the tail, a seq_cst fence (F1 /
- * F3's place), a look at the other side's flag. */
+struct worker {
+    const struct floor_options *opt;
+    atomic_bool stop;
+    int failed;
+    int ran_on;
+};
+
+/* ring.c, as the server drives it */
+struct ring_ctx {
+    struct worker w; /* first: the worker thread gets a struct worker * */
+    const struct handoff_ops *ops;
+    struct handoff *h;
+};
+
+static int ring_submit(void *ctx, struct job *job)
+{
+    struct ring_ctx *c = ctx;
+    return c->ops->submit(c->h, 0, job) == HANDOFF_OK ? 0 : -1;
+}
+
+static void ring_end_pass(void *ctx)
+{
+    struct ring_ctx *c = ctx;
+    c->ops->flush(c->h);
+}
+
+static size_t ring_drain(void *ctx, struct job **out, size_t max)
+{
+    struct ring_ctx *c = ctx;
+    return c->ops->drain(c->h, false, out, max);
+}
+
+static void *ring_worker(void *p)
+{
+    struct ring_ctx *c = p;
+    pthread_setname_np(pthread_self(), "floor-worker");
+    if ((c->w.ran_on = pin_worker()) < 0) {
+        c->w.failed = 1;
+        return NULL;
+    }
+    for (;;) {
+        struct job *job;
+        while (!(job = c->ops->try_take(c->h, 0)))
+            if (atomic_load_explicit(&c->w.stop, memory_order_relaxed))
+                return NULL;
+        if (serve(job, c->w.opt) != 0 || c->ops->complete(c->h, 0, job) != 0) {
+            c->w.failed = 1;
+            return NULL;
+        }
+    }
+}
+
+/* The batched rings: each side stages, and publishes per K jobs. */
+struct batched_ctx {
+    struct worker w;
+    struct spsc_ring req, done;                     /* loop -> worker, worker -> loop */
+    _Alignas(CACHE_LINE) atomic_int worker_parked; /* the handshake's flags: never 1 here */
+    _Alignas(CACHE_LINE) atomic_int loop_parked;
+    _Alignas(CACHE_LINE) unsigned staged, pending; /* the loop's */
+    int woke;                                      /* the loop's; must stay 0 */
+};
+
+/* A publish as the park handshake needs it: the tail, a seq_cst fence (F1
+ * or F3's place), a look at the other side's flag. */
 static void publish(struct spsc_ring *r, unsigned staged, atomic_int *other_parked, int *woke)
 {
     spsc_publish(r, staged);
@@ -389,120 +356,183 @@ static void publish(struct spsc_ring *r, unsigned staged, atomic_int *other_park
         (*woke)++; /* never: nobody parks in this driver */
 }
 
+static int batched_submit(void *ctx, struct job *job)
+{
+    struct batched_ctx *c = ctx;
+    if (!spsc_stage(&c->req, &c->staged, job))
+        return -1; /* the window never exceeds the capacity */
+    if (++c->pending >= c->w.opt->publish_every) {
+        publish(&c->req, c->staged, &c->worker_parked, &c->woke);
+        c->pending = 0;
+    }
+    return 0;
+}
+
+static void batched_end_pass(void *ctx)
+{
+    struct batched_ctx *c = ctx;
+    if (c->pending) {
+        publish(&c->req, c->staged, &c->worker_parked, &c->woke);
+        c->pending = 0;
+    }
+}
+
+static size_t batched_drain(void *ctx, struct job **out, size_t max)
+{
+    struct batched_ctx *c = ctx;
+    size_t n = 0;
+    struct job *job;
+    while (n < max && (job = spsc_pop(&c->done)) != NULL)
+        out[n++] = job;
+    return n;
+}
+
 static void *batched_worker(void *p)
 {
-    struct batched *b = p;
+    struct batched_ctx *c = p;
     pthread_setname_np(pthread_self(), "floor-worker");
-    pin_worker();
-    unsigned staged = spsc_staged_start(&b->done), pending = 0;
+    if ((c->w.ran_on = pin_worker()) < 0) {
+        c->w.failed = 1;
+        return NULL;
+    }
+    unsigned staged = spsc_staged_start(&c->done), pending = 0;
     int woke = 0;
-    while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
-        struct job *job = spsc_pop(&b->req);
+    while (!atomic_load_explicit(&c->w.stop, memory_order_relaxed)) {
+        struct job *job = spsc_pop(&c->req);
         if (!job) {
             if (pending) { /* nothing more now: what is done goes back */
-                publish(&b->done, staged, &b->loop_parked, &woke);
+                publish(&c->done, staged, &c->loop_parked, &woke);
                 pending = 0;
             }
             continue;
         }
-        if (b->opt->worker_ns > 0) {
-            uint64_t until = now_ns(CLOCK_MONOTONIC) + (uint64_t)b->opt->worker_ns;
-            while (now_ns(CLOCK_MONOTONIC) < until)
-                cpu_relax();
-        }
-        if (read_request(job, b->opt->request_lines) != 0) {
-            b->failed = 1;
+        if (serve(job, c->w.opt) != 0 || !spsc_stage(&c->done, &staged, job)) {
+            c->w.failed = 1;
             return NULL;
         }
-        write_response(job, b->opt->response);
-        if (!spsc_stage(&b->done, &staged, job)) { /* the window never exceeds capacity */
-            b->failed = 1;
-            return NULL;
-        }
-        if (++pending >= b->opt->publish_every) {
-            publish(&b->done, staged, &b->loop_parked, &woke);
+        if (++pending >= c->w.opt->publish_every) {
+            publish(&c->done, staged, &c->loop_parked, &woke);
             pending = 0;
         }
     }
-    b->failed |= woke != 0;
+    c->w.failed |= woke != 0;
     return NULL;
 }
 
-static int run_batched(const struct floor_options *opt, struct job *jobs, struct result *r)
+/* The loop's side, for either transport: keep the window in flight; per
+ * pass spend --pass-ns elsewhere, drain up to a batch, send each response,
+ * resubmit each job with a new request. */
+static int stream(const struct floor_options *opt, const struct transport *t, struct job *jobs,
+                  struct result *r)
 {
-    struct batched *b = aligned_zalloc(sizeof *b);
-    if (!b || spsc_init(&b->req, opt->window) < 0 || spsc_init(&b->done, opt->window) < 0) {
-        fprintf(stderr, "loop_floor: out of memory\n");
-        return -1;
-    }
-    b->opt = opt;
-    int rc = 0, woke = 0;
-    unsigned staged = spsc_staged_start(&b->req);
+    uint64_t ticket = 0;
     for (unsigned i = 0; i < opt->window; i++) {
-        write_request(&jobs[i], opt->request_lines);
-        spsc_stage(&b->req, &staged, &jobs[i]);
+        write_request(&jobs[i], ++ticket, opt->request_lines);
+        if (t->submit(t->ctx, &jobs[i]) != 0)
+            return -1;
     }
-    publish(&b->req, staged, &b->worker_parked, &woke);
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, batched_worker, b) != 0)
-        return -1;
+    t->end_pass(t->ctx);
     struct job *done[opt->batch];
-    clockid_t worker_clock;
-    bool have_worker_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
     uint64_t start = now_ns(CLOCK_MONOTONIC), end = start + (uint64_t)(opt->seconds * 1e9);
-    uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), wcpu0 = have_worker_clock ? now_ns(worker_clock) : 0;
-    while (rc == 0 && now_ns(CLOCK_MONOTONIC) < end) {
-        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-        size_t n = 0;
-        struct job *job;
-        while (n < opt->batch && (job = spsc_pop(&b->done)) != NULL)
-            done[n++] = job;
-        if (n == 0) {
-            r->idle_polls++;
-            continue;
+    uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    while (now_ns(CLOCK_MONOTONIC) < end) {
+        if (opt->pass_ns > 0) { /* the pass's socket work, as far as the rings can tell */
+            uint64_t until = now_ns(CLOCK_MONOTONIC) + (uint64_t)opt->pass_ns;
+            while (now_ns(CLOCK_MONOTONIC) < until)
+                cpu_relax();
         }
-        if (opt->prefetch)
-            for (size_t i = 0; i < n; i++)
-                for (unsigned off = 0; off < sizeof done[i]->len + opt->response; off += CACHE_LINE)
-                    __builtin_prefetch((const char *)&done[i]->len + off);
+        size_t n = 0;
+        do {
+            uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+            size_t k = t->drain(t->ctx, done + n, opt->batch - n);
+            if (k == 0) {
+                r->idle_polls++;
+                continue;
+            }
+            r->busy_ns += now_ns(CLOCK_MONOTONIC) - t0;
+            r->timed++;
+            n += k;
+        } while (n == 0 && now_ns(CLOCK_MONOTONIC) < end);
+        if (n == 0)
+            break;
+        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         struct job *free_list = NULL;
         for (size_t i = 0; i < n; i++) {
-            if (send_response(done[i], opt->response) != 0) {
-                rc = -1;
-                break;
-            }
+            if (send_response(done[i], opt->response) != 0)
+                return -1;
             push_free(&free_list, done[i]);
         }
-        unsigned pending = 0;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            struct job *next = pop_free(&free_list);
-            write_request(next, opt->request_lines);
-            if (!spsc_stage(&b->req, &staged, next))
-                rc = -1;
-            else if (++pending >= opt->publish_every) {
-                publish(&b->req, staged, &b->worker_parked, &woke);
-                pending = 0;
-            }
+        for (size_t i = 0; i < n; i++) {
+            struct job *job = pop_free(&free_list);
+            write_request(job, ++ticket, opt->request_lines);
+            if (t->submit(t->ctx, job) != 0)
+                return -1;
         }
-        if (pending)
-            publish(&b->req, staged, &b->worker_parked, &woke);
+        t->end_pass(t->ctx);
         r->busy_ns += now_ns(CLOCK_MONOTONIC) - t0;
+        r->timed++;
         r->passes++;
         r->jobs += n;
     }
     r->loop_cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    if (have_worker_clock)
-        r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
     r->wall_ns = now_ns(CLOCK_MONOTONIC) - start;
-    atomic_store(&b->stop, true);
-    pthread_join(thread, NULL);
-    if (b->failed || woke) {
-        fprintf(stderr, "loop_floor: batched: the window overflowed a ring, or a parked flag was set\n");
-        rc = -1;
+    return 0;
+}
+
+static int run_ring(const struct floor_options *opt, struct job *jobs, struct result *r)
+{
+    struct ring_ctx c = {.w = {.opt = opt}, .ops = handoff_find("ring")};
+    struct handoff_config cfg = {.workers = 1, .capacity = opt->window, .spin_iters = -1};
+    if (!c.ops || !(c.h = c.ops->create(&cfg))) {
+        fprintf(stderr, "loop_floor: ring create: %s\n", strerror(errno));
+        return -1;
     }
-    spsc_destroy(&b->req);
-    spsc_destroy(&b->done);
-    free(b);
+    struct transport t = {ring_submit, ring_end_pass, ring_drain, &c};
+    pthread_t thread;
+    int rc = -1;
+    if (pthread_create(&thread, NULL, ring_worker, &c) == 0) {
+        clockid_t worker_clock;
+        bool have_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
+        uint64_t wcpu0 = have_clock ? now_ns(worker_clock) : 0;
+        rc = stream(opt, &t, jobs, r);
+        if (have_clock)
+            r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
+        atomic_store(&c.w.stop, true);
+        c.ops->shutdown(c.h);
+        pthread_join(thread, NULL);
+    }
+    c.ops->destroy(c.h);
+    r->worker_ran_on = c.w.ran_on;
+    return rc || c.w.failed ? -1 : 0;
+}
+
+static int run_batched(const struct floor_options *opt, struct job *jobs, struct result *r)
+{
+    struct batched_ctx *c = aligned_zalloc(sizeof *c);
+    int rc = -1;
+    if (c && spsc_init(&c->req, opt->window) == 0 && spsc_init(&c->done, opt->window) == 0) {
+        c->w.opt = opt;
+        c->staged = spsc_staged_start(&c->req);
+        struct transport t = {batched_submit, batched_end_pass, batched_drain, c};
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, batched_worker, c) == 0) {
+            clockid_t worker_clock;
+            bool have_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
+            uint64_t wcpu0 = have_clock ? now_ns(worker_clock) : 0;
+            rc = stream(opt, &t, jobs, r);
+            if (have_clock)
+                r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
+            atomic_store(&c->w.stop, true);
+            pthread_join(thread, NULL);
+        }
+        r->worker_ran_on = c->w.ran_on;
+        rc = rc || c->w.failed || c->woke ? -1 : 0;
+    }
+    if (c) {
+        spsc_destroy(&c->req); /* free(NULL) for a ring never initialised */
+        spsc_destroy(&c->done);
+        free(c);
+    }
     return rc;
 }
 
@@ -511,13 +541,17 @@ static int run_batched(const struct floor_options *opt, struct job *jobs, struct
 struct pingpong {
     _Alignas(CACHE_LINE) atomic_ulong ball; /* odd: the worker's turn; even: the loop's */
     _Alignas(CACHE_LINE) atomic_bool stop;
+    atomic_int ran_on; /* 0 until the worker has pinned itself; -1 if it could not */
 };
 
 static void *pingpong_worker(void *p)
 {
     struct pingpong *pp = p;
     pthread_setname_np(pthread_self(), "floor-worker");
-    pin_worker();
+    int cpu = pin_worker();
+    atomic_store(&pp->ran_on, cpu < 0 ? -1 : cpu + 1);
+    if (cpu < 0)
+        return NULL;
     for (;;) {
         unsigned long v;
         while (!((v = atomic_load_explicit(&pp->ball, memory_order_acquire)) & 1))
@@ -531,33 +565,44 @@ static int run_pingpong(const struct floor_options *opt, struct result *r)
 {
     struct pingpong *pp = aligned_zalloc(sizeof *pp);
     pthread_t thread;
-    if (!pp || pthread_create(&thread, NULL, pingpong_worker, pp) != 0)
+    if (!pp)
         return -1;
+    if (pthread_create(&thread, NULL, pingpong_worker, pp) != 0) {
+        free(pp);
+        return -1;
+    }
     clockid_t worker_clock;
-    bool have_worker_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
+    bool have_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
     uint64_t start = now_ns(CLOCK_MONOTONIC), end = start + (uint64_t)(opt->seconds * 1e9);
-    uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), wcpu0 = have_worker_clock ? now_ns(worker_clock) : 0;
+    uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID), wcpu0 = have_clock ? now_ns(worker_clock) : 0;
     unsigned long v = 0;
-    while (now_ns(CLOCK_MONOTONIC) < end) {
+    bool alive = true;
+    while (alive && now_ns(CLOCK_MONOTONIC) < end) {
         for (int i = 0; i < 1024; i++) { /* round trips between two clock reads */
             atomic_store_explicit(&pp->ball, v + 1, memory_order_release);
+            uint64_t spins = 0;
             while ((v = atomic_load_explicit(&pp->ball, memory_order_acquire)) & 1)
-                cpu_relax();
+                if (++spins > (1u << 20) && atomic_load(&pp->ran_on) < 0) { /* the worker could not pin: gone */
+                    alive = false;
+                    break;
+                }
+            if (!alive)
+                break;
         }
         r->jobs += 2048; /* one-way transfers */
-        r->passes++;
     }
-    uint64_t stop_at = now_ns(CLOCK_MONOTONIC);
-    r->wall_ns = r->busy_ns = stop_at - start;
-    r->passes = r->jobs; /* no clock read per transfer to correct for */
-    r->clock_pair_ns = 0;
+    r->wall_ns = r->busy_ns = now_ns(CLOCK_MONOTONIC) - start;
+    r->passes = r->jobs; /* one transfer a "pass": jobs_per_pass 1 */
     r->loop_cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    if (have_worker_clock)
+    if (have_clock)
         r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
     atomic_store(&pp->stop, true);
     pthread_join(thread, NULL);
+    int ran_on = atomic_load(&pp->ran_on);
+    r->worker_ran_on = ran_on > 0 ? ran_on - 1 : -1;
+    int rc = alive && ran_on > 0 && v == r->jobs ? 0 : -1;
     free(pp);
-    return v == r->jobs ? 0 : -1;
+    return rc;
 }
 
 /* ns per one-way transfer over a pingpong of opt->yardstick_ms; -1 on failure. */
@@ -573,64 +618,60 @@ static double yardstick_ns(const struct floor_options *opt)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: loop_floor --mode inline|ring|batched|pingpong [--prefetch] [--window N] [--batch B]\n"
-               "                  [--publish-every K] [--response BYTES] [--request-lines N]\n"
-               "                  [--worker-ns NS] [--seconds S] [--yardstick-ms MS]\n"
+    fprintf(f, "usage: loop_floor --mode inline|ring|batched|pingpong [--window N] [--batch B]\n"
+               "                  [--pass-ns NS] [--publish-every K] [--response BYTES]\n"
+               "                  [--request-lines N] [--worker-ns NS] [--seconds S]\n"
+               "                  [--yardstick-ms MS]\n"
                "Prints the loop thread's busy ns per job as JSON (see the comment atop loop_floor.c).\n");
 }
 
 int main(int argc, char **argv)
 {
-    struct floor_options opt = {.window = 256, .batch = 16, .response = 131, .seconds = 1.0,
-                                .yardstick_ms = 30};
+    struct floor_options opt = {.window = 1024, .batch = 16, .response = 131, .request_lines = 1,
+                                .seconds = 1.0, .yardstick_ms = 30};
     const char *mode = NULL;
     static const struct option longopts[] = {
-        {"mode", required_argument, 0, 'm'},     {"prefetch", no_argument, 0, 'p'},
-        {"window", required_argument, 0, 'w'},   {"batch", required_argument, 0, 'b'},
-        {"response", required_argument, 0, 'r'}, {"worker-ns", required_argument, 0, 'n'},
-        {"seconds", required_argument, 0, 's'},  {"publish-every", required_argument, 0, 'k'},
-        {"request-lines", required_argument, 0, 'q'}, {"yardstick-ms", required_argument, 0, 'y'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"mode", required_argument, 0, 'm'},          {"window", required_argument, 0, 'w'},
+        {"batch", required_argument, 0, 'b'},         {"pass-ns", required_argument, 0, 'p'},
+        {"publish-every", required_argument, 0, 'k'}, {"response", required_argument, 0, 'r'},
+        {"request-lines", required_argument, 0, 'q'}, {"worker-ns", required_argument, 0, 'n'},
+        {"seconds", required_argument, 0, 's'},       {"yardstick-ms", required_argument, 0, 'y'},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'm': mode = optarg; break;
-        case 'p': opt.prefetch = true; break;
         case 'w': opt.window = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'b': opt.batch = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'p': opt.pass_ns = strtol(optarg, NULL, 10); break;
+        case 'k': opt.publish_every = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'r': opt.response = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'q': opt.request_lines = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'n': opt.worker_ns = strtol(optarg, NULL, 10); break;
         case 's': opt.seconds = strtod(optarg, NULL); break;
         case 'y': opt.yardstick_ms = strtod(optarg, NULL); break;
-        case 'q': opt.request_lines = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'k': opt.publish_every = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (mode && strcmp(mode, "inline") == 0)
-        opt.mode = MODE_INLINE;
-    else if (mode && strcmp(mode, "ring") == 0)
-        opt.mode = MODE_RING;
-    else if (mode && strcmp(mode, "batched") == 0)
-        opt.mode = MODE_BATCHED;
-    else if (mode && strcmp(mode, "pingpong") == 0)
-        opt.mode = MODE_PINGPONG;
-    else
-        mode = NULL;
-    if (!mode || optind != argc) {
+    static const char *const modes[] = {"inline", "ring", "batched", "pingpong"};
+    int m = -1;
+    for (int i = 0; mode && i < 4; i++)
+        if (strcmp(mode, modes[i]) == 0)
+            m = i;
+    if (m < 0 || optind != argc) {
         usage(stderr);
         return 2;
     }
+    opt.mode = m;
     if (opt.publish_every == 0)
         opt.publish_every = opt.batch;
-    if (opt.window < 2 || (opt.window & (opt.window - 1)) || opt.batch < 1 ||
-        opt.batch > opt.window || opt.response < sizeof(uint32_t) || opt.response > RESPONSE_MAX ||
+    if (opt.window < 2 || (opt.window & (opt.window - 1)) || opt.batch < 1 || opt.batch > opt.window ||
+        opt.response < sizeof(uint64_t) || opt.response > RESPONSE_MAX || opt.request_lines < 1 ||
         opt.request_lines > REQUEST_LINES_MAX || !(opt.seconds > 0) || !(opt.yardstick_ms > 0)) {
         fprintf(stderr, "loop_floor: --window a power of two >= 2, 1 <= --batch <= window, "
-                        "%zu <= --response <= %d, --request-lines <= %d, --seconds and --yardstick-ms > 0\n",
-                sizeof(uint32_t), RESPONSE_MAX, REQUEST_LINES_MAX);
+                        "%zu <= --response <= %d, 1 <= --request-lines <= %d, --seconds and "
+                        "--yardstick-ms > 0\n", sizeof(uint64_t), RESPONSE_MAX, REQUEST_LINES_MAX);
         return 2;
     }
     if (opt.mode != MODE_INLINE && pin_setup() != 0) {
@@ -642,36 +683,36 @@ int main(int argc, char **argv)
     struct job *jobs = aligned_zalloc(sizeof *jobs * opt.window);
     if (!jobs)
         return 1;
-    for (unsigned i = 0; i < opt.window; i++)
-        jobs[i].id = i;
-    struct result r = {.clock_pair_ns = clock_pair_ns()};
+    double read_ns = clock_read_ns();
     bool bracket = opt.mode == MODE_RING || opt.mode == MODE_BATCHED;
     if (bracket)
         yardstick_ns(&opt); /* a warm-up: an idle vCPU answers slowly at first */
     double yard_before = bracket ? yardstick_ns(&opt) : 0;
-    int rc = opt.mode == MODE_RING      ? run_ring(&opt, jobs, &r)
-             : opt.mode == MODE_BATCHED ? run_batched(&opt, jobs, &r)
+    struct result r = {.worker_ran_on = -1};
+    int rc = opt.mode == MODE_RING       ? run_ring(&opt, jobs, &r)
+             : opt.mode == MODE_BATCHED  ? run_batched(&opt, jobs, &r)
              : opt.mode == MODE_PINGPONG ? run_pingpong(&opt, &r)
-                                        : run_inline(&opt, jobs, &r);
+                                         : run_inline(&opt, jobs, &r);
     double yard_after = bracket && rc == 0 ? yardstick_ns(&opt) : 0;
-    if (yard_before < 0 || yard_after < 0)
-        rc = -1;
     free(jobs);
-    if (rc != 0 || r.jobs == 0) {
-        fprintf(stderr, "loop_floor: %s run failed (a response was not its job's, or no job ran)\n",
-                mode);
+    if (rc != 0 || r.jobs == 0 || yard_before < 0 || yard_after < 0) {
+        fprintf(stderr, "loop_floor: %s run failed (a response or request not its use's, a thread "
+                        "that could not be pinned, or no job ran)\n", mode);
         return 1;
     }
-    double busy = (double)r.busy_ns - r.clock_pair_ns * (double)r.passes;
-    printf("{\"mode\": \"%s\", \"prefetch\": %s, \"window\": %u, \"batch\": %u, \"response\": %u, \"request_lines\": %u, "
-           "\"publish_every\": %u, \"worker_ns\": %ld, \"jobs\": %llu, \"passes\": %llu, \"idle_polls\": %llu, "
-           "\"clock_pair_ns\": %.2f, \"busy_ns_per_job\": %.2f, \"loop_cpu_ns_per_job\": %.2f, "
-           "\"worker_cpu_ns_per_job\": %.2f, \"wall_ns_per_job\": %.2f, \"jobs_per_pass\": %.2f, "
-           "\"yardstick_before_ns\": %.2f, \"yardstick_after_ns\": %.2f}\n",
-           mode, opt.prefetch ? "true" : "false", opt.window, opt.batch, opt.response, opt.request_lines,
-           opt.mode == MODE_BATCHED ? opt.publish_every : 1, opt.worker_ns, (unsigned long long)r.jobs, (unsigned long long)r.passes,
-           (unsigned long long)r.idle_polls, r.clock_pair_ns, busy / (double)r.jobs,
+    double busy = opt.mode == MODE_PINGPONG ? (double)r.busy_ns : (double)r.busy_ns - read_ns * (double)r.timed;
+    printf("{\"mode\": \"%s\", \"window\": %u, \"batch\": %u, \"pass_ns\": %ld, \"publish_every\": %u, "
+           "\"response\": %u, \"request_lines\": %u, \"worker_ns\": %ld, \"jobs\": %llu, \"passes\": %llu, "
+           "\"timed\": %llu, \"idle_polls\": %llu, \"clock_read_ns\": %.2f, \"busy_ns_per_job\": %.2f, "
+           "\"loop_cpu_ns_per_job\": %.2f, \"worker_cpu_ns_per_job\": %.2f, \"wall_ns_per_job\": %.2f, "
+           "\"jobs_per_pass\": %.2f, \"yardstick_before_ns\": %.2f, \"yardstick_after_ns\": %.2f, "
+           "\"loop_cpu\": %d, \"worker_cpu\": %d}\n",
+           mode, opt.window, opt.batch, opt.pass_ns,
+           opt.mode == MODE_BATCHED ? opt.publish_every : 1, opt.response, opt.request_lines, opt.worker_ns,
+           (unsigned long long)r.jobs, (unsigned long long)r.passes, (unsigned long long)r.timed,
+           (unsigned long long)r.idle_polls, read_ns, busy / (double)r.jobs,
            (double)r.loop_cpu_ns / (double)r.jobs, (double)r.worker_cpu_ns / (double)r.jobs,
-           (double)r.wall_ns / (double)r.jobs, (double)r.jobs / (double)r.passes, yard_before, yard_after);
+           (double)r.wall_ns / (double)r.jobs, (double)r.jobs / (double)r.passes, yard_before, yard_after,
+           opt.mode == MODE_INLINE ? sched_getcpu() : loop_cpu, r.worker_ran_on);
     return 0;
 }

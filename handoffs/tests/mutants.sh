@@ -7,7 +7,8 @@
 #   F5, X1, C1  the Promela model
 #   O1      the Promela model AND batch_test.c (an unflushed owed wake-up
 #           must be paid by before_sleep)
-#   R1, A1, R2, A2  spsc_test.c under TSan (a data race on a slot or payload)
+#   R1, A1, R2, A2, R3  spsc_test.c under TSan (a data race on a slot or payload;
+#           R3, the batched push's release, only in its second part)
 #   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
 #           P2: without the trials; a feedback-loop case fails)
 #   D1..D4  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
@@ -30,7 +31,7 @@ t0=$(date +%s)
 # beside them.
 others=$(ls "$src"/*.c | grep -v '/ring\.c$')
 
-for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 P1 P2 D1 D2 D3 D4; do
+for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4; do
     need="" caught=""
     case $m in F*|X1|C1|O1)
         need="$need model"

@@ -15,12 +15,15 @@
  * test and not the handoff stress catches the R2/A2 mutants.
  *
  * Then the same through the batched push (spsc_stage/spsc_publish) on a
- * 4-slot ring, in batches of 1 to 4 that wrap the ring at every offset: the
- * consumer must see every batch whole and in order, and (checked on one
- * thread first) nothing of a batch before its publish. */
+ * 4-slot ring, in batches of 1 to 4 that, over the run, start at every
+ * offset of the ring (batch_size): the consumer must see every batch whole
+ * (once its first job is there, the rest are, with no waiting) and in
+ * order, and (checked on one thread first) nothing of a batch before its
+ * publish. Under TSan this part also catches R3, the publish's release. */
 #include "../spsc_ring.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,21 +48,63 @@ static void *producer(void *p)
     return NULL;
 }
 
-/* The batched producer: batches of 1..capacity, each published at once. */
+/* Batch k's size: 1, 2, 3, 4, 1, then again. A cycle is 11 jobs, so on a
+ * 4-slot ring each cycle starts 3 slots on from the last, and over four
+ * cycles every size starts at every offset. */
+static unsigned batch_size(unsigned long k)
+{
+    static const unsigned sizes[] = {1, 2, 3, 4, 1};
+    return sizes[k % 5];
+}
+
+/* The batched producer: each batch staged, then published at once. */
 static void *batch_producer(void *p)
 {
     (void)p;
     unsigned long i = 0;
-    for (unsigned size = 1; i < n_items; size = size % (ring.mask + 1) + 1) {
-        unsigned staged = spsc_staged_start(&ring);
-        for (unsigned k = 0; k < size && i + k < n_items; k++) {
-            items[i + k].seq = i + k;
-            items[i + k].check = (i + k) * 2654435761u;
-            while (!spsc_stage(&ring, &staged, &items[i + k]))
+    for (unsigned long k = 0; i < n_items; k++) {
+        unsigned size = batch_size(k), staged = spsc_staged_start(&ring);
+        for (unsigned j = 0; j < size && i + j < n_items; j++) {
+            items[i + j].seq = i + j;
+            items[i + j].check = (i + j) * 2654435761u;
+            while (!spsc_stage(&ring, &staged, &items[i + j]))
                 ; /* full: the consumer is behind */
         }
         spsc_publish(&ring, staged);
         i += size;
+    }
+    return NULL;
+}
+
+static bool check_item(const struct job *j, unsigned long want)
+{
+    if (j->seq == want && j->check == want * 2654435761u)
+        return true;
+    fprintf(stderr, "spsc_test: FAIL: popped seq %lu (check %lu), expected %lu\n", j->seq, j->check, want);
+    return false;
+}
+
+/* The batched consumer: waits for a batch's first job, then takes the rest
+ * of it without waiting. */
+static void *batch_consumer(void *p)
+{
+    (void)p;
+    unsigned long want = 0;
+    for (unsigned long k = 0; want < n_items; k++) {
+        unsigned size = batch_size(k);
+        struct job *j;
+        while (!(j = spsc_pop(&ring)))
+            ;
+        if (!check_item(j, want++))
+            exit(1);
+        for (unsigned i = 1; i < size && want < n_items; i++) {
+            if (!(j = spsc_pop(&ring))) {
+                fprintf(stderr, "spsc_test: FAIL: batch %lu seen in part (%u of %u jobs)\n", k, i, size);
+                exit(1);
+            }
+            if (!check_item(j, want++))
+                exit(1);
+        }
     }
     return NULL;
 }
@@ -71,17 +116,14 @@ static void *consumer(void *p)
         struct job *j = spsc_pop(&ring);
         if (!j)
             continue;
-        if (j->seq != want || j->check != want * 2654435761u) {
-            fprintf(stderr, "spsc_test: FAIL: popped seq %lu (check %lu), expected %lu\n", j->seq,
-                    j->check, want);
+        if (!check_item(j, want))
             exit(1);
-        }
         want++;
     }
     return NULL;
 }
 
-static int run(const char *name, void *(*produce)(void *), unsigned capacity)
+static int run(const char *name, void *(*produce)(void *), void *(*consume)(void *), unsigned capacity)
 {
     if (spsc_init(&ring, capacity) < 0) {
         perror("spsc_test");
@@ -89,7 +131,7 @@ static int run(const char *name, void *(*produce)(void *), unsigned capacity)
     }
     pthread_t a, b;
     pthread_create(&a, NULL, produce, NULL);
-    pthread_create(&b, NULL, consumer, NULL);
+    pthread_create(&b, NULL, consume, NULL);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
     if (spsc_pop(&ring) != NULL) {
@@ -128,11 +170,11 @@ int main(int argc, char **argv)
         perror("spsc_test");
         return 2;
     }
-    int rc = run("one push at a time", producer, 2);
+    int rc = run("one push at a time", producer, consumer, 2);
     if (!rc)
         rc = staged_unseen();
     if (!rc)
-        rc = run("batches staged and published", batch_producer, 4);
+        rc = run("batches staged and published", batch_producer, batch_consumer, 4);
     free(items);
     return rc;
 }
