@@ -142,6 +142,19 @@ def test_verdict_places_the_server_by_its_passes():
     text = record(near=(30,), server=server)
     assert "about 100 requests a pass (25–200 over its rounds" in text and "drained 16" in text
     assert "requests a pass" not in record(near=(30,))
+    # The part of the server's excess outside the handoff, against the dearest run.
+    assert "added 60 ns to the loop: at least 340 of the 400 ns" in record(near=(30, 60))
+    assert "cannot bound the part outside" in record(far=(500,))
+
+
+def test_the_recorded_markdown_is_the_records(tmp_path):
+    # loop_floor.md is what --markdown makes from loop_floor.json: a hand
+    # edit, or an analysis changed without regenerating it, fails.
+    import shutil
+    src = os.path.join(ROOT, "experiments", "results", "loop-floor")
+    shutil.copy(os.path.join(src, "loop_floor.json"), tmp_path / "loop_floor.json")
+    loop_floor.write_markdown(str(tmp_path / "loop_floor.json"))
+    assert (tmp_path / "loop_floor.md").read_text() == open(os.path.join(src, "loop_floor.md")).read()
 
 
 def test_server_passes_reads_the_placement_record(tmp_path):
