@@ -152,7 +152,7 @@ layering:
 # What the handoff itself adds to the loop per request, with no sockets,
 # parsing or interpreter (experiments/micro/loop_floor.c, a plain C driver),
 # recorded in interleaved rounds (experiments/results/loop-floor/) and
-# written into README's and handoffs/README.md's block. A quiet machine, ~1 min.
+# written into README's and handoffs/README.md's block. A quiet machine, ~2 min.
 $(MICRO_DIR)/loop_floor: experiments/micro/loop_floor.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ experiments/micro/loop_floor.c $(HANDOFF_SRCS) -lpthread

@@ -16,8 +16,9 @@
  * --request-lines lines, one store per line, as a parser filling views
  * does), get its response, copy the response out (as the kernel's sendmsg
  * copies it into a socket buffer), check it carries this use's ticket, and
- * recycle the job. The jobs cycle first in, first out through all --window
- * of them in every mode. The modes differ in who serves the job (reads the
+ * recycle the job. Every mode cycles through all --window jobs, each job
+ * coming round again only after the whole window has passed (in the ring
+ * modes in completion order, a pass's worth at a time). The modes differ in who serves the job (reads the
  * request back, as an app's environ is built, and writes the response):
  *
  *   inline  the loop itself, as native-hello's loop does: no line of any
@@ -666,12 +667,13 @@ int main(int argc, char **argv)
     opt.mode = m;
     if (opt.publish_every == 0)
         opt.publish_every = opt.batch;
-    if (opt.window < 2 || (opt.window & (opt.window - 1)) || opt.batch < 1 || opt.batch > opt.window ||
+    if (opt.window < 2 || opt.window > 65536 || (opt.window & (opt.window - 1)) || opt.batch < 1 ||
+        opt.batch > opt.window || opt.seconds > 3600 || opt.yardstick_ms > 60000 ||
         opt.response < sizeof(uint64_t) || opt.response > RESPONSE_MAX || opt.request_lines < 1 ||
         opt.request_lines > REQUEST_LINES_MAX || !(opt.seconds > 0) || !(opt.yardstick_ms > 0)) {
-        fprintf(stderr, "loop_floor: --window a power of two >= 2, 1 <= --batch <= window, "
-                        "%zu <= --response <= %d, 1 <= --request-lines <= %d, --seconds and "
-                        "--yardstick-ms > 0\n", sizeof(uint64_t), RESPONSE_MAX, REQUEST_LINES_MAX);
+        fprintf(stderr, "loop_floor: --window a power of two from 2 to 65536, 1 <= --batch <= window, "
+                        "%zu <= --response <= %d, 1 <= --request-lines <= %d, 0 < --seconds <= 3600, "
+                        "0 < --yardstick-ms <= 60000\n", sizeof(uint64_t), RESPONSE_MAX, REQUEST_LINES_MAX);
         return 2;
     }
     if (opt.mode != MODE_INLINE && pin_setup() != 0) {
@@ -689,7 +691,8 @@ int main(int argc, char **argv)
         yardstick_ns(&opt); /* a warm-up: an idle vCPU answers slowly at first */
     double yard_before = bracket ? yardstick_ns(&opt) : 0;
     struct result r = {.worker_ran_on = -1};
-    int rc = opt.mode == MODE_RING       ? run_ring(&opt, jobs, &r)
+    int rc = yard_before < 0             ? -1
+             : opt.mode == MODE_RING     ? run_ring(&opt, jobs, &r)
              : opt.mode == MODE_BATCHED  ? run_batched(&opt, jobs, &r)
              : opt.mode == MODE_PINGPONG ? run_pingpong(&opt, &r)
                                          : run_inline(&opt, jobs, &r);
