@@ -288,8 +288,9 @@ def verdict(data):
                      for r in rounds]
             if diffs:
                 lines.append(f"- Publishing once per {k_pub} jobs instead of every job changed the loop's ns a job "
-                             f"by {fmt(spread(diffs))}, paired by round over the {len(diffs)} rounds where a crossing "
-                             f"cost {when} the margin in both runs (lower in {sum(1 for x in diffs if x < 0)}).")
+                             f"by {fmt(spread(diffs))}, paired by round over the {len(diffs)} "
+                             f"round{'s' if len(diffs) != 1 else ''} where a crossing cost {when} the margin in "
+                             f"both runs (lower in {sum(1 for x in diffs if x < 0)}).")
     near_ok, far_ok = fits(data, "ring_server", margin, "near"), fits(data, "ring_server", margin, "far")
     moved = s["ring_server"]["moved_runs"]
     counts = (f"{near_ok[0]} of {near_ok[1]} runs with a crossing ≤ the margin, {far_ok[0]} of {far_ok[1]} with "
