@@ -266,6 +266,7 @@ def verdict(data):
     for key, what in (("ring_server", "the ring as built"),
                       ("batched_server", f"publishing once per {k_pub} jobs"),
                       ("ring_req_server", f"the ring as built, {req} request lines"),
+                      ("batched_req_server", f"publishing once per {k_pub} jobs, {req} request lines"),
                       ("ring_polled", "the ring as built, one completion a drain")):
         if key not in s:
             continue
