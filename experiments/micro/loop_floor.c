@@ -292,6 +292,18 @@ struct worker {
     int ran_on;
 };
 
+/* A worker thread's start: its name and its CPU. False (and failed set) if
+ * it could not be pinned. */
+static bool worker_start(struct worker *w)
+{
+    pthread_setname_np(pthread_self(), "floor-worker");
+    if ((w->ran_on = pin_worker()) < 0) {
+        w->failed = 1;
+        return false;
+    }
+    return true;
+}
+
 /* ring.c, as the server drives it */
 struct ring_ctx {
     struct worker w; /* first: the worker thread gets a struct worker * */
@@ -320,11 +332,8 @@ static size_t ring_drain(void *ctx, struct job **out, size_t max)
 static void *ring_worker(void *p)
 {
     struct ring_ctx *c = p;
-    pthread_setname_np(pthread_self(), "floor-worker");
-    if ((c->w.ran_on = pin_worker()) < 0) {
-        c->w.failed = 1;
+    if (!worker_start(&c->w))
         return NULL;
-    }
     for (;;) {
         struct job *job;
         while (!(job = c->ops->try_take(c->h, 0)))
@@ -391,11 +400,8 @@ static size_t batched_drain(void *ctx, struct job **out, size_t max)
 static void *batched_worker(void *p)
 {
     struct batched_ctx *c = p;
-    pthread_setname_np(pthread_self(), "floor-worker");
-    if ((c->w.ran_on = pin_worker()) < 0) {
-        c->w.failed = 1;
+    if (!worker_start(&c->w))
         return NULL;
-    }
     unsigned staged = spsc_staged_start(&c->done), pending = 0;
     int woke = 0;
     while (!atomic_load_explicit(&c->w.stop, memory_order_relaxed)) {
@@ -480,6 +486,37 @@ static int stream(const struct floor_options *opt, const struct transport *t, st
     return 0;
 }
 
+/* stream() against a worker thread running worker_main(ctx), whose struct
+ * worker is w: the worker's CPU time over the run, then stop it (and, if
+ * given, before_join(ctx)) and join it. The stream's result, or -1 if the
+ * thread could not start. */
+static int with_worker(const struct floor_options *opt, const struct transport *t, struct worker *w,
+                       void *(*worker_main)(void *), void (*before_join)(void *), struct job *jobs,
+                       struct result *r)
+{
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, worker_main, t->ctx) != 0)
+        return -1;
+    clockid_t worker_clock;
+    bool have_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
+    uint64_t wcpu0 = have_clock ? now_ns(worker_clock) : 0;
+    int rc = stream(opt, t, jobs, r);
+    if (have_clock)
+        r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
+    atomic_store(&w->stop, true);
+    if (before_join)
+        before_join(t->ctx);
+    pthread_join(thread, NULL);
+    r->worker_ran_on = w->ran_on;
+    return rc;
+}
+
+static void ring_shutdown(void *ctx)
+{
+    struct ring_ctx *c = ctx;
+    c->ops->shutdown(c->h);
+}
+
 static int run_ring(const struct floor_options *opt, struct job *jobs, struct result *r)
 {
     struct ring_ctx c = {.w = {.opt = opt}, .ops = handoff_find("ring")};
@@ -489,21 +526,8 @@ static int run_ring(const struct floor_options *opt, struct job *jobs, struct re
         return -1;
     }
     struct transport t = {ring_submit, ring_end_pass, ring_drain, &c};
-    pthread_t thread;
-    int rc = -1;
-    if (pthread_create(&thread, NULL, ring_worker, &c) == 0) {
-        clockid_t worker_clock;
-        bool have_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
-        uint64_t wcpu0 = have_clock ? now_ns(worker_clock) : 0;
-        rc = stream(opt, &t, jobs, r);
-        if (have_clock)
-            r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
-        atomic_store(&c.w.stop, true);
-        c.ops->shutdown(c.h);
-        pthread_join(thread, NULL);
-    }
+    int rc = with_worker(opt, &t, &c.w, ring_worker, ring_shutdown, jobs, r);
     c.ops->destroy(c.h);
-    r->worker_ran_on = c.w.ran_on;
     return rc || c.w.failed ? -1 : 0;
 }
 
@@ -515,18 +539,7 @@ static int run_batched(const struct floor_options *opt, struct job *jobs, struct
         c->w.opt = opt;
         c->staged = spsc_staged_start(&c->req);
         struct transport t = {batched_submit, batched_end_pass, batched_drain, c};
-        pthread_t thread;
-        if (pthread_create(&thread, NULL, batched_worker, c) == 0) {
-            clockid_t worker_clock;
-            bool have_clock = pthread_getcpuclockid(thread, &worker_clock) == 0;
-            uint64_t wcpu0 = have_clock ? now_ns(worker_clock) : 0;
-            rc = stream(opt, &t, jobs, r);
-            if (have_clock)
-                r->worker_cpu_ns = now_ns(worker_clock) - wcpu0;
-            atomic_store(&c->w.stop, true);
-            pthread_join(thread, NULL);
-        }
-        r->worker_ran_on = c->w.ran_on;
+        rc = with_worker(opt, &t, &c->w, batched_worker, NULL, jobs, r);
         rc = rc || c->w.failed || c->woke ? -1 : 0;
     }
     if (c) {
