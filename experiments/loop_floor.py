@@ -119,8 +119,8 @@ def placement_of(run, margin):
 def summarise(rounds, margin=None, row_bases=None):
     """Per row: its fields' median (min-max) over the rounds; for a paired
     row the per-round excess over its inline row, over all runs and over
-    the near and far ones apart (by margin), and how many runs saw their
-    vCPUs move."""
+    the near and far ones apart (by margin), how many of each came within
+    the margin, and how many runs saw their vCPUs move."""
     summ = {}
     for key, base in (row_bases or {k: b for k, _, _, b in ROWS}).items():
         runs = [r[key] for r in rounds if key in r]
@@ -132,7 +132,9 @@ def summarise(rounds, margin=None, row_bases=None):
                      for r in rounds if key in r and base in r]
             row["over_inline_ns"] = spread([e for _, e in pairs])
             for where in ("near", "far"):
-                row[f"over_inline_ns_{where}"] = spread([e for run, e in pairs if placement_of(run, margin) == where])
+                placed = [e for run, e in pairs if placement_of(run, margin) == where]
+                row[f"over_inline_ns_{where}"] = spread(placed)
+                row[f"within_margin_{where}"] = [sum(1 for e in placed if e <= margin), len(placed)]
             row["yardstick_ns"] = {where: spread([run_yardstick(run) for run, _ in pairs
                                                   if placement_of(run, margin) == where]) for where in ("near", "far")}
             row["moved_runs"] = sum(1 for run, _ in pairs if not run_yardstick(run))
@@ -226,20 +228,6 @@ def table(data):
     return lines
 
 
-def excesses(data, key, margin, where):
-    """The key row's per-round excesses over its inline row, among its runs
-    whose crossing was `where` ('near': at most the margin)."""
-    base = bases(data).get(key)
-    return [r[key]["busy_ns_per_job"] - r[base]["busy_ns_per_job"] for r in data.get("rounds", [])
-            if key in r and base in r and placement_of(r[key], margin) == where]
-
-
-def fits(data, key, margin, where):
-    """(runs within the margin, runs) among the key row's runs whose crossing was `where`."""
-    runs = excesses(data, key, margin, where)
-    return sum(1 for e in runs if e <= margin), len(runs)
-
-
 def verdict(data):
     """The lines under the table: the rows beside goal 3's margin, the runs
     whose crossing fitted it and those whose did not apart. Each sentence is
@@ -273,7 +261,7 @@ def verdict(data):
         by = []
         for w, when in (("near", "crossing ≤ margin"), ("far", "crossing > margin")):
             if s[key].get(f"over_inline_ns_{w}"):
-                ok, n = fits(data, key, margin, w)
+                ok, n = s[key][f"within_margin_{w}"]
                 by.append(f"{when} {num(s[key][f'over_inline_ns_{w}']['median'])} ns ({ok} of {n} within)")
         if by:
             parts.append(f"  - {what}: " + "; ".join(by))
@@ -292,7 +280,7 @@ def verdict(data):
                              f"by {fmt(spread(diffs))}, paired by round over the {len(diffs)} "
                              f"round{'s' if len(diffs) != 1 else ''} where a crossing cost {when} the margin in "
                              f"both runs (lower in {sum(1 for x in diffs if x < 0)}).")
-    near_ok, far_ok = fits(data, "ring_server", margin, "near"), fits(data, "ring_server", margin, "far")
+    near_ok, far_ok = s["ring_server"]["within_margin_near"], s["ring_server"]["within_margin_far"]
     moved = s["ring_server"]["moved_runs"]
     counts = (f"{near_ok[0]} of {near_ok[1]} runs with a crossing ≤ the margin, {far_ok[0]} of {far_ok[1]} with "
               f"one over it" + (f", {moved} with their vCPUs moved" if moved else ""))
@@ -341,17 +329,23 @@ def markdown(data):
     return "\n".join([describe(data), ""] + table(data) + ([""] + v if v else []))
 
 
-def write_markdown(json_path):
-    data = json.load(open(json_path))
-    data["summary"] = summarise(data["rounds"], margin_ns(data.get("bench")), bases(data))
+def render(data):
+    """The record's Markdown, its summary computed afresh from its runs (a
+    change to the analysis needs no re-run)."""
+    data = dict(data, summary=summarise(data["rounds"], margin_ns(data.get("bench")), bases(data)))
+    return markdown(data)
+
+
+def write_markdown(json_path, text=None):
+    """The .md beside a record: its title and render(record)."""
+    if text is None:
+        text = render(json.load(open(json_path)))
     with open(os.path.join(os.path.dirname(json_path), "loop_floor.md"), "w") as f:
-        f.write("# The handoff's own cost to the loop (experiments/loop_floor.py)\n\n" + markdown(data) + "\n")
+        f.write("# The handoff's own cost to the loop (experiments/loop_floor.py)\n\n" + text + "\n")
 
 
 def write_readme(json_path, readme):
-    data = json.load(open(json_path))
-    data["summary"] = summarise(data["rounds"], margin_ns(data.get("bench")), bases(data))
-    generated.rewrite(readme, README_BEGIN, README_END, "\n" + markdown(data) + "\n")
+    generated.rewrite(readme, README_BEGIN, README_END, "\n" + render(json.load(open(json_path))) + "\n")
 
 
 def main():
@@ -373,7 +367,7 @@ def main():
         write_markdown(a.markdown)
         return
     if a.readme:
-        for path in a.readme_path or [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "handoffs", "README.md")]:
+        for path in a.readme_path or generated.HANDOFF_DOCS:
             write_readme(a.readme, path)
         return
     if not a.bin:
@@ -403,8 +397,9 @@ def main():
     path = os.path.join(a.out, "loop_floor.json")
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
-    write_markdown(path)
-    print(markdown(data))
+    text = render(data)
+    write_markdown(path, text)
+    print(text)
     print(f"loop_floor.py: wrote {path}", file=sys.stderr)
 
 

@@ -109,7 +109,7 @@ def main():
                     help="a Markdown file with the block (repeatable; default README.md, handoffs/README.md)")
     a = ap.parse_args()
     if a.readme:
-        for path in a.readme_path or [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "handoffs", "README.md")]:
+        for path in a.readme_path or generated.HANDOFF_DOCS:
             write_readme(a.readme, path)
         return
     if not a.bin:

@@ -1,6 +1,11 @@
 """Generated blocks in hand-written Markdown (README.md, handoffs/README.md):
 the text between a BEGIN and an END marker line belongs to a generator
 (bench.py, micro.py, paper/build.py) and is rewritten whole each time."""
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The documents a handoff table goes into (micro.py, loop_floor.py) unless told otherwise.
+HANDOFF_DOCS = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "handoffs", "README.md")]
 
 
 def splice(text, begin, end, body, where="the file"):
