@@ -97,7 +97,7 @@ static inline bool spsc_nonempty(struct spsc_ring *r)
 /* The batched push, producer only: spsc_stage writes job into the slot after
  * *staged, a tail of the producer's own that starts at spsc_staged_start(r),
  * without publishing it; spsc_publish(r, staged) then makes every staged job
- * visible at once. So a batch costs one R1 store, and one transfer of the
+ * visible at once. So a batch costs one release store (R3), and one transfer of the
  * tail's line to a consumer that is polling it, instead of one per job.
  * Between stage and publish the consumer sees none of the batch; nothing may
  * be pushed with spsc_push in between. False when full (nothing staged).
