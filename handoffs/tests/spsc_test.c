@@ -36,13 +36,20 @@ static struct spsc_ring ring;
 static struct job *items;
 static unsigned long n_items;
 
+/* Item i, its payload written before it is pushed (check_item reads it back). */
+static struct job *fill_item(unsigned long i)
+{
+    items[i].seq = i;
+    items[i].check = i * 2654435761u;
+    return &items[i];
+}
+
 static void *producer(void *p)
 {
     (void)p;
     for (unsigned long i = 0; i < n_items; i++) {
-        items[i].seq = i;
-        items[i].check = i * 2654435761u;
-        while (!spsc_push(&ring, &items[i]))
+        struct job *item = fill_item(i);
+        while (!spsc_push(&ring, item))
             ; /* full: the consumer is behind */
     }
     return NULL;
@@ -65,9 +72,8 @@ static void *batch_producer(void *p)
     for (unsigned long k = 0; i < n_items; k++) {
         unsigned size = batch_size(k), staged = spsc_staged_start(&ring);
         for (unsigned j = 0; j < size && i + j < n_items; j++) {
-            items[i + j].seq = i + j;
-            items[i + j].check = (i + j) * 2654435761u;
-            while (!spsc_stage(&ring, &staged, &items[i + j]))
+            struct job *item = fill_item(i + j);
+            while (!spsc_stage(&ring, &staged, item))
                 ; /* full: the consumer is behind */
         }
         spsc_publish(&ring, staged);
