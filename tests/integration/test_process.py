@@ -80,14 +80,19 @@ def test_sigterm_stops_accepting_new_connections(server_factory):
     sat in the backlog and may be served (test_promises.py)."""
     srv = server_factory("--graceful-timeout", "10", app=APP)
     with srv.connect(timeout=10) as busy:
-        busy.sendall(req("GET", "/sleep?s=2.0"))
+        busy.sendall(req("GET", "/sleep?s=3.0"))
         time.sleep(0.2)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         refused_at = None
         while time.monotonic() - t0 < 1.5:
             try:
-                socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+                # A SYN that meets the listener while close() tears it down is
+                # dropped without an answer (the socket is no longer LISTEN
+                # and not yet gone); the client resends it after its initial
+                # retransmission timeout, 1 s, and that one is refused. So
+                # the connect is given longer than one retransmission.
+                socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()
             except (ConnectionRefusedError, ConnectionResetError):
                 # refused once the listener is closed; reset if the SYN
                 # landed in its backlog just as it closed
