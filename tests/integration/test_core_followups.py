@@ -55,7 +55,7 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
     monkeypatch.setenv("CSERVE_TEST_RUNLOG", str(log))
     srv = server_factory("--blocking-threads", "1", "--queue-size", "2", app=LOGAPP, handoff=handoff)
     busy = [srv.connect() for _ in range(2)]
-    busy[0].sendall(_get("/slow1?s=0.8"))
+    busy[0].sendall(_get("/slow1?s=3"))  # still running when the reset arrives, however late
     _wait_log(log, ["/slow1"])  # running: the second one waits in the queue
     busy[1].sendall(_get("/slow2?s=0.2"))
     time.sleep(0.1)
@@ -144,7 +144,7 @@ def test_sigterm_takes_the_backlog_while_accepts_are_paused(tmp_path):
             time.sleep(0.02)
         waiting = srv.connect()
         waiting.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        for s in held[:3]:  # free descriptors, well within the 100 ms pause
+        for s in held[:10]:  # free descriptors, well within the 100 ms pause (more than the backlog ahead of `waiting`)
             s.close()
         time.sleep(0.02)
         srv.proc.send_signal(signal.SIGTERM)
@@ -187,8 +187,15 @@ def test_ring_spin_counters_and_gauges_are_reported(server_factory, tmp_path):
     # A new window with no traffic: counters start again from 0, but the
     # budget (unchanged: the pool thread took nothing) is still what it is.
     m = os.stat(path).st_mtime_ns
+    windows = srv.log_text().count("stats: new measurement window")
     srv.proc.send_signal(signal.SIGUSR2)
-    time.sleep(0.3)
+    # SIGUSR1 only once the new window is open: sent while SIGUSR2 is still
+    # pending, it would be read first (the lower signal number) and report
+    # the old window
+    deadline = time.monotonic() + 10
+    while srv.log_text().count("stats: new measurement window") == windows:
+        assert time.monotonic() < deadline, "SIGUSR2 opened no new window"
+        time.sleep(0.02)
     srv.proc.send_signal(signal.SIGUSR1)
     b = _handoff_by_role(_wait_json(path, since_ns=m))
     assert b["pool"]["taken"] == 0 and b["pool"]["spin_hits"] == 0

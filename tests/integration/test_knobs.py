@@ -189,10 +189,16 @@ def test_sigusr1_sigusr2_reach_every_worker(server_factory, tmp_path):
 def test_sigusr1_writes_every_workers_json(server_factory, tmp_path):
     srv, path, pids, sent = _two_worker_server(server_factory, tmp_path)
     _report(srv, pids)
-    time.sleep(0.5)  # both workers have written by now
-    with open(path) as f:
-        st = json.load(f)
-    assert sorted(w["pid"] for w in st["workers"]) == sorted(pids), st
+
+    def merged():  # the supervisor writes the file once both workers' parts are in
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+    assert wait_until(lambda: (st := merged()) is not None
+                      and sorted(w["pid"] for w in st["workers"]) == sorted(pids), 10), merged()
+    st = merged()
     assert _loop_requests(st) == sent
 
 
