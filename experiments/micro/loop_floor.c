@@ -720,13 +720,14 @@ int main(int argc, char **argv)
     printf("{\"mode\": \"%s\", \"window\": %u, \"batch\": %u, \"pass_ns\": %ld, \"publish_every\": %u, "
            "\"response\": %u, \"request_lines\": %u, \"worker_ns\": %ld, \"jobs\": %llu, \"passes\": %llu, "
            "\"timed\": %llu, \"idle_polls\": %llu, \"clock_read_ns\": %.2f, \"busy_ns_per_job\": %.2f, "
+           "\"busy_raw_ns_per_job\": %.2f, "
            "\"loop_cpu_ns_per_job\": %.2f, \"worker_cpu_ns_per_job\": %.2f, \"wall_ns_per_job\": %.2f, "
            "\"jobs_per_pass\": %.2f, \"yardstick_before_ns\": %.2f, \"yardstick_after_ns\": %.2f, "
            "\"loop_cpu\": %d, \"worker_cpu\": %d}\n",
            mode, opt.window, opt.batch, opt.pass_ns,
            opt.mode == MODE_BATCHED ? opt.publish_every : 1, opt.response, opt.request_lines, opt.worker_ns,
            (unsigned long long)r.jobs, (unsigned long long)r.passes, (unsigned long long)r.timed,
-           (unsigned long long)r.idle_polls, read_ns, busy / (double)r.jobs,
+           (unsigned long long)r.idle_polls, read_ns, busy / (double)r.jobs, (double)r.busy_ns / (double)r.jobs,
            (double)r.loop_cpu_ns / (double)r.jobs, (double)r.worker_cpu_ns / (double)r.jobs,
            (double)r.wall_ns / (double)r.jobs, (double)r.jobs / (double)r.passes, yard_before, yard_after,
            opt.mode == MODE_INLINE ? sched_getcpu() : loop_cpu, r.worker_ran_on);
