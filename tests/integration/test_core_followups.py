@@ -21,6 +21,7 @@ import pytest
 
 from conftest import BIN, ROOT, Server, free_port
 from httpclient import request
+from loadgen import wait_until
 
 LOGAPP = "logging_apps:application"
 
@@ -192,10 +193,8 @@ def test_ring_spin_counters_and_gauges_are_reported(server_factory, tmp_path):
     # SIGUSR1 only once the new window is open: sent while SIGUSR2 is still
     # pending, it would be read first (the lower signal number) and report
     # the old window
-    deadline = time.monotonic() + 10
-    while srv.log_text().count("stats: new measurement window") == windows:
-        assert time.monotonic() < deadline, "SIGUSR2 opened no new window"
-        time.sleep(0.02)
+    assert wait_until(lambda: srv.log_text().count("stats: new measurement window") > windows, 10), \
+        "SIGUSR2 opened no new window"
     srv.proc.send_signal(signal.SIGUSR1)
     b = _handoff_by_role(_wait_json(path, since_ns=m))
     assert b["pool"]["taken"] == 0 and b["pool"]["spin_hits"] == 0
