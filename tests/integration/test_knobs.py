@@ -91,7 +91,11 @@ def test_loop_doze_spares_a_busy_pool_its_wakeups(server_factory, tmp_path):
     pace (~50 us a job here), the loop waits for each completion on a timer
     (loop_dozes) instead of asking to be woken, so the pool rarely writes the
     eventfd (loop_wakes). --loop-doze 0: no dozes, and the loop, parked while
-    the pool works, is woken for most completions."""
+    the pool works, is woken several times as often. How often exactly
+    depends on the scheduler: on a loaded machine a woken loop may find
+    several completions waiting (a loaded CI machine has seen fewer than
+    half the completions wake it), so the bound is a multiple of the
+    default's."""
     batches, depth = 12, 32
     n = batches * depth
     got = {}
@@ -107,7 +111,8 @@ def test_loop_doze_spares_a_busy_pool_its_wakeups(server_factory, tmp_path):
     assert got[None][0] > 0
     assert got[None][1] <= n // 4
     assert got["0"][0] == 0
-    assert got["0"][1] >= n // 2
+    assert got["0"][1] > n // 4
+    assert got["0"][1] >= 3 * max(got[None][1], 1)
 
 
 def test_log_level(server_factory):
