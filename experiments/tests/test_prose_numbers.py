@@ -135,6 +135,19 @@ def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_pat
         f"{doc}'s {tool} table is not what experiments/{tool}.py --readme {record} writes"
 
 
+def test_readme_replica_bench_block_is_written_from_its_record(tmp_path):
+    # The second `make bench` block (the same bench on another machine) is the generator's output too.
+    import bench
+    record = "experiments/results/bench-host2/bench.json"
+    assert os.path.exists(os.path.join(ROOT, record)), f"{record} missing: run make bench with --out"
+    copy = tmp_path / "README.md"
+    shutil.copy(os.path.join(ROOT, "README.md"), copy)
+    bench.write_readme_replica(os.path.join(ROOT, record), str(copy))
+    assert copy.read_text() == open(os.path.join(ROOT, "README.md")).read(), \
+        f"README.md's replica bench block is not what experiments/bench.py --readme-replica {record} writes"
+    assert bench.REPLICA_BEGIN in copy.read_text() and "bench-host2" in copy.read_text()
+
+
 def test_micro_readme_writer_fills_the_block(tmp_path):
     # The writer itself, on a synthetic record: the block is replaced, not appended.
     import micro
