@@ -106,19 +106,17 @@ def test_placeholders_name_configurations_of_the_full_plan():
     assert not bad, f"placeholders naming configurations the full plan lacks: {bad}"
 
 
-@pytest.mark.parametrize("tool,record,doc", [("bench", "experiments/results/bench/bench.json", "README.md"),
-                                             ("micro", "experiments/results/micro/micro.json", "README.md"),
-                                             ("micro", "experiments/results/micro/micro.json",
-                                              "handoffs/README.md"),
-                                             ("readme_stats", "experiments/results/readme_stats/stats.txt",
-                                              "README.md"),
-                                             ("placement", "experiments/results/placement/placement.json",
-                                              "README.md"),
-                                             ("loop_floor", "experiments/results/loop-floor/loop_floor.json",
-                                              "README.md"),
-                                             ("loop_floor", "experiments/results/loop-floor/loop_floor.json",
-                                              "handoffs/README.md")])
-def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_path):
+@pytest.mark.parametrize("tool,writer,record,doc", [
+    ("bench", "write_readme", "experiments/results/bench/bench.json", "README.md"),
+    # the same bench on a second machine, in a block of its own
+    ("bench", "write_readme_replica", "experiments/results/bench-host2/bench.json", "README.md"),
+    ("micro", "write_readme", "experiments/results/micro/micro.json", "README.md"),
+    ("micro", "write_readme", "experiments/results/micro/micro.json", "handoffs/README.md"),
+    ("readme_stats", "write_readme", "experiments/results/readme_stats/stats.txt", "README.md"),
+    ("placement", "write_readme", "experiments/results/placement/placement.json", "README.md"),
+    ("loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json", "README.md"),
+    ("loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json", "handoffs/README.md")])
+def test_readme_tables_are_written_from_their_records(tool, writer, record, doc, tmp_path):
     # The `make bench`, `make micro-record`, readme_stats, placement and loop-floor tables are the
     # generators' output from the recorded runs: a hand-typed or hand-edited cell fails.
     import importlib
@@ -130,22 +128,9 @@ def test_readme_tables_are_written_from_their_records(tool, record, doc, tmp_pat
                                                              "loop_floor": "make loop-floor"}[tool]
     copy = tmp_path / "doc.md"
     shutil.copy(os.path.join(ROOT, doc), copy)
-    mod.write_readme(path, str(copy))
+    getattr(mod, writer)(path, str(copy))
     assert copy.read_text() == open(os.path.join(ROOT, doc)).read(), \
-        f"{doc}'s {tool} table is not what experiments/{tool}.py --readme {record} writes"
-
-
-def test_readme_replica_bench_block_is_written_from_its_record(tmp_path):
-    # The second `make bench` block (the same bench on another machine) is the generator's output too.
-    import bench
-    record = "experiments/results/bench-host2/bench.json"
-    assert os.path.exists(os.path.join(ROOT, record)), f"{record} missing: run make bench with --out"
-    copy = tmp_path / "README.md"
-    shutil.copy(os.path.join(ROOT, "README.md"), copy)
-    bench.write_readme_replica(os.path.join(ROOT, record), str(copy))
-    assert copy.read_text() == open(os.path.join(ROOT, "README.md")).read(), \
-        f"README.md's replica bench block is not what experiments/bench.py --readme-replica {record} writes"
-    assert bench.REPLICA_BEGIN in copy.read_text() and "bench-host2" in copy.read_text()
+        f"{doc}'s {tool} table is not what experiments/{tool}.py's {writer} writes from {record}"
 
 
 def test_micro_readme_writer_fills_the_block(tmp_path):
