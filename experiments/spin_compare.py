@@ -53,7 +53,9 @@ def one(flags, seconds, conns):
             "wakes_sent_per_req": lh["wakes_sent"] / n,
             "loop_parks_per_req": lh["loop_parks"] / n,
             "loop_wakes_per_req": ph["loop_wakes"] / n,
-            "pool_spins_per_req": ph["spins"] / n}
+            "pool_spins_per_req": ph["spins"] / n,
+            "loop_us_per_req": loop["us_per_request"], "pool_us_per_req": pool["us_per_request"],
+            "loop_dozes_per_req": lh.get("loop_dozes", 0) / n}
 
 
 def main():
@@ -78,7 +80,8 @@ def main():
             runs.append(m)
             print(f"round {r} {s or '(default)':12} rps {m['rps']:9.0f}  pool parks/req "
                   f"{m['pool_parks_per_req']:.3f}  wakes sent/req {m['wakes_sent_per_req']:.3f}  "
-                  f"loop wakes/req {m['loop_wakes_per_req']:.3f}", flush=True)
+                  f"loop wakes/req {m['loop_wakes_per_req']:.3f}  loop/pool us/req "
+                  f"{m['loop_us_per_req']:.2f}/{m['pool_us_per_req']:.2f}", flush=True)
     meta = {"load_avg": os.getloadavg(), "ncpu": os.cpu_count(), "conns": a.conns,
             "seconds": a.seconds, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     medians(runs, a.settings)
@@ -98,7 +101,10 @@ def medians(runs, settings):
         print(f"  {s or '(default)':12} rps {med('rps'):9.0f}  pool parks/req {med('pool_parks_per_req'):.3f}  "
               f"wakes sent/req {med('wakes_sent_per_req'):.3f}  loop wakes/req {med('loop_wakes_per_req'):.3f}"
               + f"  sum {med('sum'):.3f}"
-              + (f"  loop parks/req {med('loop_parks_per_req'):.3f}" if "loop_parks_per_req" in rs[0] else ""))
+              + (f"  loop parks/req {med('loop_parks_per_req'):.3f}" if "loop_parks_per_req" in rs[0] else "")
+              + (f"  loop/pool us/req {med('loop_us_per_req'):.2f}/{med('pool_us_per_req'):.2f}"
+                 f" (loop {min(m['loop_us_per_req'] for m in rs):.2f}-{max(m['loop_us_per_req'] for m in rs):.2f})"
+                 if "loop_us_per_req" in rs[0] else ""))
 
 
 if __name__ == "__main__":

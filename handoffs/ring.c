@@ -80,10 +80,10 @@
  * loop's wake-up latency, which a pace seen from the loop would include,
  * cannot keep it parking). A doze lasts at least RING_DOZE_MIN_NS (a timer
  * wake costs the loop a few us) and at most RING_DOZE_MAX_NS (what a
- * response may wait for the loop to look); within those, a quarter of the
- * fastest worker's pace, or for a fast pool (below) the work queued ahead
- * over RING_DOZE_AHEAD. A pace slower than four of the longest dozes is not
- * dozed through: its wake-ups are a small part of its time per job, and more
+ * response may wait for the loop to look); within those, the work queued
+ * ahead of the pool over RING_DOZE_AHEAD, and for a slow pool at least a
+ * quarter of the fastest worker's pace. A pace slower than four of the
+ * longest dozes is not dozed through: its wake-ups are a small part of its time per job, and more
  * timer wakes per job would cost the loop more than they save the pool. A
  * pace faster than two of the shortest dozes gets through several jobs per
  * doze, so a doze must be judged against the queue, not the job: such a
@@ -435,16 +435,18 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
     }
     if (!most || !pace || pace > 4 * most || !h->done_at)
         return 0;
-    uint64_t doze;
+    /* The work queued ahead of the pool: a doze of a RING_DOZE_AHEADth of
+     * it adds a small part to the time a response already waits in that
+     * queue, and the loop, woken by its timer once per doze, drains many
+     * completions at a time. */
+    uint64_t ahead = (uint64_t)(outstanding - base->workers) * pace / base->workers;
+    uint64_t doze = ahead / RING_DOZE_AHEAD;
     if (pace < 2 * least) {
         /* A fast pool (pipelined hello: a few us a job) gets through many
          * jobs in one doze. Worth it only while the queue ahead of the pool
-         * outlasts RING_DOZE_AHEAD dozes: then a doze adds a small part to
-         * the time a response already waits in that queue, and the loop,
-         * woken by its timer once per doze, drains many completions at a
-         * time. A short queue (few connections, unpipelined) does not
-         * doze: there each doze would be most of a response's wait. */
-        uint64_t ahead = (uint64_t)(outstanding - base->workers) * pace / base->workers;
+         * outlasts RING_DOZE_AHEAD dozes. A short queue (few connections,
+         * unpipelined) does not doze: there each doze would be most of a
+         * response's wait. */
 #if defined(RING_DOZE_MUTANT_D1) /* D1: no doze for a fast pool */
         ahead = 0;
 #elif defined(RING_DOZE_MUTANT_D2) /* D2: a fast pool dozed through whatever its queue */
@@ -452,9 +454,17 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
 #endif
         if (ahead < RING_DOZE_AHEAD * least)
             return 0;
-        doze = ahead / RING_DOZE_AHEAD;
     } else {
-        doze = pace / 4;
+        /* A slow pool (an app of tens of us) is dozed through for a quarter
+         * of its pace, or longer while its queue allows: with a connection
+         * per job queued (Flask at c16), short dozes woke the loop's timer
+         * several times a job, CPU the loop takes from the pool and the
+         * client when the two vCPUs are shared. */
+#ifdef RING_DOZE_MUTANT_D5 /* D5: a slow pool's doze ignores its queue */
+        doze = 0;
+#endif
+        if (doze < pace / 4)
+            doze = pace / 4;
     }
     doze = doze < least ? least : doze > most ? most : doze;
     /* The stall rule: four paces, or four dozes, with no completion. */

@@ -11,10 +11,11 @@
 #           R3, the batched push's release, only in its second part)
 #   P1, P2  spin_policy_test.c (P1: spin_policy.c without hysteresis,
 #           P2: without the trials; a feedback-loop case fails)
-#   D1..D4  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
+#   D1..D5  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
 #           fast pool, D2 a fast pool dozed through whatever its queue, D3 the
 #           stall rule removed (part 6's stall), D4 the stall rule removed for
-#           a fast pool only (part 7's stall); each fails the check named for it
+#           a fast pool only (part 7's stall), D5 a slow pool's doze blind to
+#           its queue (part 6's dozes); each fails the check named for it
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
@@ -31,7 +32,7 @@ t0=$(date +%s)
 # beside them.
 others=$(ls "$src"/*.c | grep -v '/ring\.c$')
 
-for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4; do
+for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4 D5; do
     need="" caught=""
     case $m in F*|X1|C1|O1)
         need="$need model"
@@ -54,6 +55,7 @@ for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4; do
             D2) def="-DRING_DOZE_MUTANT_D2" want="a fast pool's doze" ;;
             D3) def="-DRING_DOZE_MUTANT_D3" want="kept dozing through a stall of many paces" ;;
             D4) def="-DRING_DOZE_MUTANT_D4" want="kept dozing through a fast worker's stall" ;;
+            D5) def="-DRING_DOZE_MUTANT_D5" want="a slow pool's doze is not" ;;
         esac
         $cc $cflags -O2 $def -o "$work/batch-$m" "$here/batch_test.c" $others -lpthread &&
         if "$work/batch-$m" >"$work/$m.batch.log" 2>&1; then :;
