@@ -284,12 +284,16 @@ def goals(summ, a):
 
 
 def git_rev(path):
-    """The short commit of the checkout that holds path (with -dirty), or None."""
+    """The short commit of the checkout that holds path (with -dirty), or None.
+    Recorded results (experiments/results, this run's own among them) do not
+    make the checkout dirty: they change no build (lib/provenance.git_commit
+    says the same of the full runs)."""
     d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     try:
         rev = subprocess.run(["git", "-C", d, "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--untracked-files=no", "--",
+                                ":(top)", ":(top,exclude)experiments/results"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -197,3 +197,29 @@ def test_perf_reduce_counts_a_static_interpreter_as_python():
     assert pool["buckets"]["user:cserve"] == pytest.approx(0.001)
     assert loop["buckets"] == {"user:cserve": pytest.approx(0.001)}
     assert "_PyEval_EvalFrameDefault (cserve, static libpython)" in pool["funcs"]
+
+
+def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
+    """bench.git_rev stamps the record with the checkout's commit: a changed
+    source (even in a subfolder, asked from another) marks it -dirty, while
+    recorded results (experiments/results, a run's own or an older one
+    removed) change no build and leave it clean."""
+    import subprocess
+    import bench
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "core").mkdir()
+    (tmp_path / "experiments" / "results" / "old").mkdir(parents=True)
+    (tmp_path / "core" / "loop.c").write_text("int x;\n")
+    (tmp_path / "experiments" / "results" / "old" / "run.json").write_text("{}\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    rev = bench.git_rev(str(tmp_path))
+    assert rev and not rev.endswith("-dirty")
+    (tmp_path / "experiments" / "results" / "old" / "run.json").unlink()
+    assert bench.git_rev(str(tmp_path)) == rev
+    (tmp_path / "core" / "loop.c").write_text("int y;\n")
+    assert bench.git_rev(str(tmp_path / "experiments")) == rev + "-dirty"
