@@ -18,6 +18,7 @@ import argparse, json, os, re, signal, subprocess, sys, tempfile, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from lib import provenance  # noqa: E402
 from lib.serverctl import free_port, wait_ready  # noqa: E402
 
 
@@ -82,8 +83,10 @@ def main():
                   f"{m['pool_parks_per_req']:.3f}  wakes sent/req {m['wakes_sent_per_req']:.3f}  "
                   f"loop wakes/req {m['loop_wakes_per_req']:.3f}  loop/pool us/req "
                   f"{m['loop_us_per_req']:.2f}/{m['pool_us_per_req']:.2f}", flush=True)
+    sha, dirty = provenance.git_commit()
     meta = {"load_avg": os.getloadavg(), "ncpu": os.cpu_count(), "conns": a.conns,
-            "seconds": a.seconds, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "seconds": a.seconds, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": sha[:7] + ("-dirty" if dirty else ""), "kernel": os.uname().release}
     medians(runs, a.settings)
     if a.out:
         json.dump({"meta": meta, "runs": runs}, open(a.out, "w"), indent=1)
@@ -102,6 +105,7 @@ def medians(runs, settings):
               f"wakes sent/req {med('wakes_sent_per_req'):.3f}  loop wakes/req {med('loop_wakes_per_req'):.3f}"
               + f"  sum {med('sum'):.3f}"
               + (f"  loop parks/req {med('loop_parks_per_req'):.3f}" if "loop_parks_per_req" in rs[0] else "")
+              + (f"  loop dozes/req {med('loop_dozes_per_req'):.3f}" if "loop_dozes_per_req" in rs[0] else "")
               + (f"  loop/pool us/req {med('loop_us_per_req'):.2f}/{med('pool_us_per_req'):.2f}"
                  f" (loop {min(m['loop_us_per_req'] for m in rs):.2f}-{max(m['loop_us_per_req'] for m in rs):.2f})"
                  if "loop_us_per_req" in rs[0] else ""))

@@ -456,10 +456,10 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
             return 0;
     } else {
         /* A slow pool (an app of tens of us) is dozed through for a quarter
-         * of its pace, or longer while its queue allows: with a connection
-         * per job queued (Flask at c16), short dozes woke the loop's timer
-         * several times a job, CPU the loop takes from the pool and the
-         * client when the two vCPUs are shared. */
+         * of its pace, or longer while its queue allows: quarter-pace dozes
+         * alone could fire the loop's timer up to four times a job, CPU the
+         * loop takes from the pool and the client when the two vCPUs are
+         * shared (a socket's event ends a doze early all the same). */
 #ifdef RING_DOZE_MUTANT_D5 /* D5: a slow pool's doze ignores its queue */
         doze = 0;
 #endif
