@@ -41,7 +41,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import threadcpu  # noqa: E402
-from lib import generated  # noqa: E402
+from lib import generated, provenance  # noqa: E402
 from lib.serverctl import free_port, read_stats, wait_ready  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -284,20 +284,11 @@ def goals(summ, a):
 
 
 def git_rev(path):
-    """The short commit of the checkout that holds path (with -dirty), or None.
-    Recorded results (experiments/results, this run's own among them) do not
-    make the checkout dirty: they change no build (lib/provenance.git_commit
-    says the same of the full runs)."""
+    """The short commit of the checkout that holds path (with -dirty, as
+    lib/provenance.git_commit judges it), or None."""
     d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    try:
-        rev = subprocess.run(["git", "-C", d, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--untracked-files=no", "--",
-                                ":(top)", ":(top,exclude)experiments/results"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (rev + ("-dirty" if dirty else "")) if rev else None
+    sha, dirty = provenance.git_commit(d)
+    return None if sha == "unknown" else sha[:7] + ("-dirty" if dirty else "")
 
 
 def machine(cserve):

@@ -21,14 +21,22 @@ def _out(cmd, timeout=15):
         return None
 
 
-def git_commit():
-    """(full sha, dirty?) of the working tree the harness runs from."""
-    sha = _out(["git", "-C", ROOT, "rev-parse", "HEAD"]) or "unknown"
-    # Untracked files count too: a new source file changes the build.
-    st = _out(["git", "-C", ROOT, "status", "--porcelain"]) or ""
-    # Results written by this very run do not make the tree dirty.
-    dirty = [ln for ln in st.splitlines() if "experiments/results" not in ln]
-    return sha, bool(dirty)
+def git_commit(root=ROOT):
+    """(full sha, dirty?) of the checkout that holds root (the harness's own
+    by default); ("unknown", True) where git cannot say. Untracked files
+    count: a new source file changes the build. Recorded results
+    (experiments/results, this very run's among them) do not: they change
+    no build."""
+    def git(*args):
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=15)
+    try:
+        head = git("rev-parse", "HEAD")
+        st = git("status", "--porcelain", "--", ":(top)", ":(top,exclude)experiments/results")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown", True
+    if head.returncode or st.returncode:
+        return "unknown", True
+    return head.stdout.strip(), bool(st.stdout.strip())
 
 
 def _pyver(mod):

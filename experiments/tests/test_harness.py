@@ -200,10 +200,11 @@ def test_perf_reduce_counts_a_static_interpreter_as_python():
 
 
 def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
-    """bench.git_rev stamps the record with the checkout's commit: a changed
-    source (even in a subfolder, asked from another) marks it -dirty, while
-    recorded results (experiments/results, a run's own or an older one
-    removed) change no build and leave it clean."""
+    """bench.git_rev (lib/provenance.git_commit) stamps a record with the
+    checkout's commit: a changed or new source (asked from a subfolder too)
+    marks it -dirty, while recorded results (experiments/results, a new one
+    or an older one removed) change no build and leave it clean; no
+    checkout, no commit."""
     import subprocess
     import bench
 
@@ -221,5 +222,11 @@ def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
     assert rev and not rev.endswith("-dirty")
     (tmp_path / "experiments" / "results" / "old" / "run.json").unlink()
     assert bench.git_rev(str(tmp_path)) == rev
+    (tmp_path / "experiments" / "results" / "new.json").write_text("{}\n")
+    assert bench.git_rev(str(tmp_path)) == rev
+    (tmp_path / "core" / "new.c").write_text("int z;\n")
+    assert bench.git_rev(str(tmp_path)) == rev + "-dirty"
+    (tmp_path / "core" / "new.c").unlink()
     (tmp_path / "core" / "loop.c").write_text("int y;\n")
     assert bench.git_rev(str(tmp_path / "experiments")) == rev + "-dirty"
+    assert bench.git_rev(str(tmp_path.parent / "not-a-checkout")) is None
