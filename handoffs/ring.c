@@ -74,28 +74,28 @@
 /* Dozing (ring_doze): while the pool has a queue, the loop waits for the next
  * completion on a timer rather than asking a worker to wake it, because the
  * worker is the busy stage and a wake-up is its eventfd write, which wakes an
- * idle vCPU: an inter-processor interrupt, dear in a guest (handoffs/README.md,
- * "Dozing"). The pace is each worker's own: its time per job over runs of
- * RING_PACE_RUN jobs taken without waiting (measured by the worker, so the
- * loop's wake-up latency, which a pace seen from the loop would include,
- * cannot keep it parking). A doze lasts at least RING_DOZE_MIN_NS (a timer
- * wake costs the loop a few us) and at most RING_DOZE_MAX_NS (what a
- * response may wait for the loop to look); within those, the work queued
- * ahead of the pool over RING_DOZE_AHEAD, and for a slow pool at least a
- * quarter of the fastest worker's pace. A pace slower than four of the
- * longest dozes is not dozed through: its wake-ups are a small part of its time per job, and more
- * timer wakes per job would cost the loop more than they save the pool. A
- * pace faster than two of the shortest dozes gets through several jobs per
- * doze, so a doze must be judged against the queue, not the job: such a
- * pool is dozed through only while the work queued ahead of it lasts
- * RING_DOZE_AHEAD dozes (pipelined requests, hundreds of connections), and
- * the doze is that work over RING_DOZE_AHEAD. A short queue of fast jobs (a few connections, each
- * with one request) is not: there the loop's CPU is the scarce one, a doze
- * would be much of a response's wait, and timer wakes lost more than they
- * saved (measured with dozing for every fast pace). Once four paces, or four
- * dozes, have gone by with no completion the pool is not busy but stuck (a
- * slow request, I/O, the GIL elsewhere): the loop announces its sleep and is
- * woken as before. */
+ * idle vCPU: an inter-processor interrupt, dear in a guest
+ * (handoffs/README.md, "Dozing"). The pace is each worker's own: its time per
+ * job over runs of RING_PACE_RUN jobs taken without waiting (measured by the
+ * worker, so the loop's wake-up latency, which a pace seen from the loop
+ * would include, cannot keep it parking). A doze lasts at least
+ * RING_DOZE_MIN_NS (a timer wake costs the loop a few us) and at most
+ * RING_DOZE_MAX_NS (what a response may wait for the loop to look); within
+ * those, the work queued ahead of the pool over RING_DOZE_AHEAD, and for a
+ * slow pool at least a quarter of the fastest worker's pace. A pace slower
+ * than four of the longest dozes is not dozed through: its wake-ups are a
+ * small part of its time per job, and more timer wakes per job would cost the
+ * loop more than they save the pool. A pace faster than two of the shortest
+ * dozes gets through several jobs per doze, so a doze must be judged against
+ * the queue, not the job: such a pool is dozed through only while the work
+ * queued ahead of it lasts RING_DOZE_AHEAD dozes (pipelined requests,
+ * hundreds of connections), and the doze is that work over RING_DOZE_AHEAD. A
+ * short queue of fast jobs (a few connections, each with one request) is not:
+ * there the loop's CPU is the scarce one, a doze would be much of a
+ * response's wait, and timer wakes lost more than they saved (measured with
+ * dozing for every fast pace). Once four paces, or four dozes, have gone by
+ * with no completion the pool is not busy but stuck (a slow request, I/O, the
+ * GIL elsewhere): the loop announces its sleep and is woken as before. */
 #define RING_PACE_RUN 8 /* jobs per pace sample: one clock read per 8 completions */
 /* (RING_DOZE_MIN_NS, RING_DOZE_MAX_NS and RING_DOZE_AHEAD are in ring_order.h,
  * for the tests.) */
