@@ -287,8 +287,8 @@ def git_rev(path):
     """The short commit of the checkout that holds path (with -dirty, as
     lib/provenance.git_commit judges it), or None."""
     d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    sha, dirty = provenance.git_commit(d)
-    return None if sha == "unknown" else sha[:7] + ("-dirty" if dirty else "")
+    rev = provenance.short_commit(d)
+    return None if rev.startswith("unknown") else rev
 
 
 def machine(cserve):

@@ -381,11 +381,10 @@ def main():
         rng.shuffle(order)
         rounds.append({key: run_one(a.bin, args, a.seconds) for key, _, args, _ in order})
         print(f"loop_floor.py: round {r + 1}/{a.rounds} done", file=sys.stderr)
-    sha, dirty = provenance.git_commit()
     cpu = provenance.cpu_info()
     meta = {"command": f"experiments/loop_floor.py --bin {a.bin} --rounds {a.rounds} --seconds {a.seconds}",
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "commit": sha[:7] + ("-dirty" if dirty else ""), "cpu_model": cpu["model"], "nproc": cpu["nproc"],
+            "commit": provenance.short_commit(), "cpu_model": cpu["model"], "nproc": cpu["nproc"],
             "kernel": platform.release(), "rounds": a.rounds, "seconds": a.seconds, "seed": seed,
             "loadavg_before": load, "steal_pct": steal_pct(steal0, steal_jiffies())}
     bench = bench_loops(a.bench)

@@ -118,10 +118,9 @@ def main():
     for r in range(a.rounds):
         rounds.append(run_round(a.bin))
         print(f"micro.py: round {r + 1}/{a.rounds} done", file=sys.stderr)
-    sha, dirty = provenance.git_commit()
     cpu = provenance.cpu_info()
     meta = {"command": "make micro-record", "time": datetime.datetime.now(datetime.timezone.utc)
-            .isoformat(timespec="seconds"), "commit": sha[:7] + ("-dirty" if dirty else ""),
+            .isoformat(timespec="seconds"), "commit": provenance.short_commit(),
             "cpu_model": cpu["model"], "nproc": cpu["nproc"], "kernel": platform.release(),
             "rounds": a.rounds, "loadavg_before": os.getloadavg()[0]}
     data = {"meta": meta, "rounds": rounds, "summary": summarise(rounds)}

@@ -83,10 +83,9 @@ def main():
                   f"{m['pool_parks_per_req']:.3f}  wakes sent/req {m['wakes_sent_per_req']:.3f}  "
                   f"loop wakes/req {m['loop_wakes_per_req']:.3f}  loop/pool us/req "
                   f"{m['loop_us_per_req']:.2f}/{m['pool_us_per_req']:.2f}", flush=True)
-    sha, dirty = provenance.git_commit()
     meta = {"load_avg": os.getloadavg(), "ncpu": os.cpu_count(), "conns": a.conns,
             "seconds": a.seconds, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": sha[:7] + ("-dirty" if dirty else ""), "kernel": os.uname().release}
+            "commit": provenance.short_commit(), "kernel": os.uname().release}
     medians(runs, a.settings)
     if a.out:
         json.dump({"meta": meta, "runs": runs}, open(a.out, "w"), indent=1)

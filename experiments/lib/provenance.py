@@ -39,6 +39,12 @@ def git_commit(root=ROOT):
     return head.stdout.strip(), bool(st.stdout.strip())
 
 
+def short_commit(root=ROOT):
+    """git_commit(root) as a record's stamp: the short sha, with -dirty."""
+    sha, dirty = git_commit(root)
+    return sha[:7] + ("-dirty" if dirty else "")
+
+
 def _pyver(mod):
     return _out([PY, "-c", f"import importlib.metadata as m; print(m.version({mod!r}))"])
 
