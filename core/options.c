@@ -64,11 +64,13 @@ static const struct option long_options[] = {
 static void usage(FILE *out)
 {
     fprintf(out,
-"usage: cserve [options] [MODULE:CALLABLE]\n"
+"usage: cserve [options] [MODULE:CALLABLE | path/to/file.py:CALLABLE]\n"
 "\n"
 "An instrumented WSGI server: one epoll loop thread does all socket I/O and\n"
 "HTTP/1.1 parsing, Python runs on pool threads, and a pluggable handoff sits\n"
-"between them. Without MODULE:CALLABLE it serves apps/hello.py:application.\n"
+"between them. MODULE is imported from the current directory (see --chdir) or\n"
+"sys.path; a file.py is imported from its own folder. Without an app it serves\n"
+"apps/hello.py:application.\n"
 "\n"
 "Where and what:\n"
 "  -b, --bind ADDR            HOST:PORT or unix:PATH (default 127.0.0.1:8000)\n"
@@ -324,7 +326,7 @@ void options_parse(struct options *o, int argc, char **argv)
         if (o->app_spec || o->native_hello)
             die_usage("the app is given twice: '%s'", argv[optind]);
         if (!strchr(argv[optind], ':'))
-            die_usage("the app must be MODULE:CALLABLE, not '%s'", argv[optind]);
+            die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[optind]);
         o->app_spec = argv[optind];
     }
     if (o->socket_mode >= 0 && !o->bind_unix)

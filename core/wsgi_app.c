@@ -2,8 +2,10 @@
  * call the app, turn what it returns into bytes, always call close(). */
 #include "wsgi_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,16 +46,64 @@ static void exception_line(char *out, size_t cap)
     Py_XDECREF(tb);
 }
 
+static void prepend_sys_path(const char *dir);
+
+/* MODULE given as a file, path/to/app.py: import it the way `python
+ * path/to/app.py` would find it, as module "app" with its folder first on
+ * sys.path. The folder is made absolute so that an app which changes
+ * directory still finds its siblings. module is rewritten to the stem. */
+static void use_app_file(const char *spec, char *module, size_t cap)
+{
+    char why[PATH_MAX + 128];
+    char path[PATH_MAX];
+    if (!realpath(module, path)) {
+        snprintf(why, sizeof why, "%s: %s", module, strerror(errno));
+        die_import(spec, why);
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, sizeof why, "%s is not a regular file", module);
+        die_import(spec, why);
+    }
+    char *slash = strrchr(path, '/'); /* realpath's result is absolute */
+    const char *base = slash + 1;
+    size_t stem_len = strlen(base) - 3; /* less ".py" */
+    /* The stem becomes a module name: a dot would make it a package path,
+     * and anything but an identifier cannot be imported by name at all. */
+    bool ok = stem_len > 0 && stem_len < cap && !(base[0] >= '0' && base[0] <= '9');
+    for (size_t i = 0; ok && i < stem_len; i++) {
+        unsigned char c = (unsigned char)base[i];
+        ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c >= 0x80;
+    }
+    if (!ok) {
+        snprintf(why, sizeof why, "'%s' is not a Python module name (rename the file)", base);
+        die_import(spec, why);
+    }
+    memcpy(module, base, stem_len);
+    module[stem_len] = '\0';
+    if (slash == path)
+        prepend_sys_path("/");
+    else {
+        *slash = '\0';
+        prepend_sys_path(path);
+    }
+}
+
 static PyObject *import_app(const char *spec)
 {
     const char *colon = strrchr(spec, ':');
-    char module[512];
+    char module[PATH_MAX];
     size_t mlen = (size_t)(colon - spec);
     if (mlen == 0 || mlen >= sizeof module || !colon[1])
-        die_import(spec, "expected MODULE:CALLABLE");
+        die_import(spec, "expected MODULE:CALLABLE or path/to/file.py:CALLABLE");
     memcpy(module, spec, mlen);
     module[mlen] = '\0';
     char why[1024];
+    if (mlen > 3 && strcmp(module + mlen - 3, ".py") == 0)
+        use_app_file(spec, module, sizeof module);
+    else if (strchr(module, '/'))
+        die_import(spec, "a path to the app's file must end in .py (or give a MODULE on sys.path)");
     PyObject *mod = PyImport_ImportModule(module);
     if (!mod) {
         exception_line(why, sizeof why);
@@ -68,7 +118,7 @@ static PyObject *import_app(const char *spec)
         Py_DECREF(obj);
         if (!next) {
             PyErr_Clear();
-            snprintf(why, sizeof why, "module '%s' has no attribute '%s'", module, colon + 1);
+            snprintf(why, sizeof why, "module '%.200s' has no attribute '%.200s'", module, colon + 1);
             die_import(spec, why);
         }
         obj = next;

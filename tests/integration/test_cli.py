@@ -78,6 +78,8 @@ ERRORS = [
     ("attribute_missing", ["wsgi_apps:missing_attr"], "missing_attr"),
     ("import_raises", ["raises_on_import:application"], "boom-on-import"),
     ("not_callable", ["wsgi_apps:not_callable"], "not_callable"),
+    ("app_file_missing", ["no/such/file.py:application"], "no/such/file.py"),
+    ("app_path_without_py", ["apps/wsgi_apps:application"], ".py"),
 ]
 
 
@@ -92,6 +94,16 @@ def test_error_exits_2_with_one_line_and_never_listens(args, needle):
     assert needle in lines[0], lines[0]
     assert lines[0].startswith("cserve"), lines[0]
     assert not accepted, "the port was listened on despite the error"
+
+
+def test_app_file_whose_name_is_no_module_name_is_refused(tmp_path):
+    (tmp_path / "my-site.py").write_text("def application(e, s):\n    return []\n")
+    port = free_port()
+    rc, err, accepted = _never_listens(["--bind", f"127.0.0.1:{port}", str(tmp_path / "my-site.py") + ":application"],
+                                       port)
+    assert rc == 2 and not accepted, (rc, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "'my-site.py' is not a Python module name" in lines[0], err
 
 
 def test_bind_unix_socket(tmp_path):
@@ -146,6 +158,43 @@ def test_native_hello_same_as_default_app(server_factory):
     assert (a.status, a.body, a.header("content-type"), a.header("content-length")) == \
         (b.status, b.body, b.header("content-type"), b.header("content-length"))
     assert b.header("server") == "cserve" and b.header("date")
+
+
+def test_the_default_app_spelt_as_help_shows_it_is_served():
+    # --help names the default app as a file path; typed as shown, it serves.
+    port = free_port()
+    srv = Server([BIN, "--bind", f"127.0.0.1:{port}", "apps/hello.py:application"], port, cwd=str(ROOT))
+    try:
+        srv.wait_ready()
+        _same_as_default(get(port, "/"))
+        assert srv.stop() == 0
+    finally:
+        srv.close()
+
+
+def test_app_file_path_is_imported_from_its_own_folder(tmp_path):
+    # path/to/file.py:CALLABLE imports the file as its stem with its folder
+    # first on sys.path, so its sibling modules import as under `python file.py`.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "helper.py").write_text("GREETING = b'from the sibling'\n")
+    (site / "mysite.py").write_text(
+        "import sys\n"
+        "import helper\n"
+        "def application(environ, start_response):\n"
+        "    start_response('200 OK', [('Content-Type', 'text/plain')])\n"
+        "    return [helper.GREETING, b'|', __name__.encode(), b'|', sys.path[0].encode()]\n")
+    port = free_port()
+    srv = Server([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(tmp_path), "site/mysite.py:application"],
+                 port, cwd=str(ROOT))
+    try:
+        srv.wait_ready()
+        resp = get(port, "/")
+        assert resp.status == 200, srv.log_text()
+        assert resp.body == b"from the sibling|mysite|" + str(site.resolve()).encode()
+        assert srv.stop() == 0
+    finally:
+        srv.close()
 
 
 def test_options_accept_equals_form(tmp_path):
