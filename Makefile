@@ -6,7 +6,7 @@
 #   make test-asan     the integration suite against an ASan+UBSan build
 #   make test-tsan     the handoffs and a short load run under TSan
 #   make deps          install the Debian/PyPI packages the build, tests and experiments need
-#   make bench         issue 10's side-by-side benchmark and goals (BENCH_ARGS=--quick: smoke)
+#   make bench         the handoffs side by side, and the bench's goals (BENCH_ARGS=--quick: smoke)
 #   make micro | micro-record | loop-floor | stress | fuzz | soak | experiments | paper
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
@@ -223,11 +223,12 @@ experiments-quick: all
 	PYTHON=$(PYTHON) experiments/full.sh --quick $(EXP_QUICK_OUT)
 
 # The prose-numbers test and the harness's own tests (pure Python, seconds;
-# the placement test runs the server and wrk for a few).
-experiments-test:
+# the placement tests run ./cserve and wrk for a few, so the server is built
+# first: on a fresh clone they would otherwise find no binary).
+experiments-test: all
 	$(PYTHON) -m pytest -q experiments/tests
 
-# Issue 10's side-by-side (~5 min; run it on a quiet machine): ring vs the
+# The side-by-side bench (~5 min; run it on a quiet machine): ring vs the
 # other handoffs, native-hello and Granian; PASS/FAIL per goal. BENCH_ARGS:
 # e.g. --quick (smoke), --baseline-bin OLD_CSERVE.
 BENCH_ARGS ?=
