@@ -1,15 +1,18 @@
-"""Behind a real nginx (issue "Run where Python users run", item 6).
+"""Behind a real nginx, configured by the recipe in docs/deploying.md.
 
 Debian's nginx (nginx-light; scripts/setup.sh installs it) runs as a reverse
-proxy with its own temporary prefix: workers as www-data, proxy_http_version
-1.1, an upstream keep-alive pool, proxy_request_buffering off. cserve sits on
-a unix socket it hands to nobody:www-data with --socket-mode 660, the way the
-README's "Deploying" section sets it up. Checks: a multi-megabyte chunked
-upload echoed byte for byte; a streamed (generator) response; upstream
-keep-alive reuse (cserve's accept count); POSTs sent around the moment an
-idle upstream connection times out (no 502 when nginx's upstream
-keepalive_timeout is shorter than cserve's --keepalive-timeout, the README's
-rule); a short wrk run with zero errors."""
+proxy with its own temporary prefix, workers as www-data, and the upstream
+and server blocks read from docs/deploying.md (the fenced block after its
+recipe marker), so the documented recipe is the tested one: only the socket
+path, the listen address, the upstream keepalive_timeout and the static
+folder are replaced. cserve sits on a unix socket it hands to
+nobody:www-data with --socket-mode 660, as the doc sets it up. Checks: the
+app sees the Host the client sent, port included; static files come from
+nginx; a multi-megabyte chunked upload echoed byte for byte; a streamed
+(generator) response; upstream keep-alive reuse (cserve's accept count);
+POSTs sent around the moment an idle upstream connection times out (no 502
+when nginx's upstream keepalive_timeout is shorter than cserve's
+--keepalive-timeout, the doc's rule); a short wrk run with zero errors."""
 import hashlib
 import http.client
 import json
@@ -22,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import APPS, BIN, free_port
+from conftest import APPS, BIN, ROOT, free_port
 from deploy_support import Proc, clean_env, wait_connect
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
@@ -32,7 +35,33 @@ pytestmark = [
 ]
 
 CSERVE_KEEPALIVE = 2.0   # cserve --keepalive-timeout (s)
-NGINX_UPSTREAM_KEEPALIVE = 1  # nginx upstream keepalive_timeout (s): shorter, the README's rule
+NGINX_UPSTREAM_KEEPALIVE = 1  # nginx upstream keepalive_timeout (s): shorter, the doc's rule
+
+DOC = os.path.join(str(ROOT), "docs", "deploying.md")
+RECIPE_MARKER = "<!-- nginx recipe: tests/integration/test_nginx.py runs the fenced block below as written -->"
+STATIC_CSS = b"body { color: #333; }\n"
+
+
+def recipe():
+    """The nginx configuration docs/deploying.md gives, as written there."""
+    text = open(DOC).read()
+    assert text.count(RECIPE_MARKER) == 1, f"{DOC} lost its nginx recipe marker"
+    m = re.match(r"\s*```nginx\n(.*?)\n```", text.split(RECIPE_MARKER, 1)[1], re.S)
+    assert m, f"no ```nginx block right after the recipe marker in {DOC}"
+    return m.group(1)
+
+
+def localise(conf, sock, port, static):
+    """The recipe with this machine's paths and the test's short timeout.
+    Each value replaced must stand in the recipe exactly once: if the doc
+    changes it, the test says so instead of testing something else."""
+    for old, new in [("server unix:/run/myapp/cserve.sock;", f"server unix:{sock};"),
+                     ("listen 8080;", f"listen 127.0.0.1:{port};"),
+                     ("keepalive_timeout 60s;", f"keepalive_timeout {NGINX_UPSTREAM_KEEPALIVE}s;"),
+                     ("alias /srv/myapp/static/;", f"alias {static}/;")]:
+        assert conf.count(old) == 1, f"the recipe in {DOC} no longer has {old!r}"
+        conf = conf.replace(old, new)
+    return conf
 
 CONF = """
 user www-data;
@@ -47,24 +76,8 @@ http {{
     fastcgi_temp_path {d}/tmp/fastcgi;
     uwsgi_temp_path {d}/tmp/uwsgi;
     scgi_temp_path {d}/tmp/scgi;
-    client_max_body_size 64m;
 
-    upstream cserve {{
-        server unix:{sock};
-        keepalive 16;
-        keepalive_timeout {ka}s;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://cserve;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_request_buffering off;
-            proxy_buffering off;
-        }}
-    }}
+{recipe}
 }}
 """
 
@@ -77,8 +90,12 @@ def stack():
     sock = os.path.join(d, "cserve.sock")
     port = free_port()
     stats = os.path.join(d, "stats.json")
+    static = os.path.join(d, "static")
+    os.makedirs(static, mode=0o755)
+    with open(os.path.join(static, "site.css"), "wb") as f:
+        f.write(STATIC_CSS)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(CONF.format(d=d, sock=sock, port=port, ka=NGINX_UPSTREAM_KEEPALIVE))
+        f.write(CONF.format(d=d, recipe=localise(recipe(), sock, port, static)))
     srv = Proc([BIN, "--bind", f"unix:{sock}", "--socket-mode", "660", "--user", "nobody", "--group", "www-data",
                 "--keepalive-timeout", str(CSERVE_KEEPALIVE), "--stats-json", stats, "--chdir", str(APPS),
                 "wsgi_apps:application"], env=clean_env())
@@ -121,6 +138,26 @@ def test_workers_and_socket_permissions(stack):
     c.request("GET", "/hello")
     r = c.getresponse()
     assert r.status == 200 and r.read() == b"hello", stack["ngx"].text()
+
+
+def test_app_sees_the_host_the_client_sent_port_included(stack):
+    # With `Host $host` nginx would drop the port: Django would then build
+    # absolute URLs without it and refuse a browser's POST (CSRF, Origin).
+    c = _conn(stack)
+    c.request("GET", "/environ")  # http.client sends Host: 127.0.0.1:PORT
+    r = c.getresponse()
+    env = json.loads(r.read())
+    assert r.status == 200
+    assert env["HTTP_HOST"] == f"127.0.0.1:{stack['port']}", env["HTTP_HOST"]
+
+
+def test_static_files_come_from_nginx(stack):
+    before = _accepts(stack)
+    c = _conn(stack)
+    c.request("GET", "/static/site.css")
+    r = c.getresponse()
+    assert r.status == 200 and r.read() == STATIC_CSS, stack["ngx"].text()
+    assert _accepts(stack) == before, "a static file went through cserve"
 
 
 def test_chunked_multi_megabyte_upload_echoed(stack):
