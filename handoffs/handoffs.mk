@@ -11,8 +11,8 @@
 #                           to fail on it (handoffs/tests/mutants.sh; in make test)
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
-#   make micro-record       the same in 5 rounds, recorded; rewrites README's table
-#   make loop-floor         what the handoff adds to the loop per job, recorded; README's table
+#   make micro-record       the same in 5 rounds, recorded; rewrites its table in handoffs/README.md
+#   make loop-floor         what the handoff adds to the loop per job, recorded; its table in handoffs/README.md
 
 HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c \
                 handoffs/spin_policy.c
@@ -134,7 +134,7 @@ micro: $(MICRO_DIR)/bench_handoff
 	$< $(MICRO_ARGS)
 
 # The same benchmarks in repeated rounds, recorded (experiments/results/micro/)
-# and written into README's micro-benchmark table. A quiet machine.
+# and written into the micro-benchmark table in handoffs/README.md. A quiet machine.
 micro-record: $(MICRO_DIR)/bench_handoff
 	$(PYTHON) experiments/micro.py --bin $< --rounds 5
 	$(PYTHON) experiments/micro.py --readme experiments/results/micro/micro.json
@@ -152,7 +152,7 @@ layering:
 # What the handoff itself adds to the loop per request, with no sockets,
 # parsing or interpreter (experiments/micro/loop_floor.c, a plain C driver),
 # recorded in interleaved rounds (experiments/results/loop-floor/) and
-# written into README's and handoffs/README.md's block. A quiet machine, ~2 min.
+# written into handoffs/README.md's block. A quiet machine, ~2 min.
 $(MICRO_DIR)/loop_floor: experiments/micro/loop_floor.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ experiments/micro/loop_floor.c $(HANDOFF_SRCS) -lpthread

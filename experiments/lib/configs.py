@@ -2,7 +2,7 @@
 and for the quick one. A configuration is a dict; its label is derived from it
 (label()), and repeats of one configuration share the label.
 
-Dimensions (issue: connections × app cost × handoff × blocking threads):
+Dimensions (connections × app cost × handoff × blocking threads):
   server   cserve | granian | uwsgi | gunicorn
   handoff  ring | dgram | condvar | eventfd      (cserve; mode inline/native bypass it)
   bt       blocking (pool) threads
