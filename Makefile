@@ -14,7 +14,7 @@
 #        PYTHON_LINK=auto|static|shared (how libpython is linked: auto = as PYTHON's own executable links it),
 #        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
 
-# Which CPython to embed (README "Which Python"): PYTHON, asked where its
+# Which CPython to embed (docs/python.md): PYTHON, asked where its
 # installation lives. The tests and experiments run on it too. The system
 # python3 keeps its pkg-config file; any other interpreter (pyenv, a venv's
 # python, python3.12) gives its flags through its own pythonX.Y-config --embed,
@@ -56,7 +56,7 @@ else
   PY_CFLAGS := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --cflags python-$(PY_VER)-embed 2>/dev/null)
   PY_LIBS   := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --libs python-$(PY_VER)-embed 2>/dev/null)
 endif
-# Static or shared libpython (README "Which Python"). A distribution may build
+# Static or shared libpython (docs/python.md). A distribution may build
 # its interpreter twice: Debian's /usr/bin/python3.11 is linked with a static
 # libpython compiled with profile-guided optimisation (libpython3.11.a holds
 # the same objects, without the LTO of python3's own link), and the shared
@@ -243,11 +243,11 @@ profile: deps
 	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h && \
 	  cp /tmp/cserve-profile-$$h/report.md experiments/results/profile-$$h.md || exit 1; done
 
-# paper/paper.out.md, paper/paper.pdf and README's generated results section,
+# paper/paper.out.md, paper/paper.pdf and README.md's generated results section,
 # from experiments/results/full (or the shakedown run until there is one).
 paper:
 	scripts/setup-experiments.sh
-	$(PYTHON) paper/build.py --pdf --readme README.md
+	$(PYTHON) paper/build.py --pdf --readme
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-other-python cserve

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """make bench: a short side-by-side of the handoffs, native-hello and Granian,
-and a PASS/FAIL check of issue 10's goals.
+and a PASS/FAIL check of the bench's goals.
 
     experiments/bench.py [--quick] [--rounds 3] [--warmup 0.5] [--duration 1.5]
                          [--baseline-bin PATH] [--out experiments/results/bench]
@@ -234,7 +234,7 @@ def utilisation(row):
 
 
 def goals(summ, a):
-    """Issue 10's goals: [(name, pass, detail)]."""
+    """The bench's goals: [(name, pass, detail)]."""
     res = []
     conns = [64] if a.quick else [16, 64, 256]
     hello_cells = [("hello", c, p) for c in conns for p in (1, 16)]
@@ -388,7 +388,7 @@ def markdown(meta, summ, gl, a):
             L.append(f"| {s} | {cell_name(app, c, p)} | {v(u.get('loop'))} | {v(u.get('pool'))} | "
                      f"{v(u.get('wrk'))} | {other or '—'} | {v(r.get('loop_syscalls_per_req'))} | "
                      f"{v(r.get('pool_syscalls_per_req'))} | {share(r)} |")
-    L += ["", "## Goals (issue 10)", ""] + goal_lines(gl)
+    L += ["", "## Goals", ""] + goal_lines(gl)
     return "\n".join(L) + "\n"
 
 
@@ -401,7 +401,7 @@ REPLICA_END = "<!-- END GENERATED bench replica -->"
 
 
 def readme_block(json_path):
-    """The rates and goals recorded in json_path, as README shows them."""
+    """The rates and goals recorded in json_path, as docs/results.md shows them."""
     with open(json_path) as f:
         data = json.load(f)
     summ = {(r["server"], r["app"], r["conns"], r["pipeline"]): r for r in data["summary"]}
@@ -411,17 +411,17 @@ def readme_block(json_path):
              f"`{meta['command']}`, {meta['time']} ({os.path.relpath(json_path, ROOT)}; the per-thread "
              f"table is beside it in the .md). " + machine_line(meta, args["rounds"], args["warmup"],
                                                                  args["duration"]), ""]
-    block += rate_table(summ) + ["", "Issue 10's goals, as `make bench` judged them:", ""] + goal_lines(gl) + [""]
+    block += rate_table(summ) + ["", "The bench's goals, as `make bench` judged them:", ""] + goal_lines(gl) + [""]
     return "\n".join(block)
 
 
 def write_readme(json_path, readme):
-    """Replace README's bench block with the rates and goals recorded in json_path."""
+    """Replace the bench block in the document readme with the rates and goals recorded in json_path."""
     generated.rewrite(readme, README_BEGIN, README_END, readme_block(json_path))
 
 
 def write_readme_replica(json_path, readme):
-    """Replace README's second bench block (the same bench on another machine)."""
+    """Replace the second bench block in readme (the same bench on another machine)."""
     generated.rewrite(readme, REPLICA_BEGIN, REPLICA_END, readme_block(json_path))
 
 
@@ -436,15 +436,15 @@ def main():
     ap.add_argument("--baseline-bin", help="another cserve binary: its ring and dgram rows are added")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results", "bench"))
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--readme", metavar="JSON", help="only rewrite README.md's bench block from a recorded run")
+    ap.add_argument("--readme", metavar="JSON", help="only rewrite the bench block (docs/results.md) from a record")
     ap.add_argument("--readme-replica", metavar="JSON",
-                    help="only rewrite README.md's second bench block (a replication on another machine)")
+                    help="only rewrite the second bench block (docs/results.md: the same bench on another machine)")
     a = ap.parse_args()
     if a.readme or a.readme_replica:
-        if a.readme:
-            write_readme(a.readme, os.path.join(ROOT, "README.md"))
-        if a.readme_replica:
-            write_readme_replica(a.readme_replica, os.path.join(ROOT, "README.md"))
+        for path in generated.docs("bench") if a.readme else []:
+            write_readme(a.readme, path)
+        for path in generated.docs("bench-replica") if a.readme_replica else []:
+            write_readme_replica(a.readme_replica, path)
         return
     if a.quick:
         a.rounds, a.warmup, a.duration = 1, 0.3, 0.7

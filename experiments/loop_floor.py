@@ -23,8 +23,8 @@ than MOVED saw the vCPUs move and are in neither.
 The record sets the rows beside goal 3 of `make bench` (the ring's loop at
 most 1.1x native-hello's at c256 pipelined, from experiments/results/bench/)
 and beside how many completions the server's loop drains a pass there
-(experiments/results/placement/). --readme rewrites README's and
-handoffs/README.md's block from a record, --markdown the .md beside it.
+(experiments/results/placement/). --readme rewrites the block
+(where experiments/lib/generated.py puts it) from a record, --markdown the .md beside it.
 The record keeps every run; the summary and the lines under the table are
 computed from it each time, so a change to the analysis needs no re-run."""
 import argparse
@@ -358,16 +358,16 @@ def main():
     ap.add_argument("--placement", default=PLACEMENT,
                     help="the recorded placement run that says how many completions the server drains a pass")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results", "loop-floor"))
-    ap.add_argument("--readme", metavar="JSON", help="rewrite the README blocks from this record")
+    ap.add_argument("--readme", metavar="JSON", help="rewrite the generated block (handoffs/README.md) from this record")
     ap.add_argument("--markdown", metavar="JSON", help="rewrite the .md beside this record from it")
     ap.add_argument("--readme-path", action="append",
-                    help="a Markdown file with the block (repeatable; default README.md, handoffs/README.md)")
+                    help="a Markdown file with the block (repeatable; default: where experiments/lib/generated.py puts it)")
     a = ap.parse_args()
     if a.markdown:
         write_markdown(a.markdown)
         return
     if a.readme:
-        for path in a.readme_path or generated.HANDOFF_DOCS:
+        for path in a.readme_path or generated.docs("loop-floor"):
             write_readme(a.readme, path)
         return
     if not a.bin:

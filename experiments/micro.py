@@ -2,15 +2,15 @@
 """make micro-record: the handoff round-trip micro-benchmarks, recorded.
 
     experiments/micro.py --bin build/micro/bench_handoff [--rounds 5] [--out experiments/results/micro]
-    experiments/micro.py --readme experiments/results/micro/micro.json [--readme-path README.md ...]
+    experiments/micro.py --readme experiments/results/micro/micro.json [--readme-path DOC.md ...]
 
 One round runs every registered benchmark once (Google Benchmark, JSON out);
 rounds are repeated, so each row's median and range are over whole rounds run
 one after another on the same machine. Wall ns per round trip, CPU ns on each
 thread and syscalls per round trip (the drivers' own counters,
-experiments/micro/roundtrip.c). --readme rewrites README's micro-benchmark
-block (between its GENERATED markers; README.md and handoffs/README.md by
-default) from a recorded micro.json, so the table is never typed by hand."""
+experiments/micro/roundtrip.c). --readme rewrites the micro-benchmark
+block (between its GENERATED markers; in the documents experiments/lib/generated.py
+names for it) from a recorded micro.json, so the table is never typed by hand."""
 import argparse
 import datetime
 import json
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
 from lib import generated, provenance  # noqa: E402
 
-# Benchmark name -> how the README row reads, in table order.
+# Benchmark name -> how the table's row reads, in table order.
 ROWS = [
     ("ring_workerspin_loopspin", "ring, worker spins, loop polls"),
     ("ring_workerspin_loopsleep", "ring, worker spins, loop sleeps in epoll"),
@@ -104,12 +104,12 @@ def main():
     ap.add_argument("--bin", help="the bench_handoff binary (make micro builds it)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results", "micro"))
-    ap.add_argument("--readme", metavar="JSON", help="rewrite README's block from this recorded run")
+    ap.add_argument("--readme", metavar="JSON", help="rewrite the generated block (handoffs/README.md) from this recorded run")
     ap.add_argument("--readme-path", action="append",
-                    help="a Markdown file with the block (repeatable; default README.md, handoffs/README.md)")
+                    help="a Markdown file with the block (repeatable; default: where experiments/lib/generated.py puts it)")
     a = ap.parse_args()
     if a.readme:
-        for path in a.readme_path or generated.HANDOFF_DOCS:
+        for path in a.readme_path or generated.docs("micro"):
             write_readme(a.readme, path)
         return
     if not a.bin:

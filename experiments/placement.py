@@ -25,7 +25,7 @@ migrations per thousand requests (/proc/PID/task/TID/status and sched, read at
 the window's ends). Pinning the pool beside the loop takes away the line
 transfers between their cores, but makes the two share one CPU's time; the
 run shows what each placement costs, not which of those causes it.
---show prints the table from a record; --readme rewrites README's block and
+--show prints the table from a record; --readme rewrites the docs' block and
 --markdown the .md beside the record, both from the record alone."""
 import argparse
 import datetime
@@ -252,7 +252,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results", "placement"))
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--show", metavar="JSON", help="print the table of a recorded run")
-    ap.add_argument("--readme", metavar="JSON", help="only rewrite README.md's placement block")
+    ap.add_argument("--readme", metavar="JSON", help="only rewrite the placement block (docs/results.md)")
     ap.add_argument("--markdown", metavar="JSON", help="only rewrite the .md beside a recorded JSON")
     a = ap.parse_args()
     if a.markdown:
@@ -261,7 +261,8 @@ def main():
     if a.show or a.readme:
         path = a.show or a.readme
         if a.readme:
-            write_readme(path, os.path.join(ROOT, "README.md"))
+            for doc in generated.docs("placement"):
+                write_readme(path, doc)
         else:
             with open(path) as f:
                 data = json.load(f)

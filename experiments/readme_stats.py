@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""README's example stats table ("How to read the instruments"), written from
+"""The example stats table in docs/instruments.md, written from
 its record, experiments/results/readme_stats/stats.txt (scripts/readme_stats.sh
 makes the record: five `key: value` lines, then the SIGUSR1 table as cserve
 printed it).
@@ -20,7 +20,7 @@ KEYS = ("date", "commit", "machine", "cserve", "wrk")
 
 
 def write_readme(record, readme):
-    """Replace README's stats block with the table recorded in record."""
+    """Replace the stats block in the document readme with the table recorded in record."""
     with open(record) as f:
         lines = f.read().splitlines()
     meta = dict(line.split(": ", 1) for line in lines[:len(KEYS)] if ": " in line)
@@ -37,7 +37,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--readme", metavar="RECORD", required=True)
     a = ap.parse_args()
-    write_readme(a.readme, os.path.join(ROOT, "README.md"))
+    for doc in generated.docs("stats"):
+        write_readme(a.readme, doc)
 
 
 if __name__ == "__main__":

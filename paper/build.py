@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Build the paper (and the README's results section) from a results folder.
+"""Build the paper (and README's headline results section) from a results folder.
 No number in the prose is typed: each is a placeholder filled from the
 results' numbers.json (experiments/report.py, experiments/lib/numbers.py).
 
-    paper/build.py [--results DIR] [--pdf] [--readme README.md] [--strict]
+    paper/build.py [--results DIR] [--pdf] [--readme [FILE]] [--strict]
 
 In paper/paper.md (and paper/readme_results.md):
   {{key}}          the number's text, e.g. {{rps:cserve ring bt1 hello c64 wrk}}
@@ -14,8 +14,9 @@ In paper/paper.md (and paper/readme_results.md):
   <!-- RECORD:D/NAME --> experiments/results/D/NAME, a record of its own outside
                         the run's folder (e.g. make loop-floor), less its title line
 A missing input becomes a visible **[MISSING: ...]**; --strict makes it an
-error. --readme replaces the block between the GENERATED markers in that file
-with paper/readme_results.md filled the same way. --pdf renders
+error. --readme replaces the block between the GENERATED markers in FILE
+(default: the documents experiments/lib/generated.py names for the "paper"
+block, README.md) with paper/readme_results.md filled the same way. --pdf renders
 paper/paper.pdf with pandoc and weasyprint (scripts/setup-experiments.sh).
 
 DIR defaults to experiments/results/full (a full run); without one, the
@@ -112,7 +113,8 @@ def main():
     ap.add_argument("--results", default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "paper", "paper.out.md"))
     ap.add_argument("--pdf", action="store_true")
-    ap.add_argument("--readme", help="splice the generated results section into this README")
+    ap.add_argument("--readme", nargs="?", const="", metavar="FILE",
+                    help="splice the generated results section into FILE (default: README.md, from the registry)")
     ap.add_argument("--strict", action="store_true", help="fail on any missing number, table or figure")
     a = ap.parse_args()
     results = a.results or default_results()
@@ -121,9 +123,9 @@ def main():
     with open(a.out, "w") as f:
         f.write(out)
     print(f"wrote {a.out} from {os.path.relpath(results, ROOT)}", file=sys.stderr)
-    if a.readme:
-        generated.rewrite(a.readme, BEGIN, END, readme_block(results, a.readme, missing).strip())
-        print(f"spliced the results section into {a.readme}", file=sys.stderr)
+    for doc in ([a.readme] if a.readme else generated.docs("paper")) if a.readme is not None else []:
+        generated.rewrite(doc, BEGIN, END, readme_block(results, doc, missing).strip())
+        print(f"spliced the results section into {os.path.relpath(doc, ROOT)}", file=sys.stderr)
     if a.pdf:
         pdf(os.path.abspath(a.out), os.path.join(os.path.dirname(os.path.abspath(a.out)), "paper.pdf"))
         print("wrote paper/paper.pdf", file=sys.stderr)

@@ -1,13 +1,13 @@
 #!/bin/sh
-# The example stats table in README.md ("How to read the instruments"):
+# The example stats table in docs/instruments.md:
 # cserve with the default app and handoff under wrk -t1 -c64; the stats window
 # opens after 2 s of warm-up and is reported (SIGUSR1) while wrk still runs.
 #
-#   scripts/readme_stats.sh            run it, record it, rewrite README's block
-#   scripts/readme_stats.sh --readme   only rewrite README's block from the record
+#   scripts/readme_stats.sh            run it, record it, rewrite the doc's block
+#   scripts/readme_stats.sh --readme   only rewrite the doc's block from the record
 #
 # The record (the table, wrk's rate, the machine and the commit) goes to
-# experiments/results/readme_stats/stats.txt; README's block between its
+# experiments/results/readme_stats/stats.txt; the block between its
 # GENERATED markers is written from that file (experiments/readme_stats.py),
 # never by hand.
 set -eu
@@ -36,8 +36,8 @@ if [ "${1:-}" != "--readme" ]; then
     pid="" wrk=""
     grep -q Requests/sec "$wrkout" || { echo "readme_stats: wrk reported no rate" >&2; cat "$wrkout" >&2; exit 1; }
     rev=$(git rev-parse --short HEAD)
-    # (its own outputs, README.md and the record, do not count)
-    [ -z "$(git status --porcelain --untracked-files=no -- . ':!README.md' ':!experiments/results')" ] ||
+    # (its own outputs, the doc and the record, do not count)
+    [ -z "$(git status --porcelain --untracked-files=no -- . ':!docs/instruments.md' ':!experiments/results')" ] ||
         rev="$rev-dirty"
     {
         printf 'date: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -1,11 +1,33 @@
-"""Generated blocks in hand-written Markdown (README.md, handoffs/README.md):
+"""Generated blocks in hand-written Markdown (README.md, docs/, handoffs/README.md):
 the text between a BEGIN and an END marker line belongs to a generator
-(bench.py, micro.py, paper/build.py) and is rewritten whole each time."""
+(bench.py, micro.py, paper/build.py, ...) and is rewritten whole each time."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The documents a handoff table goes into (micro.py, loop_floor.py) unless told otherwise.
-HANDOFF_DOCS = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "handoffs", "README.md")]
+
+# Where each generated block lives: block -> the documents (from the
+# repository root) that carry it. Every writer and the test that checks the
+# blocks ask here, so moving a block to another page is one line.
+BLOCKS = {
+    "paper": ["README.md"],                       # paper/build.py --readme: the headline results
+    "bench": ["docs/results.md"],                 # experiments/bench.py --readme
+    "bench-replica": ["docs/results.md"],         # experiments/bench.py --readme-replica
+    "placement": ["docs/results.md"],             # experiments/placement.py --readme
+    "loop-floor": ["handoffs/README.md"],         # experiments/loop_floor.py --readme
+    "micro": ["handoffs/README.md"],              # experiments/micro.py --readme
+    "stats": ["docs/instruments.md"],             # scripts/readme_stats.sh (experiments/readme_stats.py)
+}
+
+
+def docs(block):
+    """The absolute paths of the documents that carry block."""
+    return [os.path.join(ROOT, p) for p in BLOCKS[block]]
+
+
+def rewrite_all(block, begin, end, body):
+    """rewrite() in every document that carries block."""
+    for path in docs(block):
+        rewrite(path, begin, end, body)
 
 
 def splice(text, begin, end, body, where="the file"):

@@ -2,8 +2,11 @@
 
 - paper/paper.md and paper/readme_results.md hold no typed number: outside
   code, comments, headings and {{placeholders}}, no digit stands alone.
-- The README's generated section is exactly what paper/build.py makes from
-  the recorded results (a hand edit, or stale results, fails).
+- README's generated results section is exactly what paper/build.py makes
+  from the recorded results (a hand edit, or stale results, fails); every
+  other generated block (docs/, handoffs/README.md) is exactly what its
+  writer makes from its record, in each document experiments/lib/generated.py
+  names for it.
 - numbers.json is what experiments/report.py computes from the recorded
   .jsonl (a hand-edited number fails).
 - With a full run recorded, every placeholder resolves (build --strict).
@@ -21,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "paper"))
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
 import build  # noqa: E402
+from lib import generated  # noqa: E402
 
 # A number standing alone: not part of an identifier (cpu20, c64, p99.9,
 # HTTP/1.1, wrk-p16) and not a list marker at the start of a line.
@@ -56,13 +60,14 @@ def test_prose_has_no_typed_numbers(name):
     assert not hits, f"typed numbers in paper/{name} (use a {{{{placeholder}}}}): {hits[:10]}"
 
 
-def test_readme_section_is_generated_from_the_results():
-    readme = os.path.join(ROOT, "README.md")
+@pytest.mark.parametrize("doc", generated.BLOCKS["paper"])
+def test_readme_section_is_generated_from_the_results(doc):
+    readme = os.path.join(ROOT, doc)
     text = open(readme).read()
-    assert build.BEGIN in text and build.END in text, "README.md lost its GENERATED markers"
+    assert build.BEGIN in text and build.END in text, f"{doc} lost its GENERATED markers"
     have = text.split(build.BEGIN, 1)[1].split(build.END, 1)[0].strip()
     want = build.readme_block(build.default_results(), readme, []).strip()
-    assert have == want, "README's results section is not what `make paper` generates from the results"
+    assert have == want, f"{doc}'s results section is not what `make paper` generates from the results"
 
 
 def test_numbers_json_is_computed_from_the_records(tmp_path):
@@ -106,16 +111,26 @@ def test_placeholders_name_configurations_of_the_full_plan():
     assert not bad, f"placeholders naming configurations the full plan lacks: {bad}"
 
 
-@pytest.mark.parametrize("tool,writer,record,doc", [
-    ("bench", "write_readme", "experiments/results/bench/bench.json", "README.md"),
+WRITERS = [  # (block, the writer's module and function, its record)
+    ("bench", "bench", "write_readme", "experiments/results/bench/bench.json"),
     # the same bench of the current code on a faster host, in a block of its own
-    ("bench", "write_readme_replica", "experiments/results/bench-host3/bench.json", "README.md"),
-    ("micro", "write_readme", "experiments/results/micro/micro.json", "README.md"),
-    ("micro", "write_readme", "experiments/results/micro/micro.json", "handoffs/README.md"),
-    ("readme_stats", "write_readme", "experiments/results/readme_stats/stats.txt", "README.md"),
-    ("placement", "write_readme", "experiments/results/placement/placement.json", "README.md"),
-    ("loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json", "README.md"),
-    ("loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json", "handoffs/README.md")])
+    ("bench-replica", "bench", "write_readme_replica", "experiments/results/bench-host3/bench.json"),
+    ("micro", "micro", "write_readme", "experiments/results/micro/micro.json"),
+    ("stats", "readme_stats", "write_readme", "experiments/results/readme_stats/stats.txt"),
+    ("placement", "placement", "write_readme", "experiments/results/placement/placement.json"),
+    ("loop-floor", "loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json")]
+
+
+def test_every_generated_block_has_a_writer_and_a_home():
+    assert set(generated.BLOCKS) == {w[0] for w in WRITERS} | {"paper"}
+    for block, paths in generated.BLOCKS.items():
+        for p in paths:
+            assert os.path.exists(os.path.join(ROOT, p)), f"{block}'s document {p} is missing"
+
+
+@pytest.mark.parametrize("tool,writer,record,doc", [
+    pytest.param(tool, writer, record, doc, id=f"{block}-{doc}")
+    for block, tool, writer, record in WRITERS for doc in generated.BLOCKS[block]])
 def test_readme_tables_are_written_from_their_records(tool, writer, record, doc, tmp_path):
     # The `make bench`, `make micro-record`, readme_stats, placement and loop-floor tables are the
     # generators' output from the recorded runs: a hand-typed or hand-edited cell fails.
