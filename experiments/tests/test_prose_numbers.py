@@ -168,7 +168,7 @@ def test_micro_readme_writer_fills_the_block(tmp_path):
 
 def test_a_file_without_the_markers_is_refused_and_left_whole(tmp_path):
     # A generator pointed at a document that lacks its block must say so and
-    # leave the document as it was (it once truncated README.md).
+    # leave the document as it was, not emptied.
     from lib import generated
     doc = tmp_path / "R.md"
     doc.write_text("hand-written text\n")

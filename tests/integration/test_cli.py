@@ -1,4 +1,4 @@
-"""The command line (issue "cserve core"): --help, --version, option and app
+"""The command line: --help, --version, option and app
 errors (exit 2, one line, never listening), --bind unix:, --app native-hello,
 the default app."""
 import re
