@@ -335,6 +335,12 @@ void conn_stop_if_idle(struct conn *c)
 {
     if (c->state != CONN_HEAD || c->rbuf.len > 0 || c->job)
         return;
+    /* A replaced worker's successor serves: a client may be sending on this
+     * connection right now, and closing under it would fail that request.
+     * Its next response says "Connection: close"; the keep-alive timer ends
+     * it if none comes. */
+    if (c->loop->retiring)
+        return;
     /* A request may have arrived with its edge not yet seen: try one read
      * whatever `readable` says (a request found is served, with
      * "Connection: close"); the next pass closes what stayed idle. */

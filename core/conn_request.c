@@ -408,7 +408,10 @@ static bool finish_one(struct conn *c, struct job *job)
     counter_inc(&l->lstats.requests);
     if (l->opt->access_log)
         access_log_write(c, job);
-    return job->close_after || job->incomplete || !job->keep_alive || l->stopping;
+    /* A retiring worker keeps a connection whose response promised
+     * keep-alive (its head was made before the stop): the client may send
+     * on it at once, and its next response says "Connection: close". */
+    return job->close_after || job->incomplete || !job->keep_alive || (l->stopping && !l->retiring);
 }
 
 static struct job *pipe_pop(struct conn *c)

@@ -22,6 +22,11 @@ int log_set_level(const char *name)
     return -1;
 }
 
+const char *log_level_name(void)
+{
+    return level_names[log_threshold];
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     if (level < log_threshold)

@@ -8,6 +8,7 @@ extern enum log_level log_threshold;
 
 /* Returns 0 and sets the threshold, or -1 if name is not a level. */
 int log_set_level(const char *name);
+const char *log_level_name(void);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

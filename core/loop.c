@@ -20,6 +20,7 @@
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
 #include "log.h"
+#include "lifecycle.h"
 #include "signals.h"
 #include "loop.h"
 #include "options.h"
@@ -166,6 +167,24 @@ static void on_signal(struct loop *l)
             stats_window_start(l->stats);
             log_info("stats: new measurement window");
             break;
+        case SIGHUP:
+            if (l->life && !l->stopping)
+                lifecycle_reload(l->life);
+            break;
+        default:
+            /* Its successor accepts on the listener too: stop, drain, and
+             * let worker_run hand the process over to supervising it. */
+            if ((int)si.ssi_signo == WORKER_READY_SIGNAL && l->life && !l->stopping &&
+                lifecycle_ready(l->life, (pid_t)si.ssi_pid)) {
+                l->handover = (pid_t)si.ssi_pid;
+                log_info("reload: the new worker (pid %d) serves; this one drains", (int)l->handover);
+                l->retiring = true;
+                begin_stop(l);
+            } else if ((int)si.ssi_signo == WORKER_RETIRE_SIGNAL && !l->stopping) {
+                l->retiring = true;
+                begin_stop(l);
+            }
+            break;
         }
     }
 }
@@ -309,6 +328,8 @@ unsigned loop_run(struct loop *l)
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
         expire_timers(l);
+        if (l->life && !l->stopping)
+            lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
         conn_reap(l); /* the one place connections are freed */
         resume_accepting(l);
         if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {

@@ -20,6 +20,7 @@
 
 struct options;
 struct handoff;
+struct lifecycle;
 
 #define CONN_IOV 32 /* responses one write may carry */
 
@@ -131,6 +132,10 @@ struct loop {
     const char *stats_path;    /* --stats-json: the file this worker writes (its part with --workers) */
     int stats_parent;          /* --workers: the supervisor's pid, told when the part is written */
     struct loop_stats lstats;
+    struct lifecycle *life;    /* when this worker is replaced (lifecycle.h) */
+    pid_t handover;            /* stopping because this successor serves (one worker alone) */
+    bool retiring;             /* stopping because replaced: idle connections are not cut
+                                * (conn_stop_if_idle), their keep-alive timer ends them */
     long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
                                 * ms after the first one, then fails them (-1: off) */
     uint64_t fault_since_ms;

@@ -3,6 +3,7 @@
  * open the sockets, then serve as one worker or as the supervisor of
  * several. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include "../handoffs/handoff.h"
 #include "interp.h"
+#include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
 #include "signals.h"
@@ -56,9 +58,66 @@ static void raise_fd_limit(void)
     }
 }
 
+/* --pid-file: written once the server listens, removed at exit by the
+ * process that wrote it (a reload keeps the pid: see lifecycle.h). */
+static const char *pid_file;
+static pid_t pid_file_owner;
+
+static void pid_file_remove(void)
+{
+    if (pid_file && pid_file_owner == getpid())
+        unlink(pid_file);
+}
+
+static int pid_file_write(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "cserve: error: --pid-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%d\n", (int)getpid());
+    bool ok = write(fd, line, (size_t)n) == n;
+    close(fd);
+    if (!ok)
+        return -1;
+    pid_file = path;
+    pid_file_owner = getpid();
+    atexit(pid_file_remove);
+    return 0;
+}
+
+/* A worker exec'd by a supervisor (or by a worker it replaces): the
+ * listener, the user and the directory are inherited; it imports the app
+ * afresh (a failure exits here, before it tells its parent it accepts). */
+static int exec_worker_main(struct options *opt, unsigned index, int listen_fd)
+{
+    bool python = !opt->native_hello;
+    if (python)
+        interp_select(opt);
+    char apps[PATH_MAX];
+    default_app_dir(apps, sizeof apps);
+    char app_name[PATH_MAX + 64];
+    if (opt->native_hello)
+        snprintf(app_name, sizeof app_name, "native-hello");
+    else if (opt->app_spec)
+        snprintf(app_name, sizeof app_name, "%s", opt->app_spec);
+    else
+        snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
+    if (python)
+        wsgi_init(opt, apps);
+    char stats_path[4200];
+    if (opt->stats_json)
+        snprintf(stats_path, sizeof stats_path, "%s.worker%u", opt->stats_json, index);
+    log_info("worker %u: serving %s", index, app_name);
+    return worker_run(opt, listen_fd, index, opt->stats_json ? stats_path : NULL, true, app_name, NULL);
+}
+
 int main(int argc, char **argv)
 {
     static struct options opt;
+    lifecycle_save_argv(argc, argv);
     options_parse(&opt, argc, argv);
     wsgi_options = &opt;
 
@@ -69,6 +128,15 @@ int main(int argc, char **argv)
     server_signal_set(&set);
     sigprocmask(SIG_BLOCK, &set, NULL);
     raise_fd_limit();
+
+    unsigned exec_index;
+    int exec_fd;
+    if (exec_worker_claim(&exec_index, &exec_fd))
+        return exec_worker_main(&opt, exec_index, exec_fd);
+    if (opt.check_config) {
+        options_print(&opt, stdout);
+        fflush(stdout);
+    }
 
     listen_claim_inherited();
     bool python = !opt.native_hello;
@@ -93,6 +161,14 @@ int main(int argc, char **argv)
     /* Normally the app is imported first, so a bad app fails before anything
      * listens. With --user the sockets come first (port 80 needs root), then
      * root is dropped, and only then does app code run: never as root. */
+    if (opt.check_config) { /* nothing binds; the app is imported as it would be served */
+        if (dropping)
+            privs_drop();
+        if (python)
+            wsgi_init(&opt, apps);
+        printf("app imports: %s\n", python ? "yes" : "(native-hello: no Python)");
+        return 0;
+    }
     int *fds = calloc(opt.workers, sizeof *fds);
     if (!fds)
         return 1;
@@ -104,6 +180,8 @@ int main(int argc, char **argv)
     if (python)
         wsgi_init(&opt, apps);
     if (!dropping && listen_open_all(&opt, opt.workers, fds) != 0)
+        return 1;
+    if (opt.pid_file && pid_file_write(opt.pid_file) != 0)
         return 1;
 
     char how[600];
@@ -120,8 +198,15 @@ int main(int argc, char **argv)
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");
-    int rc = opt.workers > 1 ? supervisor_run(&opt, app_name, fds)
-                             : worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name);
+    int rc;
+    if (opt.workers > 1) {
+        rc = supervisor_run(&opt, app_name, fds, 0);
+    } else {
+        struct handover ho;
+        rc = worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name, &ho);
+        if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
+            rc = supervisor_run(&opt, app_name, &ho.listen_fd, ho.pid);
+    }
     free(fds);
     listen_cleanup();
     return rc;

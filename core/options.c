@@ -1,6 +1,7 @@
 /* options.c — parse and validate the command line (gunicorn/Granian naming). */
 #include "options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../handoffs/handoff.h"
 
@@ -26,6 +28,8 @@ enum {
     OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
+    OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
+    OPT_CHECK_CONFIG,
 };
 
 static const struct option long_options[] = {
@@ -56,6 +60,12 @@ static const struct option long_options[] = {
     {"stats", no_argument, NULL, OPT_STATS},
     {"stats-json", required_argument, NULL, OPT_STATS_JSON},
     {"stats-window", required_argument, NULL, OPT_STATS_WINDOW},
+    {"max-requests", required_argument, NULL, OPT_MAX_REQUESTS},
+    {"max-requests-jitter", required_argument, NULL, OPT_MAX_REQUESTS_JITTER},
+    {"workers-lifetime", required_argument, NULL, OPT_WORKERS_LIFETIME},
+    {"workers-max-rss", required_argument, NULL, OPT_WORKERS_MAX_RSS},
+    {"pid-file", required_argument, NULL, OPT_PID_FILE},
+    {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -122,6 +132,17 @@ static void usage(FILE *out)
 "      --io-timeout S         seconds an upload, a response write or the app may stall (default 60) [closed]\n"
 "      --graceful-timeout S   seconds to finish in-flight requests on SIGTERM/SIGINT (default 30)\n"
 "\n"
+"Reload and recycling (a new worker serves before the old one stops accepting;\n"
+"with one worker, the process then supervises its successor):\n"
+"  SIGHUP                     start new workers that import the app afresh; a new\n"
+"                             worker that fails to start leaves the old ones serving\n"
+"      --max-requests N       replace a worker after it served N requests (default 0: never)\n"
+"      --max-requests-jitter J  ... after N plus a random 0..J, so workers differ (default 0)\n"
+"      --workers-lifetime S   replace a worker S seconds after it started (default: never)\n"
+"      --workers-max-rss MB   replace a worker whose resident memory passes MB (default: never)\n"
+"      --pid-file FILE        write the server's pid to FILE (removed at exit)\n"
+"      --check-config         print the effective configuration, import the app, exit\n"
+"\n"
 "Logs and instruments:\n"
 "      --access-log[=FILE]    one line per request (stderr without FILE)\n"
 "      --log-level LEVEL      debug, info, warning or error (default info)\n"
@@ -131,7 +152,21 @@ static void usage(FILE *out)
 "                             SIGUSR2 starts a new window at any time\n"
 "\n"
 "  -V, --version              print the version and exit\n"
-"  -h, --help                 print this help and exit\n");
+"  -h, --help                 print this help and exit\n"
+"\n"
+"Every long option may also be set as CSERVE_<NAME>, its name in capitals with\n"
+"'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
+"option takes 1/true/yes/on or 0/false/no/off; CSERVE_APP=MODULE:CALLABLE). An\n"
+"option on the command line wins over its variable.\n");
+}
+
+/* The variable being parsed, named in error messages (empty: the command line). */
+static char env_source[64];
+
+static void say_source(void)
+{
+    if (env_source[0])
+        fprintf(stderr, " (from the environment: %s)", env_source);
 }
 
 static void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
@@ -139,6 +174,7 @@ static void die_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "cserve: error: ");
     fprintf(stderr, fmt, arg);
+    say_source();
     fprintf(stderr, " (see cserve --help)\n");
     exit(2);
 }
@@ -149,8 +185,10 @@ static unsigned long parse_count(const char *opt, const char *s, unsigned long l
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-        fprintf(stderr, "cserve: error: %s needs a whole number from %lu to %lu, not '%s'\n",
+        fprintf(stderr, "cserve: error: %s needs a whole number from %lu to %lu, not '%s'",
                 opt, lo, hi, s);
+        say_source();
+        fputc('\n', stderr);
         exit(2);
     }
     return v;
@@ -162,7 +200,9 @@ static unsigned parse_seconds_ms(const char *opt, const char *s)
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v > 0) || v > 86400.0 * 365) {
-        fprintf(stderr, "cserve: error: %s needs a positive number of seconds, not '%s'\n", opt, s);
+        fprintf(stderr, "cserve: error: %s needs a positive number of seconds, not '%s'", opt, s);
+        say_source();
+        fputc('\n', stderr);
         exit(2);
     }
     return (unsigned)ceil(v * 1000.0);
@@ -212,26 +252,13 @@ static void parse_spin(struct options *o, const char *s)
     }
 }
 
-void options_parse(struct options *o, int argc, char **argv)
-{
-    memset(o, 0, sizeof *o);
-    strcpy(o->bind_host, "127.0.0.1");
-    o->bind_port = 8000;
-    o->workers = 1;
-    o->blocking_threads = 1;
-    o->handoff = handoff_backends[0];
-    o->spin_iters = -1;
-    o->loop_spin_ns = -1; /* adaptive (the ring's before_sleep); --loop-spin overrides */
-    o->queue_capacity = 1024;
-    o->backlog = 1024;
-    o->max_header_size = 16384;
-    o->max_body_size = 1073741824ULL;
-    o->header_timeout_ms = 10000;
-    o->keepalive_timeout_ms = 5000;
-    o->io_timeout_ms = 60000;
-    o->graceful_timeout_ms = 30000;
-    o->socket_mode = -1;
+static bool app_from_env; /* a positional app on the command line replaces CSERVE_APP */
 
+/* One getopt pass over argv (the command line, or one variable made into
+ * "--name=value"); returns the index of the first operand. */
+static int parse_args(struct options *o, int argc, char **argv)
+{
+    optind = 0; /* glibc: start afresh (a second pass) */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":b:w:hV", long_options, NULL)) != -1) {
@@ -277,11 +304,13 @@ void options_parse(struct options *o, int argc, char **argv)
         }
         case OPT_INLINE: o->inline_app = true; break;
         case OPT_APP:
-            if (strcmp(optarg, "native-hello") == 0)
+            if (strcmp(optarg, "native-hello") == 0) {
                 o->native_hello = true;
-            else if (strchr(optarg, ':'))
+                o->app_spec = NULL;
+            } else if (strchr(optarg, ':')) {
                 o->app_spec = optarg;
-            else
+                o->native_hello = false;
+            } else
                 die_usage("--app needs native-hello or MODULE:CALLABLE, not '%s'", optarg);
             break;
         case OPT_BACKLOG: o->backlog = (int)parse_count("--backlog", optarg, 1, INT_MAX); break;
@@ -309,6 +338,20 @@ void options_parse(struct options *o, int argc, char **argv)
             break;
         case OPT_STATS: o->stats = true; break;
         case OPT_STATS_JSON: o->stats_json = optarg; break;
+        case OPT_MAX_REQUESTS:
+            o->max_requests = parse_count("--max-requests", optarg, 0, 1ul << 40);
+            break;
+        case OPT_MAX_REQUESTS_JITTER:
+            o->max_requests_jitter = parse_count("--max-requests-jitter", optarg, 0, 1ul << 40);
+            break;
+        case OPT_WORKERS_LIFETIME:
+            o->workers_lifetime_ms = parse_seconds_ms("--workers-lifetime", optarg);
+            break;
+        case OPT_WORKERS_MAX_RSS:
+            o->workers_max_rss_mb = (unsigned)parse_count("--workers-max-rss", optarg, 0, 1u << 24);
+            break;
+        case OPT_PID_FILE: o->pid_file = optarg; break;
+        case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_STATS_WINDOW: o->stats_window_s = parse_seconds_ms("--stats-window", optarg) / 1000.0; break;
         case OPT_VERSION:
             interp_select(o); /* the virtualenv this start would use, checked */
@@ -320,17 +363,125 @@ void options_parse(struct options *o, int argc, char **argv)
         default: die_usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        if (optind + 1 < argc)
-            die_usage("one app only, but got '%s' too", argv[optind + 1]);
-        if (o->app_spec || o->native_hello)
-            die_usage("the app is given twice: '%s'", argv[optind]);
-        if (!strchr(argv[optind], ':'))
-            die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[optind]);
-        o->app_spec = argv[optind];
+    return optind;
+}
+
+static bool env_flag(const char *name, const char *v)
+{
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+        return true;
+    if (!*v || !strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+        return false;
+    snprintf(env_source, sizeof env_source, "%s", name);
+    die_usage("a flag option's variable takes 1/true/yes/on or 0/false/no/off, not '%s'", v);
+}
+
+/* CSERVE_<NAME> for every long option but --help and --version. */
+static void parse_env(struct options *o, const char *argv0)
+{
+    for (const struct option *lo = long_options; lo->name; lo++) {
+        if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
+            continue;
+        char name[64] = "CSERVE_";
+        size_t k = strlen(name);
+        for (const char *p = lo->name; *p && k + 1 < sizeof name; p++)
+            name[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        name[k] = '\0';
+        const char *v = getenv(name);
+        if (!v)
+            continue;
+        /* getopt keeps pointers into argv (optarg): the string must live on. */
+        char *arg = NULL;
+        if (lo->has_arg == no_argument) {
+            if (!env_flag(name, v))
+                continue;
+            arg = strdup(lo->name);
+        } else if (lo->has_arg == optional_argument && !*v) {
+            arg = strdup(lo->name);
+        } else if (asprintf(&arg, "%s=%s", lo->name, v) < 0) {
+            arg = NULL;
+        }
+        char *dashed = NULL;
+        if (!arg || asprintf(&dashed, "--%s", arg) < 0)
+            exit(1);
+        free(arg);
+        char *args[3] = {(char *)argv0, dashed, NULL};
+        snprintf(env_source, sizeof env_source, "%s", name);
+        if (parse_args(o, 2, args) < 2)
+            die_usage("'%s' is not a value this option takes", v);
+        if (lo->val == OPT_APP)
+            app_from_env = true;
+    }
+    env_source[0] = '\0';
+}
+
+void options_parse(struct options *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    strcpy(o->bind_host, "127.0.0.1");
+    o->bind_port = 8000;
+    o->workers = 1;
+    o->blocking_threads = 1;
+    o->handoff = handoff_backends[0];
+    o->spin_iters = -1;
+    o->loop_spin_ns = -1; /* adaptive (the ring's before_sleep); --loop-spin overrides */
+    o->queue_capacity = 1024;
+    o->backlog = 1024;
+    o->max_header_size = 16384;
+    o->max_body_size = 1073741824ULL;
+    o->header_timeout_ms = 10000;
+    o->keepalive_timeout_ms = 5000;
+    o->io_timeout_ms = 60000;
+    o->graceful_timeout_ms = 30000;
+    o->socket_mode = -1;
+
+    parse_env(o, argv[0]);
+    int first = parse_args(o, argc, argv);
+    if (first < argc) {
+        if (first + 1 < argc)
+            die_usage("one app only, but got '%s' too", argv[first + 1]);
+        if ((o->app_spec || o->native_hello) && !app_from_env)
+            die_usage("the app is given twice: '%s'", argv[first]);
+        if (!strchr(argv[first], ':'))
+            die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[first]);
+        o->app_spec = argv[first];
+        o->native_hello = false;
     }
     if (o->socket_mode >= 0 && !o->bind_unix)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
         die_usage("%s", "--app native-hello and --inline exclude each other");
+}
+
+static const char *or_none(const char *s) { return s ? s : "-"; }
+
+void options_print(const struct options *o, FILE *out)
+{
+    if (o->bind_unix)
+        fprintf(out, "bind: unix:%s\n", o->bind_unix);
+    else
+        fprintf(out, "bind: %s:%d\n", o->bind_host, o->bind_port);
+    fprintf(out, "app: %s\n", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
+    if (o->socket_mode >= 0)
+        fprintf(out, "socket-mode: %03o\n", (unsigned)o->socket_mode);
+    else
+        fprintf(out, "socket-mode: -\n");
+    fprintf(out, "chdir: %s\nuser: %s\ngroup: %s\nvirtualenv: %s\n", or_none(o->chdir_dir), or_none(o->user),
+            or_none(o->group), or_none(o->virtualenv));
+    fprintf(out, "inline: %s\nworkers: %u\nblocking-threads: %u\nhandoff: %s\n", o->inline_app ? "yes" : "no",
+            o->workers, o->blocking_threads, o->handoff->name);
+    fprintf(out, "spin: %ld iterations, %ld ns\nloop-spin: %ld ns\nloop-doze: %ld ns\nqueue-size: %u\n",
+            o->spin_iters, o->spin_ns, o->loop_spin_ns, o->loop_doze_ns, o->queue_capacity);
+    fprintf(out, "backlog: %d\nmax-header-size: %zu\nmax-body-size: %llu\n", o->backlog, o->max_header_size,
+            (unsigned long long)o->max_body_size);
+    fprintf(out, "header-timeout: %.3f\nkeepalive-timeout: %.3f\nio-timeout: %.3f\ngraceful-timeout: %.3f\n",
+            o->header_timeout_ms / 1e3, o->keepalive_timeout_ms / 1e3, o->io_timeout_ms / 1e3,
+            o->graceful_timeout_ms / 1e3);
+    fprintf(out, "access-log: %s\nlog-level: %s\nstats: %s\nstats-json: %s\nstats-window: %g\n",
+            o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off", log_level_name(),
+            o->stats ? "yes" : "no", or_none(o->stats_json), o->stats_window_s);
+    fprintf(out, "max-requests: %lu\nmax-requests-jitter: %lu\nworkers-lifetime: %.3f\nworkers-max-rss: %u\n"
+                 "pid-file: %s\n",
+            o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
+            or_none(o->pid_file));
 }

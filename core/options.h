@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CSERVE_VERSION "0.1.0"
 
@@ -47,10 +48,20 @@ struct options {
     bool stats;
     const char *stats_json;
     double stats_window_s;     /* window starts this long after start-up; 0 = at start */
+    /* a worker's life (lifecycle.h) */
+    unsigned long max_requests;        /* 0 = no limit */
+    unsigned long max_requests_jitter;
+    unsigned workers_lifetime_ms;      /* 0 = forever */
+    unsigned workers_max_rss_mb;       /* 0 = no limit */
+    const char *pid_file;
+    bool check_config;                 /* print the configuration, import the app, exit */
 };
 
-/* Parse argv into o. On --help/--version prints and exits 0; on a bad option
- * prints one line naming the problem and exits 2. */
+/* Parse the CSERVE_<NAME> environment variables, then argv (which wins), into
+ * o. On --help/--version prints and exits 0; on a bad option prints one line
+ * naming the problem (and the variable it came from) and exits 2. */
 void options_parse(struct options *o, int argc, char **argv);
+/* --check-config: the effective configuration, one "name: value" a line. */
+void options_print(const struct options *o, FILE *out);
 
 #endif

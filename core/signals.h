@@ -1,7 +1,8 @@
 /* signals.h — the signals a worker's loop reads from its signalfd. They are
  * blocked in every thread (set before any thread starts) so that none is
  * delivered asynchronously: SIGTERM/SIGINT stop gracefully, SIGUSR1 reports
- * the stats, SIGUSR2 starts a new stats window. */
+ * the stats, SIGUSR2 starts a new stats window, SIGHUP replaces the workers
+ * with fresh ones that import the app anew (docs/operating.md). */
 #ifndef CSERVE_SIGNALS_H
 #define CSERVE_SIGNALS_H
 
@@ -11,6 +12,17 @@
  * is written (after a SIGUSR1). Real-time, so that two workers answering at
  * once are two signals, not one. */
 #define STATS_WRITTEN_SIGNAL (SIGRTMIN + 1)
+/* A worker tells whoever spawned it that its loop accepts (a replacement is
+ * serving, so the one it replaces may stop accepting)... */
+#define WORKER_READY_SIGNAL (SIGRTMIN + 2)
+/* ... or that it wants to be replaced (--max-requests, --workers-lifetime,
+ * --workers-max-rss, the app watchdog). */
+#define WORKER_RECYCLE_SIGNAL (SIGRTMIN + 3)
+/* The supervisor tells a replaced worker to drain: as SIGTERM, except that an
+ * idle keep-alive connection is not closed under a client that may be
+ * sending on it; it gets its next request answered ("Connection: close")
+ * or its keep-alive timeout. */
+#define WORKER_RETIRE_SIGNAL (SIGRTMIN + 4)
 
 static inline void server_signal_set(sigset_t *set)
 {
@@ -19,6 +31,9 @@ static inline void server_signal_set(sigset_t *set)
     sigaddset(set, SIGINT);
     sigaddset(set, SIGUSR1);
     sigaddset(set, SIGUSR2);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, WORKER_READY_SIGNAL);
+    sigaddset(set, WORKER_RETIRE_SIGNAL);
 }
 
 #endif

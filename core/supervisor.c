@@ -5,7 +5,16 @@
  * fails before anything runs,
  * and a worker that dies leaves its listener open: connections queue there
  * until the respawned worker accepts them, instead of being reset. The app
- * was imported before the fork, so a respawn costs a fork, not an import. */
+ * was imported before the fork, so a respawn costs a fork, not an import.
+ *
+ * A slot's worker is replaced (SIGHUP for all slots, a worker's
+ * WORKER_RECYCLE_SIGNAL for its own) by starting the new one on the same
+ * listener first and stopping the old one only once the new one says it
+ * accepts (WORKER_READY_SIGNAL): each slot always has a worker accepting.
+ * A reload execs cserve (lifecycle.c), so the new worker imports the app
+ * afresh; once a slot has been reloaded, its respawns exec too, since the
+ * app imported here is the old code. A new worker that dies before it is
+ * ready leaves the old one serving. */
 #include <Python.h>
 
 #include <errno.h>
@@ -21,6 +30,7 @@
 
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
+#include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
 #include "signals.h"
@@ -30,7 +40,11 @@
 #include "wsgi.h"
 
 struct slot {
-    pid_t pid;
+    pid_t pid;             /* the worker serving this slot */
+    pid_t next;            /* its replacement, until it is ready (0: none) */
+    pid_t old;             /* the replaced worker, draining (0: none) */
+    bool exec;             /* start workers by exec: the imported app is stale or absent */
+    bool reloading;        /* next is a reload's (logged as such when it fails) */
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
@@ -44,6 +58,12 @@ static void part_path(char *out, size_t cap, const char *path, unsigned i)
 
 static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
 {
+    if (slots[i].exec) {
+        pid_t pid = spawn_exec(slots[i].listen_fd, i);
+        if (pid < 0)
+            log_error("cannot start worker %u: %s", i, strerror(errno));
+        return pid;
+    }
     bool python = !opt->native_hello;
     if (python)
         PyOS_BeforeFork();
@@ -59,7 +79,7 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         if (opt->stats_json)
             part_path(stats_path, sizeof stats_path, opt->stats_json, i);
         exit(worker_run(opt, slots[i].listen_fd, i, opt->stats_json ? stats_path : NULL, true,
-                        app_name));
+                        app_name, NULL));
     }
     if (python)
         PyOS_AfterFork_Parent();
@@ -67,9 +87,72 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         log_error("fork: %s", strerror(errno));
         return -1;
     }
+    return pid;
+}
+
+/* Start slot i's worker (at start, or after its worker died). */
+static bool start_slot(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
+{
+    pid_t pid = spawn(opt, slots, i, app_name);
+    if (pid < 0)
+        return false;
     slots[i].pid = pid;
     slots[i].started = clock_s();
-    return pid;
+    return true;
+}
+
+/* Start a replacement for slot i's worker; it takes over once ready. */
+static void replace_slot(const struct options *opt, struct slot *slots, unsigned i, const char *app_name,
+                         bool reload)
+{
+    if (slots[i].next > 0)
+        return; /* one is already starting */
+    bool was_exec = slots[i].exec;
+    if (reload)
+        slots[i].exec = true;
+    pid_t pid = spawn(opt, slots, i, app_name);
+    slots[i].exec = was_exec;
+    if (pid < 0)
+        return;
+    slots[i].next = pid;
+    slots[i].reloading = reload;
+}
+
+/* Slot i's replacement accepts: it becomes the worker, the old one drains. */
+static void promote(struct slot *s, unsigned i)
+{
+    if (s->reloading)
+        s->exec = true;
+    s->old = s->pid;
+    s->pid = s->next;
+    s->next = 0;
+    s->started = clock_s();
+    s->quick_deaths = 0;
+    s->stats_owed = false;
+    if (s->old > 0) {
+        log_info("worker %u: pid %d serves; pid %d drains", i, (int)s->pid, (int)s->old);
+        kill(s->old, WORKER_RETIRE_SIGNAL);
+    } else {
+        log_info("worker %u: pid %d serves", i, (int)s->pid);
+    }
+}
+
+static unsigned live_processes(const struct slot *slots, unsigned n)
+{
+    unsigned live = 0;
+    for (unsigned i = 0; i < n; i++)
+        live += (slots[i].pid > 0) + (slots[i].next > 0) + (slots[i].old > 0);
+    return live;
+}
+
+static void signal_all(struct slot *slots, unsigned n, int sig)
+{
+    for (unsigned i = 0; i < n; i++) {
+        pid_t pids[3] = {slots[i].pid, slots[i].next, slots[i].old};
+        for (int k = 0; k < 3; k++)
+            if (pids[k] > 0)
+                kill(pids[k], sig);
+    }
 }
 
 static void forward(struct slot *slots, unsigned n, int sig)
@@ -145,7 +228,52 @@ static void stats_answered(const struct options *opt, const char *app_name, stru
     }
 }
 
-int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds)
+/* A child exited: which of a slot's processes it was decides what follows. */
+static void reap(const struct options *opt, const char *app_name, struct slot *slots, unsigned n,
+                 pid_t pid, int status, bool stopping)
+{
+    char how[64];
+    snprintf(how, sizeof how, WIFSIGNALED(status) ? "was killed by signal %d" : "exited with %d",
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    for (unsigned i = 0; i < n; i++) {
+        struct slot *s = &slots[i];
+        if (s->old == pid) { /* a replaced worker finished draining */
+            s->old = 0;
+            return;
+        }
+        if (s->next == pid) {
+            s->next = 0;
+            if (!stopping)
+                log_error("%s: worker %u's new process (pid %d) %s before it served; "
+                          "pid %d keeps serving", s->reloading ? "reload failed" : "recycling failed",
+                          i, (int)pid, how, (int)s->pid);
+            return;
+        }
+        if (s->pid != pid)
+            continue;
+        s->pid = 0;
+        if (s->stats_owed) { /* it will not answer: merge without it */
+            s->stats_owed = false;
+            merge_if_answered(opt, app_name, slots, n);
+        }
+        if (stopping)
+            return;
+        if (s->next > 0) { /* its replacement is starting: it takes the slot */
+            log_warn("worker %u (pid %d) %s; its replacement (pid %d) takes over", i, (int)pid, how,
+                     (int)s->next);
+            return;
+        }
+        log_warn("worker %u (pid %d) %s; respawning", i, (int)pid, how);
+        s->quick_deaths = clock_s() - s->started < 1.0 ? s->quick_deaths + 1 : 0;
+        if (s->quick_deaths >= 5) /* crash loop: slow down */
+            usleep(500000);
+        start_slot(opt, slots, i, app_name);
+        return;
+    }
+}
+
+int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds,
+                   pid_t adopted)
 {
     unsigned n = opt->workers;
     struct slot *slots = calloc(n, sizeof *slots);
@@ -158,61 +286,42 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGALRM);
     sigaddset(&set, STATS_WRITTEN_SIGNAL);
+    sigaddset(&set, WORKER_RECYCLE_SIGNAL);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {
         log_error("signalfd: %s", strerror(errno));
         return 1;
     }
-    for (unsigned i = 0; i < n; i++)
-        if (spawn(opt, slots, i, app_name) < 0)
-            return 1;
+    if (adopted > 0) {
+        /* One worker alone was replaced (main.c): supervise its successor,
+         * and start any later one by exec (the interpreter here is gone). */
+        slots[0].pid = adopted;
+        slots[0].exec = true;
+        slots[0].started = clock_s();
+        log_info("supervisor: worker 0 is pid %d", (int)adopted);
+    } else {
+        for (unsigned i = 0; i < n; i++)
+            if (!start_slot(opt, slots, i, app_name))
+                return 1;
+    }
     prctl(PR_SET_NAME, "cserve-super");
     bool stopping = false;
-    unsigned alive = n;
-    while (alive > 0) {
+    while (live_processes(slots, n) > 0) {
         struct signalfd_siginfo si;
         if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
             continue;
-        switch (si.ssi_signo) {
-        case SIGCHLD: {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
             int status;
             pid_t pid;
-            while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-                for (unsigned i = 0; i < n; i++) {
-                    if (slots[i].pid != pid)
-                        continue;
-                    slots[i].pid = 0;
-                    if (slots[i].stats_owed) { /* it will not answer: merge without it */
-                        slots[i].stats_owed = false;
-                        merge_if_answered(opt, app_name, slots, n);
-                    }
-                    if (stopping) {
-                        alive--;
-                        break;
-                    }
-                    if (WIFSIGNALED(status))
-                        log_warn("worker %u (pid %d) killed by signal %d; respawning", i, (int)pid,
-                                 WTERMSIG(status));
-                    else
-                        log_warn("worker %u (pid %d) exited with %d; respawning", i, (int)pid,
-                                 WEXITSTATUS(status));
-                    slots[i].quick_deaths = clock_s() - slots[i].started < 1.0 ? slots[i].quick_deaths + 1 : 0;
-                    if (slots[i].quick_deaths >= 5) /* crash loop: slow down */
-                        usleep(500000);
-                    if (spawn(opt, slots, i, app_name) < 0)
-                        alive--;
-                    break;
-                }
-            }
-            break;
-        }
-        case SIGTERM:
-        case SIGINT:
+            while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+                reap(opt, app_name, slots, n, pid, status, stopping);
+        } else if (sig == SIGTERM || sig == SIGINT) {
             if (!stopping) {
                 stopping = true;
-                log_info("supervisor: stopping %u worker(s)", alive);
-                forward(slots, n, (int)si.ssi_signo);
+                log_info("supervisor: stopping %u worker(s)", live_processes(slots, n));
+                signal_all(slots, n, sig);
                 /* Nobody accepts on these any more: let new connections be
                  * refused rather than queue. */
                 for (unsigned i = 0; i < n; i++)
@@ -221,28 +330,40 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                 /* A worker past its own graceful timeout is stuck: kill it. */
                 alarm((unsigned)(opt->graceful_timeout_ms / 1000 + 5));
             }
-            break;
-        case SIGALRM:
+        } else if (sig == SIGALRM) {
             log_warn("supervisor: workers did not stop in time; killing them");
-            forward(slots, n, SIGKILL);
-            break;
-        case SIGUSR1:
+            signal_all(slots, n, SIGKILL);
+        } else if (sig == SIGHUP) {
+            if (!stopping) {
+                log_info("supervisor: SIGHUP: starting %u new worker(s) that import the app afresh", n);
+                for (unsigned i = 0; i < n; i++)
+                    replace_slot(opt, slots, i, app_name, true);
+            }
+        } else if (sig == WORKER_RECYCLE_SIGNAL) {
+            for (unsigned i = 0; i < n && !stopping; i++)
+                if (slots[i].pid == (pid_t)si.ssi_pid)
+                    replace_slot(opt, slots, i, app_name, false);
+        } else if (sig == WORKER_READY_SIGNAL) {
+            for (unsigned i = 0; i < n; i++)
+                if (slots[i].next > 0 && slots[i].next == (pid_t)si.ssi_pid) {
+                    if (stopping)
+                        kill(slots[i].next, SIGTERM);
+                    else
+                        promote(&slots[i], i);
+                }
+        } else if (sig == SIGUSR1) {
             if (opt->stats_json)
                 stats_asked(slots, n);
             forward(slots, n, SIGUSR1);
-            break;
-        default:
-            if ((int)si.ssi_signo == STATS_WRITTEN_SIGNAL) {
-                stats_answered(opt, app_name, slots, n, (pid_t)si.ssi_pid);
-                break;
-            }
-            forward(slots, n, (int)si.ssi_signo);
-            break;
+        } else if (sig == STATS_WRITTEN_SIGNAL) {
+            stats_answered(opt, app_name, slots, n, (pid_t)si.ssi_pid);
+        } else {
+            forward(slots, n, sig);
         }
     }
     if (opt->stats_json)
         merge_stats(opt, app_name);
-    if (!opt->native_hello)
+    if (!opt->native_hello && adopted <= 0)
         wsgi_finalize(); /* the supervisor kept the imported app for respawns */
     free(slots);
     log_info("supervisor: stopped");

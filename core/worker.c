@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,18 +14,22 @@
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
 #include "buffer.h"
+#include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
 #include "loop.h"
 #include "options.h"
 #include "pool.h"
+#include "signals.h"
 #include "stats.h"
 #include "worker.h"
 #include "wsgi.h"
 
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
-               bool part, const char *app_name)
+               bool part, const char *app_name, struct handover *handover)
 {
+    if (handover)
+        *handover = (struct handover){.pid = 0, .listen_fd = -1};
     bool python = !opt->native_hello;
     bool pooled = python && !opt->inline_app;
     unsigned nthreads = pooled ? opt->blocking_threads : 0;
@@ -66,6 +71,9 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     stats->loop = &loop->lstats;
     loop->stats_path = stats_path;
     loop->stats_parent = part ? (int)getppid() : 0;
+    struct lifecycle life;
+    lifecycle_init(&life, opt, part ? getppid() : 0, listen_fd, clock_coarse_ms());
+    loop->life = &life;
 
     struct pool *pool = NULL;
     PyThreadState *main_state = NULL;
@@ -80,8 +88,15 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     stats_window_start(stats);
     if (opt->stats_window_s > 0)
         loop->window_at = clock_s() + opt->stats_window_s;
+    /* The loop accepts from here on: a worker this one replaces may stop. */
+    if (part && getppid() == loop->stats_parent)
+        kill(loop->stats_parent, WORKER_READY_SIGNAL);
 
     unsigned abandoned = loop_run(loop);
+    if (loop->handover && handover)
+        *handover = (struct handover){.pid = loop->handover, .listen_fd = life.keep_fd};
+    else if (life.keep_fd >= 0)
+        close(life.keep_fd);
 
     /* Report while the pool threads exist: a dead thread has no CPU clock. */
     if (opt->stats)
@@ -94,6 +109,10 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     if (abandoned || !joined) {
         /* An app thread still runs a request: nothing it may touch can be
          * freed, and the interpreter cannot be finalised under it. */
+        if (loop->handover) { /* the process lives on as the successor's supervisor */
+            log_warn("handing over with %u request(s) unfinished", abandoned);
+            return 0;
+        }
         log_warn("exiting with %u request(s) unfinished", abandoned);
         listen_cleanup(); /* _exit skips atexit */
         fflush(NULL);

@@ -1,0 +1,57 @@
+/* lifecycle.h — a worker's replacement: when it asks for one (--max-requests,
+ * --workers-lifetime, --workers-max-rss, SIGHUP without a supervisor), and
+ * how a fresh worker is started: fork and exec of cserve itself, so that it
+ * imports the app anew (docs/operating.md, "Reload and recycling"). */
+#ifndef CSERVE_LIFECYCLE_H
+#define CSERVE_LIFECYCLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct options;
+
+/* What a worker started by spawn_exec finds in its environment. */
+#define EXEC_WORKER_ENV "CSERVE_EXEC_WORKER"
+
+/* The command line cserve was started with, kept for spawn_exec (options
+ * point into a copy of it). Call once, first thing in main. */
+void lifecycle_save_argv(int argc, char **argv);
+
+/* Fork and exec cserve as worker `index` of a supervisor, serving on
+ * listen_fd (which the new process inherits). The child never outlives the
+ * caller's thread (PR_SET_PDEATHSIG). Returns its pid, or -1. */
+pid_t spawn_exec(int listen_fd, unsigned index);
+
+/* In an exec'd worker: its slot and listener from the environment (and the
+ * variable removed, so that the app's children do not see it). */
+bool exec_worker_claim(unsigned *index, int *listen_fd);
+
+/* One worker's view of its own end. */
+struct lifecycle {
+    const struct options *opt;
+    pid_t supervisor;        /* whom to ask for a replacement; 0: none (one worker alone) */
+    int listen_fd;           /* the loop's listener (one worker alone) */
+    int keep_fd;             /* a copy of it for the successor, which outlives the loop's
+                              * (closed when this worker drains); -1: none */
+    uint64_t max_requests;   /* with its jitter; 0: no limit */
+    uint64_t deadline_ms;    /* --workers-lifetime; 0: none */
+    uint64_t max_rss_kb;     /* 0: no limit */
+    uint64_t next_check_ms;
+    bool asked;              /* a replacement was asked for (once) */
+    pid_t successor;         /* one worker alone: the fresh worker starting */
+};
+
+void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t supervisor, int listen_fd,
+                    uint64_t now_ms);
+/* The loop calls this once a pass; it looks at the limits (and at a
+ * successor that failed to start) at most once a second. */
+void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests);
+/* SIGHUP reached this worker. */
+void lifecycle_reload(struct lifecycle *lc);
+/* WORKER_READY_SIGNAL from `from`: true when it is this worker's successor
+ * (the worker stops accepting and drains; the caller becomes its supervisor,
+ * on lc->keep_fd). */
+bool lifecycle_ready(struct lifecycle *lc, pid_t from);
+
+#endif

@@ -1,0 +1,120 @@
+"""Every long option can be set as CSERVE_<NAME>; the command line wins;
+--check-config prints the effective configuration and whether the app
+imports. The table below must name every option --help lists, so an option
+added without its variable (or without a row here) fails."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BIN, APPS
+
+# option -> (value of CSERVE_<NAME>, the --check-config line it must give,
+#            other variables the value needs)
+TABLE = {
+    "bind": ("127.0.0.1:8123", "bind: 127.0.0.1:8123", {}),
+    "chdir": (str(APPS), f"chdir: {APPS}", {}),
+    "socket-mode": ("660", "socket-mode: 660", {"CSERVE_BIND": "unix:/tmp/cserve-env-test.sock"}),
+    "user": ("nobody", "user: nobody", {}),
+    "group": ("nogroup", "group: nogroup", {}),
+    "virtualenv": (None, "virtualenv: {venv}", {}),
+    "app": ("native-hello", "app: native-hello", {}),
+    "inline": ("yes", "inline: yes", {}),
+    "workers": ("3", "workers: 3", {}),
+    "blocking-threads": ("4", "blocking-threads: 4", {}),
+    "handoff": ("condvar", "handoff: condvar", {}),
+    "spin": ("7us", "spin: -1 iterations, 7000 ns", {}),
+    "loop-spin": ("9", "loop-spin: 9000 ns", {}),
+    "loop-doze": ("11", "loop-doze: 11000 ns", {}),
+    "queue-size": ("64", "queue-size: 64", {}),
+    "backlog": ("77", "backlog: 77", {}),
+    "max-header-size": ("4096", "max-header-size: 4096", {}),
+    "max-body-size": ("12345", "max-body-size: 12345", {}),
+    "header-timeout": ("3", "header-timeout: 3.000", {}),
+    "keepalive-timeout": ("4", "keepalive-timeout: 4.000", {}),
+    "io-timeout": ("6", "io-timeout: 6.000", {}),
+    "graceful-timeout": ("8", "graceful-timeout: 8.000", {}),
+    "max-requests": ("1000", "max-requests: 1000", {}),
+    "max-requests-jitter": ("50", "max-requests-jitter: 50", {}),
+    "workers-lifetime": ("3600", "workers-lifetime: 3600.000", {}),
+    "workers-max-rss": ("512", "workers-max-rss: 512", {}),
+    "pid-file": ("/tmp/cserve-env.pid", "pid-file: /tmp/cserve-env.pid", {}),
+    "access-log": ("/tmp/cserve-env-access.log", "access-log: /tmp/cserve-env-access.log", {}),
+    "log-level": ("warning", "log-level: warning", {}),
+    "stats": ("true", "stats: yes", {}),
+    "stats-json": ("/tmp/cserve-env-stats.json", "stats-json: /tmp/cserve-env-stats.json", {}),
+    "stats-window": ("2", "stats-window: 2", {}),
+}
+NOT_VARIABLES = {"help", "version", "check-config"}
+
+
+def help_options():
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"^\s+(?:-\w, )?--([a-z][a-z-]*)", out, re.M), out
+
+
+def env_name(option):
+    return "CSERVE_" + option.upper().replace("-", "_")
+
+
+def check_config(env):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CSERVE_")}
+    clean.update(env)
+    return subprocess.run([BIN, "--check-config"], capture_output=True, text=True, env=clean, timeout=30)
+
+
+def test_the_table_covers_every_option_in_help():
+    options, text = help_options()
+    assert set(options) - NOT_VARIABLES == set(TABLE), "options in --help without a row here (or stale rows)"
+    assert "CSERVE_<NAME>" in text
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    d = tmp_path_factory.mktemp("venv") / "v"
+    py = os.environ.get("PYTHON", "/usr/bin/python3")
+    subprocess.run([py, "-m", "venv", "--without-pip", str(d)], check=True)
+    return str(d)
+
+
+@pytest.mark.parametrize("option", sorted(TABLE))
+def test_each_option_is_read_from_its_variable(option, venv):
+    value, line, extra = TABLE[option]
+    if value is None:
+        value, line = venv, line.format(venv=venv)
+    default = check_config({})
+    assert default.returncode == 0, default.stderr
+    assert line not in default.stdout.splitlines(), "the test value must differ from the default"
+    env = {env_name(option): value, **extra}
+    r = check_config(env)
+    assert r.returncode == 0, r.stderr
+    assert line in r.stdout.splitlines(), r.stdout
+
+
+def test_the_command_line_wins_over_the_variable():
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CSERVE_")}
+    clean.update(CSERVE_WORKERS="3", CSERVE_APP="native-hello")
+    r = subprocess.run([BIN, "--check-config", "--workers", "2", "--chdir", str(APPS), "wsgi_apps:application"],
+                       capture_output=True, text=True, env=clean, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "workers: 2" in r.stdout.splitlines()
+    assert "app: wsgi_apps:application" in r.stdout.splitlines()
+    assert "app imports: yes" in r.stdout
+
+
+def test_a_bad_variable_names_itself():
+    r = check_config({"CSERVE_WORKERS": "lots"})
+    assert r.returncode == 2
+    assert "CSERVE_WORKERS" in r.stderr and "lots" in r.stderr
+    r = check_config({"CSERVE_STATS": "perhaps"})
+    assert r.returncode == 2 and "CSERVE_STATS" in r.stderr
+
+
+def test_check_config_says_when_the_app_does_not_import(tmp_path):
+    (tmp_path / "broken.py").write_text("raise ImportError('no such thing as this')\n")
+    r = subprocess.run([BIN, "--check-config", "--chdir", str(tmp_path), "broken:app"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "no such thing as this" in r.stderr

@@ -1,0 +1,182 @@
+"""Reload and recycling: SIGHUP starts workers that import the app afresh
+and drains the old ones; --max-requests replaces a worker after N requests;
+a new worker that fails to import leaves the old ones serving. Every
+replacement starts the new worker first, so under load no request fails.
+
+The app's body is read from its module at import, so a changed file is
+seen only by a worker that imported it again."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import start_server
+from loadgen import wait_until
+
+APP = '''BODY = b"VERSION"
+def application(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain"),
+                              ("Content-Length", str(len(BODY)))])
+    return [BODY]
+'''
+
+
+def write_app(d, version, broken=False):
+    text = APP.replace("VERSION", version)
+    if broken:
+        text += 'raise RuntimeError("the new version does not import")\n'
+    path = d / "reload_app.py"
+    tmp = d / "reload_app.py.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    # The new import must not be served from a stale .pyc whose recorded
+    # mtime and size match (same second, same length): drop the cache.
+    shutil.rmtree(d / "__pycache__", ignore_errors=True)
+
+
+def get(port, path="/"):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0], body
+
+
+def served_lines(srv):
+    """How many times a new worker took over (one worker alone hands over
+    once, then its supervisor promotes)."""
+    text = srv.log_text()
+    return len(re.findall(r"pid \d+ serves|the new worker \(pid \d+\) serves", text))
+
+
+def start_wrk(port, seconds, conns=64):
+    wrk = shutil.which("wrk")
+    if not wrk:
+        pytest.skip("wrk is not installed (scripts/setup.sh installs it)")
+    return subprocess.Popen([wrk, "-t1", f"-c{conns}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wrk_result(proc):
+    out, _ = proc.communicate(timeout=120)
+    m = re.search(r"(\d+) requests in", out)
+    assert m, out
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return int(m.group(1)), (tuple(map(int, errors.groups())) if errors else (0, 0, 0, 0)), \
+        (int(non2xx.group(1)) if non2xx else 0), out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reload_under_load_drops_nothing_and_serves_the_new_code(tmp_path, workers):
+    write_app(tmp_path, "v0")
+    srv = start_server("--workers", str(workers), "--graceful-timeout", "10", app="reload_app:application",
+                       chdir=tmp_path)
+    try:
+        assert get(srv.port)[1] == b"v0"
+        wrk = start_wrk(srv.port, 25)
+        wait_until(lambda: get(srv.port)[1] == b"v0", 5)
+        expected = 0
+        for version in range(1, 6):
+            write_app(tmp_path, f"v{version}")
+            srv.proc.send_signal(signal.SIGHUP)
+            expected += workers
+            assert wait_until(lambda: served_lines(srv) >= expected, 20), srv.log_text()[-3000:]
+            assert wait_until(lambda: get(srv.port)[1] == f"v{version}".encode(), 10), srv.log_text()[-3000:]
+        assert wrk.poll() is None, "wrk ended before the fifth reload: the load did not cover them"
+        requests, errors, non2xx, out = wrk_result(wrk)
+        assert requests > 0, out
+        assert errors == (0, 0, 0, 0), out + srv.log_text()[-3000:]
+        assert non2xx == 0, out
+        status, body = get(srv.port)
+        assert status.endswith(b"200 OK") and body == b"v5"
+        assert srv.proc.poll() is None
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_reload_that_fails_to_import_keeps_the_old_code_serving(tmp_path, workers):
+    write_app(tmp_path, "old")
+    srv = start_server("--workers", str(workers), app="reload_app:application", chdir=tmp_path)
+    try:
+        wrk = start_wrk(srv.port, 6, conns=16)
+        write_app(tmp_path, "new", broken=True)
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: srv.log_text().count("reload failed") >= workers, 20), srv.log_text()
+        assert "the new version does not import" in srv.log_text()
+        for _ in range(20):
+            status, body = get(srv.port)
+            assert status.endswith(b"200 OK") and body == b"old"
+        requests, errors, non2xx, out = wrk_result(wrk)
+        assert requests > 0 and errors == (0, 0, 0, 0) and non2xx == 0, out
+        # The app mended, the next reload takes.
+        write_app(tmp_path, "mended")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: get(srv.port)[1] == b"mended", 20), srv.log_text()[-3000:]
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_max_requests_recycles_workers_under_load_without_errors(workers):
+    srv = start_server("--workers", str(workers), "--max-requests", "500", "--max-requests-jitter", "50",
+                       "--graceful-timeout", "10")
+    try:
+        wrk = start_wrk(srv.port, 6)
+        requests, errors, non2xx, out = wrk_result(wrk)
+        assert errors == (0, 0, 0, 0) and non2xx == 0, out + srv.log_text()[-3000:]
+        # A worker asks to be replaced once it served 500 to 550 requests
+        # (it serves on until its replacement accepts), and is replaced. The
+        # loop counts at the end of a pass, which may finish many responses.
+        counts = [int(n) for n in re.findall(r"served (\d+) requests \(--max-requests\)", srv.log_text())]
+        assert len(counts) >= 2, (requests, srv.log_text()[-3000:])
+        assert all(500 <= n <= 550 + 256 for n in counts), counts
+        assert wait_until(lambda: served_lines(srv) >= len(counts) - workers, 10), srv.log_text()[-3000:]
+        assert get(srv.port)[0].endswith(b"200 OK")
+    finally:
+        srv.close()
+
+
+def test_workers_lifetime_replaces_a_worker_that_keeps_serving():
+    srv = start_server("--workers", "2", "--workers-lifetime", "1")
+    try:
+        assert wait_until(lambda: served_lines(srv) >= 2, 15), srv.log_text()
+        assert "lived its --workers-lifetime" in srv.log_text()
+        assert get(srv.port)[0].endswith(b"200 OK")
+    finally:
+        srv.close()
+
+
+def test_workers_max_rss_replaces_a_worker_over_it():
+    # Any Python worker is over 1 MB resident: it is replaced within seconds.
+    srv = start_server("--workers-max-rss", "1")
+    try:
+        assert wait_until(lambda: served_lines(srv) >= 1, 15), srv.log_text()
+        assert "over --workers-max-rss" in srv.log_text()
+        assert get(srv.port)[0].endswith(b"200 OK")
+    finally:
+        srv.close()
+
+
+def test_pid_file_holds_the_main_pid_and_goes_at_exit(tmp_path):
+    pid_file = tmp_path / "cserve.pid"
+    srv = start_server("--pid-file", str(pid_file), "--workers", "2")
+    try:
+        assert int(pid_file.read_text()) == srv.proc.pid
+        srv.proc.send_signal(signal.SIGHUP)  # the supervisor's pid stays the server's
+        assert wait_until(lambda: served_lines(srv) >= 2, 20), srv.log_text()
+        assert int(pid_file.read_text()) == srv.proc.pid
+    finally:
+        srv.close()
+    assert not pid_file.exists()
