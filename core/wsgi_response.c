@@ -260,10 +260,15 @@ int responder_body(Responder *r, const char *p, size_t n)
     if (!r->headers_sent && responder_send_head(r, -1) < 0)
         return -1;
     if (r->content_length >= 0 && r->body_sent + n > (uint64_t)r->content_length) {
+        /* The excess is dropped, so the framing holds; but an app that
+         * miscounts its body is not trusted with the next request on this
+         * connection either. */
         if (!r->overflow_logged)
-            log_warn("app sent more than its Content-Length %lld; the excess is dropped",
+            log_warn("app sent more than its Content-Length %lld; the excess is dropped, "
+                     "and the connection closed",
                      (long long)r->content_length);
         r->overflow_logged = true;
+        job->close_after = true;
         n = (size_t)((uint64_t)r->content_length - r->body_sent);
     }
     r->body_sent += n;
