@@ -213,7 +213,7 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
         if (len > left)
             len = left;
     }
-    if (responder_send_head(r, (int64_t)len) < 0)
+    if (responder_check_body(r, len) < 0 || responder_send_head(r, (int64_t)len) < 0)
         return -1;
     if (r->no_body || len == 0)
         return 1;

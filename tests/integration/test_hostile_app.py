@@ -11,6 +11,7 @@ An app error is answered with 500 when nothing was sent yet; once the head
 went out the connection is closed, never kept alive behind a body that is
 short or long.
 """
+import urllib.parse
 
 import pytest
 
@@ -156,6 +157,121 @@ def test_no_100_continue_once_the_response_began(srv, path):
             # The head went out before the body was read, so it said close.
             assert head.header("connection") == "close"
             assert c.rest_until_close() == b"hello"
+
+
+# ------------------------------------------------------ the app's head, checked
+
+def _header_path(name, value, **kw):
+    return "/header?" + urllib.parse.urlencode({"name": name, "value": value, **kw})
+
+
+def test_two_content_lengths_are_an_app_error(srv):
+    _app_error(srv, "/two_cl")
+
+
+@pytest.mark.parametrize("status", ["100 Continue", "101 Switching Protocols", "103 Early Hints",
+                                    "199 Whatever"])
+def test_an_informational_status_is_not_a_final_response(srv, status):
+    _app_error(srv, "/status?" + urllib.parse.urlencode({"s": status}))
+
+
+@pytest.mark.parametrize("status", ["200", "2000 OK", "abc", "200 OK\r\nX-Injected: 1",
+                                    "600 Beyond", "099 Low", "200 OK\x00"])
+def test_an_invalid_status_line_is_an_app_error(srv, status):
+    _app_error(srv, "/status?" + urllib.parse.urlencode({"s": status}))
+
+
+@pytest.mark.parametrize("name, value", [
+    ("Keep-Alive", "timeout=5"),
+    ("Proxy-Connection", "keep-alive"),
+    ("TE", "trailers"),
+    ("Trailer", "X-Checksum"),
+    ("Upgrade", "websocket"),
+    ("Connection", "upgrade"),
+    ("Connection", "close, X-Private"),
+    ("Transfer-Encoding", "gzip"),
+    ("Transfer-Encoding", "gzip, chunked"),
+])
+def test_a_hop_by_hop_field_is_an_app_error(srv, name, value):
+    _app_error(srv, _header_path(name, value, body="x"))
+
+
+@pytest.mark.parametrize("name, value", [
+    ("X-Split", "a\r\nX-Injected: 1"),
+    ("X-Split", "a\nb"),
+    ("X-Nul", "a\x00b"),
+    ("X Space", "v"),
+    ("X:Colon", "v"),
+    ("", "v"),
+])
+def test_a_malformed_field_is_an_app_error(srv, name, value):
+    _app_error(srv, _header_path(name, value))
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", " 5", "5, 5", "", "1" * 19])
+def test_a_malformed_content_length_is_an_app_error(srv, value):
+    _app_error(srv, _header_path("X-Case", "1", cl=value, body="hello"))
+
+
+def test_transfer_encoding_chunked_with_content_length_is_an_app_error(srv):
+    _app_error(srv, _header_path("Transfer-Encoding", "chunked", cl="5", body="hello"))
+
+
+@pytest.mark.parametrize("status, cl, body", [
+    ("204 No Content", None, "x"),
+    ("304 Not Modified", None, "x"),
+    ("204 No Content", "5", ""),
+])
+def test_a_body_on_a_bodiless_status_is_an_app_error(srv, status, cl, body):
+    kw = {"status": status, "body": body}
+    if cl is not None:
+        kw["cl"] = cl
+    _app_error(srv, _header_path("X-Case", "1", **kw))
+
+
+@pytest.mark.parametrize("status", ["204 No Content", "304 Not Modified"])
+def test_a_bodiless_status_without_a_body_keeps_the_connection(srv, status):
+    with Conn(srv) as c:
+        c.send(_get(_header_path("X-Case", "1", status=status)))
+        resp = c.response()
+        assert resp.status == int(status[:3])
+        assert resp.header("transfer-encoding") is None
+        c.serves_next()
+
+
+def test_head_drops_the_body_and_keeps_the_apps_content_length(srv):
+    with Conn(srv) as c:
+        c.send(_get(_header_path("X-Case", "1", cl="5", body="hello"), "HEAD"))
+        resp = c.response("HEAD")
+        assert (resp.status, resp.header("content-length")) == (200, "5")
+        c.serves_next()
+
+
+def test_connection_close_from_the_app_is_honoured(srv):
+    with Conn(srv) as c:
+        c.send(_get(_header_path("Connection", "close", cl="5", body="hello")))
+        resp = c.response()
+        assert (resp.status, resp.body) == (200, b"hello")
+        assert resp.header_all("connection") == ["close"]
+        c.closed()
+
+
+def test_connection_keep_alive_from_the_app_is_the_servers_to_say(srv):
+    with Conn(srv) as c:
+        c.send(_get(_header_path("Connection", "keep-alive", cl="5", body="hello")))
+        resp = c.response()
+        assert (resp.status, resp.body) == (200, b"hello")
+        assert resp.header_all("connection") == []
+        c.serves_next()
+
+
+def test_transfer_encoding_chunked_from_a_streaming_app_is_framed_once(srv):
+    with Conn(srv) as c:
+        c.send(_get(_header_path("Transfer-Encoding", "chunked", body="hello", stream="1")))
+        resp = c.response()
+        assert (resp.status, resp.body) == (200, b"hello")
+        assert resp.header_all("transfer-encoding") == ["chunked"]
+        c.serves_next()
 
 
 # ---------------------------------------------------------- broken contracts
