@@ -165,8 +165,10 @@ def _header_path(name, value, **kw):
     return "/header?" + urllib.parse.urlencode({"name": name, "value": value, **kw})
 
 
-def test_two_content_lengths_are_an_app_error(srv):
-    _app_error(srv, "/two_cl")
+@pytest.mark.parametrize("path", ["/two_cl", "/mutated_headers"])
+def test_two_content_lengths_are_an_app_error(srv, path):
+    """Given to start_response, or added to its list after it returned."""
+    _app_error(srv, path)
 
 
 @pytest.mark.parametrize("status", ["100 Continue", "101 Switching Protocols", "103 Early Hints",

@@ -16,6 +16,8 @@ test_hostile_app.py). The query string, where used, parametrises a case.
                      and body (body= is sent through a generator with stream=1)
 /status?s=S          start_response(S) with an empty body
 /two_cl              two Content-Length fields
+/mutated_headers     adds a second Content-Length to its list after
+                     start_response accepted it
 /raise_before        a generator that raises before its first block
 /raise_after         one that raises after its first block
 /close_raises        a complete body whose close() raises
@@ -107,6 +109,12 @@ def app(environ, start_response):
 
     if path == "/two_cl":
         start_response("200 OK", [("Content-Length", "5"), ("Content-Length", "50")])
+        return [b"hello"]
+
+    if path == "/mutated_headers":
+        headers = [("Content-Length", "5")]
+        start_response("200 OK", headers)
+        headers.append(("Content-Length", "50"))
         return [b"hello"]
 
     if path == "/raise_before":
