@@ -105,7 +105,8 @@ static int check_status(PyObject *status, int *code)
      * its next request. */
     if (*code < 200) {
         PyErr_Format(PyExc_ValueError,
-                     "status %R is informational: start_response takes the final status", status);
+                     "status %R is informational: start_response takes the final status",
+                     status);
         return -1;
     }
     return 0;
@@ -213,7 +214,8 @@ static int check_headers(Responder *r, PyObject *headers, int code)
         return -1;
     }
     if (code == 204 && content_length > 0) {
-        PyErr_Format(PyExc_ValueError, "a 204 response has no body, but Content-Length is %lld",
+        PyErr_Format(PyExc_ValueError,
+                     "a 204 response has no body, but Content-Length is %lld",
                      (long long)content_length);
         return -1;
     }
@@ -228,8 +230,9 @@ static int check_headers(Responder *r, PyObject *headers, int code)
 int responder_check_body(Responder *r, uint64_t n)
 {
     if (n > 0 && (r->code == 204 || r->code == 304)) {
-        PyErr_Format(PyExc_ValueError, "a %d response has no body, but the app sent %llu bytes",
-                     r->code, (unsigned long long)n);
+        PyErr_Format(PyExc_ValueError,
+                     "a %d response has no body, but the app sent %llu bytes", r->code,
+                     (unsigned long long)n);
         return -1;
     }
     return 0;
