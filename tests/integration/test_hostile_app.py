@@ -51,8 +51,10 @@ class Conn:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         self.sock.close()
+        if exc_type is not None:
+            return
         # Whatever the case did, the server still serves a new connection.
         with self.srv.connect() as s:
             s.sendall(_get("/ok"))
@@ -169,6 +171,20 @@ def _header_path(name, value, **kw):
 def test_two_content_lengths_are_an_app_error(srv, path):
     """Given to start_response, or added to its list after it returned."""
     _app_error(srv, path)
+
+
+@pytest.mark.parametrize("path, problem", [
+    ("/two_cl", "ValueError: two Content-Length headers"),
+    (_header_path("Upgrade", "websocket"), "ValueError: 'Upgrade' is a hop-by-hop header"),
+    ("/status?s=103+Early+Hints", "ValueError: status '103 Early Hints' is informational"),
+])
+def test_an_app_error_is_logged_once_in_the_apps_terms(srv, path, problem):
+    tagged = f"{path}{'&' if '?' in path else '?'}case={srv.mode}-{len(srv.log_text())}"
+    _app_error(srv, tagged)
+    log = srv.log_text()
+    assert log.count(f"app failed (GET {tagged})") == 1, log[-2000:]
+    after = log[log.index(f"app failed (GET {tagged})"):]
+    assert problem in after, after[:2000]
 
 
 @pytest.mark.parametrize("status", ["100 Continue", "101 Switching Protocols", "103 Early Hints",
