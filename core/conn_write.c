@@ -131,6 +131,13 @@ enum verdict conn_send(struct conn *c)
         conn_set_state(c, c->holder == HOLDER_APP_WAITS ? CONN_BODY : CONN_PREREAD);
         return VERDICT_NEXT;
     case CONN_SEND_PART:
+        /* Part of the response is on the wire, so a 100 Continue is owed no
+         * more: one now would land inside the body (RFC 9110 §10.1.1 allows
+         * it only before the final response). A body the app reads after
+         * this is read as the client sends it; the head already said close
+         * (response_head_end: the body was not all read), so whatever the
+         * client holds back cannot be taken for the next request. */
+        c->job->body.expect_continue = false;
         conn_ack(c);
         return VERDICT_WAIT;
     case CONN_SEND_LAST: return conn_finish(c);

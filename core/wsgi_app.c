@@ -252,9 +252,18 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
         return 0;
     }
     uint64_t len = stt.st_size > off ? (uint64_t)(stt.st_size - off) : 0;
-    if (r->content_length >= 0 && (uint64_t)r->content_length < len)
-        len = (uint64_t)r->content_length;
-    if (responder_send_head(r, (int64_t)len) < 0)
+    /* What write() already sent counts against the app's Content-Length:
+     * only the rest may follow, or the surplus would start the next response
+     * on this connection. A file longer than that is cut without closing:
+     * serving part of a file (a range, say) is what such a wrapper is for,
+     * and the framing stays exact. */
+    if (r->content_length >= 0) {
+        uint64_t cl = (uint64_t)r->content_length;
+        uint64_t left = r->body_sent < cl ? cl - r->body_sent : 0;
+        if (len > left)
+            len = left;
+    }
+    if (responder_check_body(r, len) < 0 || responder_send_head(r, (int64_t)len) < 0)
         return -1;
     if (r->no_body || len == 0)
         return 1;
@@ -270,7 +279,7 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
     job->file_fd = dupfd;
     job->file_off = off;
     job->file_len = len;
-    r->body_sent = len;
+    r->body_sent += len; /* after what write() sent: responder_end judges the sum */
     return 1;
 }
 

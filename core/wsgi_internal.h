@@ -65,6 +65,9 @@ Responder *responder_new(struct job *job);
 int responder_send_head(Responder *r, int64_t known_length);
 /* Frame and buffer body bytes (sending the head first if needed). */
 int responder_body(Responder *r, const char *p, size_t n);
+/* 0 if the response may carry n body bytes; -1 with an exception for a
+ * 204 or 304 that would. */
+int responder_check_body(Responder *r, uint64_t n);
 /* Terminate the body (chunked: the last chunk). */
 int responder_end(Responder *r);
 

@@ -56,6 +56,29 @@ static bool hop_by_hop(const char *p, Py_ssize_t n)
     return false;
 }
 
+/* The elements of a comma-separated field value (RFC 9110 §5.6.1), each
+ * trimmed of OWS; empty ones are skipped. Returns the next element's start
+ * and length in *len, or NULL at the end; *pos is the cursor. */
+static const char *list_next(const char *v, Py_ssize_t vl, Py_ssize_t *pos, Py_ssize_t *len)
+{
+    while (*pos < vl) {
+        Py_ssize_t i = *pos, end = i;
+        while (end < vl && v[end] != ',')
+            end++;
+        *pos = end + 1;
+        while (i < end && (v[i] == ' ' || v[i] == '\t'))
+            i++;
+        Py_ssize_t e = end;
+        while (e > i && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
+        if (e > i) {
+            *len = e - i;
+            return v + i;
+        }
+    }
+    return NULL;
+}
+
 /* Check status and headers as start_response receives them, so that a bad
  * one raises inside the app (PEP 3333) rather than after it returned. */
 static int check_status(PyObject *status, int *code)
@@ -77,27 +100,52 @@ static int check_status(PyObject *status, int *code)
         }
     }
     *code = (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0');
+    /* Only a final status: a 1xx sent as the response leaves the client
+     * waiting for the final one, which it then takes from the response to
+     * its next request. */
+    if (*code < 200) {
+        PyErr_Format(PyExc_ValueError,
+                     "status %R is informational: start_response takes the final status",
+                     status);
+        return -1;
+    }
     return 0;
 }
 
-static int check_headers(Responder *r, PyObject *headers)
+/* The fields that frame the response, which the server writes itself, are
+ * checked here; a field that would make the framing ambiguous is the app's
+ * error (a 500 if nothing was sent yet), never passed on for a proxy and the
+ * client to read differently.
+ *
+ * Two are common from real apps and frameworks, and are honoured the way
+ * gunicorn honours them, since both only ask for what the server can do
+ * safely itself: "Connection: close" (with or without "keep-alive", which
+ * says nothing) closes the connection after the response, and
+ * "Transfer-Encoding: chunked" from an app that streams leaves the framing
+ * to the server (chunked when the length is unknown, a Content-Length when
+ * it is). Neither field is copied: the server writes the one that matches
+ * what it does. Any other Connection option names a hop-by-hop field the
+ * server does not implement, and any other coding is one the server would
+ * have to apply: both are refused, as are the other hop-by-hop fields. */
+static int check_headers(Responder *r, PyObject *headers, int code)
 {
     if (!PyList_Check(headers)) {
         PyErr_Format(PyExc_TypeError, "response_headers must be a list, not %s",
                      Py_TYPE(headers)->tp_name);
         return -1;
     }
-    r->content_length = -1;
-    r->app_close = false;
+    int64_t content_length = -1;
+    bool app_close = false, app_chunked = false;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); i++) {
         PyObject *item = PyList_GET_ITEM(headers, i);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
             PyErr_Format(PyExc_TypeError, "response header %zd must be a (name, value) tuple", i);
             return -1;
         }
+        PyObject *oname = PyTuple_GET_ITEM(item, 0), *ovalue = PyTuple_GET_ITEM(item, 1);
         Py_ssize_t nl, vl;
-        const char *name = latin1_view(PyTuple_GET_ITEM(item, 0), &nl, "header name");
-        const char *value = name ? latin1_view(PyTuple_GET_ITEM(item, 1), &vl, "header value") : NULL;
+        const char *name = latin1_view(oname, &nl, "header name");
+        const char *value = name ? latin1_view(ovalue, &vl, "header value") : NULL;
         if (!value)
             return -1;
         if (nl == 0) {
@@ -106,33 +154,86 @@ static int check_headers(Responder *r, PyObject *headers)
         }
         for (Py_ssize_t j = 0; j < nl; j++)
             if (!http_tchar[(unsigned char)name[j]]) {
-                PyErr_Format(PyExc_ValueError, "header name %R is not a token",
-                             PyTuple_GET_ITEM(item, 0));
+                PyErr_Format(PyExc_ValueError, "header name %R is not a token", oname);
                 return -1;
             }
         for (Py_ssize_t j = 0; j < vl; j++)
             if (!http_field_vchar[(unsigned char)value[j]]) { /* a CTL other than HTAB, or DEL */
                 PyErr_Format(PyExc_ValueError, "header %R has a control character in its value",
-                             PyTuple_GET_ITEM(item, 0));
+                             oname);
                 return -1;
             }
         if (name_is(name, nl, "content-length")) {
+            /* One only: with two, the server would frame by one and a
+             * proxy might by the other (RFC 9112 §6.3). */
+            if (content_length >= 0) {
+                PyErr_SetString(PyExc_ValueError, "two Content-Length headers");
+                return -1;
+            }
             int64_t v = 0;
             if (vl == 0 || vl > 18)
                 v = -1;
             for (Py_ssize_t j = 0; j < vl && v >= 0; j++)
                 v = (value[j] >= '0' && value[j] <= '9') ? v * 10 + (value[j] - '0') : -1;
             if (v < 0) {
-                PyErr_Format(PyExc_ValueError, "Content-Length %R is not a number",
-                             PyTuple_GET_ITEM(item, 1));
+                PyErr_Format(PyExc_ValueError, "Content-Length %R is not a number", ovalue);
                 return -1;
             }
-            r->content_length = v;
+            content_length = v;
         } else if (name_is(name, nl, "connection")) {
-            for (Py_ssize_t j = 0; j + 5 <= vl; j++)
-                if (name_is(value + j, 5, "close"))
-                    r->app_close = true;
+            Py_ssize_t pos = 0, tl;
+            for (const char *t; (t = list_next(value, vl, &pos, &tl)) != NULL;) {
+                if (name_is(t, tl, "close")) {
+                    app_close = true;
+                } else if (!name_is(t, tl, "keep-alive")) {
+                    PyErr_Format(PyExc_ValueError,
+                                 "Connection: %R names a hop-by-hop field; only close is "
+                                 "honoured (PEP 3333)", ovalue);
+                    return -1;
+                }
+            }
+        } else if (name_is(name, nl, "transfer-encoding")) {
+            Py_ssize_t pos = 0, tl;
+            for (const char *t; (t = list_next(value, vl, &pos, &tl)) != NULL;)
+                if (!name_is(t, tl, "chunked")) {
+                    PyErr_Format(PyExc_ValueError,
+                                 "Transfer-Encoding: %R: the server applies no coding for the "
+                                 "app; only chunked, its own framing, is honoured", ovalue);
+                    return -1;
+                }
+            app_chunked = true;
+        } else if (hop_by_hop(name, nl)) {
+            PyErr_Format(PyExc_ValueError, "%R is a hop-by-hop header, the server's to send "
+                         "(PEP 3333)", oname);
+            return -1;
         }
+    }
+    if (app_chunked && content_length >= 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "Transfer-Encoding and Content-Length together (RFC 9112 §6.1)");
+        return -1;
+    }
+    if (code == 204 && content_length > 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "a 204 response has no body, but Content-Length is %lld",
+                     (long long)content_length);
+        return -1;
+    }
+    r->content_length = content_length;
+    r->app_close = app_close;
+    return 0;
+}
+
+/* A 204 or 304 has no body (RFC 9110 §15.3.5, §15.4.5): bytes for one are
+ * the app's error. (A HEAD response's body is dropped instead: an app may
+ * well make the GET body for it, as PEP 3333 lets it.) */
+int responder_check_body(Responder *r, uint64_t n)
+{
+    if (n > 0 && (r->code == 204 || r->code == 304)) {
+        PyErr_Format(PyExc_ValueError,
+                     "a %d response has no body, but the app sent %llu bytes", r->code,
+                     (unsigned long long)n);
+        return -1;
     }
     return 0;
 }
@@ -173,7 +274,7 @@ static PyObject *start_response(PyObject *self, PyObject *args, PyObject *kwargs
         return NULL;
     }
     int code;
-    if (check_status(status, &code) < 0 || check_headers(r, headers) < 0)
+    if (check_status(status, &code) < 0 || check_headers(r, headers, code) < 0)
         return NULL;
     Py_INCREF(status);
     Py_INCREF(headers);
@@ -196,7 +297,8 @@ int responder_send_head(Responder *r, int64_t known_length)
         return -1;
     }
     /* The list may have changed since start_response checked it. */
-    if (check_headers(r, r->headers) < 0)
+    if (check_headers(r, r->headers, r->code) < 0 ||
+        responder_check_body(r, known_length > 0 ? (uint64_t)known_length : 0) < 0)
         return -1;
     Py_ssize_t slen;
     const char *status = latin1_view(r->status, &slen, "status");
@@ -222,7 +324,12 @@ int responder_send_head(Responder *r, int64_t known_length)
         const char *value = (const char *)PyUnicode_1BYTE_DATA(PyTuple_GET_ITEM(item, 1));
         nl = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 0));
         vl = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 1));
-        if (hop_by_hop(name, nl) || name_is(name, nl, "server") || name_is(name, nl, "date"))
+        /* Connection and Transfer-Encoding (the only hop-by-hop fields
+         * check_headers lets through) are written by the server as it
+         * frames; a 204's Content-Length (0: check_headers) must not be
+         * sent at all (RFC 9110 §8.6). */
+        if (hop_by_hop(name, nl) || name_is(name, nl, "server") || name_is(name, nl, "date") ||
+            (code == 204 && name_is(name, nl, "content-length")))
             continue;
         memcpy(out->data + out->len, name, (size_t)nl);
         out->len += (size_t)nl;
@@ -257,13 +364,20 @@ int responder_send_head(Responder *r, int64_t known_length)
 int responder_body(Responder *r, const char *p, size_t n)
 {
     struct job *job = r->job;
+    if (responder_check_body(r, n) < 0)
+        return -1;
     if (!r->headers_sent && responder_send_head(r, -1) < 0)
         return -1;
     if (r->content_length >= 0 && r->body_sent + n > (uint64_t)r->content_length) {
+        /* The excess is dropped, so the framing holds; but an app that
+         * miscounts its body is not trusted with the next request on this
+         * connection either. */
         if (!r->overflow_logged)
-            log_warn("app sent more than its Content-Length %lld; the excess is dropped",
+            log_warn("app sent more than its Content-Length %lld; the excess is dropped, "
+                     "and the connection closed",
                      (long long)r->content_length);
         r->overflow_logged = true;
+        job->close_after = true;
         n = (size_t)((uint64_t)r->content_length - r->body_sent);
     }
     r->body_sent += n;

@@ -262,15 +262,17 @@ def test_hop_by_hop_connection_close_from_app_closes(wsrv):
         assert r.closed(timeout=3)
 
 
-def test_hop_by_hop_headers_from_app_not_passed_through(wsrv):
+def test_hop_by_hop_headers_from_app_are_an_app_error(wsrv):
+    """PEP 3333 forbids them: the response is refused (500), none of them on the wire."""
     with wsrv.connect() as s:
         s.sendall(req("GET", "/hop") + req("GET", "/hello"))
         r = Reader(s)
         resp = r.read_response()
-        assert resp.status == 200 and resp.body == b"ok" and resp.header("x-kept") == "yes"
+        assert resp.status == 500 and resp.header("x-kept") is None
         for h in ("keep-alive", "upgrade", "trailer", "proxy-connection", "te", "transfer-encoding"):
             assert resp.header(h) is None, (h, resp.headers)
-        assert r.read_response().body == b"hello"
+        assert resp.header("connection") == "close"
+        assert r.closed(timeout=3)
 
 
 def test_more_bytes_than_content_length_excess_dropped_and_logged(wsrv):

@@ -306,7 +306,7 @@ def long_cl(environ, start_response):
 
 
 def hop(environ, start_response):
-    """Sets hop-by-hop headers, which the server must not pass through."""
+    """Sets hop-by-hop headers, which PEP 3333 forbids: an app error."""
     start_response("200 OK", [CT, ("Content-Length", "2"), ("Keep-Alive", "timeout=99"),
                               ("Upgrade", "h2c"), ("Trailer", "X-T"), ("Proxy-Connection", "keep-alive"),
                               ("TE", "trailers"), ("X-Kept", "yes")])
