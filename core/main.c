@@ -120,6 +120,11 @@ int main(int argc, char **argv)
     lifecycle_save_argv(argc, argv);
     options_parse(&opt, argc, argv);
     wsgi_options = &opt;
+    char why[160];
+    if (proxy_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
+        fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);
+        return 2;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     /* Signals are read from a signalfd by the loop (and the supervisor):

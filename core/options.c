@@ -29,7 +29,7 @@ enum {
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
-    OPT_CHECK_CONFIG,
+    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH,
 };
 
 static const struct option long_options[] = {
@@ -66,6 +66,8 @@ static const struct option long_options[] = {
     {"workers-max-rss", required_argument, NULL, OPT_WORKERS_MAX_RSS},
     {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+    {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
+    {"root-path", required_argument, NULL, OPT_ROOT_PATH},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -96,6 +98,13 @@ static void usage(FILE *out)
 "                             DIR/bin/python sees them (default: $VIRTUAL_ENV, else the\n"
 "                             virtualenv cserve is installed in). It must be made by the\n"
 "                             Python cserve embeds (see --version)\n"
+"\n"
+"      --forwarded-allow-ips LIST  peers whose Forwarded / X-Forwarded-{Proto,For,Host}\n"
+"                             set wsgi.url_scheme, REMOTE_ADDR and the host: IPs and CIDR\n"
+"                             networks, 'unix' (unix: socket peers), '*' (any; default\n"
+"                             127.0.0.1,::1,unix); from other peers they change nothing\n"
+"      --root-path PREFIX     the app is mounted at PREFIX: SCRIPT_NAME, and stripped from\n"
+"                             PATH_INFO when a path starts with it (e.g. /api)\n"
 "\n"
 "A listening socket passed by systemd (LISTEN_FDS, LISTEN_PID; socket activation)\n"
 "is used instead of --bind.\n"
@@ -352,6 +361,12 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         case OPT_PID_FILE: o->pid_file = optarg; break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
+        case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
+        case OPT_ROOT_PATH:
+            if (optarg[0] != '/' || strpbrk(optarg, "?#%"))
+                die_usage("--root-path needs a path starting with '/', without ?, # or %%: '%s'", optarg);
+            o->root_path = optarg;
+            break;
         case OPT_STATS_WINDOW: o->stats_window_s = parse_seconds_ms("--stats-window", optarg) / 1000.0; break;
         case OPT_VERSION:
             interp_select(o); /* the virtualenv this start would use, checked */
@@ -434,6 +449,7 @@ void options_parse(struct options *o, int argc, char **argv)
     o->io_timeout_ms = 60000;
     o->graceful_timeout_ms = 30000;
     o->socket_mode = -1;
+    o->forwarded_allow_ips = "127.0.0.1,::1,unix";
 
     parse_env(o, argv[0]);
     int first = parse_args(o, argc, argv);
@@ -484,4 +500,5 @@ void options_print(const struct options *o, FILE *out)
                  "pid-file: %s\n",
             o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
             or_none(o->pid_file));
+    fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
 }

@@ -54,6 +54,8 @@ struct options {
     unsigned workers_lifetime_ms;      /* 0 = forever */
     unsigned workers_max_rss_mb;       /* 0 = no limit */
     const char *pid_file;
+    const char *forwarded_allow_ips;   /* peers whose proxy headers are believed */
+    const char *root_path;             /* SCRIPT_NAME: where the app is mounted; NULL = "" */
     bool check_config;                 /* print the configuration, import the app, exit */
 };
 

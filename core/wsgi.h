@@ -3,6 +3,7 @@
 #define CSERVE_WSGI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct options;
 struct job;
@@ -20,6 +21,11 @@ void wsgi_handle(struct job *job);
 /* Free what the bridge keeps per thread; call on a thread that ran apps,
  * before it exits. */
 void wsgi_thread_cleanup(void);
+
+/* --forwarded-allow-ips: which peers' proxy headers are believed
+ * (wsgi_proxy.c). Returns 0, or -1 with why in err. No Python needed: main
+ * checks the list before anything starts. */
+int proxy_trust_parse(const char *list, char *err, size_t errcap);
 
 /* Finalise the interpreter (GIL held by the caller). */
 void wsgi_finalize(void);

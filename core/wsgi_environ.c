@@ -22,6 +22,8 @@ struct key_slot {
 };
 
 static struct key_slot key_cache[KEY_CACHE_SLOTS];
+static const char *root_path;
+static size_t root_len;
 
 /* Store a new reference under key and drop ours (PyDict_SetItemString does
  * not steal it). NULL (a failed allocation, exception set) is an error, not
@@ -53,6 +55,11 @@ int environ_init(void)
         if (!(*strings[i].slot = PyUnicode_InternFromString(strings[i].text)))
             return -1;
 
+    /* --root-path: where the app is mounted, "" or "/a/b" (no trailing '/'). */
+    root_path = opt->root_path ? opt->root_path : "";
+    root_len = strlen(root_path);
+    while (root_len && root_path[root_len - 1] == '/')
+        root_len--;
     PyObject *t = PyDict_New();
     if (!t)
         return -1;
@@ -60,7 +67,7 @@ int environ_init(void)
     char port[16];
     snprintf(port, sizeof port, "%d", opt->bind_unix ? 0 : opt->bind_port);
     /* Borrowed values go in with PyDict_SetItemString, new ones with put_new. */
-    if (PyDict_SetItemString(t, "SCRIPT_NAME", W.v_empty) < 0 ||
+    if (put_new(t, "SCRIPT_NAME", PyUnicode_DecodeLatin1(root_path, (Py_ssize_t)root_len, NULL)) < 0 ||
         put_new(t, "SERVER_NAME", PyUnicode_DecodeFSDefault(name)) < 0 ||
         put_new(t, "SERVER_PORT", PyUnicode_FromString(port)) < 0 ||
         put_new(t, "SERVER_SOFTWARE", PyUnicode_FromString("cserve/" CSERVE_VERSION)) < 0 ||
@@ -201,8 +208,16 @@ PyObject *environ_build(struct job *job, PyObject *input)
         path_scratch_cap = t->path_len + 64;
     }
     size_t plen = http_percent_decode(t->path, t->path_len, path_scratch);
+    /* Under --root-path the prefix is SCRIPT_NAME's, not PATH_INFO's; a path
+     * outside it (a proxy that strips it already) is left whole. */
+    const char *path = path_scratch;
+    if (root_len && plen >= root_len && memcmp(path, root_path, root_len) == 0 &&
+        (plen == root_len || path[root_len] == '/')) {
+        path += root_len;
+        plen -= root_len;
+    }
     if (set_latin1(env, W.k_request_method, req->method, req->method_len) < 0 ||
-        set_latin1(env, W.k_path_info, path_scratch, plen) < 0 ||
+        set_latin1(env, W.k_path_info, path, plen) < 0 ||
         (t->query_len ? set_latin1(env, W.k_query_string, t->query, t->query_len)
                       : PyDict_SetItem(env, W.k_query_string, W.v_empty)) < 0 ||
         PyDict_SetItem(env, W.k_server_protocol,
@@ -240,6 +255,8 @@ PyObject *environ_build(struct job *job, PyObject *input)
         if (rc < 0)
             goto fail;
     }
+    if (proxy_apply(env, job) < 0)
+        goto fail;
     return env;
 fail:
     Py_DECREF(env);

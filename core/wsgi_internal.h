@@ -32,6 +32,10 @@ PyObject *environ_build(struct job *job, PyObject *input);
 void environ_thread_cleanup(void);
 void environ_fini(void);
 
+/* wsgi_proxy.c: environ's scheme, client and host from a trusted proxy's fields */
+bool proxy_trusted(const char *peer);
+int proxy_apply(PyObject *env, const struct job *job);
+
 /* wsgi_input.c */
 PyObject *input_new(struct job *job);
 void input_detach(PyObject *input);

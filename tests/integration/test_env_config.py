@@ -46,6 +46,8 @@ TABLE = {
     "stats": ("true", "stats: yes", {}),
     "stats-json": ("/tmp/cserve-env-stats.json", "stats-json: /tmp/cserve-env-stats.json", {}),
     "stats-window": ("2", "stats-window: 2", {}),
+    "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
+    "root-path": ("/api", "root-path: /api", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 

@@ -151,6 +151,19 @@ def test_app_sees_the_host_the_client_sent_port_included(stack):
     assert env["HTTP_HOST"] == f"127.0.0.1:{stack['port']}", env["HTTP_HOST"]
 
 
+def test_the_app_sees_the_client_and_scheme_nginx_vouches_for(stack):
+    # nginx is a unix-socket peer, trusted by default: its X-Forwarded-For
+    # gives the client's address, and its X-Forwarded-Proto ($scheme)
+    # replaces whatever scheme the client claimed.
+    c = _conn(stack)
+    c.request("GET", "/environ", headers={"X-Forwarded-Proto": "https"})
+    r = c.getresponse()
+    env = json.loads(r.read())
+    assert r.status == 200
+    assert env["REMOTE_ADDR"] == "127.0.0.1", env["REMOTE_ADDR"]
+    assert env["wsgi.url_scheme"] == "http"
+
+
 def test_static_files_come_from_nginx(stack):
     before = _accepts(stack)
     c = _conn(stack)
