@@ -78,8 +78,9 @@ static PyObject *input_take(Input *in, Py_ssize_t limit, bool line)
         if (avail < 0) {
             /* A refused read takes nothing: put back what this call took.
              * It all came from the window as it is now, since only the owner
-             * refills it and the owner is never refused. */
-            if (avail == -2)
+             * refills it and the owner is never refused. (Nothing taken: no
+             * store at all, the loop may be refilling the window.) */
+            if (avail == -2 && len > 0)
                 in->job->body.pos -= len;
             PyMem_Free(buf);
             return NULL;
