@@ -88,6 +88,12 @@ struct http_target {
 int http_split_target(const char *method, size_t method_len, const char *target,
                       size_t target_len, struct http_target *out);
 
+/* The authority ("host[:port]") of a target http_split_target accepted in
+ * absolute-form; false for the other forms. RFC 9112 §3.2.2: it overrides
+ * the Host field. */
+bool http_target_authority(const char *target, size_t target_len, const char **authority,
+                           size_t *authority_len);
+
 /* Percent-decode in[0..len) into out (out may equal in). An invalid escape
  * ("%zz", "%4" at the end) is copied as it is. Returns the output length. */
 size_t http_percent_decode(const char *in, size_t len, char *out);

@@ -76,6 +76,19 @@ int http_split_target(const char *method, size_t method_len, const char *target,
     return 0;
 }
 
+bool http_target_authority(const char *target, size_t target_len, const char **authority,
+                           size_t *authority_len)
+{
+    size_t scheme = target_len && target[0] != '/' ? scheme_prefix(target, target_len) : 0;
+    if (scheme == 0)
+        return false; /* origin-form, asterisk-form */
+    const char *a = target + scheme, *end = target + target_len, *e = a;
+    while (e < end && *e != '/' && *e != '?') e++;
+    *authority = a;
+    *authority_len = (size_t)(e - a);
+    return true;
+}
+
 size_t http_percent_decode(const char *in, size_t len, char *out)
 {
     /* The write index never passes the read index, so out == in is safe. */

@@ -56,10 +56,10 @@ static void post(struct job *job, enum job_msg msg)
     struct handoff *h = self.handoff;
     if (msg != JOB_DONE)
         STAT(counter_inc(&self.stats->messages));
-    /* Not retried: a backend may fail after it queued the job (a failed
-     * wake-up write), and a second complete would queue it twice. The loop
-     * does not wait forever: a connection whose app is silent for the I/O
-     * timeout is closed (conn.c). */
+    /* Not retried: -1 means the job was not queued (handoff.h), but what
+     * failed (a send, a wake-up write) would most likely fail again. The
+     * loop does not wait forever: a connection whose app is silent for the
+     * I/O timeout is closed (conn.c). */
     if (h->ops->complete(h, self.index, job) != 0)
         log_error("handoff complete failed: %s; the client is cut off at its I/O timeout",
                   strerror(errno));

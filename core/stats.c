@@ -277,18 +277,60 @@ void stats_print_worker_json(struct stats *s, FILE *f)
     free(r);
 }
 
-/* s as a JSON string: the app's name holds a path, which may hold '"', '\\'
- * or control characters (RFC 8259 §7). */
-static void json_string(FILE *f, const char *s)
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++) /* a NUL stops here too: it is no continuation byte */
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* s as a JSON string: the app's name holds a path, which may hold '"', '\\',
+ * control characters (RFC 8259 §7) or bytes that are not UTF-8 (a JSON text
+ * must be UTF-8, §8.1: each such byte becomes U+FFFD). */
+void stats_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
+        if (*p == '"' || *p == '\\') {
             fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
+        } else if (*p < 0x20 || *p == 0x7f) {
             fprintf(f, "\\u%04x", *p);
-        else
+        } else if (*p < 0x80) {
             fputc(*p, f);
+        } else {
+            size_t n = utf8_len(p);
+            if (n) {
+                fwrite(p, 1, n, f);
+                p += n - 1;
+            } else {
+                fputs("\\ufffd", f);
+            }
+        }
     }
     fputc('"', f);
 }
@@ -308,7 +350,7 @@ int stats_write_json(struct stats *s, const char *path)
     } else {
         fprintf(f, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": ",
                 CSERVE_VERSION, s->handoff_name, s->inline_mode ? "true" : "false");
-        json_string(f, s->app_name);
+        stats_json_string(f, s->app_name);
         fprintf(f, ", \"instruments\": %s, \"workers\": [\n  ", CSERVE_INSTRUMENTS ? "true" : "false");
         stats_print_worker_json(s, f);
         fprintf(f, "\n]}\n");

@@ -123,6 +123,8 @@ void stats_window_start(struct stats *s);
 void stats_print_table(struct stats *s, FILE *f);
 /* JSON object for this worker on f (one element of "workers"). */
 void stats_print_worker_json(struct stats *s, FILE *f);
+/* s as a JSON string literal on f, quotes included, whatever bytes s holds. */
+void stats_json_string(FILE *f, const char *s);
 /* Whole JSON document with this worker only, atomically replacing path. */
 int stats_write_json(struct stats *s, const char *path);
 

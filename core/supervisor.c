@@ -35,6 +35,7 @@
 #include "log.h"
 #include "signals.h"
 #include "options.h"
+#include "stats.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "wsgi.h"
@@ -169,10 +170,11 @@ static void merge_stats(const struct options *opt, const char *app_name)
     FILE *out = fopen(tmp, "w");
     if (!out)
         return;
-    fprintf(out, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": \"%s\", "
-                 "\"instruments\": %s, \"workers\": [",
+    fprintf(out, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": ",
             CSERVE_VERSION, opt->native_hello ? "none" : opt->inline_app ? "none (inline)" : opt->handoff->name,
-            opt->inline_app ? "true" : "false", app_name, CSERVE_INSTRUMENTS ? "true" : "false");
+            opt->inline_app ? "true" : "false");
+    stats_json_string(out, app_name); /* a path: it may hold anything but NUL */
+    fprintf(out, ", \"instruments\": %s, \"workers\": [", CSERVE_INSTRUMENTS ? "true" : "false");
     bool first = true;
     for (unsigned i = 0; i < opt->workers; i++) {
         char part[4200];

@@ -232,11 +232,27 @@ PyObject *environ_build(struct job *job, PyObject *input)
         if (set_latin1(env, W.k_content_length, cl, (size_t)n) < 0)
             goto fail;
     }
+    /* An absolute-form target names the host itself, and the Host field
+     * must then be ignored (RFC 9112 §3.2.2): a proxy-style request for
+     * a.example with "Host: b.example" is for a.example. */
+    const char *authority;
+    size_t authority_len;
+    bool absolute = http_target_authority(req->target, req->target_len, &authority, &authority_len);
+    if (absolute) {
+        bool dropped;
+        PyObject *key = http_key("Host", 4, &dropped);
+        int rc = key ? set_latin1(env, key, authority, authority_len) : -1;
+        Py_XDECREF(key);
+        if (rc < 0)
+            goto fail;
+    }
     for (size_t i = 0; i < req->num_headers; i++) {
         const struct http_header *h = &req->headers[i];
         if (http_token_eq(h->name, h->name_len, "content-length") ||
             http_token_eq(h->name, h->name_len, "transfer-encoding"))
             continue; /* framing: CONTENT_LENGTH above says what the app gets */
+        if (absolute && http_token_eq(h->name, h->name_len, "host"))
+            continue;
         if (http_token_eq(h->name, h->name_len, "content-type")) {
             if (set_or_join(env, W.k_content_type, h->value, h->value_len, false) < 0)
                 goto fail;

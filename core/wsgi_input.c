@@ -11,16 +11,27 @@ typedef struct {
     PyObject_HEAD
     struct job *job;     /* NULL once the request is over */
     unsigned long owner; /* the thread that runs the app for this request */
+    bool refilling;      /* the owner waits, without the GIL, for the loop to refill */
 } Input;
 
 /* Make bytes available in the window. Returns the bytes now readable, 0 at
- * the end of the body, or -1 with an exception. */
+ * the end of the body, or -1 with an exception: -2 (with one) when it is
+ * refused to a thread other than the owner, the window left as it was. */
 static Py_ssize_t input_fill(Input *in)
 {
     struct job *job = in->job;
     if (!job) {
         PyErr_SetString(PyExc_ValueError, "wsgi.input used after the request ended");
         return -1;
+    }
+    /* While the owner waits for a refill the loop rewrites the window (its
+     * bytes, data, len, pos) with no lock: the GIL does not stop the loop.
+     * Another thread of the app that read it then would race the loop, and
+     * take bytes out of the middle of the read the owner is making. */
+    if (in->refilling) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "wsgi.input is being read on the thread that called the application");
+        return -2;
     }
     struct body_pipe *b = &job->body;
     while (b->pos >= b->len) {
@@ -44,9 +55,11 @@ static Py_ssize_t input_fill(Input *in)
             PyErr_SetString(PyExc_RuntimeError,
                             "wsgi.input: more of the body can only be read on the thread "
                             "that called the application");
-            return -1;
+            return -2;
         }
-        job_need_body(job);
+        in->refilling = true;
+        job_need_body(job); /* drops the GIL while it waits */
+        in->refilling = false;
     }
     return (Py_ssize_t)(b->len - b->pos);
 }
@@ -63,6 +76,12 @@ static PyObject *input_take(Input *in, Py_ssize_t limit, bool line)
             break;
         Py_ssize_t avail = input_fill(in);
         if (avail < 0) {
+            /* A refused read takes nothing: put back what this call took.
+             * It all came from the window as it is now, since only the owner
+             * refills it and the owner is never refused. (Nothing taken: no
+             * store at all, the loop may be refilling the window.) */
+            if (avail == -2 && len > 0)
+                in->job->body.pos -= len;
             PyMem_Free(buf);
             return NULL;
         }
@@ -207,6 +226,7 @@ PyObject *input_new(struct job *job)
     if (in) {
         in->job = job;
         in->owner = PyThread_get_thread_ident();
+        in->refilling = false;
     }
     return (PyObject *)in;
 }

@@ -62,6 +62,7 @@ typedef struct {
     uint64_t body_sent;       /* body bytes accepted from the app */
     bool overflow_logged;
     PyObject *write;          /* the bound write() callable, made on first use */
+    unsigned long owner;      /* the thread that called the app: the only one that posts */
 } Responder;
 
 Responder *responder_new(struct job *job);

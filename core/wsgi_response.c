@@ -440,7 +440,12 @@ static PyObject *responder_write(PyObject *self, PyObject *data)
     }
     if (responder_body(r, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data)) < 0)
         return NULL;
-    if (PyBytes_GET_SIZE(data) > 0 && job_streams())
+    /* Only the thread that called the app may post the job's messages: the
+     * protocol allows one message in flight, and another thread (one of
+     * the app's, or another request's pool thread) would post a second
+     * while the first waits. Elsewhere the bytes are only buffered, and
+     * leave with the request thread's next message. */
+    if (PyBytes_GET_SIZE(data) > 0 && job_streams() && PyThread_get_thread_ident() == r->owner)
         job_flush(job);
     Py_RETURN_NONE;
 }
@@ -477,5 +482,6 @@ Responder *responder_new(struct job *job)
     r->headers_sent = r->no_body = r->chunked = r->app_close = r->overflow_logged = false;
     r->content_length = -1;
     r->body_sent = 0;
+    r->owner = PyThread_get_thread_ident();
     return r;
 }

@@ -4,8 +4,9 @@
  * submit: lock, push, unlock, and signal only if the worker is waiting (a futex
  * wake). Worker: futex wait in pthread_cond_wait when its queue is empty.
  * complete: lock, push, unlock, and write the eventfd only when the completion
- * queue went from empty to non-empty. Loop: epoll + one eventfd read per drain,
- * then the whole batch under the lock. */
+ * queue went from empty to non-empty (or a wake-up is owed: see
+ * condvar_complete). Loop: epoll + one eventfd read per drain, then the whole
+ * batch under the lock. */
 #include "handoff.h"
 
 #include <errno.h>
@@ -34,6 +35,10 @@ struct condvar_handoff {
     pthread_mutex_t done_lock;
     struct ptr_fifo done; /* completions from all workers, under done_lock */
     int done_efd;         /* readable while completions may be waiting */
+    /* A wake-up write failed while completions were queued: the next complete
+     * or the loop's next before_sleep writes instead. Changed under done_lock;
+     * before_sleep peeks without it. */
+    atomic_bool wake_owed;
     bool cut_short;       /* loop-only: the last drain stopped at max */
     bool done_inited;
 };
@@ -64,6 +69,7 @@ static struct handoff *condvar_create(const struct handoff_config *cfg)
     if (!h)
         return NULL;
     h->done_efd = -1;
+    atomic_init(&h->wake_owed, false);
     h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
     if (!h->w)
         goto err;
@@ -141,17 +147,47 @@ static size_t condvar_drain(struct handoff *base, bool fd_ready, struct job **ou
     pthread_mutex_lock(&h->done_lock);
     while (got < max && (out[got] = ptr_fifo_pop(&h->done)) != NULL)
         got++;
+    if (ptr_fifo_count(&h->done) == 0)
+        atomic_store_explicit(&h->wake_owed, false, memory_order_relaxed); /* nothing to wake for */
     pthread_mutex_unlock(&h->done_lock);
     h->cut_short = got == max;
     counter_add(&base->loop.drained, got);
     return got;
 }
 
+/* Write the eventfd for completions queued since the last drain. False if
+ * the write failed: then the wake-up is owed again (unless the queue is empty:
+ * the loop has taken everything, so there is nothing to wake it for). */
+static bool wake_loop(struct condvar_handoff *h)
+{
+    uint64_t one = 1;
+    if (write(h->done_efd, &one, sizeof one) == sizeof one)
+        return true;
+    pthread_mutex_lock(&h->done_lock);
+    if (ptr_fifo_count(&h->done) > 0)
+        atomic_store_explicit(&h->wake_owed, true, memory_order_relaxed);
+    pthread_mutex_unlock(&h->done_lock);
+    return false;
+}
+
 static bool condvar_before_sleep(struct handoff *base, unsigned outstanding)
 {
+    struct condvar_handoff *h = (struct condvar_handoff *)base;
     (void)outstanding;
     counter_inc(&base->loop.loop_parks);
-    return false; /* the eventfd is the latch */
+    /* The eventfd is the latch, but a completion whose write failed left it
+     * unset: the loop rings it itself, so that the epoll_wait it is about to
+     * make reports the queue. If that fails too, the loop must not block: it
+     * polls and tries again next pass. */
+    if (!atomic_load_explicit(&h->wake_owed, memory_order_relaxed))
+        return false;
+    pthread_mutex_lock(&h->done_lock);
+    bool owed = atomic_exchange_explicit(&h->wake_owed, false, memory_order_relaxed);
+    pthread_mutex_unlock(&h->done_lock);
+    if (!owed)
+        return false;
+    counter_inc(&base->loop.sleep_syscalls);
+    return !wake_loop(h);
 }
 
 static void condvar_after_sleep(struct handoff *base) { (void)base; }
@@ -191,7 +227,12 @@ static struct job *condvar_take(struct handoff *base, unsigned wi)
 /* Only the push that makes the queue non-empty writes the eventfd. Safe because
  * the loop resets the eventfd before it empties the queue (see condvar_drain):
  * while the queue is non-empty, the write of the push that made it so has
- * happened or is about to, after that reset, so epoll will report it. */
+ * happened or is about to, after that reset, so epoll will report it.
+ * That write can fail, and the completions pushed behind it meanwhile found
+ * the queue non-empty and wrote nothing: taking our job back would not help
+ * them. So a failed write leaves the job queued and the wake-up owed
+ * (wake_owed), paid by the next complete or by the loop before it sleeps;
+ * complete returns 0, the job being handed back either way. */
 static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
@@ -199,24 +240,19 @@ static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
     pthread_mutex_lock(&h->done_lock);
     bool was_empty = ptr_fifo_count(&h->done) == 0;
     bool ok = ptr_fifo_push(&h->done, job);
+    bool wake = ok && (was_empty || atomic_load_explicit(&h->wake_owed, memory_order_relaxed));
+    if (wake)
+        atomic_store_explicit(&h->wake_owed, false, memory_order_relaxed);
     pthread_mutex_unlock(&h->done_lock);
     if (!ok) { /* impossible under the capacity rule */
         errno = ENOBUFS;
         return -1;
     }
     counter_inc(&c->completed);
-    if (was_empty) {
-        uint64_t one = 1;
+    if (wake) {
         counter_inc(&c->complete_syscalls);
         counter_inc(&c->loop_wakes);
-        if (write(h->done_efd, &one, sizeof one) != sizeof one) {
-            /* -1 must mean "not handed back". The queue was empty, so unless
-             * the loop took the job already (woken some other way) it is the
-             * newest entry: take it back, and the queue is empty again, so
-             * the next completion writes the eventfd as the protocol wants. */
-            if (ptr_fifo_undo_push(&h->done, &h->done_lock, job))
-                return -1;
-        }
+        wake_loop(h);
     }
     return 0;
 }

@@ -136,10 +136,13 @@ struct handoff_ops {
     /* Blocks until a job is queued (may spin first). NULL once shut down and
      * the worker's queue is empty. Called without the GIL. */
     struct job *(*take)(struct handoff *h, unsigned w);
-    /* Hand job back to the loop. 0, or -1 (errno set) on a fatal error, after
-     * which the job was not handed back and the worker still owns it (dgram
-     * and eventfd keep this; condvar and ring may still return -1 with the job
-     * queued: handoffs/tests/submit_error.c lists them as known). */
+    /* Hand job back to the loop. 0: queued once, and the loop will drain it
+     * even if the wake-up syscall failed (ring: the loop polls; condvar: the
+     * wake-up stays owed, paid by the next complete or before_sleep). -1
+     * (errno set): not queued, the worker still owns the job (dgram: the send
+     * failed; eventfd: the wake-up failed and the push was taken back; ring,
+     * condvar: a full queue, impossible under the capacity rule). Every
+     * backend keeps this: handoffs/tests/submit_error.c. */
     int (*complete)(struct handoff *h, unsigned w, struct job *job);
 
     /* Any thread: make every take return NULL once its queue is empty. */

@@ -16,7 +16,10 @@
  *   nothing else. Also: a submit after a failed one works (the handoff is
  *   still usable), and FULL still means nothing queued.
  * complete, the other way, by the same rule: -1 means the job was not handed
- * back (the pool thread still owns it), 0 that the loop will drain it.
+ * back (the pool thread still owns it), 0 that the loop will drain it. And
+ * will be told to: with two workers, the second completing while the first
+ * one's wake-up fails, a loop that drains only when the handoff says so
+ * (epoll, or every pass for a polled backend) must get every job handed back.
  * Exit 0 when every backend keeps the contract, 1 with a message otherwise. */
 #include "../handoff.h"
 
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,6 +37,20 @@ struct job {
 };
 
 static bool fail_syscalls;
+/* Run once inside the next failing syscall, before it fails, with syscalls
+ * working: what another thread does while this one is in the kernel. */
+static void (*while_failing)(void);
+
+static void run_while_failing(void)
+{
+    void (*fn)(void) = while_failing;
+    if (!fn)
+        return;
+    while_failing = NULL;
+    fail_syscalls = false;
+    fn();
+    fail_syscalls = true;
+}
 
 ssize_t __real_write(int fd, const void *buf, size_t n);
 ssize_t __wrap_write(int fd, const void *buf, size_t n);
@@ -42,6 +60,7 @@ ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags);
 ssize_t __wrap_write(int fd, const void *buf, size_t n)
 {
     if (fail_syscalls) {
+        run_while_failing();
         errno = EIO;
         return -1;
     }
@@ -51,6 +70,7 @@ ssize_t __wrap_write(int fd, const void *buf, size_t n)
 ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
 {
     if (fail_syscalls) {
+        run_while_failing();
         errno = EIO;
         return -1;
     }
@@ -187,12 +207,106 @@ static void failed_complete(const struct handoff_ops *ops)
     ops->destroy(h);
 }
 
+/* The second worker's complete, run while the first one's wake-up fails. */
+static struct {
+    struct handoff *h;
+    struct job *job;
+    int rc;
+} behind;
+
+static void complete_behind(void) { behind.rc = behind.h->ops->complete(behind.h, 1, behind.job); }
+
+/* Two workers complete together: A's wake-up syscall fails, and B's
+ * completion lands while A is in it (B found A queued, so it may rely on A's
+ * wake-up). The loop side then does what the loop does: announce its sleep,
+ * wait for the handoff's fd (or drain anyway, if the backend is polled),
+ * drain. Every job complete handed back (returned 0) must arrive, and none
+ * it kept: a queued completion nothing will report is stranded, and its
+ * client waits for good. */
+static void failed_complete_behind(const struct handoff_ops *ops)
+{
+    struct handoff_config cfg = {.workers = 2, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
+    struct handoff *h = ops->create(&cfg);
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!h || epfd < 0 || ops->watch(h, epfd, 7) < 0) {
+        fprintf(stderr, "submit_error[%s]: cannot set up: %s\n", ops->name, strerror(errno));
+        failures++;
+        if (h)
+            ops->destroy(h);
+        if (epfd >= 0)
+            close(epfd);
+        return;
+    }
+    struct job a = {"A"}, b = {"B"};
+    check(ops->submit(h, 0, &a) == HANDOFF_OK && ops->submit(h, 1, &b) == HANDOFF_OK, ops->name,
+          "submit failed");
+    if (ops->flush)
+        ops->flush(h);
+    check(ops->take(h, 0) == &a && ops->take(h, 1) == &b, ops->name, "take did not return the jobs");
+    behind.h = h;
+    behind.job = &b;
+    behind.rc = -2;
+    /* The loop is about to sleep: every backend writes its wake-up fd. */
+    bool announced = !ops->before_sleep(h, 2);
+    fail_syscalls = true;
+    while_failing = complete_behind;
+    int ra = ops->complete(h, 0, &a);
+    fail_syscalls = false;
+    while_failing = NULL;
+    if (behind.rc == -2) /* A made no syscall: B simply follows */
+        complete_behind();
+    if (announced)
+        ops->after_sleep(h);
+    int rb = behind.rc;
+    check(rb == 0, ops->name, "the completion behind the failing one failed");
+
+    bool got_a = false, got_b = false, other = false;
+    /* A few passes, as the loop would make them; a backend may need one to
+     * notice what it owes. */
+    for (int pass = 0; pass < 3; pass++) {
+        bool ready = false;
+        bool waiting = ops->before_sleep(h, 2);
+        struct epoll_event ev;
+        int n = epoll_wait(epfd, &ev, 1, waiting ? 0 : 50);
+        ops->after_sleep(h);
+        ready = n > 0;
+        if (!ready && !ops->polled)
+            continue;
+        struct job *got[8];
+        size_t k;
+        bool fd_ready = ready;
+        do {
+            k = ops->drain(h, fd_ready, got, 8);
+            fd_ready = false;
+            for (size_t i = 0; i < k; i++) {
+                if (got[i] == &a && !got_a)
+                    got_a = true;
+                else if (got[i] == &b && !got_b)
+                    got_b = true;
+                else
+                    other = true;
+            }
+        } while (k == 8);
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "complete returned %d for A and %d for B, but %s%s%s arrived", ra, rb,
+             got_a ? "A" : "not A", ", ", got_b ? "B" : "not B");
+    check(got_a == (ra == 0) && got_b == (rb == 0) && !other, ops->name, msg);
+    printf("submit_error[%s]: a failing wake-up with a completion behind it -> A %s, B %s\n",
+           ops->name, got_a ? "handed back" : ra == 0 ? "STRANDED" : "kept by the worker",
+           got_b ? "handed back" : "STRANDED");
+    ops->shutdown(h);
+    ops->destroy(h);
+    close(epfd);
+}
+
 int main(void)
 {
     for (const struct handoff_ops *const *ops = handoff_backends; *ops; ops++) {
         failed_submit(*ops);
         full_submit(*ops);
         failed_complete(*ops);
+        failed_complete_behind(*ops);
     }
     if (failures) {
         fprintf(stderr, "submit_error: %d failure(s)\n", failures);

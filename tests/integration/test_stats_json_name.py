@@ -38,3 +38,51 @@ def test_stats_json_escapes_a_quote_and_backslash_in_the_app_path(tmp_path):
         proc.wait(timeout=15)
     doc = json.loads(out.read_text())
     assert doc["app"] == f"{odd}/apps/hello.py:application", doc["app"]
+
+
+def run_odd_named(tmp_path, dirname, *extra):
+    """Serve the default app from a folder called dirname, make one request,
+    stop, and return the --stats-json document and the expected app name."""
+    odd = tmp_path / dirname
+    (odd / "apps").mkdir(parents=True)
+    shutil.copy(BIN, odd / "cserve")
+    shutil.copy(ROOT / "apps" / "hello.py", odd / "apps" / "hello.py")
+    out = tmp_path / "stats.json"
+    port = free_port()
+    proc = subprocess.Popen([str(odd / "cserve"), "--bind", f"127.0.0.1:{port}",
+                             "--stats-json", str(out), *extra], cwd=str(tmp_path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                assert get(port, "/").status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "did not start"
+                time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    return out.read_bytes(), f"{odd}/apps/hello.py:application"
+
+
+def test_stats_json_from_the_supervisor_escapes_quote_backslash_and_control_chars(tmp_path):
+    # With --workers the supervisor writes the document's head itself.
+    raw, name = run_odd_named(tmp_path, 'we"ird\\dir\x01\ttab\nline', "--workers", "2")
+    doc = json.loads(raw.decode("utf-8"))
+    assert doc["app"] == name, doc["app"]
+    assert len(doc["workers"]) == 2
+
+
+def test_stats_json_escapes_control_chars_in_one_worker(tmp_path):
+    raw, name = run_odd_named(tmp_path, 'ctl\x1f\x7fdir')
+    assert json.loads(raw.decode("utf-8"))["app"] == name
+
+
+def test_stats_json_is_utf8_when_the_app_path_is_not(tmp_path):
+    # A path is bytes: a Latin-1 'é' (0xE9) alone is no UTF-8, and a JSON
+    # text must be UTF-8. The byte becomes U+FFFD; valid UTF-8 stays as it is.
+    raw, name = run_odd_named(tmp_path, "lat\udce9-caf\u00e9")
+    doc = json.loads(raw.decode("utf-8"))
+    assert doc["app"] == name.replace("\udce9", "\ufffd"), doc["app"]

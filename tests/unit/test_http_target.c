@@ -94,9 +94,37 @@ static void check_decode(void)
     CHECK(n == 3 && out[0] == 'a' && out[1] == '\0' && out[2] == 'b', "%%00 decodes to NUL");
 }
 
+/* The authority an absolute-form target names, which overrides Host. */
+static void check_authority(void)
+{
+    static const struct {
+        const char *target, *authority; /* NULL: no authority (not absolute-form) */
+    } auths[] = {
+        {"http://a.example/x", "a.example"},
+        {"HTTPS://A.Example:8443/p?q", "A.Example:8443"},
+        {"http://a.example?x=1", "a.example"},
+        {"http://a.example", "a.example"},
+        {"http://[::1]:80/", "[::1]:80"},
+        {"/x", NULL},
+        {"/http://a.example/", NULL},
+        {"*", NULL},
+    };
+    for (size_t i = 0; i < sizeof auths / sizeof *auths; i++) {
+        const char *t = auths[i].target, *a = NULL;
+        size_t n = 0;
+        bool got = http_target_authority(t, strlen(t), &a, &n);
+        if (!auths[i].authority)
+            CHECK(!got, "'%s' has no authority, got '%.*s'", t, (int)n, a ? a : "");
+        else
+            CHECK(got && view_is(a, n, auths[i].authority), "authority of '%s' gave '%.*s'", t,
+                  (int)n, a ? a : "");
+    }
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i]);
     check_decode();
+    check_authority();
     return check_summary();
 }
