@@ -310,6 +310,7 @@ unsigned loop_run(struct loop *l)
             drain_completions(l, handoff_ready);
         expire_timers(l);
         conn_reap(l); /* the one place connections are freed */
+        jobs_release_memory(l);
         resume_accepting(l);
         if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {
             l->window_at = 0;

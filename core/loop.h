@@ -120,6 +120,10 @@ struct loop {
     struct conn *pending_head, *pending_tail;
     struct conn *closed;       /* connections to free at the end of this pass */
     struct job *free_jobs;
+    unsigned free_count;       /* jobs on free_jobs */
+    size_t free_bytes;         /* the buffers they keep (jobs.c bounds both) */
+    size_t freed_bytes;        /* buffers jobs.c freed since it last gave memory back */
+    uint64_t released_ms;      /* when it last did */
     struct timer_list t_header, t_keepalive, t_io, t_linger;
     uint64_t now_ms;
     uint64_t accept_paused_until;
@@ -163,5 +167,8 @@ void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */
 struct job *job_get(struct loop *l);
 void job_put(struct loop *l, struct job *job);
 void jobs_free_all(struct loop *l);
+/* Once a pass: if the free list let go of much memory lately, ask the
+ * allocator to return it to the system (at most once a second). */
+void jobs_release_memory(struct loop *l);
 
 #endif
