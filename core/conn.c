@@ -253,6 +253,8 @@ void conn_on_message(struct conn *c, struct job *job)
             l->worker_owed[job->worker]++; /* until answer() */
         }
     }
+    if (job->msg != JOB_NEED_BODY && job->out[job->msg_buf].len > c->resp_max)
+        c->resp_max = job->out[job->msg_buf].len;
     if (job != c->job) {
         /* A pipelined request behind the current one: its message waits for
          * its turn (conn_finish), unless the connection is closing. */
@@ -266,7 +268,9 @@ void conn_on_message(struct conn *c, struct job *job)
                 conn_abort(c); /* frees it once the app has handed back every job */
         } else if (c->state == CONN_HOLD) {
             timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app made progress */
-            conn_drive(c);
+            conn_drive(c); /* conn_hold takes more pipelined requests, or writes */
+        } else if (job->msg == JOB_DONE) {
+            conn_pipeline(c); /* room in the connection's budget, maybe */
         }
         return;
     }

@@ -86,6 +86,8 @@ struct conn {
 
     struct job *pipe_head, *pipe_tail; /* pipelined requests submitted behind `job`, in order */
     struct job *pipe_done; /* the last of them conn_hold found finished (NULL: none yet) */
+    size_t resp_max;     /* the largest response part the app made here: what the next
+                          * pipelined one is expected to cost (conn_pipeline) */
     unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
     struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;
