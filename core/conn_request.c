@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "app.h"
 #include "conn_internal.h"
 #include "log.h"
@@ -162,7 +163,7 @@ static int submit(struct loop *l, unsigned w, struct job *job)
 }
 
 static bool ends_batch(const struct job *j);
-static void answer_pipelined(struct conn *c);
+static void answer_pipelined(struct conn *c, uint64_t start_ns);
 
 /* CONN_READY: the body is as framed as it will be before the app runs. */
 enum verdict conn_start_app(struct conn *c)
@@ -171,12 +172,13 @@ enum verdict conn_start_app(struct conn *c)
     struct job *job = c->job;
     if (l->opt->native_hello) {
         native_hello_respond(job);
-        answer_pipelined(c);
+        answer_pipelined(c, 0);
         return conn_take_message(c);
     }
     if (l->opt->inline_app) {
+        uint64_t start_ns = clock_ns();
         inline_run(l, job); /* returns with the job's final message recorded */
-        answer_pipelined(c);
+        answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
     unsigned w = pick_worker(l);
@@ -268,18 +270,22 @@ static bool pipeline_running(struct conn *c)
 
 /* CONN_HOLD: c->job's response is complete. While pipelined requests behind
  * it still run (on the same pool thread, one after another) it waits for
- * them, so their responses leave in one write instead of one each. */
+ * them, so their responses leave in one write instead of one each; but for
+ * CONN_HOLD_MS at most, so that a response is never held behind a slow
+ * request: a fast pipeline's responses come within that, and a slow one's
+ * would come seconds later. */
 enum verdict conn_hold(struct conn *c)
 {
     struct loop *l = c->loop;
     if (l->handoff)
         conn_pipeline(c); /* this response's size is known now */
-    if (pipeline_running(c)) {
-        /* The response that came is progress: the request behind it has
-         * the app's whole silence timeout, as it would on its own. */
-        timer_arm(&l->t_io, &c->timer, l->now_ms);
+    if (!c->hold_over && pipeline_running(c)) {
+        if (c->timer.list != &l->t_hold) /* from the response's end, not re-armed */
+            timer_arm(&l->t_hold, &c->timer, l->now_ms);
         return VERDICT_WAIT;
     }
+    c->hold_over = false;
+    timer_disarm(&c->timer);
     struct job *job = c->job;
     const struct buffer *out = &job->out[job->msg_buf];
     conn_queue(c, out->data, out->len);
@@ -434,13 +440,18 @@ void conn_pipeline(struct conn *c)
  * latency stays bounded, and so does the memory pinned in jobs). */
 #define CONN_BATCH_BYTES (64 * 1024)
 
-static void answer_pipelined(struct conn *c)
+static void answer_pipelined(struct conn *c, uint64_t start_ns)
 {
     const struct job *first = c->job;
     if (ends_batch(first) || first->body.raw.len)
         return;
     size_t queued = first->out[first->msg_buf].len;
     for (int n = 1; n < CONN_IOV && queued < CONN_BATCH_BYTES; n++) {
+        /* With --inline, an app that took its time ends the batch: the
+         * responses made are not held back behind slow ones (conn_hold
+         * bounds the pool's pipelines the same way). */
+        if (start_ns && clock_ns() - start_ns > CONN_HOLD_MS * UINT64_C(1000000))
+            return;
         size_t len;
         struct job *job = next_whole(c, &len);
         if (!job)

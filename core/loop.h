@@ -22,6 +22,9 @@ struct options;
 struct handoff;
 
 #define CONN_IOV 32 /* responses one write may carry */
+/* The longest a finished response waits for the pipelined ones behind it,
+ * so that they leave in one write (conn_hold, answer_pipelined). */
+#define CONN_HOLD_MS 2
 
 /* What an epoll event's data.ptr points at. */
 enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL };
@@ -88,6 +91,7 @@ struct conn {
     struct job *pipe_done; /* the last of them conn_hold found finished (NULL: none yet) */
     size_t resp_max;     /* the largest response part the app made here: what the next
                           * pipelined one is expected to cost (conn_pipeline) */
+    bool hold_over;      /* CONN_HOLD waited its longest: write what is finished */
     unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
     struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;
@@ -126,7 +130,7 @@ struct loop {
     size_t free_bytes;         /* the buffers they keep (jobs.c bounds both) */
     size_t freed_bytes;        /* buffers jobs.c freed since it last gave memory back */
     uint64_t released_ms;      /* when it last did */
-    struct timer_list t_header, t_keepalive, t_io, t_linger;
+    struct timer_list t_header, t_keepalive, t_io, t_linger, t_hold;
     uint64_t now_ms;
     uint64_t accept_paused_until;
     bool stopping;

@@ -7,6 +7,8 @@ one client can cost").
    they leave: the loop stops taking a connection's pipelined requests while
    its unsent responses and jobs in flight pass a bound, and the job free
    list does not keep large buffers.
+2. A finished response in a pipeline is written without waiting for the slow
+   requests behind it.
 """
 import socket
 import time
@@ -133,3 +135,34 @@ def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_
     assert SAN or (now - base) / 1024 < AFTER_BOUND_MB, \
         f"RSS {now} KiB after the attackers left, baseline {base} KiB (peak {peak})"
     assert _get(srv, "/hello", 5.0) == (200, b"hello")
+
+
+@pytest.fixture(params=["ring", "dgram", "condvar", "eventfd", "inline"])
+def handoff_or_inline(request):
+    return request.param
+
+
+def test_a_finished_pipelined_response_does_not_wait_for_slow_ones(server_factory,
+                                                                 handoff_or_inline):
+    if handoff_or_inline == "inline":
+        srv = server_factory("--inline", app=APP)
+    else:
+        srv = server_factory(app=APP, handoff=handoff_or_inline)
+    n, each = 5, 0.5
+    wire = f"GET /slow?{each} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * n
+    with srv.connect(timeout=20) as s:
+        t0 = time.monotonic()
+        s.sendall(wire)
+        s.settimeout(20)
+        first = s.recv(1)
+        t_first = time.monotonic() - t0
+        assert first == b"H"
+        # The rest still comes, in order.
+        data = first
+        while data.count(b"slow") < n:
+            got = s.recv(65536)
+            assert got, data
+            data += got
+    # One request's time, not the whole pipeline's (n * each = 2.5 s).
+    assert t_first < each + 1.0, f"the first response byte came after {t_first:.2f}s"
+    assert data.count(b"HTTP/1.1 200") == n
