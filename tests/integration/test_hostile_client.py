@@ -9,6 +9,8 @@ one client can cost").
    list does not keep large buffers.
 2. A finished response in a pipeline is written without waiting for the slow
    requests behind it.
+3. --inline reads a request body ahead of the app only up to its (smaller)
+   default body limit, and answers a larger one with 413.
 """
 import socket
 import time
@@ -166,3 +168,27 @@ def test_a_finished_pipelined_response_does_not_wait_for_slow_ones(server_factor
     # One request's time, not the whole pipeline's (n * each = 2.5 s).
     assert t_first < each + 1.0, f"the first response byte came after {t_first:.2f}s"
     assert data.count(b"HTTP/1.1 200") == n
+
+
+def test_inline_refuses_a_body_over_its_default_limit(server_factory):
+    srv = server_factory("--inline", app=APP)
+    big = 2 * 1024 * 1024
+    with srv.connect(timeout=10) as s:
+        s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {big}\r\n\r\n".encode())
+        status, _ = _read_response(s, 10)
+    assert status == 413
+    # A body within it is read ahead and reaches the app.
+    body = b"z" * (512 * 1024)
+    with srv.connect(timeout=10) as s:
+        s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                  + body)
+        assert _read_response(s, 10) == (200, str(len(body)).encode())
+
+
+def test_inline_body_limit_can_be_raised(server_factory):
+    srv = server_factory("--inline", "--max-body-size", str(4 * 1024 * 1024), app=APP)
+    body = b"z" * (2 * 1024 * 1024)
+    with srv.connect(timeout=10) as s:
+        s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                  + body)
+        assert _read_response(s, 10) == (200, str(len(body)).encode())
