@@ -253,6 +253,8 @@ void conn_on_message(struct conn *c, struct job *job)
             l->worker_owed[job->worker]++; /* until answer() */
         }
     }
+    if (job->msg != JOB_NEED_BODY && job->out[job->msg_buf].len > c->resp_max)
+        c->resp_max = job->out[job->msg_buf].len;
     if (job != c->job) {
         /* A pipelined request behind the current one: its message waits for
          * its turn (conn_finish), unless the connection is closing. */
@@ -265,8 +267,9 @@ void conn_on_message(struct conn *c, struct job *job)
             if (c->state == CONN_ORPHAN)
                 conn_abort(c); /* frees it once the app has handed back every job */
         } else if (c->state == CONN_HOLD) {
-            timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app made progress */
-            conn_drive(c);
+            conn_drive(c); /* conn_hold takes more pipelined requests, or writes */
+        } else if (job->msg == JOB_DONE) {
+            conn_pipeline(c); /* room in the connection's budget, maybe */
         }
         return;
     }
@@ -318,6 +321,13 @@ static bool worker_working(const struct conn *c)
 
 void conn_on_timeout(struct conn *c)
 {
+    if (c->state == CONN_HOLD && c->timer.list == &c->loop->t_hold) {
+        /* A finished response does not wait longer for the ones behind it. */
+        timer_disarm(&c->timer);
+        c->hold_over = true;
+        conn_drive(c);
+        return;
+    }
     timer_disarm(&c->timer);
     if ((c->state == CONN_APP || c->state == CONN_HOLD) && worker_working(c)) {
         timer_arm(&c->loop->t_io, &c->timer, c->loop->now_ms);

@@ -40,8 +40,9 @@ enum verdict conn_start_app(struct conn *c);   /* CONN_READY */
 enum verdict conn_take_message(struct conn *c);/* the job's message → the next state */
 enum verdict conn_finish(struct conn *c);      /* the response is out */
 enum verdict conn_hold(struct conn *c);        /* CONN_HOLD */
-/* Submit the complete requests pipelined behind c->job to worker w. */
-void conn_pipeline(struct conn *c, unsigned w);
+/* Submit complete requests pipelined behind c->job to its pool thread, as
+ * far as the connection's budget allows (more as its responses leave). */
+void conn_pipeline(struct conn *c);
 
 /* conn_body.c: the request body, from the socket into the app's window */
 int conn_body_start(struct conn *c, size_t head_len); /* 0 or an error status */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "app.h"
 #include "conn_internal.h"
 #include "log.h"
@@ -162,7 +163,7 @@ static int submit(struct loop *l, unsigned w, struct job *job)
 }
 
 static bool ends_batch(const struct job *j);
-static void answer_pipelined(struct conn *c);
+static void answer_pipelined(struct conn *c, uint64_t start_ns);
 
 /* CONN_READY: the body is as framed as it will be before the app runs. */
 enum verdict conn_start_app(struct conn *c)
@@ -171,12 +172,13 @@ enum verdict conn_start_app(struct conn *c)
     struct job *job = c->job;
     if (l->opt->native_hello) {
         native_hello_respond(job);
-        answer_pipelined(c);
+        answer_pipelined(c, 0);
         return conn_take_message(c);
     }
     if (l->opt->inline_app) {
+        uint64_t start_ns = clock_ns();
         inline_run(l, job); /* returns with the job's final message recorded */
-        answer_pipelined(c);
+        answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
     unsigned w = pick_worker(l);
@@ -188,7 +190,7 @@ enum verdict conn_start_app(struct conn *c)
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
         timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's time is bounded too */
-        conn_pipeline(c, w);
+        conn_pipeline(c);
         return VERDICT_WAIT;
     }
     if (r == HANDOFF_ERROR) {
@@ -230,11 +232,17 @@ enum verdict conn_take_message(struct conn *c)
     return VERDICT_CLOSE;
 }
 
+/* A finished response that ends the connection: nothing is answered behind it. */
+static bool ends_conn(const struct job *j)
+{
+    return j->close_after || j->incomplete || !j->keep_alive;
+}
+
 /* A finished response that nothing may be written behind in the same
  * write (conn_queue_pipelined stops there). */
 static bool ends_batch(const struct job *j)
 {
-    return j->close_after || j->incomplete || !j->keep_alive || j->file_fd >= 0;
+    return ends_conn(j) || j->file_fd >= 0;
 }
 
 /* True while the next pipelined request that is not finished still runs and
@@ -262,16 +270,22 @@ static bool pipeline_running(struct conn *c)
 
 /* CONN_HOLD: c->job's response is complete. While pipelined requests behind
  * it still run (on the same pool thread, one after another) it waits for
- * them, so their responses leave in one write instead of one each. */
+ * them, so their responses leave in one write instead of one each; but for
+ * CONN_HOLD_MS at most, so that a response is never held behind a slow
+ * request: a fast pipeline's responses come within that, and a slow one's
+ * would come seconds later. */
 enum verdict conn_hold(struct conn *c)
 {
-    if (pipeline_running(c)) {
-        /* The response that came is progress: the request behind it has
-         * the app's whole silence timeout, as it would on its own. */
-        struct loop *l = c->loop;
-        timer_arm(&l->t_io, &c->timer, l->now_ms);
+    struct loop *l = c->loop;
+    if (l->handoff)
+        conn_pipeline(c); /* this response's size is known now */
+    if (!c->hold_over && pipeline_running(c)) {
+        if (c->timer.list != &l->t_hold) /* from the response's end, not re-armed */
+            timer_arm(&l->t_hold, &c->timer, l->now_ms);
         return VERDICT_WAIT;
     }
+    c->hold_over = false;
+    timer_disarm(&c->timer);
     struct job *job = c->job;
     const struct buffer *out = &job->out[job->msg_buf];
     conn_queue(c, out->data, out->len);
@@ -342,16 +356,62 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
     c->consumed += len;
 }
 
+/* What one connection may have with the app or unsent beyond the request
+ * on stage: pipelined jobs, and response bytes (those made and not yet
+ * written, plus those the jobs still running are expected to make). A
+ * client that pipelines without reading gets no more than this of the
+ * server's memory and of its pool thread's time until it reads. */
+#define PIPE_MAX_JOBS 32
+#define PIPE_MAX_BYTES (256 * 1024)
+
 /* Requests pipelined behind c->job, already whole in rbuf, go to the app
  * now, to the same pool thread: it runs them back to back, so a deep
  * pipeline costs no hand-off wake per request, and their responses come
- * back in order. */
-void conn_pipeline(struct conn *c, unsigned w)
+ * back in order. Only as many as the budget above allows: a job running
+ * is counted at the largest response part this connection has had (half
+ * the budget before the first: so one request goes behind the first at
+ * once), the finished ones at what they made. The rest stay in rbuf; the
+ * loop reads no more from this socket meanwhile (it reads heads only in
+ * CONN_HEAD), and they are submitted as responses are made and written
+ * (conn_hold, conn_finish, conn_on_message), or read as usual once the
+ * pipeline is empty. */
+void conn_pipeline(struct conn *c)
 {
     struct loop *l = c->loop;
-    if (!c->job->keep_alive || c->job->body.raw.len)
+    struct job *cur = c->job;
+    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone)
         return;
-    while (l->outstanding[w] < l->capacity) {
+    if (c->state == CONN_LINGER || c->state == CONN_ORPHAN || c->state == CONN_SEND_ERROR ||
+        c->state == CONN_CLOSED || c->state == CONN_QUEUED)
+        return;
+    unsigned w = cur->worker;
+    uint64_t unsent = 0;
+    unsigned running = 0, piped = 0;
+    if (c->holder == HOLDER_LOOP) {
+        if (ends_conn(cur))
+            return; /* nothing is answered behind it */
+        unsent += cur->out[cur->msg_buf].len;
+    } else {
+        running++;
+    }
+    for (const struct job *j = c->pipe_head; j; j = j->pipe_next) {
+        piped++;
+        if (j->posted && j->msg == JOB_DONE) {
+            if (ends_conn(j))
+                return;
+            unsent += j->out[j->msg_buf].len;
+        } else {
+            running++;
+        }
+    }
+    /* Topped up in batches, once a quarter of the jobs are done, while
+     * the pool thread still has the rest to run: it is neither woken for
+     * each request nor left to run dry and park between batches. */
+    if (running > PIPE_MAX_JOBS * 3 / 4 || (c->pipe_tail && !c->pipe_tail->keep_alive))
+        return;
+    uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
+    while (piped < PIPE_MAX_JOBS && l->outstanding[w] < l->capacity &&
+           unsent + (uint64_t)(running + 1) * each <= PIPE_MAX_BYTES) {
         size_t len;
         struct job *job = next_whole(c, &len); /* all of it before submit: it may run at once */
         if (!job)
@@ -364,6 +424,8 @@ void conn_pipeline(struct conn *c, unsigned w)
         l->outstanding[w]++;
         l->outstanding_total++;
         pipe_push(c, job, len);
+        piped++;
+        running++;
         if (!job->keep_alive)
             return;
     }
@@ -378,13 +440,18 @@ void conn_pipeline(struct conn *c, unsigned w)
  * latency stays bounded, and so does the memory pinned in jobs). */
 #define CONN_BATCH_BYTES (64 * 1024)
 
-static void answer_pipelined(struct conn *c)
+static void answer_pipelined(struct conn *c, uint64_t start_ns)
 {
     const struct job *first = c->job;
     if (ends_batch(first) || first->body.raw.len)
         return;
     size_t queued = first->out[first->msg_buf].len;
     for (int n = 1; n < CONN_IOV && queued < CONN_BATCH_BYTES; n++) {
+        /* With --inline, an app that took its time ends the batch: the
+         * responses made are not held back behind slow ones (conn_hold
+         * bounds the pool's pipelines the same way). */
+        if (start_ns && clock_ns() - start_ns > CONN_HOLD_MS * UINT64_C(1000000))
+            return;
         size_t len;
         struct job *job = next_whole(c, &len);
         if (!job)
@@ -468,6 +535,7 @@ enum verdict conn_finish(struct conn *c)
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
         timer_arm(&l->t_io, &c->timer, l->now_ms);
+        conn_pipeline(c); /* what was written made room */
         return VERDICT_WAIT;
     }
     /* A chunked body read past its end leaves the next request's first bytes

@@ -50,6 +50,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
     timer_list_init(&l->t_io, opt->io_timeout_ms);
     timer_list_init(&l->t_linger, opt->io_timeout_ms < 2000 ? opt->io_timeout_ms : 2000);
+    timer_list_init(&l->t_hold, CONN_HOLD_MS);
     l->outstanding = calloc(workers ? workers : 1, sizeof *l->outstanding);
     l->worker_seen_ms = calloc(workers ? workers : 1, sizeof *l->worker_seen_ms);
     l->worker_owed = calloc(workers ? workers : 1, sizeof *l->worker_owed);
@@ -219,7 +220,7 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
 
 static void expire_timers(struct loop *l)
 {
-    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger};
+    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger, &l->t_hold};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
         struct timer_link *t;
         while ((t = timer_expired(lists[i], l->now_ms)) != NULL) {
@@ -232,7 +233,7 @@ static void expire_timers(struct loop *l)
 static int next_timeout_ms(struct loop *l)
 {
     uint64_t t = 1000; /* at least once a second: date, stats window, shutdown */
-    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger};
+    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger, &l->t_hold};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
         uint64_t n = timer_next_ms(lists[i], l->now_ms);
         if (n < t)
@@ -331,6 +332,7 @@ unsigned loop_run(struct loop *l)
         if (l->life && !l->stopping)
             lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
         conn_reap(l); /* the one place connections are freed */
+        jobs_release_memory(l);
         resume_accepting(l);
         if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {
             l->window_at = 0;

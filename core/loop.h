@@ -23,6 +23,9 @@ struct handoff;
 struct lifecycle;
 
 #define CONN_IOV 32 /* responses one write may carry */
+/* The longest a finished response waits for the pipelined ones behind it,
+ * so that they leave in one write (conn_hold, answer_pipelined). */
+#define CONN_HOLD_MS 2
 
 /* What an epoll event's data.ptr points at. */
 enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL };
@@ -87,6 +90,9 @@ struct conn {
 
     struct job *pipe_head, *pipe_tail; /* pipelined requests submitted behind `job`, in order */
     struct job *pipe_done; /* the last of them conn_hold found finished (NULL: none yet) */
+    size_t resp_max;     /* the largest response part the app made here: what the next
+                          * pipelined one is expected to cost (conn_pipeline) */
+    bool hold_over;      /* CONN_HOLD waited its longest: write what is finished */
     unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
     struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;
@@ -121,7 +127,11 @@ struct loop {
     struct conn *pending_head, *pending_tail;
     struct conn *closed;       /* connections to free at the end of this pass */
     struct job *free_jobs;
-    struct timer_list t_header, t_keepalive, t_io, t_linger;
+    unsigned free_count;       /* jobs on free_jobs */
+    size_t free_bytes;         /* the buffers they keep (jobs.c bounds both) */
+    size_t freed_bytes;        /* buffers jobs.c freed since it last gave memory back */
+    uint64_t released_ms;      /* when it last did */
+    struct timer_list t_header, t_keepalive, t_io, t_linger, t_hold;
     uint64_t now_ms;
     uint64_t accept_paused_until;
     bool stopping;
@@ -168,5 +178,8 @@ void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */
 struct job *job_get(struct loop *l);
 void job_put(struct loop *l, struct job *job);
 void jobs_free_all(struct loop *l);
+/* Once a pass: if the free list let go of much memory lately, ask the
+ * allocator to return it to the system (at most once a second). */
+void jobs_release_memory(struct loop *l);
 
 #endif

@@ -135,7 +135,8 @@ static void usage(FILE *out)
 "Limits (what a client gets when it hits one, in brackets):\n"
 "      --backlog N            listen(2) backlog (default 1024)\n"
 "      --max-header-size B    request line + header fields, bytes (default 16384) [431/414]\n"
-"      --max-body-size B      request body, bytes (default 1073741824) [413]\n"
+"      --max-body-size B      request body, bytes (default 1073741824; with --inline\n"
+"                             1048576: it reads the whole body before the app) [413]\n"
 "      --header-timeout S     seconds to deliver a complete request head (default 10) [closed]\n"
 "      --keepalive-timeout S  seconds an idle keep-alive connection is kept (default 5) [closed]\n"
 "      --io-timeout S         seconds an upload, a response write or the app may stall (default 60) [closed]\n"
@@ -262,6 +263,7 @@ static void parse_spin(struct options *o, const char *s)
 }
 
 static bool app_from_env; /* a positional app on the command line replaces CSERVE_APP */
+static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
 /* One getopt pass over argv (the command line, or one variable made into
  * "--name=value"); returns the index of the first operand. */
@@ -328,6 +330,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         case OPT_MAX_BODY:
             o->max_body_size = parse_count("--max-body-size", optarg, 0, ULONG_MAX);
+            body_size_set = true;
             break;
         case OPT_HEADER_TIMEOUT: o->header_timeout_ms = parse_seconds_ms("--header-timeout", optarg); break;
         case OPT_KEEPALIVE_TIMEOUT:
@@ -467,6 +470,12 @@ void options_parse(struct options *o, int argc, char **argv)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
         die_usage("%s", "--app native-hello and --inline exclude each other");
+    /* --inline holds a request's whole body in memory before the app runs
+     * (the app runs on the loop thread and cannot wait for it), so its
+     * default bounds that memory per connection; a larger limit is asked
+     * for by name. */
+    if (o->inline_app && !body_size_set)
+        o->max_body_size = INLINE_MAX_BODY_DEFAULT;
 }
 
 static const char *or_none(const char *s) { return s ? s : "-"; }

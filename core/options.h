@@ -9,6 +9,9 @@
 
 #define CSERVE_VERSION "0.1.0"
 
+/* --max-body-size's default with --inline (options.c says why). */
+#define INLINE_MAX_BODY_DEFAULT (1024 * 1024)
+
 struct handoff_ops;
 
 struct options {

@@ -263,6 +263,7 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     timer_list_init(&l->t_keepalive, 1000);
     timer_list_init(&l->t_io, 1000);
     timer_list_init(&l->t_linger, 1000);
+    timer_list_init(&l->t_hold, 2);
 }
 
 void harness_run(const uint8_t *data, size_t size, uint64_t seed,

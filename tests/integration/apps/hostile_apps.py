@@ -1,0 +1,25 @@
+"""Apps for tests/integration/test_hostile_client.py."""
+import time
+
+BIG = b"x" * (200 * 1024)
+
+
+def application(environ, start_response):
+    path = environ.get("PATH_INFO", "/")
+    if path == "/big":
+        # A list body: the whole response is buffered in the job (no flush
+        # below the pool's flush threshold).
+        start_response("200 OK", [("Content-Type", "application/octet-stream"),
+                                  ("Content-Length", str(len(BIG)))])
+        return [BIG]
+    if path == "/slow":
+        time.sleep(float(environ.get("QUERY_STRING", "") or 0.5))
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+        return [b"slow"]
+    if path == "/echo":
+        body = environ["wsgi.input"].read()
+        start_response("200 OK", [("Content-Type", "text/plain"),
+                                  ("Content-Length", str(len(str(len(body)))))])
+        return [str(len(body)).encode()]
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")])
+    return [b"hello"]

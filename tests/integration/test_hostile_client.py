@@ -1,0 +1,194 @@
+"""What one hostile client can make the server hold (core/README.md, "What
+one client can cost").
+
+1. Connections that pipeline many requests for a large response and never
+   read may not pin more than a bounded amount of memory per connection, may
+   not keep other clients from being served, and the memory goes back once
+   they leave: the loop stops taking a connection's pipelined requests while
+   its unsent responses and jobs in flight pass a bound, and the job free
+   list does not keep large buffers.
+2. A finished response in a pipeline is written without waiting for the slow
+   requests behind it.
+3. --inline reads a request body ahead of the app only up to its (smaller)
+   default body limit, and answers a larger one with 413.
+"""
+import socket
+import time
+
+import pytest
+
+import loadgen
+from conftest import BIN
+
+APP = "hostile_apps:application"
+# Under a sanitizer RSS is not the program's memory: the bounds are
+# reported, not asserted (loadgen.sanitizer).
+SAN = loadgen.sanitizer(BIN)
+
+MODES = ["pool", "inline"]
+
+
+def _args(mode):
+    return ("--inline",) if mode == "inline" else ()
+
+
+def _rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _read_response(s, timeout):
+    """One response (Content-Length framed) from s; returns (status, body)."""
+    s.settimeout(timeout)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while b"\r\n\r\n" not in data:
+        if time.monotonic() > deadline:
+            raise socket.timeout("no head")
+        got = s.recv(65536)
+        if not got:
+            raise ConnectionError(f"closed after {data!r}")
+        data += got
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    length = 0
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == "content-length":
+            length = int(v)
+    while len(rest) < length:
+        if time.monotonic() > deadline:
+            raise socket.timeout("short body")
+        got = s.recv(65536)
+        if not got:
+            raise ConnectionError("closed in the body")
+        rest += got
+    return status, rest[:length]
+
+
+def _get(srv, path, timeout):
+    with srv.connect(timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        return _read_response(s, timeout)
+
+
+ATTACKERS = 64
+DEPTH = 256
+# Per attacking connection the budget allows its current response, one
+# pipelined behind it and its receive buffer: about 0.5 MB with 200 KiB
+# responses, 32 MB for 64 connections. Before the budget each connection
+# held every response it had asked for (64 x 256 x 200 KiB).
+DURING_BOUND_MB = 60
+# After they leave: idle buffers are freed and the allocator returns them.
+AFTER_BOUND_MB = 6
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_factory, mode):
+    srv = server_factory(*_args(mode), app=APP)
+    pid = srv.proc.pid
+    # Warm up what every request touches (the app, the interpreter's caches,
+    # a job or two with a large buffer), then take the baseline.
+    for _ in range(3):
+        assert _get(srv, "/big", 10)[0] == 200
+        assert _get(srv, "/hello", 10) == (200, b"hello")
+    time.sleep(0.5)
+    base = _rss_kib(pid)
+
+    wire = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * DEPTH
+    attackers = []
+    peak = base
+    try:
+        for _ in range(ATTACKERS):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            # A small receive window: the server's writes stop early and what
+            # it holds is in its own memory, not in this process's socket.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(wire)
+            attackers.append(s)
+        # Meanwhile a plain client is served, again and again.
+        deadline = time.monotonic() + 6.0
+        served = 0
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            assert _get(srv, "/hello", 5.0) == (200, b"hello")
+            took = time.monotonic() - t0
+            assert took < 2.0, f"a plain GET took {took:.2f}s during the attack"
+            served += 1
+            peak = max(peak, _rss_kib(pid))
+            assert SAN or (peak - base) / 1024 < DURING_BOUND_MB, \
+                f"RSS grew from {base} to {peak} KiB during the attack"
+            time.sleep(0.2)
+        assert served >= 5
+    finally:
+        for s in attackers:
+            s.close()
+    # Gone: the server's memory returns near its baseline.
+    deadline = time.monotonic() + 15.0
+    now = _rss_kib(pid)
+    while not SAN and (now - base) / 1024 >= AFTER_BOUND_MB and time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = _rss_kib(pid)
+    print(f"\n  {mode}: RSS baseline {base} KiB, peak {peak} KiB, after {now} KiB")
+    assert SAN or (now - base) / 1024 < AFTER_BOUND_MB, \
+        f"RSS {now} KiB after the attackers left, baseline {base} KiB (peak {peak})"
+    assert _get(srv, "/hello", 5.0) == (200, b"hello")
+
+
+@pytest.fixture(params=["ring", "dgram", "condvar", "eventfd", "inline"])
+def handoff_or_inline(request):
+    return request.param
+
+
+def test_a_finished_pipelined_response_does_not_wait_for_slow_ones(server_factory,
+                                                                 handoff_or_inline):
+    if handoff_or_inline == "inline":
+        srv = server_factory("--inline", app=APP)
+    else:
+        srv = server_factory(app=APP, handoff=handoff_or_inline)
+    n, each = 5, 0.5
+    wire = f"GET /slow?{each} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * n
+    with srv.connect(timeout=20) as s:
+        t0 = time.monotonic()
+        s.sendall(wire)
+        s.settimeout(20)
+        first = s.recv(1)
+        t_first = time.monotonic() - t0
+        assert first == b"H"
+        # The rest still comes, in order.
+        data = first
+        while data.count(b"slow") < n:
+            got = s.recv(65536)
+            assert got, data
+            data += got
+    # One request's time, not the whole pipeline's (n * each = 2.5 s).
+    assert t_first < each + 1.0, f"the first response byte came after {t_first:.2f}s"
+    assert data.count(b"HTTP/1.1 200") == n
+
+
+def test_inline_refuses_a_body_over_its_default_limit(server_factory):
+    srv = server_factory("--inline", app=APP)
+    big = 2 * 1024 * 1024
+    with srv.connect(timeout=10) as s:
+        s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {big}\r\n\r\n".encode())
+        status, _ = _read_response(s, 10)
+    assert status == 413
+    # A body within it is read ahead and reaches the app.
+    body = b"z" * (512 * 1024)
+    with srv.connect(timeout=10) as s:
+        s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                  + body)
+        assert _read_response(s, 10) == (200, str(len(body)).encode())
+
+
+def test_inline_body_limit_can_be_raised(server_factory):
+    srv = server_factory("--inline", "--max-body-size", str(4 * 1024 * 1024), app=APP)
+    body = b"z" * (2 * 1024 * 1024)
+    with srv.connect(timeout=10) as s:
+        s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                  + body)
+        assert _read_response(s, 10) == (200, str(len(body)).encode())
