@@ -122,8 +122,7 @@ void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t super
     lc->next_check_ms = now_ms + 1000;
 }
 
-/* Ask for a replacement, once: the supervisor, or (alone) start it here. */
-static void replace(struct lifecycle *lc, const char *why)
+void lifecycle_replace(struct lifecycle *lc, const char *why)
 {
     if (lc->asked)
         return;
@@ -155,7 +154,7 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
     char why[96];
     if (lc->max_requests && requests >= lc->max_requests && !lc->asked) {
         snprintf(why, sizeof why, "served %llu requests (--max-requests)", (unsigned long long)requests);
-        replace(lc, why);
+        lifecycle_replace(lc, why);
         return;
     }
     if (now_ms < lc->next_check_ms)
@@ -178,13 +177,13 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
     if (lc->asked)
         return;
     if (lc->deadline_ms && now_ms >= lc->deadline_ms) {
-        replace(lc, "lived its --workers-lifetime");
+        lifecycle_replace(lc, "lived its --workers-lifetime");
     } else if (lc->max_rss_kb) {
         uint64_t kb = rss_kb();
         if (kb > lc->max_rss_kb) {
             snprintf(why, sizeof why, "resident memory %llu MB over --workers-max-rss",
                      (unsigned long long)(kb / 1024));
-            replace(lc, why);
+            lifecycle_replace(lc, why);
         }
     }
 }
@@ -198,7 +197,7 @@ void lifecycle_reload(struct lifecycle *lc)
         return;
     }
     lc->asked = false;
-    replace(lc, "SIGHUP: reloading");
+    lifecycle_replace(lc, "SIGHUP: reloading");
 }
 
 bool lifecycle_ready(struct lifecycle *lc, pid_t from)

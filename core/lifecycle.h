@@ -47,6 +47,9 @@ void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t super
 /* The loop calls this once a pass; it looks at the limits (and at a
  * successor that failed to start) at most once a second. */
 void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests);
+/* Ask for a replacement, once: the supervisor, or (one worker alone)
+ * start the successor here. why is logged. */
+void lifecycle_replace(struct lifecycle *lc, const char *why);
 /* SIGHUP reached this worker. */
 void lifecycle_reload(struct lifecycle *lc);
 /* WORKER_READY_SIGNAL from `from`: true when it is this worker's successor

@@ -25,6 +25,7 @@
 #include "loop.h"
 #include "options.h"
 #include "stats.h"
+#include "watchdog.h"
 
 #define MAX_EVENTS 256
 #define MAX_DRAIN 256
@@ -149,7 +150,10 @@ static void on_signal(struct loop *l)
     while (read(l->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
         switch (si.ssi_signo) {
         case SIGTERM:
-        case SIGINT: begin_stop(l); break;
+        case SIGINT:
+            l->stop_signal = (int)si.ssi_signo; /* a handover in progress passes it on */
+            begin_stop(l);
+            break;
         case SIGUSR1:
             if (l->opt->stats)
                 stats_print_table(l->stats, stderr);
@@ -331,6 +335,7 @@ unsigned loop_run(struct loop *l)
         expire_timers(l);
         if (l->life && !l->stopping)
             lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
+        watchdog_check(l);
         conn_reap(l); /* the one place connections are freed */
         jobs_release_memory(l);
         resume_accepting(l);
@@ -373,4 +378,5 @@ void loop_destroy(struct loop *l)
     free(l->outstanding);
     free(l->worker_seen_ms);
     free(l->worker_owed);
+    free(l->watchdog_fired);
 }

@@ -144,6 +144,9 @@ struct loop {
     struct loop_stats lstats;
     struct lifecycle *life;    /* when this worker is replaced (lifecycle.h) */
     pid_t handover;            /* stopping because this successor serves (one worker alone) */
+    int stop_signal;           /* SIGTERM/SIGINT received (0: none) */
+    uint64_t watchdog_next_ms; /* --app-timeout: next look at the pool threads */
+    uint64_t *watchdog_fired;  /* per pool thread: the app_since_ms already reported */
     bool retiring;             /* stopping because replaced: idle connections are not cut
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
     long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for

@@ -131,6 +131,9 @@ int main(int argc, char **argv)
      * block them before any thread exists so every thread inherits that. */
     sigset_t set;
     server_signal_set(&set);
+    /* ... and what a supervisor reads, which a worker may become
+     * (lifecycle.h): a SIGCHLD that came before would be lost otherwise. */
+    supervisor_signal_set(&set);
     sigprocmask(SIG_BLOCK, &set, NULL);
     raise_fd_limit();
 
@@ -209,8 +212,11 @@ int main(int argc, char **argv)
     } else {
         struct handover ho;
         rc = worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name, &ho);
-        if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
+        if (ho.pid > 0) { /* reloaded or recycled: this process now supervises */
+            if (ho.stop_signal) /* pending for the supervisor's signalfd: it stops at once */
+                kill(getpid(), ho.stop_signal);
             rc = supervisor_run(&opt, app_name, &ho.listen_fd, ho.pid);
+        }
     }
     free(fds);
     listen_cleanup();

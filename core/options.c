@@ -29,7 +29,7 @@ enum {
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
-    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH,
+    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT,
 };
 
 static const struct option long_options[] = {
@@ -68,6 +68,7 @@ static const struct option long_options[] = {
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
+    {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -150,6 +151,9 @@ static void usage(FILE *out)
 "      --max-requests-jitter J  ... after N plus a random 0..J, so workers differ (default 0)\n"
 "      --workers-lifetime S   replace a worker S seconds after it started (default: never)\n"
 "      --workers-max-rss MB   replace a worker whose resident memory passes MB (default: never)\n"
+"      --app-timeout S        a pool thread in the app on one request for S seconds: log\n"
+"                             every thread's Python stack, close the connections waiting\n"
+"                             on it, replace the worker (default: off; not with --inline)\n"
 "      --pid-file FILE        write the server's pid to FILE (removed at exit)\n"
 "      --check-config         print the effective configuration, import the app, exit\n"
 "\n"
@@ -363,6 +367,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             o->workers_max_rss_mb = (unsigned)parse_count("--workers-max-rss", optarg, 0, 1u << 24);
             break;
         case OPT_PID_FILE: o->pid_file = optarg; break;
+        case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
         case OPT_ROOT_PATH:
@@ -476,6 +481,8 @@ void options_parse(struct options *o, int argc, char **argv)
      * for by name. */
     if (o->inline_app && !body_size_set)
         o->max_body_size = INLINE_MAX_BODY_DEFAULT;
+    if (o->app_timeout_ms && (o->inline_app || o->native_hello))
+        die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
 }
 
 static const char *or_none(const char *s) { return s ? s : "-"; }
@@ -506,8 +513,8 @@ void options_print(const struct options *o, FILE *out)
             o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off", log_level_name(),
             o->stats ? "yes" : "no", or_none(o->stats_json), o->stats_window_s);
     fprintf(out, "max-requests: %lu\nmax-requests-jitter: %lu\nworkers-lifetime: %.3f\nworkers-max-rss: %u\n"
-                 "pid-file: %s\n",
+                 "app-timeout: %.3f\npid-file: %s\n",
             o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
-            or_none(o->pid_file));
+            o->app_timeout_ms / 1e3, or_none(o->pid_file));
     fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
 }

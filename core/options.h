@@ -56,6 +56,7 @@ struct options {
     unsigned long max_requests_jitter;
     unsigned workers_lifetime_ms;      /* 0 = forever */
     unsigned workers_max_rss_mb;       /* 0 = no limit */
+    unsigned app_timeout_ms;           /* watchdog; 0 = off */
     const char *pid_file;
     const char *forwarded_allow_ips;   /* peers whose proxy headers are believed */
     const char *root_path;             /* SCRIPT_NAME: where the app is mounted; NULL = "" */

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +13,11 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "../lib/clock.h"
 #include "app.h"
 #include "job.h"
 #include "log.h"
+#include "options.h"
 #include "pool.h"
 #include "stats.h"
 #include "wsgi.h"
@@ -60,9 +64,29 @@ __attribute__((noinline)) static void adopt_python_thread(void)
     Py_XDECREF(threading);
 }
 
+extern const struct options *wsgi_options; /* set by main */
+
+/* A pool thread takes no asynchronous signal (nor do the threads the app
+ * starts from it, which inherit the mask): a process-directed signal must
+ * reach the thread that reads it from a signalfd, and a thread that does
+ * not block it could take it instead. That matters once a worker has
+ * handed over and become a supervisor (lifecycle.h) while a stuck pool
+ * thread lives on: SIGCHLD taken there would be lost. Faults stay
+ * deliverable. */
+static void block_async_signals(void)
+{
+    sigset_t set;
+    sigfillset(&set);
+    const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+        sigdelset(&set, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 static void *pool_main(void *arg)
 {
     struct pool_thread *t = arg;
+    block_async_signals();
     struct pool *p = t->pool;
     struct handoff *h = p->handoff;
     const struct handoff_ops *ops = h->ops;
@@ -73,6 +97,7 @@ static void *pool_main(void *arg)
     atomic_fetch_add(&p->registered, 1);
     job_thread_init(h, t->index, t->stats);
 
+    bool watched = wsgi_options->app_timeout_ms > 0;
     PyThreadState *ts = PyThreadState_New(p->interp);
     PyEval_RestoreThread(ts);
     adopt_python_thread();
@@ -86,7 +111,11 @@ static void *pool_main(void *arg)
             if (!job)
                 break;
         }
+        if (watched)
+            atomic_store_explicit(&t->stats->app_since_ms, clock_coarse_ms() | 1, memory_order_relaxed);
         wsgi_handle(job);
+        if (watched)
+            atomic_store_explicit(&t->stats->app_since_ms, 0, memory_order_relaxed);
         counter_inc(&t->stats->requests);
     }
     wsgi_thread_cleanup();

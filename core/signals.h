@@ -23,6 +23,10 @@
  * sending on it; it gets its next request answered ("Connection: close")
  * or its keep-alive timeout. */
 #define WORKER_RETIRE_SIGNAL (SIGRTMIN + 4)
+/* The app watchdog raises this on the loop thread; Python's faulthandler,
+ * registered for it, writes every thread's stack without needing the GIL
+ * (which the stuck thread may hold). Not in the blocked set below. */
+#define WATCHDOG_DUMP_SIGNAL (SIGRTMIN + 5)
 
 static inline void server_signal_set(sigset_t *set)
 {
@@ -34,6 +38,16 @@ static inline void server_signal_set(sigset_t *set)
     sigaddset(set, SIGHUP);
     sigaddset(set, WORKER_READY_SIGNAL);
     sigaddset(set, WORKER_RETIRE_SIGNAL);
+}
+
+/* The supervisor reads these too: its children's ends, its own timer, the
+ * workers' answers and requests. */
+static inline void supervisor_signal_set(sigset_t *set)
+{
+    sigaddset(set, SIGCHLD);
+    sigaddset(set, SIGALRM);
+    sigaddset(set, STATS_WRITTEN_SIGNAL);
+    sigaddset(set, WORKER_RECYCLE_SIGNAL);
 }
 
 #endif

@@ -72,6 +72,9 @@ struct loop_stats {
 
 struct pool_stats {
     POOL_STATS_COUNTERS(STATS_DECLARE_COUNTER)
+    /* --app-timeout: when this thread entered the app on its current
+     * request (clock_coarse_ms), 0 outside it; the loop's watchdog reads it. */
+    _Atomic uint64_t app_since_ms;
 } __attribute__((aligned(CACHE_LINE)));
 
 /* Index of each counter in a snapshot array; the _N value is the count. */

@@ -285,10 +285,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         slots[i].listen_fd = listen_fds[i];
     sigset_t set;
     server_signal_set(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGALRM);
-    sigaddset(&set, STATS_WRITTEN_SIGNAL);
-    sigaddset(&set, WORKER_RECYCLE_SIGNAL);
+    supervisor_signal_set(&set);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {

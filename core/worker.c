@@ -29,7 +29,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
                bool part, const char *app_name, struct handover *handover)
 {
     if (handover)
-        *handover = (struct handover){.pid = 0, .listen_fd = -1};
+        *handover = (struct handover){.pid = 0, .listen_fd = -1, .stop_signal = 0};
     bool python = !opt->native_hello;
     bool pooled = python && !opt->inline_app;
     unsigned nthreads = pooled ? opt->blocking_threads : 0;
@@ -77,6 +77,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
 
     struct pool *pool = NULL;
     PyThreadState *main_state = NULL;
+    if (pooled && opt->app_timeout_ms && wsgi_watchdog_arm(WATCHDOG_DUMP_SIGNAL) != 0)
+        log_warn("--app-timeout: faulthandler could not be registered; a stuck thread's stack will not be shown");
     if (pooled) {
         pool = pool_start(h, nthreads, stats);
         if (!pool)
@@ -94,7 +96,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
 
     unsigned abandoned = loop_run(loop);
     if (loop->handover && handover)
-        *handover = (struct handover){.pid = loop->handover, .listen_fd = life.keep_fd};
+        *handover = (struct handover){.pid = loop->handover, .listen_fd = life.keep_fd,
+                                      .stop_signal = loop->stop_signal};
     else if (life.keep_fd >= 0)
         close(life.keep_fd);
 

@@ -19,6 +19,7 @@ struct options;
 struct handover {
     pid_t pid;
     int listen_fd;
+    int stop_signal; /* a SIGTERM/SIGINT that came during the handover: the server stops */
 };
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover);

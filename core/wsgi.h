@@ -27,6 +27,10 @@ void wsgi_thread_cleanup(void);
  * checks the list before anything starts. */
 int proxy_trust_parse(const char *list, char *err, size_t errcap);
 
+/* --app-timeout: have Python's faulthandler write every thread's stack to
+ * stderr when signo is raised (it needs no GIL). GIL held. Returns 0 or -1. */
+int wsgi_watchdog_arm(int signo);
+
 /* Finalise the interpreter (GIL held by the caller). */
 void wsgi_finalize(void);
 

@@ -175,6 +175,27 @@ void wsgi_thread_cleanup(void)
     environ_thread_cleanup();
 }
 
+int wsgi_watchdog_arm(int signo)
+{
+    PyObject *fh = PyImport_ImportModule("faulthandler");
+    PyObject *sys_stderr = PySys_GetObject("stderr"); /* borrowed */
+    PyObject *reg = fh ? PyObject_GetAttrString(fh, "register") : NULL;
+    PyObject *args = reg ? Py_BuildValue("(i)", signo) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{s:O,s:O,s:O}", "file", sys_stderr ? sys_stderr : Py_None,
+                                        "all_threads", Py_True, "chain", Py_False)
+                        : NULL;
+    PyObject *r = kw ? PyObject_Call(reg, args, kw) : NULL;
+    int rc = r ? 0 : -1;
+    if (!r)
+        PyErr_Print();
+    Py_XDECREF(r);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(reg);
+    Py_XDECREF(fh);
+    return rc;
+}
+
 void wsgi_finalize(void)
 {
     wsgi_thread_cleanup(); /* the calling thread's, for --inline */

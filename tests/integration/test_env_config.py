@@ -48,6 +48,7 @@ TABLE = {
     "stats-window": ("2", "stats-window: 2", {}),
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
     "root-path": ("/api", "root-path: /api", {}),
+    "app-timeout": ("30", "app-timeout: 30.000", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 

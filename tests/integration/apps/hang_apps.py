@@ -1,0 +1,17 @@
+"""/hang blocks for ever in a function whose name the watchdog test looks for
+in the logged stack; anything else answers at once."""
+import threading
+
+_never = threading.Event()
+
+
+def stuck_in_this_function_for_ever():
+    _never.wait()
+
+
+def application(environ, start_response):
+    if environ["PATH_INFO"] == "/hang":
+        stuck_in_this_function_for_ever()
+    body = b"ok"
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
