@@ -1,0 +1,96 @@
+"""Apps that fork: a child holding the server's descriptors must not make
+the loop act on a connection it has closed, and no descriptor the server
+owns may reach a program the app executes.
+
+An epoll registration lives as long as the open file description, so a
+socket the server closed while a forked child still holds a copy would keep
+reporting events for a connection the loop has freed, unless the loop
+deletes each registration before it closes. Close-on-exec on every server
+descriptor keeps them out of exec'd children (subprocess, os.posix_spawn)."""
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import HANDOFFS
+from httpclient import Reader, get, req
+
+MODES = [pytest.param(["--handoff", h], id=h) for h in HANDOFFS] + [pytest.param(["--inline"], id="inline")]
+
+
+def _server(server_factory, mode, *args, app):
+    # The fixture passes --handoff itself; a later --handoff or --inline
+    # on the command line decides the mode.
+    return server_factory(*args, *mode, app=app)
+
+
+def _read(sock):
+    return Reader(sock).read_response()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_connection_closed_while_a_forked_child_holds_it_is_forgotten(server_factory, mode):
+    """The keep-alive timeout closes the server's end of a connection whose
+    socket a sleeping child still holds; the client then sends on it and
+    resets it. Those events belong to nobody: a connection accepted after
+    the first was freed (likely at the same address) must not get them."""
+    srv = _server(server_factory, mode, "--keepalive-timeout", "1", app="fork_apps:sleeper")
+    a = srv.connect()
+    a.sendall(req("GET", "/?secs=60"))
+    r = _read(a)
+    assert r.status == 200
+    child = int(r.body)
+    try:
+        # Past the keep-alive timeout: the server has closed its end of a
+        # (the child's copy keeps the socket itself open, so a sees no EOF).
+        time.sleep(2.5)
+        b = srv.connect()
+        b.sendall(b"GET /?secs=0 HTTP/1.1\r\n")  # half a head: b waits in its first state
+        a.sendall(req("GET", "/?secs=0"))
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        a.close()  # a reset on the socket the child holds
+        b.sendall(b"Host: localhost\r\n\r\n")
+        rb = _read(b)
+        assert rb.status == 200 and int(rb.body) > 0
+        b.close()
+        assert get(srv.port, "/?secs=0").status == 200
+    finally:
+        os.kill(child, signal.SIGKILL)
+    assert srv.stop() == 0
+    assert srv.sanitizer_reports() == [], srv.log_text()[-8000:]
+
+
+def test_subprocess_under_load(server_factory):
+    """Many concurrent requests, each running `true` with subprocess: forks
+    while other connections are accepted and closed."""
+    srv = server_factory("--blocking-threads", "4", "--keepalive-timeout", "1", app="fork_apps:spawn")
+    errors, ok = [], []
+
+    def client(n):
+        try:
+            for i in range(n):
+                close = i % 2 == 0  # half the connections closed by the client right away
+                with srv.connect(timeout=30) as s:
+                    s.sendall(req("GET", "/", [("Connection", "close")] if close else []))
+                    r = _read(s)
+                    if (r.status, r.body) != (200, b"true 0"):
+                        errors.append(r)
+                    else:
+                        ok.append(1)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(20,)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    assert len(ok) == 160
+    assert get(srv.port, "/").body == b"true 0"
+    assert srv.stop() == 0
+    assert srv.sanitizer_reports() == [], srv.log_text()[-8000:]
