@@ -37,6 +37,9 @@ struct slot {
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
 };
 
+/* The supervisor's signalfd: a worker closes its copy (it reads its own). */
+static int super_sfd = -1;
+
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
 {
     snprintf(out, cap, "%s.worker%u", path, i);
@@ -52,6 +55,8 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         if (python)
             PyOS_AfterFork_Child();
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the supervisor */
+        if (super_sfd >= 0)
+            close(super_sfd);
         for (unsigned j = 0; j < opt->workers; j++)
             if (slots[j].listen_fd != slots[i].listen_fd)
                 close(slots[j].listen_fd);
@@ -83,7 +88,7 @@ static void merge_stats(const struct options *opt, const char *app_name)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", opt->stats_json);
-    FILE *out = fopen(tmp, "w");
+    FILE *out = fopen(tmp, "we");
     if (!out)
         return;
     fprintf(out, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": \"%s\", "
@@ -94,7 +99,7 @@ static void merge_stats(const struct options *opt, const char *app_name)
     for (unsigned i = 0; i < opt->workers; i++) {
         char part[4200];
         part_path(part, sizeof part, opt->stats_json, i);
-        FILE *in = fopen(part, "r");
+        FILE *in = fopen(part, "re");
         if (!in)
             continue;
         fprintf(out, "%s\n  ", first ? "" : ",");
@@ -159,7 +164,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     sigaddset(&set, SIGALRM);
     sigaddset(&set, STATS_WRITTEN_SIGNAL);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    int sfd = super_sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {
         log_error("signalfd: %s", strerror(errno));
         return 1;

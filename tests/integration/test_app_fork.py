@@ -94,3 +94,34 @@ def test_subprocess_under_load(server_factory):
     assert get(srv.port, "/").body == b"true 0"
     assert srv.stop() == 0
     assert srv.sanitizer_reports() == [], srv.log_text()[-8000:]
+
+
+# What a descriptor of the server's own looks like in /proc/PID/fd.
+SERVER_KINDS = ("socket:", "anon_inode:[eventfd]", "anon_inode:[eventpoll]", "anon_inode:[signalfd]",
+                "anon_inode:[timerfd]", "anon_inode:[pidfd]")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("mode", MODES)
+def test_exec_child_inherits_no_server_descriptor(server_factory, tmp_path, mode, workers):
+    """The app runs a shell that lists its own descriptors: beyond stdin,
+    stdout (the app's pipe) and stderr (the server's log) it may hold only
+    the pipe of its own command substitution; no socket, eventfd, epoll or
+    signalfd, and not the access log or stats file the server opened."""
+    access, stats = tmp_path / "access.log", tmp_path / "stats.json"
+    srv = _server(server_factory, mode, "--workers", workers, f"--access-log={access}",
+                  "--stats-json", str(stats), app="fork_apps:fds")
+    # A connection open while the child runs, and a request served before.
+    other = srv.connect()
+    assert get(srv.port, "/").status == 200
+    r = get(srv.port, "/")
+    assert r.status == 200
+    seen = {}
+    for line in r.body.decode().splitlines():
+        fd, _, target = line.partition(" -> ")
+        seen[int(fd)] = target
+    leaked = {fd: t for fd, t in seen.items()
+              if fd > 2 and (t.startswith(SERVER_KINDS) or not t.startswith("pipe:"))}
+    assert not leaked, seen
+    other.close()
+    assert srv.stop() == 0

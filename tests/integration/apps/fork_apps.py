@@ -46,3 +46,14 @@ def spawn(environ, start_response):
     descriptors out of the child."""
     rc = subprocess.run(["true"], close_fds=False).returncode
     return _reply(start_response, "true %d" % rc)
+
+
+def fds(environ, start_response):
+    """What an exec'd child inherits: a shell lists its own /proc/PID/fd
+    (close_fds=False: nothing but close-on-exec filters them), one line per
+    descriptor, "N -> TARGET"."""
+    out = subprocess.run(["/bin/sh", "-c", 'cd /proc/$$/fd && for f in *; do '
+                          'echo "$f -> $(readlink "$f")"; done'],
+                         close_fds=False, stdout=subprocess.PIPE, check=True).stdout
+    return _reply(start_response, out)
+
