@@ -55,6 +55,14 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         if (python)
             PyOS_AfterFork_Child();
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the supervisor */
+        /* The supervisor's own signals are not the worker's to block (nor
+         * the app's children's to inherit blocked). */
+        sigset_t own;
+        sigemptyset(&own);
+        sigaddset(&own, SIGCHLD);
+        sigaddset(&own, SIGALRM);
+        sigaddset(&own, STATS_WRITTEN_SIGNAL);
+        sigprocmask(SIG_UNBLOCK, &own, NULL);
         if (super_sfd >= 0)
             close(super_sfd);
         for (unsigned j = 0; j < opt->workers; j++)

@@ -64,6 +64,47 @@ def test_connection_closed_while_a_forked_child_holds_it_is_forgotten(server_fac
     assert srv.sanitizer_reports() == [], srv.log_text()[-8000:]
 
 
+@pytest.mark.parametrize("mode", [MODES[0], MODES[-1]])
+def test_multiprocessing_fork_inside_a_request(server_factory, mode):
+    """A Pool and a Process made with the fork start method inside a
+    request; the forked workers hold the server's descriptors while they
+    run. Connections are closed by the keep-alive timeout meanwhile."""
+    srv = _server(server_factory, mode, "--keepalive-timeout", "1", app="fork_apps:pool")
+    for _ in range(2):
+        with srv.connect(timeout=60) as s:
+            for _ in range(2):
+                s.sendall(req("GET", "/"))
+                r = _read(s)
+                assert (r.status, r.body) == (200, b"140 9")
+    assert get(srv.port, "/", timeout=60).body == b"140 9"
+    assert srv.stop() == 0
+    assert srv.sanitizer_reports() == [], srv.log_text()[-8000:]
+
+
+@pytest.mark.parametrize("mode", [MODES[0], MODES[-1]])
+def test_forked_child_can_be_terminated(server_factory, mode):
+    """The loop's signals are blocked in every server thread (it reads them
+    from a signalfd); a child the app forks must not inherit that, or
+    Process.terminate() (and Pool's exit) would wait for ever."""
+    srv = _server(server_factory, mode, app="fork_apps:terminate")
+    r = get(srv.port, "/", timeout=30)
+    code, secs = r.body.split()
+    assert int(code) == -signal.SIGTERM, r.body
+    assert float(secs) < 5
+    assert srv.stop() == 0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("mode", [MODES[0], MODES[-1]])
+def test_forked_child_blocks_no_signal(server_factory, mode, workers):
+    """Neither the loop's signals nor, with --workers, the supervisor's
+    (SIGCHLD, SIGALRM, its real-time one) stay blocked in a child the app
+    forks: it starts with the mask the server was started with (none)."""
+    srv = _server(server_factory, mode, "--workers", workers, app="fork_apps:sigblk")
+    assert int(get(srv.port, "/").body, 16) == 0
+    assert srv.stop() == 0
+
+
 def test_subprocess_under_load(server_factory):
     """Many concurrent requests, each running `true` with subprocess: forks
     while other connections are accepted and closed."""

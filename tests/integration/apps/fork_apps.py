@@ -40,6 +40,25 @@ def sleeper(environ, start_response):
     return _reply(start_response, str(pid))
 
 
+def pool(environ, start_response):
+    """multiprocessing with the fork start method inside a request: a Pool
+    (worker processes forked from this thread) and one Process answering
+    through a Pipe. The Process's exit status is not reported: CPython 3.11
+    fails threading._shutdown in a child forked from a thread it did not
+    create (a pool thread), so that child exits 1 after doing its work."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as p:
+        squares = p.map(_square, range(8))
+    theirs, ours = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_send_square, args=(ours, 3))
+    proc.start()
+    ours.close()
+    got = theirs.recv() if theirs.poll(30) else None
+    theirs.close()
+    proc.join(30)
+    return _reply(start_response, "%s %s" % (sum(squares), got))
+
+
 def spawn(environ, start_response):
     """subprocess.run of `true`: a fork (or vfork) and an exec per request.
     close_fds=False so that only close-on-exec keeps the server's
@@ -57,3 +76,37 @@ def fds(environ, start_response):
                          close_fds=False, stdout=subprocess.PIPE, check=True).stdout
     return _reply(start_response, out)
 
+
+def terminate(environ, start_response):
+    """A forked Process that would sleep a minute, ended with terminate()
+    (SIGTERM): the body is its exit code and how long the join took."""
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=time.sleep, args=(60,))
+    proc.start()
+    t0 = time.monotonic()
+    proc.terminate()
+    proc.join(10)
+    code = proc.exitcode
+    if code is None:
+        proc.kill()
+        proc.join()
+    return _reply(start_response, "%s %.1f" % (code, time.monotonic() - t0))
+
+
+def sigblk(environ, start_response):
+    """The signal mask a forked child starts with (SigBlk of
+    /proc/self/status, hex), read in the child and sent back on a pipe."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open("/proc/self/status") as f:
+                line = next(x for x in f if x.startswith("SigBlk:"))
+            os.write(w, line.split()[1].encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    mask = os.read(r, 64)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return _reply(start_response, mask)
