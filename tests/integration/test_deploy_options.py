@@ -171,6 +171,48 @@ def test_unknown_user_refused_before_listening():
     assert p.wait_exit() == 2 and "no-such-user-xyz" in one_line_error(p)
 
 
+@root_only
+def test_uid_without_passwd_entry_is_refused_without_a_group():
+    """A uid with no passwd entry has no primary group: serving with the
+    gid cserve started with (root's) would be wrong, so it asks for one."""
+    p, _ = serve_info(["--user", "54321"], env=clean_env())
+    try:
+        assert p.wait_exit(timeout=10) == 2
+        line = one_line_error(p)
+        assert "54321" in line and "--group" in line, line
+    finally:
+        p.close()
+
+
+@root_only
+def test_uid_without_passwd_entry_serves_with_the_given_group():
+    p, addr = serve_info(["--user", "54321", "--group", "54322"], env=clean_env())
+    try:
+        got = info(p, addr)
+        assert (got["uid"], got["euid"], got["gid"], got["egid"]) == (54321, 54321, 54322, 54322)
+        with open(f"/proc/{p.proc.pid}/status") as f:
+            groups = next(ln for ln in f if ln.startswith("Groups:")).split()[1:]
+        assert groups == [], groups  # root's supplementary groups are gone too
+        assert p.stop() == 0, p.text()
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("args", [["--user", "4294967295", "--group", "0"],
+                                  ["--user", "0", "--group", "4294967295"],
+                                  ["--user", "4294967296", "--group", "0"],
+                                  ["--user", "99999999999999999999999"]])
+def test_numeric_ids_out_of_range_are_refused(args):
+    """-1 means "leave unchanged" to setuid/setgid; 2**32 would wrap to
+    uid 0 and serve as root."""
+    p, _ = serve_info(args, env=clean_env())
+    try:
+        assert p.wait_exit(timeout=10) == 2
+        assert "out of range" in one_line_error(p)
+    finally:
+        p.close()
+
+
 _EXEC_WITH_FD3 = """
 import os, sys
 fd = int(sys.argv[1])
