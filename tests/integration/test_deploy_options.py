@@ -90,6 +90,167 @@ def test_unix_bind_replaces_a_stale_socket(tmp_path):
         p.close()
 
 
+@pytest.mark.parametrize("target", ["dangling", "stale-socket", "live-socket"])
+def test_unix_bind_refuses_a_symlink_and_leaves_it(tmp_path, target):
+    """A symlink at the path is never followed (to probe, chmod or remove
+    what it points at) nor removed, whatever it points at."""
+    path, where = str(tmp_path / "link.sock"), str(tmp_path / "target.sock")
+    keep = None
+    if target != "dangling":
+        keep = socket.socket(socket.AF_UNIX)
+        keep.bind(where)
+        if target == "live-socket":
+            keep.listen(8)
+        else:
+            keep.close()
+    os.symlink(where, path)
+    try:
+        p, _ = serve_info(["--socket-mode", "666"], env=clean_env(), addr=path)
+        assert p.wait_exit() == 2
+        assert "not a socket" in one_line_error(p)
+        assert os.readlink(path) == where
+        if target != "dangling":
+            assert stat.S_ISSOCK(os.stat(where).st_mode)
+            assert stat.S_IMODE(os.stat(where).st_mode) != 0o666
+        assert sorted(os.listdir(tmp_path)) == sorted(["link.sock"] + ([] if target == "dangling" else ["target.sock"]))
+    finally:
+        if keep:
+            keep.close()
+
+
+def test_stale_socket_replaced_leaves_nothing_else(tmp_path):
+    """Replacing a stale socket (moved aside into a private directory,
+    checked, removed) and removing our own at exit leave the directory as
+    it was: no private directory or moved node behind."""
+    path = str(tmp_path / "stale.sock")
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(path)
+    dead.close()
+    p, _ = serve_info(["--socket-mode", "600"], env=clean_env(), addr=path)
+    try:
+        assert info(p, path)["prefix"]
+        st = os.lstat(path)
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+        assert os.listdir(tmp_path) == ["stale.sock"]
+        assert p.stop() == 0
+        assert os.listdir(tmp_path) == []
+    finally:
+        p.close()
+
+
+# Wins the races a unix: bind has with whoever else can write to the
+# socket's directory, at the worst moment, deterministically: preloaded
+# into cserve, it swaps the path right after the stale-socket probe is
+# refused, or right after bind.
+_RACER_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static const char *unix_path(const struct sockaddr *a)
+{
+    return a->sa_family == AF_UNIX ? ((const struct sockaddr_un *)a)->sun_path : "";
+}
+
+int bind(int fd, const struct sockaddr *a, socklen_t len)
+{
+    int (*real)(int, const struct sockaddr *, socklen_t) = dlsym(RTLD_NEXT, "bind");
+    int rc = real(fd, a, len);
+    const char *path = getenv("RACE_PATH"), *victim = getenv("RACE_SYMLINK_AFTER_BIND");
+    if (rc == 0 && path && victim && strcmp(unix_path(a), path) == 0) {
+        unlink(path);
+        symlink(victim, path);
+    }
+    return rc;
+}
+
+int connect(int fd, const struct sockaddr *a, socklen_t len)
+{
+    static int done;
+    int (*real)(int, const struct sockaddr *, socklen_t) = dlsym(RTLD_NEXT, "connect");
+    int rc = real(fd, a, len), err = errno;
+    const char *path = getenv("RACE_PATH"), *sun = unix_path(a);
+    if (rc != 0 && err == ECONNREFUSED && !done && path && getenv("RACE_FILE_AFTER_PROBE")
+        && (strcmp(sun, path) == 0 || strncmp(sun, "/proc/self/fd/", 14) == 0)) {
+        done = 1;
+        unlink(path);
+        int f = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (f >= 0) {
+            write(f, "precious", 8);
+            close(f);
+        }
+    }
+    errno = err;
+    return rc;
+}
+"""
+
+
+def _racer(tmp_path):
+    import shutil
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the preloaded racer")
+    src, lib = tmp_path / "racer.c", tmp_path / "racer.so"
+    src.write_text(_RACER_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"], check=True)
+    return str(lib)
+
+
+def _racer_env(lib, **race):
+    # An ASan build wants its runtime first; the racer only wraps two calls.
+    asan = ":".join(x for x in (os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0") if x)
+    return clean_env(LD_PRELOAD=lib, ASAN_OPTIONS=asan, **race)
+
+
+def test_stale_socket_swapped_for_a_file_after_the_probe_is_not_removed(tmp_path):
+    """The stale socket is replaced by a regular file between the probe
+    and the removal: the file survives and the bind is refused."""
+    racer = _racer(tmp_path)
+    d = tmp_path / "run"
+    d.mkdir()
+    path = str(d / "stale.sock")
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(path)
+    dead.close()
+    p, _ = serve_info(env=_racer_env(racer, RACE_PATH=path, RACE_FILE_AFTER_PROBE="1"), addr=path)
+    try:
+        assert p.wait_exit(timeout=10) == 2, p.text()
+        assert "changed" in p.text()
+        with open(path) as f:
+            assert f.read() == "precious"
+        assert os.listdir(d) == ["stale.sock"]
+    finally:
+        p.close()
+
+
+def test_socket_mode_is_not_applied_through_a_symlink_swapped_in_after_bind(tmp_path):
+    """The socket just bound is replaced by a symlink to another file
+    before --socket-mode is applied: that file's mode stays, nothing
+    listens, and the symlink is not followed at exit either."""
+    racer = _racer(tmp_path)
+    d = tmp_path / "run"
+    d.mkdir()
+    path, victim = str(d / "s.sock"), tmp_path / "victim"
+    victim.write_text("secret")
+    victim.chmod(0o600)
+    p, _ = serve_info(["--socket-mode", "666"],
+                      env=_racer_env(racer, RACE_PATH=path, RACE_SYMLINK_AFTER_BIND=str(victim)),
+                      addr=path)
+    try:
+        assert p.wait_exit(timeout=10) != 0, p.text()
+        assert "no longer holds a socket" in p.text()
+        assert stat.S_IMODE(victim.stat().st_mode) == 0o600
+        assert victim.read_text() == "secret"
+    finally:
+        p.close()
+
+
 def test_a_second_cserve_cannot_take_over_a_live_one(tmp_path):
     path = str(tmp_path / "one.sock")
     first, _ = serve_info(env=clean_env(), addr=path)
