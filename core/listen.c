@@ -241,8 +241,18 @@ void listen_claim_inherited(void)
     unsetenv("LISTEN_FDNAMES");
     if (pid != (long)getpid() || nfds < 1)
         return;
-    if (nfds > 1)
+    if (nfds > 1) {
+        /* The others are ours too (LISTEN_PID says so) but unused: close
+         * them rather than keep them, inheritable, for the app's children. */
         log_warn("systemd passed %ld sockets; serving on the first (fd %d) only", nfds, SD_LISTEN_FDS_START);
+        unsigned last = nfds - 1 > (long)(INT_MAX - SD_LISTEN_FDS_START) ? (unsigned)INT_MAX
+                                                                          : (unsigned)(SD_LISTEN_FDS_START + nfds - 1);
+        if (close_range(SD_LISTEN_FDS_START + 1, last, 0) != 0) {
+            long open_max = sysconf(_SC_OPEN_MAX);
+            for (long fd = SD_LISTEN_FDS_START + 1; fd <= (long)last && fd < open_max; fd++)
+                close((int)fd);
+        }
+    }
     int fd = SD_LISTEN_FDS_START;
     int type = 0, accepting = 0;
     socklen_t len = sizeof type;

@@ -424,6 +424,55 @@ def test_systemd_socket_activation(tmp_path, family):
         p.close()
 
 
+_EXEC_WITH_FDS = """
+import fcntl, os, sys
+n = int(sys.argv[1])
+fds = [int(x) for x in sys.argv[2:2 + n]]
+moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in fds]
+for fd in fds:
+    os.close(fd)
+for i, fd in enumerate(moved):
+    os.dup2(fd, 3 + i)  # inheritable, as systemd passes them
+    os.close(fd)
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.environ["LISTEN_FDS"] = str(n)
+os.execv(sys.argv[2 + n], sys.argv[2 + n:])
+"""
+
+
+def test_extra_systemd_sockets_are_closed():
+    """With LISTEN_FDS=3 cserve serves on fd 3; the sockets at fds 4 and 5
+    are not kept, so neither the server nor a program the app runs holds
+    them."""
+    import sys
+    listeners = []
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        listeners.append(s)
+    addr = listeners[0].getsockname()
+    extra = {f"socket:[{os.fstat(s.fileno()).st_ino}]" for s in listeners[1:]}
+    fds = [s.fileno() for s in listeners]
+    p = Proc([sys.executable, "-c", _EXEC_WITH_FDS, "3", *map(str, fds), BIN, "--bind",
+              f"127.0.0.1:{free_port()}", "--chdir", str(APPS), "fork_apps:fds"],
+             env=clean_env(), pass_fds=fds)
+    for s in listeners:
+        s.close()
+    try:
+        from deploy_support import http_get
+        status, body = http_get(wait_connect(p, addr), "/")
+        assert status == 200, p.text()
+        held = {os.readlink(f"/proc/{p.proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{p.proc.pid}/fd")}
+        assert not held & extra, held
+        child = dict(line.split(" -> ", 1) for line in body.decode().splitlines())
+        assert not [t for t in child.values() if t.startswith("socket:")], child
+        assert "serving on the first" in p.text()
+        assert p.stop() == 0, p.text()
+    finally:
+        p.close()
+
+
 def test_listen_fds_for_another_pid_are_ignored():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
