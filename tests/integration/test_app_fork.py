@@ -19,13 +19,13 @@ import pytest
 from conftest import HANDOFFS
 from httpclient import Reader, get, req
 
-MODES = [pytest.param(["--handoff", h], id=h) for h in HANDOFFS] + [pytest.param(["--inline"], id="inline")]
+MODES = HANDOFFS + ["inline"]
 
 
 def _server(server_factory, mode, *args, app):
-    # The fixture passes --handoff itself; a later --handoff or --inline
-    # on the command line decides the mode.
-    return server_factory(*args, *mode, app=app)
+    if mode == "inline":
+        return server_factory(*args, "--inline", app=app)
+    return server_factory(*args, app=app, handoff=mode)
 
 
 def _read(sock):
