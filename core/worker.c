@@ -28,8 +28,9 @@
  * thread; a child the app forks (os.fork, multiprocessing) would inherit
  * that mask and with it ignore SIGTERM and SIGINT: Pool.terminate() and
  * Process.terminate() would wait for ever. Such a child runs the app's code,
- * not the loop, so it gets the signals back. (A child that execs straight
- * from vfork or posix_spawn, as subprocess does, skips fork handlers.) */
+ * not the loop, so it gets the signals back. A child that execs straight
+ * from vfork or posix_spawn (subprocess does) skips fork handlers: it still
+ * starts with them blocked. */
 static void unblock_in_child(void)
 {
     sigset_t set;
