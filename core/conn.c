@@ -98,7 +98,7 @@ void conn_set_state(struct conn *c, enum conn_state s)
 static void close_socket(struct conn *c)
 {
     if (c->fd >= 0)
-        conn_io_close(c->fd);
+        conn_io_close_socket(c->loop->epfd, c->fd);
     c->fd = -1;
 }
 

@@ -68,5 +68,7 @@ ssize_t conn_io_writev(int fd, const struct iovec *iov, int cnt);
 ssize_t conn_io_sendfile(int fd, int file_fd, off_t *off, size_t len);
 void conn_io_shutdown(int fd);
 void conn_io_close(int fd);
+/* Close a socket the loop registered, deleting its registration first. */
+void conn_io_close_socket(int epfd, int fd);
 
 #endif

@@ -1,6 +1,7 @@
 /* conn_io.c — a connection's system calls, in one place so the rest of
  * conn*.c is bytes in, verdicts and bytes out: the fuzzers replace this file
  * and drive the real connection code without a socket. */
+#include <sys/epoll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,3 +26,13 @@ ssize_t conn_io_sendfile(int fd, int file_fd, off_t *off, size_t len)
 void conn_io_shutdown(int fd) { shutdown(fd, SHUT_WR); }
 
 void conn_io_close(int fd) { close(fd); }
+
+/* An epoll registration belongs to the open file description, not to the
+ * descriptor: if the app forked, a child's copy keeps the socket open after
+ * close(), and its events would still name the connection the loop frees.
+ * Deleting first means no event can ever arrive for it. */
+void conn_io_close_socket(int epfd, int fd)
+{
+    epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
+}

@@ -220,7 +220,7 @@ void access_log_write(struct conn *c, struct job *job)
     static FILE *out;
     if (!out) {
         const char *path = c->loop->opt->access_log_file;
-        out = path ? fopen(path, "a") : stderr;
+        out = path ? fopen(path, "ae") : stderr;
         if (!out) {
             log_error("cannot open access log %s: %s", path, strerror(errno));
             out = stderr;

@@ -371,8 +371,12 @@ void loop_destroy(struct loop *l)
         conn_reap(l);
     }
     stop_accepting(l);
-    if (l->signal_fd >= 0)
+    if (l->signal_fd >= 0) {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->signal_fd, NULL);
         close(l->signal_fd);
+    }
+    /* The hand-off's descriptors stay registered until its destroy, after
+     * this: harmless, as no epoll_wait on this instance follows. */
     close(l->epfd);
     jobs_free_all(l);
     free(l->outstanding);

@@ -38,6 +38,17 @@ static bool all_digits(const char *s)
     return *s && strspn(s, "0123456789") == strlen(s);
 }
 
+/* A numeric id: in range, and not -1, which setuid/setgid/chown take as
+ * "leave unchanged". */
+static unsigned long numeric_id(const char *what, const char *s)
+{
+    errno = 0;
+    unsigned long v = strtoul(s, NULL, 10);
+    if (errno || v >= (unsigned long)(uid_t)-1)
+        die(what, s, "id out of range");
+    return v;
+}
+
 bool privs_resolve(const struct options *opt)
 {
     if (!opt->user && !opt->group)
@@ -45,11 +56,16 @@ bool privs_resolve(const struct options *opt)
     target.uid = getuid();
     target.gid = getgid();
     if (opt->user) {
-        struct passwd *pw = all_digits(opt->user) ? getpwuid((uid_t)strtoul(opt->user, NULL, 10))
+        struct passwd *pw = all_digits(opt->user) ? getpwuid((uid_t)numeric_id("--user", opt->user))
                                                    : getpwnam(opt->user);
         if (!pw && !all_digits(opt->user))
             die("--user", opt->user, "no such user");
-        target.uid = pw ? pw->pw_uid : (uid_t)strtoul(opt->user, NULL, 10);
+        /* A uid with no passwd entry has no primary group. Keeping the
+         * current gid would serve with root's group; refuse instead, and
+         * let the operator say which group. */
+        if (!pw && !opt->group)
+            die("--user", opt->user, "no passwd entry, so no primary group; give --group as well");
+        target.uid = pw ? pw->pw_uid : (uid_t)numeric_id("--user", opt->user);
         target.gid = pw ? pw->pw_gid : target.gid;
         snprintf(target.user, sizeof target.user, "%s", pw ? pw->pw_name : opt->user);
         target.init_groups = pw != NULL;
@@ -58,11 +74,11 @@ bool privs_resolve(const struct options *opt)
         snprintf(target.user, sizeof target.user, "%s", pw ? pw->pw_name : "?");
     }
     if (opt->group) {
-        struct group *gr = all_digits(opt->group) ? getgrgid((gid_t)strtoul(opt->group, NULL, 10))
+        struct group *gr = all_digits(opt->group) ? getgrgid((gid_t)numeric_id("--group", opt->group))
                                                    : getgrnam(opt->group);
         if (!gr && !all_digits(opt->group))
             die("--group", opt->group, "no such group");
-        target.gid = gr ? gr->gr_gid : (gid_t)strtoul(opt->group, NULL, 10);
+        target.gid = gr ? gr->gr_gid : (gid_t)numeric_id("--group", opt->group);
     }
     struct group *gr = getgrgid(target.gid);
     snprintf(target.group, sizeof target.group, "%s", gr ? gr->gr_name : "?");

@@ -342,7 +342,7 @@ int stats_write_json(struct stats *s, const char *path)
         errno = ENAMETOOLONG; /* a cut name would be renamed over the wrong file */
         return -1;
     }
-    FILE *f = fopen(tmp, "w");
+    FILE *f = fopen(tmp, "we");
     if (!f)
         return -1;
     if (s->part_file) {

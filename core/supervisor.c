@@ -52,6 +52,9 @@ struct slot {
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
 };
 
+/* The supervisor's signalfd: a worker closes its copy (it reads its own). */
+static int super_sfd = -1;
+
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
 {
     snprintf(out, cap, "%s.worker%u", path, i);
@@ -73,6 +76,16 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         if (python)
             PyOS_AfterFork_Child();
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the supervisor */
+        /* The supervisor's own signals are not the worker's to block (nor
+         * the app's children's to inherit blocked). */
+        sigset_t own;
+        sigemptyset(&own);
+        sigaddset(&own, SIGCHLD);
+        sigaddset(&own, SIGALRM);
+        sigaddset(&own, STATS_WRITTEN_SIGNAL);
+        sigprocmask(SIG_UNBLOCK, &own, NULL);
+        if (super_sfd >= 0)
+            close(super_sfd);
         for (unsigned j = 0; j < opt->workers; j++)
             if (slots[j].listen_fd != slots[i].listen_fd)
                 close(slots[j].listen_fd);
@@ -167,7 +180,7 @@ static void merge_stats(const struct options *opt, const char *app_name)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", opt->stats_json);
-    FILE *out = fopen(tmp, "w");
+    FILE *out = fopen(tmp, "we");
     if (!out)
         return;
     fprintf(out, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": ",
@@ -179,7 +192,7 @@ static void merge_stats(const struct options *opt, const char *app_name)
     for (unsigned i = 0; i < opt->workers; i++) {
         char part[4200];
         part_path(part, sizeof part, opt->stats_json, i);
-        FILE *in = fopen(part, "r");
+        FILE *in = fopen(part, "re");
         if (!in)
             continue;
         fprintf(out, "%s\n  ", first ? "" : ",");
@@ -287,7 +300,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     server_signal_set(&set);
     supervisor_signal_set(&set);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    int sfd = super_sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {
         log_error("signalfd: %s", strerror(errno));
         return 1;

@@ -143,6 +143,12 @@ void conn_io_close(int fd)
     sock.closed = true;
 }
 
+void conn_io_close_socket(int epfd, int fd)
+{
+    (void)epfd;
+    conn_io_close(fd);
+}
+
 /* ---- the run ---- */
 
 static bool gone(const struct conn *c) { return c->state == CONN_CLOSED; }

@@ -90,6 +90,167 @@ def test_unix_bind_replaces_a_stale_socket(tmp_path):
         p.close()
 
 
+@pytest.mark.parametrize("target", ["dangling", "stale-socket", "live-socket"])
+def test_unix_bind_refuses_a_symlink_and_leaves_it(tmp_path, target):
+    """A symlink at the path is never followed (to probe, chmod or remove
+    what it points at) nor removed, whatever it points at."""
+    path, where = str(tmp_path / "link.sock"), str(tmp_path / "target.sock")
+    keep = None
+    if target != "dangling":
+        keep = socket.socket(socket.AF_UNIX)
+        keep.bind(where)
+        if target == "live-socket":
+            keep.listen(8)
+        else:
+            keep.close()
+    os.symlink(where, path)
+    try:
+        p, _ = serve_info(["--socket-mode", "666"], env=clean_env(), addr=path)
+        assert p.wait_exit() == 2
+        assert "not a socket" in one_line_error(p)
+        assert os.readlink(path) == where
+        if target != "dangling":
+            assert stat.S_ISSOCK(os.stat(where).st_mode)
+            assert stat.S_IMODE(os.stat(where).st_mode) != 0o666
+        assert sorted(os.listdir(tmp_path)) == sorted(["link.sock"] + ([] if target == "dangling" else ["target.sock"]))
+    finally:
+        if keep:
+            keep.close()
+
+
+def test_stale_socket_replaced_leaves_nothing_else(tmp_path):
+    """Replacing a stale socket (moved aside into a private directory,
+    checked, removed) and removing our own at exit leave the directory as
+    it was: no private directory or moved node behind."""
+    path = str(tmp_path / "stale.sock")
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(path)
+    dead.close()
+    p, _ = serve_info(["--socket-mode", "600"], env=clean_env(), addr=path)
+    try:
+        assert info(p, path)["prefix"]
+        st = os.lstat(path)
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+        assert os.listdir(tmp_path) == ["stale.sock"]
+        assert p.stop() == 0
+        assert os.listdir(tmp_path) == []
+    finally:
+        p.close()
+
+
+# Wins the races a unix: bind has with whoever else can write to the
+# socket's directory, at the worst moment, deterministically: preloaded
+# into cserve, it swaps the path right after the stale-socket probe is
+# refused, or right after bind.
+_RACER_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static const char *unix_path(const struct sockaddr *a)
+{
+    return a->sa_family == AF_UNIX ? ((const struct sockaddr_un *)a)->sun_path : "";
+}
+
+int bind(int fd, const struct sockaddr *a, socklen_t len)
+{
+    int (*real)(int, const struct sockaddr *, socklen_t) = dlsym(RTLD_NEXT, "bind");
+    int rc = real(fd, a, len);
+    const char *path = getenv("RACE_PATH"), *victim = getenv("RACE_SYMLINK_AFTER_BIND");
+    if (rc == 0 && path && victim && strcmp(unix_path(a), path) == 0) {
+        unlink(path);
+        symlink(victim, path);
+    }
+    return rc;
+}
+
+int connect(int fd, const struct sockaddr *a, socklen_t len)
+{
+    static int done;
+    int (*real)(int, const struct sockaddr *, socklen_t) = dlsym(RTLD_NEXT, "connect");
+    int rc = real(fd, a, len), err = errno;
+    const char *path = getenv("RACE_PATH"), *sun = unix_path(a);
+    if (rc != 0 && err == ECONNREFUSED && !done && path && getenv("RACE_FILE_AFTER_PROBE")
+        && (strcmp(sun, path) == 0 || strncmp(sun, "/proc/self/fd/", 14) == 0)) {
+        done = 1;
+        unlink(path);
+        int f = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (f >= 0) {
+            write(f, "precious", 8);
+            close(f);
+        }
+    }
+    errno = err;
+    return rc;
+}
+"""
+
+
+def _racer(tmp_path):
+    import shutil
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the preloaded racer")
+    src, lib = tmp_path / "racer.c", tmp_path / "racer.so"
+    src.write_text(_RACER_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"], check=True)
+    return str(lib)
+
+
+def _racer_env(lib, **race):
+    # An ASan build wants its runtime first; the racer only wraps two calls.
+    asan = ":".join(x for x in (os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0") if x)
+    return clean_env(LD_PRELOAD=lib, ASAN_OPTIONS=asan, **race)
+
+
+def test_stale_socket_swapped_for_a_file_after_the_probe_is_not_removed(tmp_path):
+    """The stale socket is replaced by a regular file between the probe
+    and the removal: the file survives and the bind is refused."""
+    racer = _racer(tmp_path)
+    d = tmp_path / "run"
+    d.mkdir()
+    path = str(d / "stale.sock")
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(path)
+    dead.close()
+    p, _ = serve_info(env=_racer_env(racer, RACE_PATH=path, RACE_FILE_AFTER_PROBE="1"), addr=path)
+    try:
+        assert p.wait_exit(timeout=10) == 2, p.text()
+        assert "changed" in p.text()
+        with open(path) as f:
+            assert f.read() == "precious"
+        assert os.listdir(d) == ["stale.sock"]
+    finally:
+        p.close()
+
+
+def test_socket_mode_is_not_applied_through_a_symlink_swapped_in_after_bind(tmp_path):
+    """The socket just bound is replaced by a symlink to another file
+    before --socket-mode is applied: that file's mode stays, nothing
+    listens, and the symlink is not followed at exit either."""
+    racer = _racer(tmp_path)
+    d = tmp_path / "run"
+    d.mkdir()
+    path, victim = str(d / "s.sock"), tmp_path / "victim"
+    victim.write_text("secret")
+    victim.chmod(0o600)
+    p, _ = serve_info(["--socket-mode", "666"],
+                      env=_racer_env(racer, RACE_PATH=path, RACE_SYMLINK_AFTER_BIND=str(victim)),
+                      addr=path)
+    try:
+        assert p.wait_exit(timeout=10) != 0, p.text()
+        assert "no longer holds a socket" in p.text()
+        assert stat.S_IMODE(victim.stat().st_mode) == 0o600
+        assert victim.read_text() == "secret"
+    finally:
+        p.close()
+
+
 def test_a_second_cserve_cannot_take_over_a_live_one(tmp_path):
     path = str(tmp_path / "one.sock")
     first, _ = serve_info(env=clean_env(), addr=path)
@@ -171,6 +332,48 @@ def test_unknown_user_refused_before_listening():
     assert p.wait_exit() == 2 and "no-such-user-xyz" in one_line_error(p)
 
 
+@root_only
+def test_uid_without_passwd_entry_is_refused_without_a_group():
+    """A uid with no passwd entry has no primary group: serving with the
+    gid cserve started with (root's) would be wrong, so it asks for one."""
+    p, _ = serve_info(["--user", "54321"], env=clean_env())
+    try:
+        assert p.wait_exit(timeout=10) == 2
+        line = one_line_error(p)
+        assert "54321" in line and "--group" in line, line
+    finally:
+        p.close()
+
+
+@root_only
+def test_uid_without_passwd_entry_serves_with_the_given_group():
+    p, addr = serve_info(["--user", "54321", "--group", "54322"], env=clean_env())
+    try:
+        got = info(p, addr)
+        assert (got["uid"], got["euid"], got["gid"], got["egid"]) == (54321, 54321, 54322, 54322)
+        with open(f"/proc/{p.proc.pid}/status") as f:
+            groups = next(ln for ln in f if ln.startswith("Groups:")).split()[1:]
+        assert groups == [], groups  # root's supplementary groups are gone too
+        assert p.stop() == 0, p.text()
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("args", [["--user", "4294967295", "--group", "0"],
+                                  ["--user", "0", "--group", "4294967295"],
+                                  ["--user", "4294967296", "--group", "0"],
+                                  ["--user", "99999999999999999999999"]])
+def test_numeric_ids_out_of_range_are_refused(args):
+    """-1 means "leave unchanged" to setuid/setgid; 2**32 would wrap to
+    uid 0 and serve as root."""
+    p, _ = serve_info(args, env=clean_env())
+    try:
+        assert p.wait_exit(timeout=10) == 2
+        assert "out of range" in one_line_error(p)
+    finally:
+        p.close()
+
+
 _EXEC_WITH_FD3 = """
 import os, sys
 fd = int(sys.argv[1])
@@ -217,6 +420,55 @@ def test_systemd_socket_activation(tmp_path, family):
         assert p.stop() == 0
         if family == "unix":
             assert os.path.exists(addr), "cserve removed a socket systemd owns"
+    finally:
+        p.close()
+
+
+_EXEC_WITH_FDS = """
+import fcntl, os, sys
+n = int(sys.argv[1])
+fds = [int(x) for x in sys.argv[2:2 + n]]
+moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in fds]
+for fd in fds:
+    os.close(fd)
+for i, fd in enumerate(moved):
+    os.dup2(fd, 3 + i)  # inheritable, as systemd passes them
+    os.close(fd)
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.environ["LISTEN_FDS"] = str(n)
+os.execv(sys.argv[2 + n], sys.argv[2 + n:])
+"""
+
+
+def test_extra_systemd_sockets_are_closed():
+    """With LISTEN_FDS=3 cserve serves on fd 3; the sockets at fds 4 and 5
+    are not kept, so neither the server nor a program the app runs holds
+    them."""
+    import sys
+    listeners = []
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        listeners.append(s)
+    addr = listeners[0].getsockname()
+    extra = {f"socket:[{os.fstat(s.fileno()).st_ino}]" for s in listeners[1:]}
+    fds = [s.fileno() for s in listeners]
+    p = Proc([sys.executable, "-c", _EXEC_WITH_FDS, "3", *map(str, fds), BIN, "--bind",
+              f"127.0.0.1:{free_port()}", "--chdir", str(APPS), "fork_apps:fds"],
+             env=clean_env(), pass_fds=fds)
+    for s in listeners:
+        s.close()
+    try:
+        from deploy_support import http_get
+        status, body = http_get(wait_connect(p, addr), "/")
+        assert status == 200, p.text()
+        held = {os.readlink(f"/proc/{p.proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{p.proc.pid}/fd")}
+        assert not held & extra, held
+        child = dict(line.split(" -> ", 1) for line in body.decode().splitlines())
+        assert not [t for t in child.values() if t.startswith("socket:")], child
+        assert "serving on the first" in p.text()
+        assert p.stop() == 0, p.text()
     finally:
         p.close()
 
