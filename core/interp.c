@@ -183,7 +183,7 @@ void interp_start(void)
             "can read)", stdlib, (unsigned)geteuid(), strerror(errno));
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
-    config.install_signal_handlers = 0; /* the loop owns signals (signalfd) */
+    config.install_signal_handlers = 0; /* the loop owns signals (signals.h) */
     config.parse_argv = 0;
     if (CSERVE_PYTHON_HOME[0])
         set_string(&config, &config.home, CSERVE_PYTHON_HOME);

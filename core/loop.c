@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,9 +63,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
         return -1;
 
-    sigset_t set;
-    server_signal_set(&set);
-    l->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    l->signal_fd = signals_fd(); /* the process's, not the loop's to close */
     l->signal_src.kind = POLL_SIGNAL;
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &l->signal_src};
     if (l->signal_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->signal_fd, &ev) != 0)
@@ -146,12 +143,12 @@ static void begin_stop(struct loop *l)
 
 static void on_signal(struct loop *l)
 {
-    struct signalfd_siginfo si;
-    while (read(l->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-        switch (si.ssi_signo) {
+    struct server_signal si;
+    while (signals_next(&si)) {
+        switch (si.signo) {
         case SIGTERM:
         case SIGINT:
-            l->stop_signal = (int)si.ssi_signo; /* a handover in progress passes it on */
+            l->stop_signal = (int)si.signo; /* a handover in progress passes it on */
             begin_stop(l);
             break;
         case SIGUSR1:
@@ -179,13 +176,13 @@ static void on_signal(struct loop *l)
         default:
             /* Its successor accepts on the listener too: stop, drain, and
              * let worker_run hand the process over to supervising it. */
-            if ((int)si.ssi_signo == WORKER_READY_SIGNAL && l->life && !l->stopping &&
-                lifecycle_ready(l->life, (pid_t)si.ssi_pid)) {
-                l->handover = (pid_t)si.ssi_pid;
+            if ((int)si.signo == WORKER_READY_SIGNAL && l->life && !l->stopping &&
+                lifecycle_ready(l->life, (pid_t)si.pid)) {
+                l->handover = (pid_t)si.pid;
                 log_info("reload: the new worker (pid %d) serves; this one drains", (int)l->handover);
                 l->retiring = true;
                 begin_stop(l);
-            } else if ((int)si.ssi_signo == WORKER_RETIRE_SIGNAL && !l->stopping) {
+            } else if ((int)si.signo == WORKER_RETIRE_SIGNAL && !l->stopping) {
                 l->retiring = true;
                 begin_stop(l);
             }
@@ -371,10 +368,8 @@ void loop_destroy(struct loop *l)
         conn_reap(l);
     }
     stop_accepting(l);
-    if (l->signal_fd >= 0) {
+    if (l->signal_fd >= 0)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->signal_fd, NULL);
-        close(l->signal_fd);
-    }
     /* The hand-off's descriptors stay registered until its destroy, after
      * this: harmless, as no epoll_wait on this instance follows. */
     close(l->epfd);

@@ -127,14 +127,10 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
-    /* Signals are read from a signalfd by the loop (and the supervisor):
-     * block them before any thread exists so every thread inherits that. */
-    sigset_t set;
-    server_signal_set(&set);
-    /* ... and what a supervisor reads, which a worker may become
-     * (lifecycle.h): a SIGCHLD that came before would be lost otherwise. */
-    supervisor_signal_set(&set);
-    sigprocmask(SIG_BLOCK, &set, NULL);
+    if (signals_init() != 0) {
+        fprintf(stderr, "cserve: error: cannot set up signal handling: %s\n", strerror(errno));
+        return 1;
+    }
     raise_fd_limit();
 
     unsigned exec_index;
@@ -213,7 +209,7 @@ int main(int argc, char **argv)
         struct handover ho;
         rc = worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name, &ho);
         if (ho.pid > 0) { /* reloaded or recycled: this process now supervises */
-            if (ho.stop_signal) /* pending for the supervisor's signalfd: it stops at once */
+            if (ho.stop_signal) /* waits on the signal pipe: the supervisor stops at once */
                 kill(getpid(), ho.stop_signal);
             rc = supervisor_run(&opt, app_name, &ho.listen_fd, ho.pid);
         }

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,27 +65,9 @@ __attribute__((noinline)) static void adopt_python_thread(void)
 
 extern const struct options *wsgi_options; /* set by main */
 
-/* A pool thread takes no asynchronous signal (nor do the threads the app
- * starts from it, which inherit the mask): a process-directed signal must
- * reach the thread that reads it from a signalfd, and a thread that does
- * not block it could take it instead. That matters once a worker has
- * handed over and become a supervisor (lifecycle.h) while a stuck pool
- * thread lives on: SIGCHLD taken there would be lost. Faults stay
- * deliverable. */
-static void block_async_signals(void)
-{
-    sigset_t set;
-    sigfillset(&set);
-    const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
-    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
-        sigdelset(&set, faults[i]);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
 static void *pool_main(void *arg)
 {
     struct pool_thread *t = arg;
-    block_async_signals();
     struct pool *p = t->pool;
     struct handoff *h = p->handoff;
     const struct handoff_ops *ops = h->ops;

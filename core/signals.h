@@ -1,12 +1,21 @@
-/* signals.h — the signals a worker's loop reads from its signalfd. They are
- * blocked in every thread (set before any thread starts) so that none is
- * delivered asynchronously: SIGTERM/SIGINT stop gracefully, SIGUSR1 reports
- * the stats, SIGUSR2 starts a new stats window, SIGHUP replaces the workers
- * with fresh ones that import the app anew (docs/operating.md). */
+/* signals.h — how the server's signals reach the loop (and the supervisor):
+ * a handler writes each one, with its sender, to a pipe that they read like
+ * any other descriptor. SIGTERM/SIGINT stop gracefully, SIGUSR1 reports the
+ * stats, SIGUSR2 starts a new stats window, SIGHUP replaces the workers with
+ * fresh ones that import the app anew (docs/operating.md).
+ *
+ * No thread blocks them. A blocked mask would be inherited by every program
+ * the app starts (subprocess execs straight from vfork, past any fork
+ * handler), which would then ignore SIGTERM; and a handler, unlike a
+ * signalfd, does not care which thread the kernel picks. A child the app
+ * forks inherits the handler, which sees it is not the server (its pid) and
+ * acts as if there were none. */
 #ifndef CSERVE_SIGNALS_H
 #define CSERVE_SIGNALS_H
 
 #include <signal.h>
+#include <stdbool.h>
+#include <sys/types.h>
 
 /* A worker of --workers N tells the supervisor that its --stats-json part
  * is written (after a SIGUSR1). Real-time, so that two workers answering at
@@ -25,29 +34,24 @@
 #define WORKER_RETIRE_SIGNAL (SIGRTMIN + 4)
 /* The app watchdog raises this on the loop thread; Python's faulthandler,
  * registered for it, writes every thread's stack without needing the GIL
- * (which the stuck thread may hold). Not in the blocked set below. */
+ * (which the stuck thread may hold). Not one of the server's signals. */
 #define WATCHDOG_DUMP_SIGNAL (SIGRTMIN + 5)
 
-static inline void server_signal_set(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGUSR1);
-    sigaddset(set, SIGUSR2);
-    sigaddset(set, SIGHUP);
-    sigaddset(set, WORKER_READY_SIGNAL);
-    sigaddset(set, WORKER_RETIRE_SIGNAL);
-}
+struct server_signal {
+    int signo;
+    pid_t pid; /* the sender (si_pid) */
+};
 
-/* The supervisor reads these too: its children's ends, its own timer, the
- * workers' answers and requests. */
-static inline void supervisor_signal_set(sigset_t *set)
-{
-    sigaddset(set, SIGCHLD);
-    sigaddset(set, SIGALRM);
-    sigaddset(set, STATS_WRITTEN_SIGNAL);
-    sigaddset(set, WORKER_RECYCLE_SIGNAL);
-}
+/* The process's signal pipe and the handlers of a worker's signals. Call
+ * first thing in main, and again in a forked child that is to read its own
+ * (a supervisor's worker): it replaces what the parent had. Returns 0 or -1. */
+int signals_init(void);
+/* A supervisor's signals too: its children's ends, its timer, the workers'
+ * answers and requests. */
+int signals_supervise(void);
+/* The pipe's read end (non-blocking, close-on-exec). */
+int signals_fd(void);
+/* The next signal received, if any. */
+bool signals_next(struct server_signal *out);
 
 #endif

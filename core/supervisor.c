@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,9 +52,6 @@ struct slot {
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
 };
 
-/* The supervisor's signalfd: a worker closes its copy (it reads its own). */
-static int super_sfd = -1;
-
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
 {
     snprintf(out, cap, "%s.worker%u", path, i);
@@ -76,16 +73,10 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         if (python)
             PyOS_AfterFork_Child();
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the supervisor */
-        /* The supervisor's own signals are not the worker's to block (nor
-         * the app's children's to inherit blocked). */
-        sigset_t own;
-        sigemptyset(&own);
-        sigaddset(&own, SIGCHLD);
-        sigaddset(&own, SIGALRM);
-        sigaddset(&own, STATS_WRITTEN_SIGNAL);
-        sigprocmask(SIG_UNBLOCK, &own, NULL);
-        if (super_sfd >= 0)
-            close(super_sfd);
+        /* Its own signal pipe and a worker's handlers: the supervisor's
+         * pipe and its SIGCHLD are not the worker's. */
+        if (signals_init() != 0)
+            _exit(1);
         for (unsigned j = 0; j < opt->workers; j++)
             if (slots[j].listen_fd != slots[i].listen_fd)
                 close(slots[j].listen_fd);
@@ -296,15 +287,11 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         return 1;
     for (unsigned i = 0; i < n; i++)
         slots[i].listen_fd = listen_fds[i];
-    sigset_t set;
-    server_signal_set(&set);
-    supervisor_signal_set(&set);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    int sfd = super_sfd = signalfd(-1, &set, SFD_CLOEXEC);
-    if (sfd < 0) {
-        log_error("signalfd: %s", strerror(errno));
+    if (signals_supervise() != 0) {
+        log_error("sigaction: %s", strerror(errno));
         return 1;
     }
+    struct pollfd pfd = {.fd = signals_fd(), .events = POLLIN};
     if (adopted > 0) {
         /* One worker alone was replaced (main.c): supervise its successor,
          * and start any later one by exec (the interpreter here is gone). */
@@ -319,11 +306,16 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     }
     prctl(PR_SET_NAME, "cserve-super");
     bool stopping = false;
+    /* An adopted worker may have ended before SIGCHLD had a handler here. */
+    struct server_signal si = {.signo = SIGCHLD};
+    bool have = adopted > 0;
     while (live_processes(slots, n) > 0) {
-        struct signalfd_siginfo si;
-        if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
+        if (!have && !signals_next(&si)) {
+            poll(&pfd, 1, -1);
             continue;
-        int sig = (int)si.ssi_signo;
+        }
+        have = false;
+        int sig = si.signo;
         if (sig == SIGCHLD) {
             int status;
             pid_t pid;
@@ -353,11 +345,11 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
             }
         } else if (sig == WORKER_RECYCLE_SIGNAL) {
             for (unsigned i = 0; i < n && !stopping; i++)
-                if (slots[i].pid == (pid_t)si.ssi_pid)
+                if (slots[i].pid == (pid_t)si.pid)
                     replace_slot(opt, slots, i, app_name, false);
         } else if (sig == WORKER_READY_SIGNAL) {
             for (unsigned i = 0; i < n; i++)
-                if (slots[i].next > 0 && slots[i].next == (pid_t)si.ssi_pid) {
+                if (slots[i].next > 0 && slots[i].next == (pid_t)si.pid) {
                     if (stopping)
                         kill(slots[i].next, SIGTERM);
                     else
@@ -368,7 +360,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                 stats_asked(slots, n);
             forward(slots, n, SIGUSR1);
         } else if (sig == STATS_WRITTEN_SIGNAL) {
-            stats_answered(opt, app_name, slots, n, (pid_t)si.ssi_pid);
+            stats_answered(opt, app_name, slots, n, (pid_t)si.pid);
         } else {
             forward(slots, n, sig);
         }

@@ -25,20 +25,6 @@
 #include "worker.h"
 #include "wsgi.h"
 
-/* The loop reads its signals from a signalfd, so they are blocked in every
- * thread; a child the app forks (os.fork, multiprocessing) would inherit
- * that mask and with it ignore SIGTERM and SIGINT: Pool.terminate() and
- * Process.terminate() would wait for ever. Such a child runs the app's code,
- * not the loop, so it gets the signals back. A child that execs straight
- * from vfork or posix_spawn (subprocess does) skips fork handlers: it still
- * starts with them blocked. */
-static void unblock_in_child(void)
-{
-    sigset_t set;
-    server_signal_set(&set);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-}
-
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover)
 {
@@ -62,7 +48,6 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     stats->inline_mode = opt->inline_app;
     stats->part_file = part;
     stats->loop = &loop->lstats;
-    pthread_atfork(NULL, NULL, unblock_in_child); /* once: a process runs one worker */
     pthread_setname_np(pthread_self(), "cserve-loop");
     stats_register_self(stats, 0, "cserve-loop", "loop");
 

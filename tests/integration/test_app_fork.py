@@ -105,6 +105,20 @@ def test_forked_child_blocks_no_signal(server_factory, mode, workers):
     assert srv.stop() == 0
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_program_the_app_runs_blocks_no_signal_and_can_be_terminated(server_factory, mode, workers):
+    """subprocess execs from vfork, past fork handlers: the program gets the
+    mask of the thread that ran it. No server thread blocks a signal, so
+    Popen.terminate() reaches it."""
+    srv = _server(server_factory, mode, "--workers", workers, app="fork_apps:exec_sigblk")
+    assert int(get(srv.port, "/").body, 16) == 0
+    assert srv.stop() == 0
+    srv = _server(server_factory, mode, "--workers", workers, app="fork_apps:exec_terminate")
+    assert get(srv.port, "/").body == b"-15"
+    assert srv.stop() == 0
+
+
 def test_subprocess_under_load(server_factory):
     """Many concurrent requests, each running `true` with subprocess: forks
     while other connections are accepted and closed."""

@@ -110,3 +110,25 @@ def sigblk(environ, start_response):
     os.close(r)
     os.waitpid(pid, 0)
     return _reply(start_response, mask)
+
+
+def exec_sigblk(environ, start_response):
+    """The signal mask a program the app runs starts with (subprocess execs
+    straight from vfork, past any fork handler)."""
+    out = subprocess.run(["grep", "^SigBlk:", "/proc/self/status"], capture_output=True, text=True,
+                         check=True).stdout
+    return _reply(start_response, out.split()[1])
+
+
+def exec_terminate(environ, start_response):
+    """A program the app runs, ended with Popen.terminate() (SIGTERM): its
+    return code (-15 when SIGTERM reached it)."""
+    p = subprocess.Popen(["sleep", "60"])
+    p.terminate()
+    try:
+        code = p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        code = "still running"
+    return _reply(start_response, str(code))
