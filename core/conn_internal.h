@@ -59,7 +59,6 @@ enum verdict conn_send(struct conn *c);        /* CONN_SEND_* */
 enum verdict conn_fail(struct conn *c, int status); /* → CONN_SEND_ERROR */
 enum verdict conn_shutdown(struct conn *c);    /* → CONN_LINGER */
 enum verdict conn_linger(struct conn *c);      /* CONN_LINGER */
-void access_log_write(struct conn *c, struct job *job);
 
 /* conn_io.c: the only system calls a connection makes after accept; the
  * fuzzers link their own versions (tests/fuzz/fuzz_conn_io.c). */

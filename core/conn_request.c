@@ -6,6 +6,7 @@
 
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
+#include "access_log.h"
 #include "app.h"
 #include "conn_internal.h"
 #include "log.h"
@@ -24,6 +25,20 @@ static bool new_line_end(struct conn *c)
     return memchr(from, '\n', n) != NULL;
 }
 
+/* A framed request's job learns its connection, whether it may keep it
+ * alive, and (for the access log) when its head was complete. */
+static void job_bind(struct conn *c, struct job *job)
+{
+    struct loop *l = c->loop;
+    job->conn = c;
+    job->remote_addr = c->remote_addr;
+    job->remote_port = c->remote_port;
+    job->keep_alive = job->framing.keep_alive && !l->stopping;
+    /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
+    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+    job->head_ns = l->opt->access_log ? clock_ns() : 0;
+}
+
 /* A head parsed into job: frame it and decide what comes next. */
 static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
 {
@@ -40,12 +55,7 @@ static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
     c->holder = HOLDER_LOOP;
     if (status)
         return conn_fail(c, status);
-    job->conn = c;
-    job->remote_addr = c->remote_addr;
-    job->remote_port = c->remote_port;
-    job->keep_alive = job->framing.keep_alive && !l->stopping;
-    /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
-    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+    job_bind(c, job);
     timer_disarm(&c->timer);
     status = conn_body_start(c, head_len);
     if (status)
@@ -332,11 +342,7 @@ static struct job *next_whole(struct conn *c, size_t *len)
         job_put(l, job);
         return NULL;
     }
-    job->conn = c;
-    job->remote_addr = c->remote_addr;
-    job->remote_port = c->remote_port;
-    job->keep_alive = job->framing.keep_alive && !l->stopping;
-    job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
+    job_bind(c, job);
     job->body.data = p + n;
     job->body.len = (size_t)body;
     job->body.received = body;
@@ -474,7 +480,7 @@ static bool finish_one(struct conn *c, struct job *job)
     struct loop *l = c->loop;
     counter_inc(&l->lstats.requests);
     if (l->opt->access_log)
-        access_log_write(c, job);
+        access_log_write(job, c->remote_addr, clock_ns());
     /* A retiring worker keeps a connection whose response promised
      * keep-alive (its head was made before the stop): the client may send
      * on it at once, and its next response says "Connection: close". */

@@ -214,20 +214,3 @@ enum verdict conn_linger(struct conn *c)
     }
     return VERDICT_WAIT;
 }
-
-void access_log_write(struct conn *c, struct job *job)
-{
-    static FILE *out;
-    if (!out) {
-        const char *path = c->loop->opt->access_log_file;
-        out = path ? fopen(path, "ae") : stderr;
-        if (!out) {
-            log_error("cannot open access log %s: %s", path, strerror(errno));
-            out = stderr;
-        }
-    }
-    fprintf(out, "%s - - [%s] \"%.*s %.*s HTTP/1.%d\" %d %llu\n", c->remote_addr, http_date_now(),
-            (int)job->req.method_len, job->req.method, (int)job->req.target_len, job->req.target,
-            job->req.minor_version, job->status, (unsigned long long)job->body_bytes);
-    fflush(out);
-}

@@ -71,6 +71,7 @@ struct job {
     struct http_target target;
     const char *remote_addr; /* NUL-terminated, owned by the connection */
     const char *remote_port;
+    uint64_t head_ns;        /* --access-log: when the head was framed (clock_ns) */
     bool keep_alive;         /* the client allows another request after this one */
     bool is_head;
 

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "log.h"
 #include "options.h"
 #include "signals.h"
@@ -50,7 +51,8 @@ pid_t spawn_exec(int listen_fd, unsigned index)
         n++;
     char **envp = calloc(n + 2, sizeof *envp);
     char var[64];
-    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d", index, listen_fd);
+    int log_fd = access_log_fd();
+    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d:%d", index, listen_fd, log_fd);
     if (!envp)
         return -1;
     size_t k = 0;
@@ -65,8 +67,9 @@ pid_t spawn_exec(int listen_fd, unsigned index)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) /* the parent died before prctl */
             _exit(1);
-        int fl = fcntl(listen_fd, F_GETFD);
-        if (fl < 0 || fcntl(listen_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+        /* What the new worker inherits: the listener, and the access log
+         * opened before root was dropped (it may not open it itself). */
+        if (fcntl(listen_fd, F_SETFD, 0) < 0 || (log_fd >= 0 && fcntl(log_fd, F_SETFD, 0) < 0))
             _exit(126);
         execve("/proc/self/exe", saved_argv, envp);
         _exit(127);
@@ -77,21 +80,24 @@ pid_t spawn_exec(int listen_fd, unsigned index)
     return pid;
 }
 
-bool exec_worker_claim(unsigned *index, int *listen_fd)
+bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd)
 {
     const char *v = getenv(EXEC_WORKER_ENV);
     if (!v)
         return false;
     unsigned i;
-    int fd;
-    if (sscanf(v, "%u:%d", &i, &fd) != 2 || fd < 0) {
-        fprintf(stderr, "cserve: error: %s='%s' is not SLOT:FD\n", EXEC_WORKER_ENV, v);
+    int fd, lfd;
+    if (sscanf(v, "%u:%d:%d", &i, &fd, &lfd) != 3 || fd < 0) {
+        fprintf(stderr, "cserve: error: %s='%s' is not SLOT:FD:LOGFD\n", EXEC_WORKER_ENV, v);
         exit(2);
     }
     unsetenv(EXEC_WORKER_ENV);
     fcntl(fd, F_SETFD, FD_CLOEXEC); /* not the app's children's */
+    if (lfd >= 0)
+        fcntl(lfd, F_SETFD, FD_CLOEXEC);
     *index = i;
     *listen_fd = fd;
+    *log_fd = lfd;
     return true;
 }
 

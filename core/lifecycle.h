@@ -23,9 +23,10 @@ void lifecycle_save_argv(int argc, char **argv);
  * caller's thread (PR_SET_PDEATHSIG). Returns its pid, or -1. */
 pid_t spawn_exec(int listen_fd, unsigned index);
 
-/* In an exec'd worker: its slot and listener from the environment (and the
- * variable removed, so that the app's children do not see it). */
-bool exec_worker_claim(unsigned *index, int *listen_fd);
+/* In an exec'd worker: its slot, listener and access log (-1: none) from
+ * the environment (the variable removed, so the app's children do not see
+ * it). */
+bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd);
 
 /* One worker's view of its own end. */
 struct lifecycle {

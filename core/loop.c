@@ -19,6 +19,7 @@
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
 #include "log.h"
+#include "access_log.h"
 #include "lifecycle.h"
 #include "signals.h"
 #include "loop.h"
@@ -172,6 +173,9 @@ static void on_signal(struct loop *l)
         case SIGHUP:
             if (l->life && !l->stopping)
                 lifecycle_reload(l->life);
+            break;
+        case SIGWINCH:
+            access_log_reopen();
             break;
         default:
             /* Its successor accepts on the listener too: stop, drain, and

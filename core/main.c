@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../handoffs/handoff.h"
+#include "access_log.h"
 #include "interp.h"
 #include "lifecycle.h"
 #include "listen.h"
@@ -91,8 +92,10 @@ static int pid_file_write(const char *path)
 /* A worker exec'd by a supervisor (or by a worker it replaces): the
  * listener, the user and the directory are inherited; it imports the app
  * afresh (a failure exits here, before it tells its parent it accepts). */
-static int exec_worker_main(struct options *opt, unsigned index, int listen_fd)
+static int exec_worker_main(struct options *opt, unsigned index, int listen_fd, int log_fd)
 {
+    if (opt->access_log)
+        access_log_adopt(log_fd, opt->access_log_file, (enum access_log_format)opt->access_log_format);
     bool python = !opt->native_hello;
     if (python)
         interp_select(opt);
@@ -134,9 +137,9 @@ int main(int argc, char **argv)
     raise_fd_limit();
 
     unsigned exec_index;
-    int exec_fd;
-    if (exec_worker_claim(&exec_index, &exec_fd))
-        return exec_worker_main(&opt, exec_index, exec_fd);
+    int exec_fd, exec_log_fd;
+    if (exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd))
+        return exec_worker_main(&opt, exec_index, exec_fd, exec_log_fd);
     if (opt.check_config) {
         options_print(&opt, stdout);
         fflush(stdout);
@@ -172,6 +175,12 @@ int main(int argc, char **argv)
             wsgi_init(&opt, apps);
         printf("app imports: %s\n", python ? "yes" : "(native-hello: no Python)");
         return 0;
+    }
+    /* Before root is dropped: /var/log is root's. */
+    if (opt.access_log &&
+        access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
+        fprintf(stderr, "cserve: error: --access-log=%s: %s\n", opt.access_log_file, strerror(errno));
+        return 2;
     }
     int *fds = calloc(opt.workers, sizeof *fds);
     if (!fds)

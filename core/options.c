@@ -19,6 +19,7 @@
 #ifndef CSERVE_PYTHON_LINK /* ... and whether libpython is static or shared */
 #define CSERVE_PYTHON_LINK "?"
 #endif
+#include "access_log.h"
 #include "interp.h"
 #include "log.h"
 
@@ -29,7 +30,7 @@ enum {
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
-    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT,
+    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
 };
 
 static const struct option long_options[] = {
@@ -56,6 +57,7 @@ static const struct option long_options[] = {
     {"io-timeout", required_argument, NULL, OPT_IO_TIMEOUT},
     {"graceful-timeout", required_argument, NULL, OPT_GRACEFUL_TIMEOUT},
     {"access-log", optional_argument, NULL, OPT_ACCESS_LOG},
+    {"access-log-format", required_argument, NULL, OPT_ACCESS_LOG_FORMAT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"stats", no_argument, NULL, OPT_STATS},
     {"stats-json", required_argument, NULL, OPT_STATS_JSON},
@@ -159,7 +161,11 @@ static void usage(FILE *out)
 "      --check-config         print the effective configuration, import the app, exit\n"
 "\n"
 "Logs and instruments:\n"
-"      --access-log[=FILE]    one line per request (stderr without FILE)\n"
+"      --access-log[=FILE]    one line per request (stderr without FILE), opened before\n"
+"                             --user drops root; SIGWINCH reopens it (logrotate)\n"
+"      --access-log-format F  combined (the default: Apache's, then the microseconds from\n"
+"                             the head to the last byte written), common or json; the\n"
+"                             client is the one a trusted proxy names (--forwarded-allow-ips)\n"
 "      --log-level LEVEL      debug, info, warning or error (default info)\n"
 "      --stats                per-thread table on stderr at exit and on SIGUSR1\n"
 "      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
@@ -345,6 +351,13 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_GRACEFUL_TIMEOUT:
             o->graceful_timeout_ms = parse_seconds_ms("--graceful-timeout", optarg);
             break;
+        case OPT_ACCESS_LOG_FORMAT: {
+            int f = access_log_format_parse(optarg);
+            if (f < 0)
+                die_usage("--access-log-format needs combined, common or json, not '%s'", optarg);
+            o->access_log_format = f;
+            break;
+        }
         case OPT_ACCESS_LOG:
             o->access_log = true;
             o->access_log_file = optarg;
@@ -510,6 +523,8 @@ void options_print(const struct options *o, FILE *out)
     fprintf(out, "header-timeout: %.3f\nkeepalive-timeout: %.3f\nio-timeout: %.3f\ngraceful-timeout: %.3f\n",
             o->header_timeout_ms / 1e3, o->keepalive_timeout_ms / 1e3, o->io_timeout_ms / 1e3,
             o->graceful_timeout_ms / 1e3);
+    static const char *const formats[] = {"combined", "common", "json"};
+    fprintf(out, "access-log-format: %s\n", formats[o->access_log_format]);
     fprintf(out, "access-log: %s\nlog-level: %s\nstats: %s\nstats-json: %s\nstats-window: %g\n",
             o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off", log_level_name(),
             o->stats ? "yes" : "no", or_none(o->stats_json), o->stats_window_s);

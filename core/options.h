@@ -47,6 +47,7 @@ struct options {
     unsigned graceful_timeout_ms;
     /* logs and instruments */
     bool access_log;
+    int access_log_format;       /* enum access_log_format */
     const char *access_log_file; /* NULL = stderr */
     bool stats;
     const char *stats_json;

@@ -57,7 +57,8 @@ int signals_init(void)
     const int supervisors[] = {SIGCHLD, SIGALRM, STATS_WRITTEN_SIGNAL, WORKER_RECYCLE_SIGNAL};
     for (size_t i = 0; i < sizeof supervisors / sizeof *supervisors; i++)
         signal(supervisors[i], SIG_DFL);
-    const int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, WORKER_READY_SIGNAL, WORKER_RETIRE_SIGNAL};
+    const int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, WORKER_READY_SIGNAL,
+                        WORKER_RETIRE_SIGNAL};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         if (handle(sigs[i]) != 0)
             return -1;

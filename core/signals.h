@@ -2,7 +2,8 @@
  * a handler writes each one, with its sender, to a pipe that they read like
  * any other descriptor. SIGTERM/SIGINT stop gracefully, SIGUSR1 reports the
  * stats, SIGUSR2 starts a new stats window, SIGHUP replaces the workers with
- * fresh ones that import the app anew (docs/operating.md).
+ * fresh ones that import the app anew (docs/operating.md), SIGWINCH reopens
+ * the access log.
  *
  * No thread blocks them. A blocked mask would be inherited by every program
  * the app starts (subprocess execs straight from vfork, past any fork

@@ -33,7 +33,6 @@ void environ_thread_cleanup(void);
 void environ_fini(void);
 
 /* wsgi_proxy.c: environ's scheme, client and host from a trusted proxy's fields */
-bool proxy_trusted(const char *peer);
 int proxy_apply(PyObject *env, const struct job *job);
 
 /* wsgi_input.c */

@@ -49,6 +49,7 @@ TABLE = {
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
     "root-path": ("/api", "root-path: /api", {}),
     "app-timeout": ("30", "app-timeout: 30.000", {}),
+    "access-log-format": ("json", "access-log-format: json", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 
