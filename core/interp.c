@@ -202,6 +202,18 @@ void interp_start(void)
         die("cannot start Python: %s", st.err_msg ? st.err_msg : "?");
 }
 
+const char *interp_venv_note(void)
+{
+    static char note[PATH_MAX + 160];
+    if (venv_dir[0])
+        snprintf(note, sizeof note, "virtualenv %s (from %s)", venv_dir, venv_source);
+    else
+        snprintf(note, sizeof note, "no virtualenv: the packages of the Python at %s (give --virtualenv DIR, "
+                                    "or set VIRTUAL_ENV)",
+                 CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)");
+    return note;
+}
+
 const char *interp_describe(void)
 {
     char v[64];

@@ -20,4 +20,8 @@ void interp_start(void);
  * for --version and the start-up line. */
 const char *interp_describe(void);
 
+/* Which virtualenv serves and why, for an import error: "virtualenv DIR
+ * (from --virtualenv)" or "no virtualenv (...)". */
+const char *interp_venv_note(void);
+
 #endif

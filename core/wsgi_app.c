@@ -90,6 +90,21 @@ static void use_app_file(const char *spec, char *module, size_t cap)
     }
 }
 
+/* The app's module (or a package above it) does not exist: the traceback
+ * would show only the import machinery, so the one line says it all. */
+static bool app_not_found(PyObject *exc, const char *module)
+{
+    if (!exc || !PyErr_GivenExceptionMatches(exc, PyExc_ModuleNotFoundError))
+        return false;
+    PyObject *name = PyObject_GetAttrString(exc, "name");
+    const char *n = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    size_t len = n ? strlen(n) : 0;
+    bool ours = n && strncmp(module, n, len) == 0 && (module[len] == '\0' || module[len] == '.');
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return ours;
+}
+
 static PyObject *import_app(const char *spec)
 {
     const char *colon = strrchr(spec, ':');
@@ -99,14 +114,30 @@ static PyObject *import_app(const char *spec)
         die_import(spec, "expected MODULE:CALLABLE or path/to/file.py:CALLABLE");
     memcpy(module, spec, mlen);
     module[mlen] = '\0';
-    char why[1024];
+    char why[PATH_MAX + 2048];
     if (mlen > 3 && strcmp(module + mlen - 3, ".py") == 0)
         use_app_file(spec, module, sizeof module);
     else if (strchr(module, '/'))
         die_import(spec, "a path to the app's file must end in .py (or give a MODULE on sys.path)");
     PyObject *mod = PyImport_ImportModule(module);
     if (!mod) {
+        /* The whole traceback first: an error raised deep inside a
+         * framework's start-up (Django's AppConfig.ready) is found by its
+         * file and line, not by its message. */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value && tb)
+            PyException_SetTraceback(value, tb);
+        if (!app_not_found(value, module)) {
+            fprintf(stderr, "cserve: the app's import raised:\n");
+            fflush(stderr);
+            PyErr_Display(type, value, tb);
+        }
+        PyErr_Restore(type, value, tb);
         exception_line(why, sizeof why);
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof why - n, " [%s; %s]", interp_describe(), interp_venv_note());
         die_import(spec, why);
     }
     /* CALLABLE may be a dotted path inside the module. */

@@ -76,7 +76,6 @@ ERRORS = [
     ("missing_option_value", [APPARG, "--workers"], "--workers"),
     ("module_not_found", ["nosuch:app"], "nosuch"),
     ("attribute_missing", ["wsgi_apps:missing_attr"], "missing_attr"),
-    ("import_raises", ["raises_on_import:application"], "boom-on-import"),
     ("not_callable", ["wsgi_apps:not_callable"], "not_callable"),
     ("app_file_missing", ["no/such/file.py:application"], "no/such/file.py"),
     ("app_path_without_py", ["apps/wsgi_apps:application"], ".py"),
@@ -94,6 +93,20 @@ def test_error_exits_2_with_one_line_and_never_listens(args, needle):
     assert needle in lines[0], lines[0]
     assert lines[0].startswith("cserve"), lines[0]
     assert not accepted, "the port was listened on despite the error"
+
+
+def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
+    """The app's own code raised while importing (Django's AppConfig.ready,
+    say): the traceback names the file and line; the last line is the one
+    error line, with the Python and the virtualenv the import used."""
+    port = free_port()
+    rc, err, accepted = _never_listens(["--bind", f"127.0.0.1:{port}", "--chdir", str(APPS),
+                                        "raises_on_import:application"], port)
+    assert rc == 2 and not accepted, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert any(re.search(r'File ".*raises_on_import\.py", line \d+', ln) for ln in lines), err
+    assert lines[-1].startswith("cserve: error: cannot import app") and "boom-on-import" in lines[-1]
+    assert "no virtualenv" in lines[-1], lines[-1]
 
 
 def test_app_file_whose_name_is_no_module_name_is_refused(tmp_path):
