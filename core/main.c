@@ -23,6 +23,7 @@
 #include "signals.h"
 #include "options.h"
 #include "privs.h"
+#include "proctitle.h"
 #include "supervisor.h"
 #include "worker.h"
 #include "wsgi.h"
@@ -121,6 +122,7 @@ int main(int argc, char **argv)
 {
     static struct options opt;
     lifecycle_save_argv(argc, argv);
+    argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
     wsgi_options = &opt;
     char why[160];

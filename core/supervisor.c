@@ -33,6 +33,7 @@
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
+#include "proctitle.h"
 #include "signals.h"
 #include "options.h"
 #include "stats.h"
@@ -305,6 +306,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                 return 1;
     }
     prctl(PR_SET_NAME, "cserve-super");
+    proctitle_set("cserve: supervisor [%s]", app_name);
     bool stopping = false;
     /* An adopted worker may have ended before SIGCHLD had a handler here. */
     struct server_signal si = {.signo = SIGCHLD};

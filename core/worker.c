@@ -20,6 +20,7 @@
 #include "loop.h"
 #include "options.h"
 #include "pool.h"
+#include "proctitle.h"
 #include "signals.h"
 #include "stats.h"
 #include "worker.h"
@@ -49,6 +50,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     stats->part_file = part;
     stats->loop = &loop->lstats;
     pthread_setname_np(pthread_self(), "cserve-loop");
+    if (part) /* one worker alone keeps the command line it was started with */
+        proctitle_set("cserve: worker %u [%s]", index, app_name);
     stats_register_self(stats, 0, "cserve-loop", "loop");
 
     struct handoff *h = NULL;

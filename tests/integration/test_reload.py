@@ -180,3 +180,35 @@ def test_pid_file_holds_the_main_pid_and_goes_at_exit(tmp_path):
     finally:
         srv.close()
     assert not pid_file.exists()
+
+
+def _cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().split(b"\0")[0].decode()
+
+
+def _children(pid):
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def test_process_titles_name_the_supervisor_and_each_worker(tmp_path):
+    srv = start_server("--workers", "2")
+    try:
+        assert _cmdline(srv.proc.pid).startswith("cserve: supervisor [")
+        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10)
+        assert wait_until(lambda: sorted(_cmdline(p).split(" [")[0] for p in _children(srv.proc.pid)) ==
+                          ["cserve: worker 0", "cserve: worker 1"], 10)
+        assert get(srv.port)[0].endswith(b"200 OK")
+    finally:
+        srv.close()
+    alone = start_server()
+    try:  # one worker alone keeps the command line it was started with
+        assert "--bind" in open(f"/proc/{alone.proc.pid}/cmdline", "rb").read().decode(errors="replace")
+    finally:
+        alone.close()
