@@ -20,6 +20,7 @@
 #include "../lib/clock.h"
 #include "log.h"
 #include "access_log.h"
+#include "devreload.h"
 #include "lifecycle.h"
 #include "signals.h"
 #include "loop.h"
@@ -64,6 +65,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
         return -1;
 
+    l->reload_fd = -1;
     l->signal_fd = signals_fd(); /* the process's, not the loop's to close */
     l->signal_src.kind = POLL_SIGNAL;
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &l->signal_src};
@@ -321,6 +323,7 @@ unsigned loop_run(struct loop *l)
             case POLL_LISTENER: on_listener(l); break;
             case POLL_HANDOFF: handoff_ready = true; break;
             case POLL_SIGNAL: on_signal(l); break;
+            case POLL_RELOAD: devreload_on_event(l); break;
             }
         }
         /* The requests this pass's socket events parsed are queued: start
@@ -337,6 +340,7 @@ unsigned loop_run(struct loop *l)
         if (l->life && !l->stopping)
             lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
         watchdog_check(l);
+        devreload_tick(l);
         conn_reap(l); /* the one place connections are freed */
         jobs_release_memory(l);
         resume_accepting(l);
@@ -374,6 +378,10 @@ void loop_destroy(struct loop *l)
     stop_accepting(l);
     if (l->signal_fd >= 0)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->signal_fd, NULL);
+    if (l->reload_fd >= 0) {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->reload_fd, NULL);
+        close(l->reload_fd);
+    }
     /* The hand-off's descriptors stay registered until its destroy, after
      * this: harmless, as no epoll_wait on this instance follows. */
     close(l->epfd);

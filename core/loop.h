@@ -28,7 +28,7 @@ struct lifecycle;
 #define CONN_HOLD_MS 2
 
 /* What an epoll event's data.ptr points at. */
-enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL };
+enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL, POLL_RELOAD };
 struct poll_src {
     enum poll_kind kind;
 };
@@ -109,7 +109,7 @@ struct loop {
     const struct options *opt;
     int epfd;
     int listen_fd;
-    struct poll_src listener_src, handoff_src, signal_src;
+    struct poll_src listener_src, handoff_src, signal_src, reload_src;
     int signal_fd;
     struct handoff *handoff;   /* NULL with --inline or native-hello */
     unsigned workers;          /* pool threads */
@@ -145,6 +145,8 @@ struct loop {
     struct lifecycle *life;    /* when this worker is replaced (lifecycle.h) */
     pid_t handover;            /* stopping because this successor serves (one worker alone) */
     int stop_signal;           /* SIGTERM/SIGINT received (0: none) */
+    int reload_fd;             /* --reload: the inotify descriptor (-1: off) */
+    uint64_t reload_at_ms;     /* --reload: reload then, unless another change comes first */
     uint64_t watchdog_next_ms; /* --app-timeout: next look at the pool threads */
     uint64_t *watchdog_fired;  /* per pool thread: the app_since_ms already reported */
     bool retiring;             /* stopping because replaced: idle connections are not cut

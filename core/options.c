@@ -31,6 +31,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
+    OPT_RELOAD,
 };
 
 static const struct option long_options[] = {
@@ -71,6 +72,7 @@ static const struct option long_options[] = {
     {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
     {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
+    {"reload", no_argument, NULL, OPT_RELOAD},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -157,6 +159,8 @@ static void usage(FILE *out)
 "      --app-timeout S        a pool thread in the app on one request for S seconds: log\n"
 "                             every thread's Python stack, close the connections waiting\n"
 "                             on it, replace the worker (default: off; not with --inline)\n"
+"      --reload               for development: a .py file changed in the app's folders\n"
+"                             reloads the worker, as SIGHUP does (one worker only)\n"
 "      --pid-file FILE        write the server's pid to FILE (removed at exit)\n"
 "      --check-config         print the effective configuration, import the app, exit\n"
 "\n"
@@ -381,6 +385,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             o->workers_max_rss_mb = (unsigned)parse_count("--workers-max-rss", optarg, 0, 1u << 24);
             break;
         case OPT_PID_FILE: o->pid_file = optarg; break;
+        case OPT_RELOAD: o->reload = true; break;
         case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
@@ -495,6 +500,8 @@ void options_parse(struct options *o, int argc, char **argv)
      * for by name. */
     if (o->inline_app && !body_size_set)
         o->max_body_size = INLINE_MAX_BODY_DEFAULT;
+    if (o->reload && (o->workers > 1 || o->native_hello))
+        die_usage("%s", "--reload is for one worker serving a Python app (not --workers > 1, native-hello)");
     if (o->app_timeout_ms && (o->inline_app || o->native_hello))
         die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
 }
@@ -532,5 +539,6 @@ void options_print(const struct options *o, FILE *out)
                  "app-timeout: %.3f\npid-file: %s\n",
             o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
             o->app_timeout_ms / 1e3, or_none(o->pid_file));
+    fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
     fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
 }

@@ -62,6 +62,7 @@ struct options {
     const char *forwarded_allow_ips;   /* peers whose proxy headers are believed */
     const char *root_path;             /* SCRIPT_NAME: where the app is mounted; NULL = "" */
     bool check_config;                 /* print the configuration, import the app, exit */
+    bool reload;                       /* --reload: a changed .py file reloads the worker */
 };
 
 /* Parse the CSERVE_<NAME> environment variables, then argv (which wins), into

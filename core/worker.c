@@ -14,6 +14,7 @@
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
 #include "buffer.h"
+#include "devreload.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
@@ -69,6 +70,14 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     if (loop_init(loop, opt, listen_fd, h, nthreads, stats) != 0) {
         log_error("cannot start the event loop: %s", strerror(errno));
         return 1;
+    }
+    if (opt->reload) {
+        char **dirs = wsgi_source_dirs();
+        if (devreload_start(loop, dirs) != 0)
+            log_warn("--reload: cannot watch the app's files: %s", strerror(errno));
+        for (char **d = dirs; d && *d; d++)
+            free(*d);
+        free(dirs);
     }
     /* The loop's stats live in the loop struct, which loop_init cleared. */
     stats->loop = &loop->lstats;

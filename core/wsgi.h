@@ -31,6 +31,11 @@ int proxy_trust_parse(const char *list, char *err, size_t errcap);
  * stderr when signo is raised (it needs no GIL). GIL held. Returns 0 or -1. */
 int wsgi_watchdog_arm(int signo);
 
+/* --reload: the folders of the app's imported modules, leaving out the
+ * interpreter's own and site-packages (malloc'd, NULL-terminated; NULL on
+ * failure). GIL held. */
+char **wsgi_source_dirs(void);
+
 /* Finalise the interpreter (GIL held by the caller). */
 void wsgi_finalize(void);
 

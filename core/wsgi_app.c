@@ -206,6 +206,48 @@ void wsgi_thread_cleanup(void)
     environ_thread_cleanup();
 }
 
+static const char SOURCE_DIRS_PY[] =
+    "def _cserve_source_dirs():\n"
+    "    import os, sys, sysconfig\n"
+    "    paths = sysconfig.get_paths()\n"
+    "    skip = {os.path.realpath(paths[k]) for k in ('stdlib', 'platstdlib', 'purelib', 'platlib') if k in paths}\n"
+    "    dirs = set()\n"
+    "    for m in list(sys.modules.values()):\n"
+    "        f = getattr(m, '__file__', None)\n"
+    "        if isinstance(f, str) and f.endswith('.py'):\n"
+    "            d = os.path.dirname(os.path.realpath(f))\n"
+    "            if not any(d == s or d.startswith(s + os.sep) for s in skip) and 'site-packages' not in d:\n"
+    "                dirs.add(d)\n"
+    "    return sorted(dirs)\n";
+
+char **wsgi_source_dirs(void)
+{
+    PyObject *globals = PyDict_New();
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
+    if (!globals || PyDict_SetItemString(globals, "__builtins__", builtins) < 0) {
+        Py_XDECREF(globals);
+        return NULL;
+    }
+    PyObject *r = PyRun_String(SOURCE_DIRS_PY, Py_file_input, globals, globals);
+    PyObject *fn = r ? PyDict_GetItemString(globals, "_cserve_source_dirs") : NULL; /* borrowed */
+    PyObject *list = fn ? PyObject_CallNoArgs(fn) : NULL;
+    char **out = NULL;
+    if (list && PyList_Check(list)) {
+        Py_ssize_t n = PyList_GET_SIZE(list);
+        out = calloc((size_t)n + 1, sizeof *out);
+        for (Py_ssize_t i = 0; out && i < n; i++) {
+            const char *d = PyUnicode_AsUTF8(PyList_GET_ITEM(list, i));
+            out[i] = d ? strdup(d) : NULL;
+        }
+    }
+    if (!out)
+        PyErr_Print();
+    Py_XDECREF(list);
+    Py_XDECREF(r);
+    Py_DECREF(globals);
+    return out;
+}
+
 int wsgi_watchdog_arm(int signo)
 {
     PyObject *fh = PyImport_ImportModule("faulthandler");

@@ -50,6 +50,7 @@ TABLE = {
     "root-path": ("/api", "root-path: /api", {}),
     "app-timeout": ("30", "app-timeout: 30.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
+    "reload": ("1", "reload: yes", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import start_server
+from conftest import BIN, start_server
 from loadgen import wait_until
 
 APP = '''BODY = b"VERSION"
@@ -212,3 +212,36 @@ def test_process_titles_name_the_supervisor_and_each_worker(tmp_path):
         assert "--bind" in open(f"/proc/{alone.proc.pid}/cmdline", "rb").read().decode(errors="replace")
     finally:
         alone.close()
+
+
+def test_dev_reload_restarts_on_a_changed_module(tmp_path):
+    """--reload: the app's folders are watched; a .py file written in place
+    or renamed over (as editors save) brings up a worker with the new code;
+    other files change nothing."""
+    (tmp_path / "helper.py").write_text('WORD = b"first"\n')
+    (tmp_path / "devapp.py").write_text(
+        "import helper\n"
+        "def application(environ, start_response):\n"
+        "    start_response('200 OK', [('Content-Length', str(len(helper.WORD)))])\n"
+        "    return [helper.WORD]\n")
+    srv = start_server("--reload", app="devapp:application", chdir=tmp_path)
+    try:
+        assert get(srv.port)[1] == b"first"
+        (tmp_path / "notes.txt").write_text("not python")
+        shutil.rmtree(tmp_path / "__pycache__", ignore_errors=True)
+        (tmp_path / "helper.py").write_text('WORD = b"second"\n')  # in place
+        assert wait_until(lambda: get(srv.port)[1] == b"second", 15), srv.log_text()[-2000:]
+        shutil.rmtree(tmp_path / "__pycache__", ignore_errors=True)
+        (tmp_path / "helper.py.swp").write_text('WORD = b"third!"\n')
+        os.replace(tmp_path / "helper.py.swp", tmp_path / "helper.py")  # renamed over
+        assert wait_until(lambda: get(srv.port)[1] == b"third!", 15), srv.log_text()[-2000:]
+        assert srv.log_text().count("helper.py changed") == 2, srv.log_text()[-2000:]
+        assert "notes.txt" not in srv.log_text()
+    finally:
+        srv.close()
+
+
+def test_dev_reload_is_refused_with_several_workers():
+    r = subprocess.run([BIN, "--reload", "--workers", "2"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--reload" in r.stderr
