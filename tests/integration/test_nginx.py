@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -51,12 +52,18 @@ def recipe():
     return m.group(1)
 
 
-def localise(conf, sock, port, static):
+def localise(conf, sock, port, static, tls=None):
     """The recipe with this machine's paths and the test's short timeout.
     Each value replaced must stand in the recipe exactly once: if the doc
-    changes it, the test says so instead of testing something else."""
+    changes it, the test says so instead of testing something else. tls:
+    (port, cert, key) adds a TLS listener to the recipe's server, as a
+    deployment that terminates TLS at nginx has."""
+    listen = f"listen 127.0.0.1:{port};"
+    if tls:
+        listen += (f"\n    listen 127.0.0.1:{tls[0]} ssl;\n    ssl_certificate {tls[1]};\n"
+                   f"    ssl_certificate_key {tls[2]};")
     for old, new in [("server unix:/run/myapp/cserve.sock;", f"server unix:{sock};"),
-                     ("listen 8080;", f"listen 127.0.0.1:{port};"),
+                     ("listen 8080;", listen),
                      ("keepalive_timeout 60s;", f"keepalive_timeout {NGINX_UPSTREAM_KEEPALIVE}s;"),
                      ("alias /srv/myapp/static/;", f"alias {static}/;")]:
         assert conf.count(old) == 1, f"the recipe in {DOC} no longer has {old!r}"
@@ -94,8 +101,14 @@ def stack():
     os.makedirs(static, mode=0o755)
     with open(os.path.join(static, "site.css"), "wb") as f:
         f.write(STATIC_CSS)
+    tls = None
+    if shutil.which("openssl"):
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+        tls = (free_port(), cert, key)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(CONF.format(d=d, recipe=localise(recipe(), sock, port, static)))
+        f.write(CONF.format(d=d, recipe=localise(recipe(), sock, port, static, tls)))
     srv = Proc([BIN, "--bind", f"unix:{sock}", "--socket-mode", "660", "--user", "nobody", "--group", "www-data",
                 "--keepalive-timeout", str(CSERVE_KEEPALIVE), "--stats-json", stats, "--chdir", str(APPS),
                 "wsgi_apps:application"], env=clean_env())
@@ -103,7 +116,8 @@ def stack():
     ngx = Proc([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"], env=clean_env())
     try:
         wait_connect(ngx, ("127.0.0.1", port)).close()
-        yield {"port": port, "srv": srv, "ngx": ngx, "dir": d, "stats": stats, "sock": sock}
+        yield {"port": port, "srv": srv, "ngx": ngx, "dir": d, "stats": stats, "sock": sock,
+               "tls_port": tls[0] if tls else None}
     finally:
         ngx.stop()
         srv.stop()
@@ -162,6 +176,24 @@ def test_the_app_sees_the_client_and_scheme_nginx_vouches_for(stack):
     assert r.status == 200
     assert env["REMOTE_ADDR"] == "127.0.0.1", env["REMOTE_ADDR"]
     assert env["wsgi.url_scheme"] == "http"
+
+
+def test_behind_nginx_terminating_tls_the_app_sees_https(stack):
+    # The recipe's X-Forwarded-Proto $scheme says https on a TLS listener;
+    # nginx, a trusted (unix-socket) peer, is believed: Django and any other
+    # framework then build https:// URLs from wsgi.url_scheme.
+    if not stack["tls_port"]:
+        pytest.skip("openssl is not installed: no certificate for nginx's TLS listener")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    c = http.client.HTTPSConnection("127.0.0.1", stack["tls_port"], timeout=30, context=ctx)
+    c.request("GET", "/environ")
+    r = c.getresponse()
+    env = json.loads(r.read())
+    assert r.status == 200
+    assert env["wsgi.url_scheme"] == "https" and env["HTTPS"] == "on", env
+    assert env["HTTP_HOST"] == f"127.0.0.1:{stack['tls_port']}"
 
 
 def test_static_files_come_from_nginx(stack):
