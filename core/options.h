@@ -11,6 +11,9 @@
 
 /* --max-body-size's default with --inline (options.c says why). */
 #define INLINE_MAX_BODY_DEFAULT (1024 * 1024)
+/* The most of a response --inline holds before the app returns (it cannot
+ * write while the app runs on its thread); past it the response is cut. */
+#define INLINE_MAX_RESPONSE (64u << 20)
 
 struct handoff_ops;
 

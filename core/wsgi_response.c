@@ -11,6 +11,7 @@
 
 #include "http_chars.h"
 #include "job.h"
+#include "options.h"
 #include "log.h"
 #include "response_head.h"
 
@@ -384,6 +385,15 @@ int responder_body(Responder *r, const char *p, size_t n)
     if (r->no_body || n == 0)
         return 0;
     struct buffer *out = &job->out[job->fill_buf];
+    if (!job_streams() && out->len + n > INLINE_MAX_RESPONSE) {
+        /* --inline: the loop writes only once the app returns, so the whole
+         * response waits in memory; past this it is cut (the connection
+         * closes) rather than let one request hold any amount. */
+        PyErr_Format(PyExc_RuntimeError, "--inline holds a response in memory until the app returns, "
+                     "and this one passed %u MiB: cut, the connection closed (serve it with a pool)",
+                     INLINE_MAX_RESPONSE >> 20);
+        return -1;
+    }
     if (!buffer_reserve(out, n + 24)) {
         PyErr_NoMemory();
         return -1;

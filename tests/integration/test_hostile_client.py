@@ -192,3 +192,34 @@ def test_inline_body_limit_can_be_raised(server_factory):
         s.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
                   + body)
         assert _read_response(s, 10) == (200, str(len(body)).encode())
+
+
+def test_inline_cuts_a_streamed_response_past_its_bound(server_factory):
+    """--inline writes only once the app returns, so a streamed response is
+    held whole: past 64 MiB it is cut and the connection closed, the
+    server's memory stays bounded, and the next request is served."""
+    srv = server_factory("--inline", app=APP)
+    pid = srv.proc.pid
+    with srv.connect(timeout=30) as s:
+        s.sendall(b"GET /stream?200 HTTP/1.1\r\nHost: x\r\n\r\n")
+        got, peak = 0, 0
+        s.settimeout(30)
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += len(chunk)
+            peak = max(peak, _rss_kib(pid))
+    assert 0 < got < 70 * 1024 * 1024, got  # cut, not 200 MiB
+    if not SAN:
+        assert peak < 160 * 1024, f"RSS peaked at {peak} KiB"
+    assert "passed 64 MiB" in srv.log_text()
+    assert _get(srv, "/", 10) == (200, b"hello")
+    # Below the bound a streamed response is whole.
+    with srv.connect(timeout=30) as s:
+        s.sendall(b"GET /stream?3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        s.settimeout(30)
+        while chunk := s.recv(1 << 20):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"0\r\n\r\n"), data[-20:]

@@ -16,6 +16,11 @@ def application(environ, start_response):
         time.sleep(float(environ.get("QUERY_STRING", "") or 0.5))
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
         return [b"slow"]
+    if path == "/stream":
+        # A generator of 1 MiB blocks, as many as the query says, no length.
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        block = b"s" * (1024 * 1024)
+        return (block for _ in range(int(environ.get("QUERY_STRING", "") or 1)))
     if path == "/echo":
         body = environ["wsgi.input"].read()
         start_response("200 OK", [("Content-Type", "text/plain"),
