@@ -188,6 +188,8 @@ static void on_signal(struct loop *l)
                 log_info("reload: the new worker (pid %d) serves; this one drains", (int)l->handover);
                 l->retiring = true;
                 begin_stop(l);
+            } else if ((int)si.signo == WORKER_RECYCLE_SIGNAL && l->handover && si.pid == l->handover) {
+                l->handover_recycle = true; /* the supervisor this process becomes acts on it */
             } else if ((int)si.signo == WORKER_RETIRE_SIGNAL && !l->stopping) {
                 l->retiring = true;
                 begin_stop(l);

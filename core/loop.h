@@ -145,6 +145,7 @@ struct loop {
     struct lifecycle *life;    /* when this worker is replaced (lifecycle.h) */
     pid_t handover;            /* stopping because this successor serves (one worker alone) */
     int stop_signal;           /* SIGTERM/SIGINT received (0: none) */
+    bool handover_recycle;     /* the successor asked to be recycled while this one drained */
     int reload_fd;             /* --reload: the inotify descriptor (-1: off) */
     uint64_t reload_at_ms;     /* --reload: reload then, unless another change comes first */
     uint64_t watchdog_next_ms; /* --app-timeout: next look at the pool threads */

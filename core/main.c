@@ -215,15 +215,12 @@ int main(int argc, char **argv)
              dropping ? privs_describe() : "");
     int rc;
     if (opt.workers > 1) {
-        rc = supervisor_run(&opt, app_name, fds, 0);
+        rc = supervisor_run(&opt, app_name, fds, NULL);
     } else {
         struct handover ho;
         rc = worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name, &ho);
-        if (ho.pid > 0) { /* reloaded or recycled: this process now supervises */
-            if (ho.stop_signal) /* waits on the signal pipe: the supervisor stops at once */
-                kill(getpid(), ho.stop_signal);
-            rc = supervisor_run(&opt, app_name, &ho.listen_fd, ho.pid);
-        }
+        if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
+            rc = supervisor_run(&opt, app_name, &ho.listen_fd, &ho);
     }
     free(fds);
     listen_cleanup();

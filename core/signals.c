@@ -53,12 +53,14 @@ int signals_init(void)
     pipe_rd = fds[0];
     pipe_wr = fds[1];
     owner = getpid();
-    /* A worker forked by a supervisor reads only a worker's signals. */
-    const int supervisors[] = {SIGCHLD, SIGALRM, STATS_WRITTEN_SIGNAL, WORKER_RECYCLE_SIGNAL};
-    for (size_t i = 0; i < sizeof supervisors / sizeof *supervisors; i++)
-        signal(supervisors[i], SIG_DFL);
+    /* A worker forked by a supervisor does not reap or time its children. */
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    /* The workers' answers and requests are handled everywhere: a lone
+     * worker gets them from its successor before it has become that
+     * successor's supervisor, and their default action is to terminate. */
     const int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, WORKER_READY_SIGNAL,
-                        WORKER_RETIRE_SIGNAL};
+                        WORKER_RETIRE_SIGNAL, STATS_WRITTEN_SIGNAL, WORKER_RECYCLE_SIGNAL};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         if (handle(sigs[i]) != 0)
             return -1;
@@ -70,7 +72,7 @@ int signals_init(void)
 
 int signals_supervise(void)
 {
-    const int sigs[] = {SIGCHLD, SIGALRM, STATS_WRITTEN_SIGNAL, WORKER_RECYCLE_SIGNAL};
+    const int sigs[] = {SIGCHLD, SIGALRM};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         if (handle(sigs[i]) != 0)
             return -1;

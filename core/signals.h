@@ -47,8 +47,7 @@ struct server_signal {
  * first thing in main, and again in a forked child that is to read its own
  * (a supervisor's worker): it replaces what the parent had. Returns 0 or -1. */
 int signals_init(void);
-/* A supervisor's signals too: its children's ends, its timer, the workers'
- * answers and requests. */
+/* A supervisor's signals too: its children's ends and its timer. */
 int signals_supervise(void);
 /* The pipe's read end (non-blocking, close-on-exec). */
 int signals_fd(void);

@@ -280,7 +280,7 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
 }
 
 int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds,
-                   pid_t adopted)
+                   const struct handover *adopted)
 {
     unsigned n = opt->workers;
     struct slot *slots = calloc(n, sizeof *slots);
@@ -293,13 +293,17 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         return 1;
     }
     struct pollfd pfd = {.fd = signals_fd(), .events = POLLIN};
-    if (adopted > 0) {
+    if (adopted) {
         /* One worker alone was replaced (main.c): supervise its successor,
          * and start any later one by exec (the interpreter here is gone). */
-        slots[0].pid = adopted;
+        slots[0].pid = adopted->pid;
         slots[0].exec = true;
         slots[0].started = clock_s();
-        log_info("supervisor: worker 0 is pid %d", (int)adopted);
+        log_info("supervisor: worker 0 is pid %d", (int)adopted->pid);
+        if (adopted->stop_signal) /* read from the signal pipe below: stop at once */
+            kill(getpid(), adopted->stop_signal);
+        else if (adopted->recycle)
+            replace_slot(opt, slots, 0, app_name, false);
     } else {
         for (unsigned i = 0; i < n; i++)
             if (!start_slot(opt, slots, i, app_name))
@@ -310,7 +314,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     bool stopping = false;
     /* An adopted worker may have ended before SIGCHLD had a handler here. */
     struct server_signal si = {.signo = SIGCHLD};
-    bool have = adopted > 0;
+    bool have = adopted != NULL;
     while (live_processes(slots, n) > 0) {
         if (!have && !signals_next(&si)) {
             poll(&pfd, 1, -1);
@@ -369,7 +373,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     }
     if (opt->stats_json)
         merge_stats(opt, app_name);
-    if (!opt->native_hello && adopted <= 0)
+    if (!opt->native_hello && !adopted)
         wsgi_finalize(); /* the supervisor kept the imported app for respawns */
     free(slots);
     log_info("supervisor: stopped");

@@ -7,10 +7,14 @@ struct options;
 
 #include <sys/types.h>
 
+struct handover;
+
 /* listen_fds[i]: worker i's listening socket (the same fd may repeat).
- * adopted > 0: one worker alone has handed over to this successor, its
- * child, which becomes worker 0 (no worker is started). */
+ * adopted: one worker alone has handed over to its successor, its child,
+ * which becomes worker 0 (no worker is started), with what came during the
+ * handover (a stop, the successor's request to be recycled); NULL
+ * otherwise. */
 int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds,
-                   pid_t adopted);
+                   const struct handover *adopted);
 
 #endif

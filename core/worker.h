@@ -20,6 +20,7 @@ struct handover {
     pid_t pid;
     int listen_fd;
     int stop_signal; /* a SIGTERM/SIGINT that came during the handover: the server stops */
+    bool recycle;    /* the successor asked to be replaced meanwhile */
 };
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover);

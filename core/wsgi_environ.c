@@ -180,6 +180,11 @@ static int set_or_join(PyObject *env, PyObject *key, const char *v, size_t vlen,
     return rc;
 }
 
+int environ_set_str(PyObject *env, const char *key, const char *v, size_t len)
+{
+    return put_new(env, key, PyUnicode_DecodeLatin1(v, (Py_ssize_t)len, NULL));
+}
+
 static int set_latin1(PyObject *env, PyObject *key, const char *v, size_t len)
 {
     PyObject *value = PyUnicode_DecodeLatin1(v, (Py_ssize_t)len, NULL);

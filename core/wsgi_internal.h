@@ -29,6 +29,8 @@ extern PyTypeObject FileWrapperType; /* wsgi.file_wrapper */
 /* wsgi_environ.c */
 int environ_init(void);
 PyObject *environ_build(struct job *job, PyObject *input);
+/* env[key] = the latin-1 string v[0..len). 0, or -1 with an exception. */
+int environ_set_str(PyObject *env, const char *key, const char *v, size_t len);
 void environ_thread_cleanup(void);
 void environ_fini(void);
 

@@ -14,16 +14,6 @@ int proxy_trust_parse(const char *list, char *err, size_t errcap)
     return forwarded_trust_parse(list, err, errcap);
 }
 
-static int set_str(PyObject *env, const char *key, const char *v, size_t len)
-{
-    PyObject *value = PyUnicode_DecodeLatin1(v, (Py_ssize_t)len, NULL);
-    if (!value)
-        return -1;
-    int rc = PyDict_SetItemString(env, key, value);
-    Py_DECREF(value);
-    return rc;
-}
-
 static int apply_host(PyObject *env, struct span host, bool https)
 {
     struct span name = host;
@@ -42,11 +32,11 @@ static int apply_host(PyObject *env, struct span host, bool https)
         port = colon + 1;
         port_len = host.len - name.len - 1;
     }
-    if (set_str(env, "HTTP_HOST", host.p, host.len) < 0 || set_str(env, "SERVER_NAME", name.p, name.len) < 0)
+    if (environ_set_str(env, "HTTP_HOST", host.p, host.len) < 0 || environ_set_str(env, "SERVER_NAME", name.p, name.len) < 0)
         return -1;
     if (port_len)
-        return set_str(env, "SERVER_PORT", port, port_len);
-    return set_str(env, "SERVER_PORT", https ? "443" : "80", https ? 3 : 2);
+        return environ_set_str(env, "SERVER_PORT", port, port_len);
+    return environ_set_str(env, "SERVER_PORT", https ? "443" : "80", https ? 3 : 2);
 }
 
 int proxy_apply(PyObject *env, const struct job *job)
@@ -55,12 +45,12 @@ int proxy_apply(PyObject *env, const struct job *job)
     if (!forwarded_read(&job->req, job->remote_addr, &f))
         return 0;
     if (f.proto.len) {
-        if (set_str(env, "wsgi.url_scheme", f.https ? "https" : "http", f.https ? 5 : 4) < 0)
+        if (environ_set_str(env, "wsgi.url_scheme", f.https ? "https" : "http", f.https ? 5 : 4) < 0)
             return -1;
-        if (f.https && set_str(env, "HTTPS", "on", 2) < 0)
+        if (f.https && environ_set_str(env, "HTTPS", "on", 2) < 0)
             return -1;
     }
-    if (f.client.len && set_str(env, "REMOTE_ADDR", f.client.p, f.client.len) < 0)
+    if (f.client.len && environ_set_str(env, "REMOTE_ADDR", f.client.p, f.client.len) < 0)
         return -1;
     if (f.host.len && apply_host(env, f.host, f.https) < 0)
         return -1;

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import BIN, start_server
+from deploy_support import http_get
 from loadgen import wait_until
 
 APP = '''BODY = b"VERSION"
@@ -40,16 +41,8 @@ def write_app(d, version, broken=False):
 
 
 def get(port, path="/"):
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return head.split(b"\r\n")[0], body
+    """(status, body) of one GET on a new connection."""
+    return http_get(socket.create_connection(("127.0.0.1", port), timeout=5), path)
 
 
 def served_lines(srv):
@@ -98,8 +91,7 @@ def test_reload_under_load_drops_nothing_and_serves_the_new_code(tmp_path, worke
         assert requests > 0, out
         assert errors == (0, 0, 0, 0), out + srv.log_text()[-3000:]
         assert non2xx == 0, out
-        status, body = get(srv.port)
-        assert status.endswith(b"200 OK") and body == b"v5"
+        assert get(srv.port) == (200, b"v5")
         assert srv.proc.poll() is None
     finally:
         srv.close()
@@ -116,8 +108,7 @@ def test_a_reload_that_fails_to_import_keeps_the_old_code_serving(tmp_path, work
         assert wait_until(lambda: srv.log_text().count("reload failed") >= workers, 20), srv.log_text()
         assert "the new version does not import" in srv.log_text()
         for _ in range(20):
-            status, body = get(srv.port)
-            assert status.endswith(b"200 OK") and body == b"old"
+            assert get(srv.port) == (200, b"old")
         requests, errors, non2xx, out = wrk_result(wrk)
         assert requests > 0 and errors == (0, 0, 0, 0) and non2xx == 0, out
         # The app mended, the next reload takes.
@@ -143,7 +134,7 @@ def test_max_requests_recycles_workers_under_load_without_errors(workers):
         assert len(counts) >= 2, (requests, srv.log_text()[-3000:])
         assert all(500 <= n <= 550 + 256 for n in counts), counts
         assert wait_until(lambda: served_lines(srv) >= len(counts) - workers, 10), srv.log_text()[-3000:]
-        assert get(srv.port)[0].endswith(b"200 OK")
+        assert get(srv.port)[0] == 200
     finally:
         srv.close()
 
@@ -153,7 +144,7 @@ def test_workers_lifetime_replaces_a_worker_that_keeps_serving():
     try:
         assert wait_until(lambda: served_lines(srv) >= 2, 15), srv.log_text()
         assert "lived its --workers-lifetime" in srv.log_text()
-        assert get(srv.port)[0].endswith(b"200 OK")
+        assert get(srv.port)[0] == 200
     finally:
         srv.close()
 
@@ -164,7 +155,7 @@ def test_workers_max_rss_replaces_a_worker_over_it():
     try:
         assert wait_until(lambda: served_lines(srv) >= 1, 15), srv.log_text()
         assert "over --workers-max-rss" in srv.log_text()
-        assert get(srv.port)[0].endswith(b"200 OK")
+        assert get(srv.port)[0] == 200
     finally:
         srv.close()
 
@@ -204,7 +195,7 @@ def test_process_titles_name_the_supervisor_and_each_worker(tmp_path):
         assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10)
         assert wait_until(lambda: sorted(_cmdline(p).split(" [")[0] for p in _children(srv.proc.pid)) ==
                           ["cserve: worker 0", "cserve: worker 1"], 10)
-        assert get(srv.port)[0].endswith(b"200 OK")
+        assert get(srv.port)[0] == 200
     finally:
         srv.close()
     alone = start_server()
@@ -245,3 +236,31 @@ def test_dev_reload_is_refused_with_several_workers():
     r = subprocess.run([BIN, "--reload", "--workers", "2"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--reload" in r.stderr
+
+
+def test_a_successor_asking_to_be_recycled_during_the_handover_is_heard():
+    """One worker alone hands over to its successor and drains a slow
+    request; meanwhile the successor reaches --max-requests and asks its
+    parent for a replacement. The parent, not yet a supervisor, must take
+    that request (not die of the signal) and act on it once it supervises."""
+    srv = start_server("--max-requests", "3", "--blocking-threads", "2", "--graceful-timeout", "10",
+                       app="hostile_apps:application")
+    try:
+        slow = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        slow.sendall(b"GET /slow?3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        for _ in range(3):  # the first worker reaches its limit and hands over
+            assert get(srv.port)[0] == 200
+        assert wait_until(lambda: "the new worker (pid" in srv.log_text(), 10), srv.log_text()
+        for _ in range(4):  # served by the successor, which reaches its own limit
+            assert get(srv.port)[0] == 200
+        data = b""
+        while chunk := slow.recv(65536):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"slow"), data
+        assert srv.proc.poll() is None, srv.log_text()
+        # Once supervising, it replaces the successor as asked.
+        assert wait_until(lambda: re.search(r"worker 0: pid \d+ serves; pid \d+ drains", srv.log_text()), 15), \
+            srv.log_text()
+        assert get(srv.port)[0] == 200
+    finally:
+        srv.close()
