@@ -121,6 +121,10 @@ static int exec_worker_main(struct options *opt, unsigned index, int listen_fd, 
 int main(int argc, char **argv)
 {
     static struct options opt;
+    /* First: it takes its variable out of environ, which proctitle_init copies. */
+    unsigned exec_index;
+    int exec_fd, exec_log_fd;
+    bool exec_worker = exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd);
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
@@ -138,9 +142,7 @@ int main(int argc, char **argv)
     }
     raise_fd_limit();
 
-    unsigned exec_index;
-    int exec_fd, exec_log_fd;
-    if (exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd))
+    if (exec_worker)
         return exec_worker_main(&opt, exec_index, exec_fd, exec_log_fd);
     if (opt.check_config) {
         options_print(&opt, stdout);

@@ -13,10 +13,12 @@ extern char **environ;
 
 static char *area;
 static size_t area_len;
+static char **volatile args; /* argv's copy: the options point into it for the process's life
+                            * (volatile: kept, though never read here, so a leak checker sees it) */
 
 char **proctitle_init(int argc, char **argv)
 {
-    char **copy = calloc((size_t)argc + 1, sizeof *copy);
+    char **copy = args = calloc((size_t)argc + 1, sizeof *copy);
     if (!copy)
         return argv;
     for (int i = 0; i < argc; i++)

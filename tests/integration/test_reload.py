@@ -191,7 +191,8 @@ def _children(pid):
 def test_process_titles_name_the_supervisor_and_each_worker(tmp_path):
     srv = start_server("--workers", "2")
     try:
-        assert _cmdline(srv.proc.pid).startswith("cserve: supervisor [")
+        # The socket listens before the supervisor names itself.
+        assert wait_until(lambda: _cmdline(srv.proc.pid).startswith("cserve: supervisor ["), 10)
         assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10)
         assert wait_until(lambda: sorted(_cmdline(p).split(" [")[0] for p in _children(srv.proc.pid)) ==
                           ["cserve: worker 0", "cserve: worker 1"], 10)
