@@ -104,26 +104,39 @@ static void puts_(struct line *l, const char *s)
     put(l, s, strlen(s));
 }
 
-/* Escaped for a quoted CLF field or a JSON string. */
-static void put_escaped(struct line *l, const char *s, size_t n, bool json)
+/* Escaped for a quoted CLF field or a JSON string, in at most cap bytes:
+ * a longer field ends in "..." after a whole escape, so the line keeps its
+ * closing quote and the fields after it. The caps of one line's fields
+ * add up to less than the line's buffer. */
+static void put_escaped(struct line *l, const char *s, size_t n, bool json, size_t cap)
 {
     static const char hex[] = "0123456789abcdef";
+    size_t used = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
+        char e[6];
+        size_t len;
         if (ch == '"' || ch == '\\') {
-            char e[2] = {'\\', (char)ch};
-            put(l, e, 2);
+            e[0] = '\\', e[1] = (char)ch, len = 2;
         } else if (ch >= 0x20 && ch < 0x7f) {
-            put(l, (const char *)&ch, 1);
+            e[0] = (char)ch, len = 1;
         } else if (json) {
-            char e[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
-            put(l, e, 6);
+            e[0] = '\\', e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[ch >> 4], e[5] = hex[ch & 15], len = 6;
         } else {
-            char e[4] = {'\\', 'x', hex[ch >> 4], hex[ch & 15]};
-            put(l, e, 4);
+            e[0] = '\\', e[1] = 'x', e[2] = hex[ch >> 4], e[3] = hex[ch & 15], len = 4;
         }
+        if (used + len > cap - 3) {
+            put(l, "...", 3);
+            return;
+        }
+        put(l, e, len);
+        used += len;
     }
 }
+
+#define CAP_METHOD 64
+#define CAP_TARGET 4096
+#define CAP_HEADER 1024 /* Referer, User-Agent */
 
 static const struct http_header *field(const struct http_request *req, const char *lower)
 {
@@ -137,7 +150,7 @@ static void put_field_quoted(struct line *l, const struct http_request *req, con
 {
     const struct http_header *h = field(req, name);
     if (h)
-        put_escaped(l, h->value, h->value_len, json);
+        put_escaped(l, h->value, h->value_len, json, CAP_HEADER);
     else if (!json)
         puts_(l, "-");
 }
@@ -170,9 +183,9 @@ void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
         puts_(&l, num);
         puts_(&l, client);
         puts_(&l, "\", \"method\": \"");
-        put_escaped(&l, req->method, req->method_len, true);
+        put_escaped(&l, req->method, req->method_len, true, CAP_METHOD);
         puts_(&l, "\", \"target\": \"");
-        put_escaped(&l, req->target, req->target_len, true);
+        put_escaped(&l, req->target, req->target_len, true, CAP_TARGET);
         snprintf(num, sizeof num, "\", \"protocol\": \"HTTP/1.%d\", \"status\": %d, \"bytes\": %llu, "
                                   "\"duration_us\": %llu, \"referer\": \"",
                  req->minor_version, job->status, (unsigned long long)job->body_bytes, us);
@@ -185,9 +198,9 @@ void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
         puts_(&l, client);
         strftime(num, sizeof num, " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &tm);
         puts_(&l, num);
-        put_escaped(&l, req->method, req->method_len, false);
+        put_escaped(&l, req->method, req->method_len, false, CAP_METHOD);
         puts_(&l, " ");
-        put_escaped(&l, req->target, req->target_len, false);
+        put_escaped(&l, req->target, req->target_len, false, CAP_TARGET);
         if (job->body_bytes)
             snprintf(num, sizeof num, " HTTP/1.%d\" %d %llu", req->minor_version, job->status,
                      (unsigned long long)job->body_bytes);

@@ -27,7 +27,23 @@
 
 extern char **environ;
 
+/* After a new worker failed to start, the next try waits this long, then
+ * twice as long each time. */
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+
 static char **saved_argv;
+static char **saved_env;
+
+/* A new worker starts from the environment cserve was started with, not
+ * the one the app's import left (os.environ.setdefault of a settings
+ * module, say: the new code may name another), less what systemd passed
+ * for this process alone. */
+static bool for_new_workers(const char *var)
+{
+    return strncmp(var, "LISTEN_PID=", 11) && strncmp(var, "LISTEN_FDS=", 11) &&
+           strncmp(var, "LISTEN_FDNAMES=", 15);
+}
 
 void lifecycle_save_argv(int argc, char **argv)
 {
@@ -36,6 +52,13 @@ void lifecycle_save_argv(int argc, char **argv)
         return;
     for (int i = 0; i < argc; i++)
         saved_argv[i] = strdup(argv[i]);
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    saved_env = calloc(n + 1, sizeof *saved_env);
+    for (size_t i = 0, k = 0; saved_env && i < n; i++)
+        if (for_new_workers(environ[i]))
+            saved_env[k++] = strdup(environ[i]);
 }
 
 pid_t spawn_exec(int listen_fd, unsigned index)
@@ -46,8 +69,9 @@ pid_t spawn_exec(int listen_fd, unsigned index)
     }
     /* Everything the child needs is built here: between fork and exec a
      * child of a threaded process may only make async-signal-safe calls. */
+    char **env = saved_env ? saved_env : environ;
     size_t n = 0;
-    while (environ[n])
+    while (env[n])
         n++;
     char **envp = calloc(n + 2, sizeof *envp);
     char var[64];
@@ -57,8 +81,8 @@ pid_t spawn_exec(int listen_fd, unsigned index)
         return -1;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], EXEC_WORKER_ENV "=", sizeof EXEC_WORKER_ENV) != 0)
-            envp[k++] = environ[i];
+        if (env[i] && strncmp(env[i], EXEC_WORKER_ENV "=", sizeof EXEC_WORKER_ENV) != 0)
+            envp[k++] = env[i];
     envp[k++] = var;
     envp[k] = NULL;
     pid_t parent = getpid();
@@ -126,6 +150,13 @@ void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t super
         lc->deadline_ms = now_ms + opt->workers_lifetime_ms;
     lc->max_rss_kb = (uint64_t)opt->workers_max_rss_mb * 1024;
     lc->next_check_ms = now_ms + 1000;
+    lc->backoff_ms = BACKOFF_FIRST_MS;
+}
+
+static void back_off(struct lifecycle *lc, uint64_t now_ms)
+{
+    lc->retry_at_ms = now_ms + lc->backoff_ms;
+    lc->backoff_ms = lc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : lc->backoff_ms * 2;
 }
 
 void lifecycle_replace(struct lifecycle *lc, const char *why)
@@ -134,6 +165,8 @@ void lifecycle_replace(struct lifecycle *lc, const char *why)
         return;
     lc->asked = true;
     if (lc->supervisor > 0) {
+        /* Asked again later (lifecycle_tick) in case the supervisor's new
+         * worker fails: a failure is not reported back here. */
         log_info("worker: %s; asking for a replacement", why);
         if (getppid() == lc->supervisor)
             kill(lc->supervisor, WORKER_RECYCLE_SIGNAL);
@@ -155,12 +188,23 @@ void lifecycle_replace(struct lifecycle *lc, const char *why)
     log_info("worker: %s; started a new worker (pid %d)", why, (int)lc->successor);
 }
 
+/* A limit was reached: replace this worker, unless a failure's back-off runs. */
+static void limit_reached(struct lifecycle *lc, uint64_t now_ms, const char *why)
+{
+    if (lc->asked || now_ms < lc->retry_at_ms)
+        return;
+    lc->reloading = false;
+    lifecycle_replace(lc, why);
+    if (lc->asked && lc->supervisor > 0)
+        back_off(lc, now_ms);
+}
+
 void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
 {
     char why[96];
-    if (lc->max_requests && requests >= lc->max_requests && !lc->asked) {
+    if (lc->max_requests && requests >= lc->max_requests && !lc->asked && now_ms >= lc->retry_at_ms) {
         snprintf(why, sizeof why, "served %llu requests (--max-requests)", (unsigned long long)requests);
-        lifecycle_replace(lc, why);
+        limit_reached(lc, now_ms, why);
         return;
     }
     if (now_ms < lc->next_check_ms)
@@ -168,28 +212,41 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
     lc->next_check_ms = now_ms + 1000;
     if (lc->successor > 0) {
         /* A successor that exits before it serves failed to start (its
-         * import raised, most often): this worker keeps serving. */
+         * import raised, most often): this worker keeps serving, and tries
+         * again only after a back-off, or at once for a newer SIGHUP. */
         int status;
         if (waitpid(lc->successor, &status, WNOHANG) == lc->successor) {
-            log_error("reload failed: the new worker (pid %d) %s %d before it served; "
-                      "the old one keeps serving",
-                      (int)lc->successor, WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+            log_error("%s failed: the new worker (pid %d) %s %d before it served; the old one keeps serving",
+                      lc->reloading ? "reload" : "recycling", (int)lc->successor,
+                      WIFSIGNALED(status) ? "was killed by signal" : "exited with",
                       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
             lc->successor = 0;
             lc->asked = false;
+            back_off(lc, now_ms);
+            if (lc->reload_pending) {
+                lc->reload_pending = false;
+                lifecycle_reload(lc);
+            }
         }
         return;
     }
-    if (lc->asked)
+    if (lc->asked) {
+        /* Under a supervisor: still here, so its new worker did not take
+         * over (it failed): ask again, less and less often. */
+        if (lc->supervisor > 0 && now_ms >= lc->retry_at_ms && getppid() == lc->supervisor) {
+            kill(lc->supervisor, WORKER_RECYCLE_SIGNAL);
+            back_off(lc, now_ms);
+        }
         return;
+    }
     if (lc->deadline_ms && now_ms >= lc->deadline_ms) {
-        lifecycle_replace(lc, "lived its --workers-lifetime");
+        limit_reached(lc, now_ms, "lived its --workers-lifetime");
     } else if (lc->max_rss_kb) {
         uint64_t kb = rss_kb();
         if (kb > lc->max_rss_kb) {
             snprintf(why, sizeof why, "resident memory %llu MB over --workers-max-rss",
                      (unsigned long long)(kb / 1024));
-            lifecycle_replace(lc, why);
+            limit_reached(lc, now_ms, why);
         }
     }
 }
@@ -199,10 +256,12 @@ void lifecycle_reload(struct lifecycle *lc)
     if (lc->supervisor > 0) /* the supervisor reloads every worker: it got SIGHUP too */
         return;
     if (lc->successor > 0) {
-        log_info("reload: a new worker (pid %d) is already starting", (int)lc->successor);
+        log_info("reload: a new worker (pid %d) is starting; the reload follows it", (int)lc->successor);
+        lc->reload_pending = true;
         return;
     }
     lc->asked = false;
+    lc->reloading = true;
     lifecycle_replace(lc, "SIGHUP: reloading");
 }
 

@@ -39,7 +39,11 @@ struct lifecycle {
     uint64_t deadline_ms;    /* --workers-lifetime; 0: none */
     uint64_t max_rss_kb;     /* 0: no limit */
     uint64_t next_check_ms;
-    bool asked;              /* a replacement was asked for (once) */
+    bool asked;              /* a replacement is asked for, or (alone) starting */
+    bool reloading;          /* ... by SIGHUP (else a recycling): how a failure is logged */
+    bool reload_pending;     /* SIGHUP came while a successor started: reload after it */
+    uint64_t retry_at_ms;    /* not before then: after a failure, or to ask a supervisor again */
+    uint64_t backoff_ms;     /* the next wait after a failure (doubles, to a minute) */
     pid_t successor;         /* one worker alone: the fresh worker starting */
 };
 

@@ -175,6 +175,8 @@ static void on_signal(struct loop *l)
         case SIGHUP:
             if (l->life && !l->stopping)
                 lifecycle_reload(l->life);
+            else if (l->life && l->handover) /* the supervisor this becomes reloads */
+                l->life->reload_pending = true;
             break;
         case SIGWINCH:
             access_log_reopen();

@@ -181,7 +181,8 @@ static void usage(FILE *out)
 "\n"
 "Every long option may also be set as CSERVE_<NAME>, its name in capitals with\n"
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
-"option takes 1/true/yes/on or 0/false/no/off; CSERVE_APP=MODULE:CALLABLE). An\n"
+"option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
+"stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
 "option on the command line wins over its variable.\n");
 }
 
@@ -224,8 +225,11 @@ static unsigned parse_seconds_ms(const char *opt, const char *s)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v > 0) || v > 86400.0 * 365) {
-        fprintf(stderr, "cserve: error: %s needs a positive number of seconds, not '%s'", opt, s);
+    /* Kept in milliseconds in an unsigned: at most about 49 days. */
+    const double max_s = (double)UINT_MAX / 1000.0;
+    if (errno || end == s || *end || !(v > 0) || v > max_s) {
+        fprintf(stderr, "cserve: error: %s needs a positive number of seconds up to %.0f, not '%s'", opt,
+                floor(max_s), s);
         say_source();
         fputc('\n', stderr);
         exit(2);
@@ -408,12 +412,21 @@ static int parse_args(struct options *o, int argc, char **argv)
     return optind;
 }
 
-static bool env_flag(const char *name, const char *v)
+/* 1 for 1/true/yes/on, 0 for ""/0/false/no/off, -1 for anything else. */
+static int env_flag_word(const char *v)
 {
     if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
-        return true;
+        return 1;
     if (!*v || !strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
-        return false;
+        return 0;
+    return -1;
+}
+
+static bool env_flag(const char *name, const char *v)
+{
+    int w = env_flag_word(v);
+    if (w >= 0)
+        return w == 1;
     snprintf(env_source, sizeof env_source, "%s", name);
     die_usage("a flag option's variable takes 1/true/yes/on or 0/false/no/off, not '%s'", v);
 }
@@ -438,7 +451,11 @@ static void parse_env(struct options *o, const char *argv0)
             if (!env_flag(name, v))
                 continue;
             arg = strdup(lo->name);
-        } else if (lo->has_arg == optional_argument && !*v) {
+        } else if (lo->has_arg == optional_argument && (!*v || env_flag_word(v) >= 0)) {
+            /* CSERVE_ACCESS_LOG=1 is the flag alone (stderr), =0 leaves it
+             * off; any other value is the option's argument (a file). */
+            if (env_flag_word(v) == 0)
+                continue;
             arg = strdup(lo->name);
         } else if (asprintf(&arg, "%s=%s", lo->name, v) < 0) {
             arg = NULL;

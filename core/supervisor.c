@@ -30,6 +30,7 @@
 
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
+#include "access_log.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
@@ -41,12 +42,18 @@
 #include "worker.h"
 #include "wsgi.h"
 
+/* Replaced workers of one slot that may drain at once: each reload adds
+ * one; past this the oldest is killed (it has outlived that many reloads). */
+#define MAX_DRAINING 16
+
 struct slot {
     pid_t pid;             /* the worker serving this slot */
     pid_t next;            /* its replacement, until it is ready (0: none) */
-    pid_t old;             /* the replaced worker, draining (0: none) */
+    pid_t draining[MAX_DRAINING]; /* replaced workers still finishing their requests */
+    unsigned ndraining;
     bool exec;             /* start workers by exec: the imported app is stale or absent */
     bool reloading;        /* next is a reload's (logged as such when it fails) */
+    bool reload_pending;   /* SIGHUP came while next was starting: reload again after it */
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
@@ -107,12 +114,18 @@ static bool start_slot(const struct options *opt, struct slot *slots, unsigned i
     return true;
 }
 
-/* Start a replacement for slot i's worker; it takes over once ready. */
+/* Start a replacement for slot i's worker; it takes over once ready. A
+ * reload asked for while one starts follows it (it may carry newer code). */
 static void replace_slot(const struct options *opt, struct slot *slots, unsigned i, const char *app_name,
                          bool reload)
 {
-    if (slots[i].next > 0)
-        return; /* one is already starting */
+    if (slots[i].next > 0) {
+        if (reload && !slots[i].reload_pending) {
+            log_info("worker %u: a new worker is starting; the reload follows it", i);
+            slots[i].reload_pending = true;
+        }
+        return;
+    }
     bool was_exec = slots[i].exec;
     if (reload)
         slots[i].exec = true;
@@ -129,35 +142,55 @@ static void promote(struct slot *s, unsigned i)
 {
     if (s->reloading)
         s->exec = true;
-    s->old = s->pid;
+    pid_t old = s->pid;
     s->pid = s->next;
     s->next = 0;
     s->started = clock_s();
     s->quick_deaths = 0;
     s->stats_owed = false;
-    if (s->old > 0) {
-        log_info("worker %u: pid %d serves; pid %d drains", i, (int)s->pid, (int)s->old);
-        kill(s->old, WORKER_RETIRE_SIGNAL);
-    } else {
+    if (old <= 0) {
         log_info("worker %u: pid %d serves", i, (int)s->pid);
+        return;
     }
+    if (s->ndraining == MAX_DRAINING) {
+        log_warn("worker %u: %d reloads later pid %d still drains; killing it", i, MAX_DRAINING,
+                 (int)s->draining[0]);
+        kill(s->draining[0], SIGKILL);
+        memmove(s->draining, s->draining + 1, (MAX_DRAINING - 1) * sizeof *s->draining);
+        s->ndraining--;
+    }
+    s->draining[s->ndraining++] = old;
+    log_info("worker %u: pid %d serves; pid %d drains", i, (int)s->pid, (int)old);
+    kill(old, WORKER_RETIRE_SIGNAL);
+}
+
+static bool drained(struct slot *s, pid_t pid)
+{
+    for (unsigned k = 0; k < s->ndraining; k++)
+        if (s->draining[k] == pid) {
+            s->draining[k] = s->draining[--s->ndraining];
+            return true;
+        }
+    return false;
 }
 
 static unsigned live_processes(const struct slot *slots, unsigned n)
 {
     unsigned live = 0;
     for (unsigned i = 0; i < n; i++)
-        live += (slots[i].pid > 0) + (slots[i].next > 0) + (slots[i].old > 0);
+        live += (slots[i].pid > 0) + (slots[i].next > 0) + slots[i].ndraining;
     return live;
 }
 
 static void signal_all(struct slot *slots, unsigned n, int sig)
 {
     for (unsigned i = 0; i < n; i++) {
-        pid_t pids[3] = {slots[i].pid, slots[i].next, slots[i].old};
-        for (int k = 0; k < 3; k++)
-            if (pids[k] > 0)
-                kill(pids[k], sig);
+        if (slots[i].pid > 0)
+            kill(slots[i].pid, sig);
+        if (slots[i].next > 0)
+            kill(slots[i].next, sig);
+        for (unsigned k = 0; k < slots[i].ndraining; k++)
+            kill(slots[i].draining[k], sig);
     }
 }
 
@@ -244,16 +277,29 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     for (unsigned i = 0; i < n; i++) {
         struct slot *s = &slots[i];
-        if (s->old == pid) { /* a replaced worker finished draining */
-            s->old = 0;
+        if (drained(s, pid)) /* a replaced worker finished draining */
             return;
-        }
         if (s->next == pid) {
             s->next = 0;
-            if (!stopping)
-                log_error("%s: worker %u's new process (pid %d) %s before it served; "
-                          "pid %d keeps serving", s->reloading ? "reload failed" : "recycling failed",
-                          i, (int)pid, how, (int)s->pid);
+            if (stopping)
+                return;
+            if (s->pid > 0)
+                log_error("%s: worker %u's new process (pid %d) %s before it served; pid %d keeps serving",
+                          s->reloading ? "reload failed" : "recycling failed", i, (int)pid, how, (int)s->pid);
+            else /* the worker it was to replace died meanwhile: the slot has none */
+                log_error("%s: worker %u's new process (pid %d) %s before it served, and the slot has no "
+                          "worker; starting one", s->reloading ? "reload failed" : "recycling failed", i,
+                          (int)pid, how);
+            if (s->reload_pending) { /* a newer reload may find the app mended */
+                s->reload_pending = false;
+                replace_slot(opt, slots, i, app_name, true);
+            }
+            if (s->pid <= 0 && s->next <= 0) {
+                s->quick_deaths++;
+                if (s->quick_deaths >= 5) /* crash loop: slow down */
+                    usleep(500000);
+                start_slot(opt, slots, i, app_name);
+            }
             return;
         }
         if (s->pid != pid)
@@ -302,8 +348,8 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         log_info("supervisor: worker 0 is pid %d", (int)adopted->pid);
         if (adopted->stop_signal) /* read from the signal pipe below: stop at once */
             kill(getpid(), adopted->stop_signal);
-        else if (adopted->recycle)
-            replace_slot(opt, slots, 0, app_name, false);
+        else if (adopted->reload || adopted->recycle)
+            replace_slot(opt, slots, 0, app_name, adopted->reload);
     } else {
         for (unsigned i = 0; i < n; i++)
             if (!start_slot(opt, slots, i, app_name))
@@ -345,7 +391,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
             signal_all(slots, n, SIGKILL);
         } else if (sig == SIGHUP) {
             if (!stopping) {
-                log_info("supervisor: SIGHUP: starting %u new worker(s) that import the app afresh", n);
+                log_info("supervisor: SIGHUP: new worker(s) that import the app afresh");
                 for (unsigned i = 0; i < n; i++)
                     replace_slot(opt, slots, i, app_name, true);
             }
@@ -356,11 +402,20 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         } else if (sig == WORKER_READY_SIGNAL) {
             for (unsigned i = 0; i < n; i++)
                 if (slots[i].next > 0 && slots[i].next == (pid_t)si.pid) {
-                    if (stopping)
+                    if (stopping) {
                         kill(slots[i].next, SIGTERM);
-                    else
-                        promote(&slots[i], i);
+                        continue;
+                    }
+                    promote(&slots[i], i);
+                    if (slots[i].reload_pending) { /* SIGHUP came while it started */
+                        slots[i].reload_pending = false;
+                        replace_slot(opt, slots, i, app_name, true);
+                    }
                 }
+        } else if (sig == SIGWINCH) {
+            /* Workers it starts from now on inherit its access log. */
+            access_log_reopen();
+            forward(slots, n, sig);
         } else if (sig == SIGUSR1) {
             if (opt->stats_json)
                 stats_asked(slots, n);

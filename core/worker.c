@@ -109,7 +109,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     unsigned abandoned = loop_run(loop);
     if (loop->handover && handover)
         *handover = (struct handover){.pid = loop->handover, .listen_fd = life.keep_fd,
-                                      .stop_signal = loop->stop_signal, .recycle = loop->handover_recycle};
+                                      .stop_signal = loop->stop_signal, .recycle = loop->handover_recycle,
+                                      .reload = life.reload_pending};
     else if (life.keep_fd >= 0)
         close(life.keep_fd);
 

@@ -21,6 +21,7 @@ struct handover {
     int listen_fd;
     int stop_signal; /* a SIGTERM/SIGINT that came during the handover: the server stops */
     bool recycle;    /* the successor asked to be replaced meanwhile */
+    bool reload;     /* ... or a SIGHUP came */
 };
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover);

@@ -134,3 +134,40 @@ def test_opened_before_root_is_dropped_and_kept_across_a_reload(tmp_path):
         assert "Permission denied" not in srv.log_text()
     finally:
         srv.close()
+
+
+def test_workers_a_reload_starts_after_a_rotation_write_to_the_new_file(tmp_path):
+    log = tmp_path / "access.log"
+    srv = start_server(f"--access-log={log}", "--workers", "2")
+    try:
+        os.rename(log, tmp_path / "access.log.1")
+        srv.proc.send_signal(signal.SIGWINCH)
+        assert wait_until(lambda: srv.log_text().count("access log: reopened") >= 3, 10), srv.log_text()
+        srv.proc.send_signal(signal.SIGHUP)  # the new workers inherit the supervisor's descriptor
+        assert wait_until(lambda: srv.log_text().count(" serves; pid ") >= 2, 20), srv.log_text()
+        for _ in range(4):
+            send(srv.port, b"GET /after-reload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert len([x for x in lines(log, 4) if "/after-reload" in x]) == 4
+        assert "/after-reload" not in (tmp_path / "access.log.1").read_text()
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("fmt", ["combined", "json"])
+def test_a_huge_escaped_target_keeps_the_line_whole(tmp_path, fmt):
+    log = tmp_path / "access.log"
+    srv = start_server(f"--access-log={log}", "--access-log-format", fmt, "--app", "native-hello")
+    try:
+        target = b"/a" + b'"' * 4200 + b"\\" * 3000
+        send(srv.port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nUser-Agent: " + b"\xff" * 3000 +
+             b"\r\nConnection: close\r\n\r\n")
+        (line,) = lines(log, 1)
+        if fmt == "json":
+            rec = json.loads(line)
+            assert rec["target"].endswith("...") and rec["status"] == 200 and rec["user_agent"].endswith("...")
+        else:
+            m = COMBINED.match(line)
+            assert m, line[-200:]
+            assert m.group(3).endswith("... HTTP/1.1") and m.group(4) == "200"
+    finally:
+        srv.close()

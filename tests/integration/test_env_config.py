@@ -123,3 +123,18 @@ def test_check_config_says_when_the_app_does_not_import(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "no such thing as this" in r.stderr
+
+
+@pytest.mark.parametrize("value,line", [("0", "access-log: off"), ("off", "access-log: off"),
+                                        ("1", "access-log: stderr"), ("yes", "access-log: stderr"),
+                                        ("/tmp/cserve-env-a.log", "access-log: /tmp/cserve-env-a.log")])
+def test_the_access_log_variable_takes_the_flag_words_too(value, line):
+    r = check_config({"CSERVE_ACCESS_LOG": value})
+    assert r.returncode == 0, r.stderr
+    assert line in r.stdout.splitlines()
+
+
+@pytest.mark.parametrize("option", ["--graceful-timeout", "--app-timeout", "--keepalive-timeout"])
+def test_a_time_too_long_to_keep_is_refused_not_wrapped(option):
+    r = subprocess.run([BIN, "--check-config", option, "5000000"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and option in r.stderr and "up to" in r.stderr

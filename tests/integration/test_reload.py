@@ -19,8 +19,17 @@ from conftest import BIN, start_server
 from deploy_support import http_get
 from loadgen import wait_until
 
-APP = '''BODY = b"VERSION"
+APP = '''import os, time
+time.sleep(float(os.environ.get("RELOAD_APP_IMPORT_SECONDS", "0")))
+os.environ.setdefault("RELOAD_APP_SETTINGS", "VERSION")
+BODY = b"VERSION"
 def application(environ, start_response):
+    if environ["PATH_INFO"] == "/settings":
+        body = os.environ["RELOAD_APP_SETTINGS"].encode()
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
+    if environ["PATH_INFO"].startswith("/slow"):
+        time.sleep(float(environ["PATH_INFO"][5:]))
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(BODY)))])
     return [BODY]
@@ -263,5 +272,132 @@ def test_a_successor_asking_to_be_recycled_during_the_handover_is_heard():
         assert wait_until(lambda: re.search(r"worker 0: pid \d+ serves; pid \d+ drains", srv.log_text()), 15), \
             srv.log_text()
         assert get(srv.port)[0] == 200
+    finally:
+        srv.close()
+
+
+def _pids(pid):
+    """The pids of pid's children, recursively."""
+    out = []
+    for c in _children(pid):
+        out += [c] + _pids(c)
+    return out
+
+
+def test_a_reload_during_a_reload_is_not_lost(tmp_path):
+    """SIGHUP while new workers are still importing: the newer code is
+    served once both reloads are through."""
+    write_app(tmp_path, "v1")
+    env = dict(os.environ, RELOAD_APP_IMPORT_SECONDS="1")
+    srv = start_server("--workers", "2", app="reload_app:application", chdir=tmp_path, env=env)
+    try:
+        write_app(tmp_path, "v2")
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)  # the new workers are importing (a second each)
+        write_app(tmp_path, "v3")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: all(get(srv.port)[1] == b"v3" for _ in range(6)), 30), srv.log_text()[-3000:]
+    finally:
+        srv.close()
+
+
+def test_a_reload_while_the_lone_worker_drains_is_not_lost(tmp_path):
+    write_app(tmp_path, "v1")
+    srv = start_server("--graceful-timeout", "20", app="reload_app:application", chdir=tmp_path)
+    try:
+        slow = socket.create_connection(("127.0.0.1", srv.port), timeout=20)
+        slow.sendall(b"GET /slow3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(0.2)
+        write_app(tmp_path, "v2")
+        srv.proc.send_signal(signal.SIGHUP)  # the lone worker hands over, drains /slow3
+        assert wait_until(lambda: get(srv.port)[1] == b"v2", 15), srv.log_text()[-3000:]
+        write_app(tmp_path, "v3")
+        srv.proc.send_signal(signal.SIGHUP)  # comes while it still drains
+        assert wait_until(lambda: get(srv.port)[1] == b"v3", 20), srv.log_text()[-3000:]
+        assert slow.recv(16).startswith(b"HTTP/1.1 200")
+    finally:
+        srv.close()
+
+
+def test_every_draining_worker_is_waited_for(tmp_path):
+    """Two reloads while a slow request drains on the first worker: the
+    supervisor keeps track of both replaced workers, and a stop waits for
+    them; none is left behind."""
+    write_app(tmp_path, "v1")
+    srv = start_server("--workers", "2", "--graceful-timeout", "20", app="reload_app:application",
+                       chdir=tmp_path)
+    try:
+        slow = [socket.create_connection(("127.0.0.1", srv.port), timeout=20) for _ in range(4)]
+        for s in slow:  # on both workers, whatever the port's hashing
+            s.sendall(b"GET /slow4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(0.3)
+        for v in ("v2", "v3"):
+            write_app(tmp_path, v)
+            srv.proc.send_signal(signal.SIGHUP)
+            assert wait_until(lambda: all(get(srv.port)[1] == v.encode() for _ in range(4)), 20), \
+                srv.log_text()[-3000:]
+        family = _pids(srv.proc.pid)
+        assert len(family) >= 4, family  # two serving, at least two draining
+        srv.proc.send_signal(signal.SIGTERM)
+        for s in slow:
+            assert s.recv(16).startswith(b"HTTP/1.1 200")
+        srv.proc.wait(30)
+        assert not [p for p in family if os.path.exists(f"/proc/{p}") and
+                    open(f"/proc/{p}/stat").read().split()[2] != "Z"], "a worker outlived its supervisor"
+    finally:
+        srv.close()
+
+
+def test_a_slot_whose_worker_died_while_its_replacement_failed_gets_a_worker(tmp_path):
+    write_app(tmp_path, "v1")
+    env = dict(os.environ, RELOAD_APP_IMPORT_SECONDS="1")
+    srv = start_server("--workers", "2", app="reload_app:application", chdir=tmp_path, env=env)
+    try:
+        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10)
+        victim = sorted(_children(srv.proc.pid))[0]
+        write_app(tmp_path, "v2", broken=True)
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        os.kill(victim, signal.SIGKILL)  # dies while its replacement imports (and fails)
+        assert wait_until(lambda: "reload failed" in srv.log_text(), 15), srv.log_text()
+        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 15), srv.log_text()[-3000:]
+        for _ in range(12):  # connections reach both slots' listeners
+            assert get(srv.port) == (200, b"v1")
+    finally:
+        srv.close()
+
+
+def test_a_recycle_whose_replacement_failed_is_asked_for_again(tmp_path):
+    """Recycling a worker that a reload started imports the app again (the
+    supervisor's own import is the old code). When that new worker fails,
+    the old one keeps serving and asks again later, until one starts."""
+    write_app(tmp_path, "v1")
+    srv = start_server("--workers", "2", "--max-requests", "3", app="reload_app:application", chdir=tmp_path)
+    try:
+        srv.proc.send_signal(signal.SIGHUP)  # from now on the slots' workers are exec'd
+        assert wait_until(lambda: srv.log_text().count(" serves; pid ") >= 2, 20), srv.log_text()
+        write_app(tmp_path, "v1", broken=True)  # the replacements will fail
+        for _ in range(8):
+            get(srv.port)
+        assert wait_until(lambda: "recycling failed" in srv.log_text(), 15), srv.log_text()
+        write_app(tmp_path, "v2")  # mended: a later ask succeeds
+        assert wait_until(lambda: get(srv.port)[1] == b"v2" and get(srv.port)[1] == b"v2", 30), \
+            srv.log_text()[-3000:]
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_reload_imports_in_the_environment_cserve_started_with(tmp_path, workers):
+    """The first import's os.environ.setdefault (Django's settings module
+    idiom) does not stick to the workers a reload starts."""
+    write_app(tmp_path, "v1")
+    srv = start_server("--workers", workers, app="reload_app:application", chdir=tmp_path)
+    try:
+        assert get(srv.port, "/settings") == (200, b"v1")
+        write_app(tmp_path, "v2")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: all(get(srv.port, "/settings") == (200, b"v2") for _ in range(4)), 20), \
+            srv.log_text()[-3000:]
     finally:
         srv.close()
