@@ -324,8 +324,9 @@ def test_every_draining_worker_is_waited_for(tmp_path):
     supervisor keeps track of both replaced workers, and a stop waits for
     them; none is left behind."""
     write_app(tmp_path, "v1")
-    srv = start_server("--workers", "2", "--graceful-timeout", "20", app="reload_app:application",
-                       chdir=tmp_path)
+    # Threads enough that a GET never queues behind a slow request.
+    srv = start_server("--workers", "2", "--blocking-threads", "6", "--graceful-timeout", "20",
+                       app="reload_app:application", chdir=tmp_path)
     try:
         slow = [socket.create_connection(("127.0.0.1", srv.port), timeout=20) for _ in range(4)]
         for s in slow:  # on both workers, whatever the port's hashing
