@@ -18,7 +18,8 @@ PARSER_HDRS := core/http_parser.h core/http_chars.h
 # fuzzer and the corpus test: tests/fuzz/conn_harness.c stands in for
 # core/conn_io.c and the loop, tests/fuzz/conn_app.c for the app and the pool.
 CONN_SRCS := core/conn.c core/conn_request.c core/conn_body.c core/conn_write.c core/job.c \
-             core/jobs.c core/buffer.c core/response_head.c core/native_hello.c core/log.c \
+             core/jobs.c core/buffer.c core/response_head.c core/native_hello.c core/access_log.c \
+             core/http_forwarded.c core/log.c \
              tests/fuzz/conn_harness.c tests/fuzz/conn_app.c
 CONN_HDRS := $(wildcard core/conn*.h core/job.h core/loop.h core/app.h core/buffer.h core/timer.h) \
              tests/fuzz/conn_harness.h tests/fuzz/conn_app.h
