@@ -195,8 +195,8 @@ static struct {
     double started;
     bool publishing;
     /* --stats: the window's start, for the table's verdict line */
-    uint64_t win_samples, win_queued, win_busy, win_total;
-    bool win_proc;
+    uint64_t win_samples, win_queued, win_busy, win_total, win_ready;
+    bool win_proc, win_ready_ok;
 } me;
 
 void metrics_attach(struct loop *l, struct stats *s)
@@ -309,8 +309,44 @@ bool metrics_proc_stat(uint64_t *busy, uint64_t *total)
     return true;
 }
 
+bool metrics_run_delay(int pid, int tid, uint64_t *ns)
+{
+    char path[64], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    unsigned long long run, wait;
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
+        return false;
+    *ns = wait;
+    return true;
+}
+
+/* The pool threads' run delay together (false: unknown). */
+static bool pool_run_delay(uint64_t *ns)
+{
+    struct stats *s = me.stats;
+    *ns = 0;
+    if (!s)
+        return false;
+    for (unsigned i = 1; i < s->nthreads && i < STATS_MAX_THREADS; i++) {
+        uint64_t v;
+        if (!s->threads[i].name || !metrics_run_delay((int)getpid(), (int)s->threads[i].tid, &v))
+            return false;
+        *ns += v;
+    }
+    return true;
+}
+
 void metrics_window_mark(void)
 {
+    me.win_ready_ok = pool_run_delay(&me.win_ready);
     me.win_samples = counter_get(&metrics_counts.samples);
     me.win_queued = counter_get(&metrics_counts.samples_queued);
     me.win_proc = metrics_proc_stat(&me.win_busy, &me.win_total);
@@ -320,9 +356,12 @@ void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double p
                            unsigned pool_threads)
 {
     struct verdict_input in = {.window_s = window_s, .pool_threads = pool_threads, .machine_busy = -1};
+    uint64_t ready;
     if (window_s > 0) {
         in.loop_util = loop_cpu_s / window_s;
         in.pool_util = pool_cpu_s / window_s;
+        if (me.win_ready_ok && pool_run_delay(&ready) && ready >= me.win_ready)
+            in.pool_ready = (double)(ready - me.win_ready) / 1e9 / window_s;
     }
     uint64_t samples = counter_get(&metrics_counts.samples) - me.win_samples;
     if (samples)

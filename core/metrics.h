@@ -79,6 +79,9 @@ void metrics_window_mark(void);
 void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
                            unsigned pool_threads);
 
+/* A thread's time runnable but not running (ns): the second figure of
+ * /proc/PID/task/TID/schedstat, readable from another process. */
+bool metrics_run_delay(int pid, int tid, uint64_t *ns);
 /* /proc/stat's "cpu" line: all CPUs' busy and total jiffies. */
 bool metrics_proc_stat(uint64_t *busy, uint64_t *total);
 

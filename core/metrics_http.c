@@ -55,6 +55,7 @@ struct wsample {
     bool ok;
     int64_t pid;
     double t, loop_cpu, pool_cpu;
+    double pool_ready;  /* run delay of the pool threads together, seconds; < 0: unknown */
     uint64_t samples, queued, pool_threads;
 };
 
@@ -177,8 +178,15 @@ static void take_sample(void)
         w->t = d->t;
         w->loop_cpu = d->nthreads ? d->threads[0].cpu_s : 0;
         w->pool_cpu = 0;
-        for (uint64_t k = 1; k < d->nthreads; k++)
+        w->pool_ready = 0;
+        for (uint64_t k = 1; k < d->nthreads; k++) {
+            uint64_t ns;
             w->pool_cpu += d->threads[k].cpu_s;
+            if (w->pool_ready >= 0 && metrics_run_delay((int)d->pid, (int)d->threads[k].tid, &ns))
+                w->pool_ready += (double)ns / 1e9;
+            else
+                w->pool_ready = -1;
+        }
         w->samples = d->samples;
         w->queued = d->samples_queued;
         w->pool_threads = d->pool_threads;
@@ -229,6 +237,7 @@ static void decide(void)
                 continue;
             double dt = b->t - a->t;
             double lu = (b->loop_cpu - a->loop_cpu) / dt, pu = (b->pool_cpu - a->pool_cpu) / dt;
+            double ready = a->pool_ready >= 0 && b->pool_ready >= a->pool_ready ? (b->pool_ready - a->pool_ready) / dt : 0;
             double q = b->samples > a->samples ? (double)(b->queued - a->queued) / (double)(b->samples - a->samples) : 0;
             if (dt > in.window_s)
                 in.window_s = dt;
@@ -236,8 +245,10 @@ static void decide(void)
                 in.loop_util = lu;
                 M.vworker = i;
             }
-            if (first || pu > in.pool_util)
+            if (first || pu > in.pool_util) {
                 in.pool_util = pu;
+                in.pool_ready = ready;
+            }
             /* Threads are short only if every worker's are. */
             if (b->pool_threads && (!in.pool_threads || q < in.queued_frac)) {
                 in.queued_frac = q;
@@ -525,6 +536,9 @@ static void render_metrics(FILE *f)
     head(f, "cserve_verdict_pool_utilisation", "gauge",
          "the busiest worker's pool threads' CPU together, as a share of a core (the GIL held)");
     fprintf(f, "cserve_verdict_pool_utilisation %.4f\n", M.vin.pool_util);
+    head(f, "cserve_verdict_pool_ready_ratio", "gauge",
+         "the same pool threads' time runnable but not running (waiting for a CPU), as a share of a core");
+    fprintf(f, "cserve_verdict_pool_ready_ratio %.4f\n", M.vin.pool_ready);
     head(f, "cserve_verdict_queued_ratio", "gauge", "share of samples in which every pool thread had a request waiting");
     fprintf(f, "cserve_verdict_queued_ratio %.4f\n", M.vin.queued_frac);
     head(f, "cserve_verdict_machine_busy_ratio", "gauge", "share of all CPUs busy (/proc/stat; -1: unknown)");
@@ -566,8 +580,10 @@ static void render_json(FILE *f)
     stats_json_string(f, M.verdict.why);
     fprintf(f, ", \"precedence\": \"loop-bound > gil-bound > threads-short > machine-bound > not-loaded\", "
                "\"figures\": {\"window_s\": %.3f, \"loop_util\": %.4f, \"pool_util\": %.4f, "
-               "\"queued_frac\": %.4f, \"machine_busy\": %.4f, \"worker\": %u, \"pool_threads\": %u}},\n",
-            M.vin.window_s, M.vin.loop_util, M.vin.pool_util, M.vin.queued_frac, M.vin.machine_busy, M.vworker,
+               "\"pool_ready\": %.4f, \"queued_frac\": %.4f, \"machine_busy\": %.4f, \"worker\": %u, "
+               "\"pool_threads\": %u}},\n",
+            M.vin.window_s, M.vin.loop_util, M.vin.pool_util, M.vin.pool_ready, M.vin.queued_frac,
+            M.vin.machine_busy, M.vworker,
             M.vin.pool_threads);
     fprintf(f, " \"workers\": [");
     bool first = true;

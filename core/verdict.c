@@ -6,7 +6,10 @@
  * short threads because more threads cannot help while one of them holding
  * the GIL is already the limit. A stage of the server saturated comes before
  * the machine being full, since the stage is what an option can change;
- * the machine is the bound only when no stage is. */
+ * the machine is the bound only when no stage is. Threads count as short
+ * only while they wait off the CPU: queued threads that are runnable but
+ * not running (a full machine) are short of a CPU, which more threads
+ * would not give them. */
 #include "verdict.h"
 
 #include <stdio.h>
@@ -43,11 +46,14 @@ const char *verdict_advice(enum regime r)
 void verdict_decide(const struct verdict_input *in, struct verdict *out)
 {
     enum regime r;
+    double ready = in->pool_ready > 0 ? in->pool_ready : 0;
     if (in->loop_util >= VERDICT_SATURATED)
         r = REGIME_LOOP_BOUND;
     else if (in->pool_threads && in->pool_util >= VERDICT_SATURATED)
         r = REGIME_GIL_BOUND;
-    else if (in->pool_threads && in->queued_frac >= VERDICT_QUEUED)
+    else if (in->pool_threads && in->queued_frac >= VERDICT_QUEUED &&
+             (in->pool_util + ready) / in->pool_threads < VERDICT_OFF_CPU &&
+             ready / in->pool_threads < VERDICT_READY)
         r = REGIME_THREADS_SHORT;
     else if (in->machine_busy >= VERDICT_SATURATED)
         r = REGIME_MACHINE_BOUND;
@@ -60,7 +66,8 @@ void verdict_decide(const struct verdict_input *in, struct verdict *out)
     if (in->machine_busy >= 0)
         snprintf(busy, sizeof busy, "%.0f%%", 100.0 * in->machine_busy);
     snprintf(out->why, sizeof out->why,
-             "over %.1f s: loop %.0f%% of a core, pool %.0f%% (GIL held), every pool thread "
-             "queued %.0f%% of the time, machine %s busy",
-             in->window_s, 100.0 * in->loop_util, 100.0 * in->pool_util, 100.0 * in->queued_frac, busy);
+             "over %.1f s: loop %.0f%% of a core, pool %.0f%% (GIL held) and %.0f%% waiting for a CPU, "
+             "every pool thread queued %.0f%% of the time, machine %s busy",
+             in->window_s, 100.0 * in->loop_util, 100.0 * in->pool_util,
+             100.0 * (in->pool_ready > 0 ? in->pool_ready : 0), 100.0 * in->queued_frac, busy);
 }

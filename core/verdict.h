@@ -20,8 +20,15 @@ enum regime {
 /* Thresholds: a share of one core (or of the machine) counted as full. */
 #define VERDICT_SATURATED 0.90
 /* The share of samples in which every pool thread had work queued behind
- * the request it ran, for its threads to count as short. */
+ * the request it ran, for its threads to count as short... */
 #define VERDICT_QUEUED 0.75
+/* ... while each spent less than this share of the window running or
+ * runnable: off the CPU, waiting on I/O. A thread queued but runnable is
+ * short of a CPU, not of threads. */
+#define VERDICT_OFF_CPU 0.5
+/* ... and each waited for a CPU less than this share of the window: past
+ * it, the machine is what keeps them from their queues. */
+#define VERDICT_READY 0.10
 
 struct verdict_input {
     double window_s;     /* the window the figures cover */
@@ -31,6 +38,8 @@ struct verdict_input {
                           * time the GIL was held */
     double queued_frac;  /* samples in which every pool thread had a request waiting
                           * behind its current one / samples (the least queued worker's) */
+    double pool_ready;   /* the pool threads' time runnable but not running (schedstat's run
+                          * delay) together / window: waiting for a CPU, not for I/O */
     double machine_busy; /* 1 - idle share of all CPUs (/proc/stat); < 0: unknown */
     unsigned pool_threads; /* per worker; 0: --inline or native-hello */
 };

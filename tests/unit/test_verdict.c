@@ -5,15 +5,21 @@
 #include "check.h"
 #include "../../core/verdict.c" /* one pure file: built in, no Makefile rule of its own */
 
-static enum regime decide(double loop, double pool, double queued, double busy, unsigned threads)
+static enum regime decide_ready(double loop, double pool, double ready, double queued, double busy,
+                               unsigned threads)
 {
-    struct verdict_input in = {.window_s = 3, .loop_util = loop, .pool_util = pool,
+    struct verdict_input in = {.window_s = 3, .loop_util = loop, .pool_util = pool, .pool_ready = ready,
                                .queued_frac = queued, .machine_busy = busy, .pool_threads = threads};
     struct verdict v;
     verdict_decide(&in, &v);
     CHECK(v.name && v.advice && v.why[0], "every verdict names itself, advises and explains");
     CHECK(strcmp(v.name, verdict_name(v.regime)) == 0, "name matches the regime");
     return v.regime;
+}
+
+static enum regime decide(double loop, double pool, double queued, double busy, unsigned threads)
+{
+    return decide_ready(loop, pool, 0, queued, busy, threads);
 }
 
 int main(void)
@@ -34,7 +40,14 @@ int main(void)
     /* Precedence. */
     CHECK(decide(0.95, 0.95, 1.0, 1.0, 1) == REGIME_LOOP_BOUND, "loop before the GIL");
     CHECK(decide(0.50, 0.95, 1.0, 1.0, 1) == REGIME_GIL_BOUND, "GIL before short threads");
-    CHECK(decide(0.50, 0.50, 1.0, 1.0, 1) == REGIME_THREADS_SHORT, "short threads before the machine");
+    CHECK(decide(0.40, 0.30, 1.0, 1.0, 1) == REGIME_THREADS_SHORT, "short threads before the machine");
+    /* Queued but runnable: short of a CPU, not of threads. */
+    CHECK(decide_ready(0.15, 0.15, 0.60, 0.9, 1.0, 1) == REGIME_MACHINE_BOUND, "queued, waiting for a CPU");
+    CHECK(decide_ready(0.15, 0.15, 0.30, 0.9, 1.0, 1) == REGIME_MACHINE_BOUND, "waiting 30%% for a CPU");
+    CHECK(decide_ready(0.15, 0.35, 0.05, 0.9, 1.0, 1) == REGIME_THREADS_SHORT, "off the CPU 60%%");
+    CHECK(decide_ready(0.10, 0.45, 0.09, 1.0, 0.2, 1) == REGIME_NOT_LOADED, "running or runnable 54%%");
+    CHECK(decide_ready(0.10, 0.80, 0.30, 1.0, 0.2, 4) == REGIME_THREADS_SHORT, "four threads, 27%% each");
+    CHECK(decide_ready(0.10, 0.40, 0.50, 1.0, 0.2, 4) == REGIME_NOT_LOADED, "four threads waiting 12%% each");
     /* No pool (--inline, native-hello): pool figures cannot decide. */
     CHECK(decide(0.2, 0.95, 1.0, 0.2, 0) == REGIME_NOT_LOADED, "no pool threads");
     CHECK(decide(0.2, 0.2, 0.0, -1, 1) == REGIME_NOT_LOADED, "machine unknown");
