@@ -216,8 +216,10 @@ int main(int argc, char **argv)
              dropping ? privs_describe() : "");
     /* Before any worker exists: the slots are inherited, and the thread
      * that serves them stays in this process through a reload. */
-    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0)
+    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0) {
+        free(fds);
         return 2;
+    }
     int rc;
     if (opt.workers > 1) {
         rc = supervisor_run(&opt, app_name, fds, 0);

@@ -48,6 +48,7 @@ struct client {
     char in[HEAD_MAX];
     char *out;
     size_t out_len, out_off;
+    bool waiting; /* /stats.json?wait=1: answered after the next sample */
 };
 
 /* One worker's figures in a history sample. */
@@ -674,7 +675,10 @@ static void respond_text(struct client *c, int status, const char *reason, const
     respond(c, status, reason, "text/plain; charset=utf-8", body, (size_t)n, false, extra);
 }
 
-static void handle(struct client *c)
+/* may_wait: a /stats.json?wait=1 may be held for the next sample (at most
+ * METRICS_TICK_MS), so that a page polling it gets each snapshot once, as
+ * soon as it is taken. */
+static void handle(struct client *c, bool may_wait)
 {
     char *sp = memchr(c->in, ' ', c->in_len);
     if (!sp) {
@@ -697,6 +701,15 @@ static void handle(struct client *c)
         respond(c, 200, "OK", "text/html; charset=utf-8", cserve_dashboard_html, cserve_dashboard_html_len,
                 head_only, NULL);
         return;
+    }
+    if (may_wait && plen == 11 && memcmp(path, "/stats.json", 11) == 0 && path[plen] == '?') {
+        const char *eol = memchr(path, '\n', c->in_len - (size_t)(path - c->in));
+        const char *w = memmem(path + plen, (size_t)((eol ? eol : c->in + c->in_len) - (path + plen)), "wait=1", 6);
+        if (w) {
+            c->waiting = true;
+            c->deadline_ms = clock_coarse_ms() + HEAD_DEADLINE_MS;
+            return;
+        }
     }
     FILE *f = open_memstream(&body, &len);
     if (!f) {
@@ -747,7 +760,7 @@ static void on_readable(struct client *c)
         c->in_len += (size_t)n;
         if (memmem(c->in + from, c->in_len - from, "\r\n\r\n", 4) ||
             memmem(c->in + from, c->in_len - from, "\n\n", 2)) {
-            handle(c);
+            handle(c, true);
             return;
         }
     }
@@ -798,6 +811,15 @@ static void *serve(void *arg)
             take_sample();
             decide();
             next_sample = now + METRICS_TICK_MS;
+            for (unsigned i = 0; i < MAX_CONNS; i++) {
+                struct client *c = &M.clients[i];
+                if (c->fd >= 0 && c->waiting) {
+                    c->waiting = false;
+                    handle(c, false);
+                    if (c->fd >= 0 && c->out)
+                        on_writable(c);
+                }
+            }
         }
         int timeout = (int)(next_sample - now);
         unsigned n = 0, busy = 0;
@@ -812,9 +834,11 @@ static void *serve(void *arg)
             }
             if (c->deadline_ms - now < (uint64_t)timeout)
                 timeout = (int)(c->deadline_ms - now);
+            busy++;
+            if (c->waiting)
+                continue; /* nothing to read or write until the sample */
             who[n] = c;
             pfd[n++] = (struct pollfd){.fd = c->fd, .events = c->out ? POLLOUT : POLLIN};
-            busy++;
         }
         unsigned lst = n;
         if (busy < MAX_CONNS)
@@ -830,7 +854,7 @@ static void *serve(void *arg)
                 on_writable(c);
             else
                 on_readable(c);
-            if (c->fd >= 0 && c->out && c->out_off == 0)
+            if (c->fd >= 0 && c->out && c->out_off == 0 && !c->waiting)
                 on_writable(c); /* a fresh response: try it at once */
         }
         if (lst < n && (pfd[lst].revents & POLLIN))
