@@ -38,23 +38,22 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 
 /* One worker's slot.
  *
- * The seqlock, and why its orders are enough (C11's fences, as in Boehm,
- * "Can seqlocks get along with programming language memory models?"):
- *   writer: CAS seq s -> s+1 (s even; relaxed), fence(release),
- *           data words stored relaxed, seq = s+2 (release).
- *   reader: s1 = seq (acquire), data words loaded relaxed,
- *           fence(acquire), s2 = seq (relaxed); the copy stands if s1 == s2
- *           and s1 is even.
- * If the reader's s1 is the writer's s+2, the acquire load synchronises with
- * that release store, so every data load sees that version or a later one.
- * If any data load saw a store of a later version, the writer's release
- * fence (after its s+1) and the reader's acquire fence (after its loads)
- * order the later version's odd seq before the reader's s2 load, so s2 !=
- * s1 and the copy is thrown away. Every data word is an atomic accessed
- * relaxed, so a torn copy is discarded rather than being a data race; on
- * x86-64 all of these are plain moves. The CAS makes the writer side a
- * try-lock: during a reload the old and the new worker of a slot both run,
- * and only the one named by `owner` (the newest) publishes. */
+ * The seqlock, and why its orders are enough. No fences: GCC's TSan cannot
+ * check atomic_thread_fence, so each data word carries the order itself.
+ *   writer: CAS seq s -> s+1 (s even), each data word stored with release,
+ *           seq = s+2 (release).
+ *   reader: s1 = seq (acquire), each data word loaded with acquire,
+ *           s2 = seq (relaxed); the copy stands if s1 == s2 and s1 is even.
+ * If s1 is the writer's s+2, that acquire synchronises with its release,
+ * so the data loads see that version or a later one. If a data load saw a
+ * later version's store, that store is a release after the later writer's
+ * CAS to an odd seq, and the load is an acquire before the reader's s2
+ * load: the odd seq happens-before s2's load, so s2 != s1 and the copy is
+ * thrown away. Every data word is an atomic, so a torn copy is discarded
+ * rather than being a data race; on x86-64 release stores and acquire loads
+ * are plain moves. The CAS makes the writer side a try-lock: during a
+ * reload the old and the new worker of a slot both run, and only the one
+ * named by `owner` (the newest) publishes. */
 struct metrics_slot {
     _Atomic uint64_t seq;
     _Atomic int64_t owner; /* pid of the worker that publishes here */
@@ -148,12 +147,11 @@ bool metrics_read_slot(unsigned i, struct metrics_data *out)
         /* The header first, then only the threads it names. */
         size_t head = offsetof(struct metrics_data, threads) / sizeof(uint64_t);
         for (size_t k = 0; k < head; k++)
-            w[k] = atomic_load_explicit(&s->words[k], memory_order_relaxed);
+            w[k] = atomic_load_explicit(&s->words[k], memory_order_acquire);
         uint64_t n = out->nthreads < STATS_MAX_THREADS ? out->nthreads : STATS_MAX_THREADS;
         size_t end = head + (size_t)n * (sizeof(struct metrics_thread) / sizeof(uint64_t));
         for (size_t k = head; k < end; k++)
-            w[k] = atomic_load_explicit(&s->words[k], memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+            w[k] = atomic_load_explicit(&s->words[k], memory_order_acquire);
         if (atomic_load_explicit(&s->seq, memory_order_relaxed) == s1) {
             out->nthreads = n;
             return true;
@@ -175,12 +173,11 @@ static bool publish(unsigned i, const struct metrics_data *d)
         atomic_store_explicit(&s->seq, seq, memory_order_relaxed); /* nothing was written */
         return false;
     }
-    atomic_thread_fence(memory_order_release);
     const uint64_t *w = (const uint64_t *)d;
     size_t n = offsetof(struct metrics_data, threads) / sizeof(uint64_t) +
                (size_t)d->nthreads * (sizeof(struct metrics_thread) / sizeof(uint64_t));
     for (size_t k = 0; k < n; k++)
-        atomic_store_explicit(&s->words[k], w[k], memory_order_relaxed);
+        atomic_store_explicit(&s->words[k], w[k], memory_order_release);
     atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
     return true;
 }

@@ -74,6 +74,8 @@ static struct {
     pthread_t thread;
     bool running;
     atomic_bool stop;
+    pthread_mutex_t fork_lock; /* start/stop against a fork on another thread */
+    bool paused;               /* stopped for a fork, to start again after it */
     unsigned nslots;
     struct client clients[MAX_CONNS];
     struct hsample hist[HISTORY];
@@ -83,7 +85,7 @@ static struct {
     struct verdict verdict;
     struct verdict_input vin;
     unsigned vworker;          /* the busiest worker, whose figures decided */
-} M = {.listen_fd = -1, .wake_fd = -1};
+} M = {.listen_fd = -1, .wake_fd = -1, .fork_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- the listener ---- */
 
@@ -863,6 +865,52 @@ static void *serve(void *arg)
     return NULL;
 }
 
+static void thread_stop(void)
+{
+    atomic_store_explicit(&M.stop, true, memory_order_relaxed);
+    uint64_t one = 1;
+    if (write(M.wake_fd, &one, sizeof one) < 0) {
+        /* cannot fail on an eventfd below its maximum; the poll timeout
+         * would end the wait anyway */
+    }
+    pthread_join(M.thread, NULL);
+    M.running = false;
+}
+
+static int thread_start(void)
+{
+    uint64_t v;
+    if (read(M.wake_fd, &v, sizeof v) < 0) {
+        /* nothing was pending */
+    }
+    atomic_store_explicit(&M.stop, false, memory_order_relaxed);
+    if (pthread_create(&M.thread, NULL, serve, NULL) != 0)
+        return -1;
+    M.running = true;
+    return 0;
+}
+
+/* A fork (a worker started, an app's os.fork) happens with this thread
+ * stopped and joined: the child then has no lock this thread could have
+ * held, and the process forks single-threaded where it otherwise is (the
+ * supervisor; TSan refuses threads in a child forked with more than one).
+ * Its clients and history stay in M; it resumes in the parent. */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&M.fork_lock);
+    M.paused = M.running;
+    if (M.running)
+        thread_stop();
+}
+
+static void after_fork_parent(void)
+{
+    if (M.paused && thread_start() != 0)
+        log_error("metrics: cannot restart the metrics thread after a fork");
+    M.paused = false;
+    pthread_mutex_unlock(&M.fork_lock);
+}
+
 /* A forked worker must not keep the metrics listener (nor its clients)
  * open: the port would outlive the process that serves it. */
 static void after_fork_child(void)
@@ -875,8 +923,9 @@ static void after_fork_child(void)
         if (M.clients[i].fd >= 0)
             close(M.clients[i].fd);
     M.listen_fd = M.wake_fd = -1;
-    M.running = false;
+    M.running = M.paused = false;
     M.unix_path[0] = '\0';
+    pthread_mutex_unlock(&M.fork_lock);
 }
 
 int metrics_start(const struct options *opt, unsigned slots)
@@ -915,27 +964,24 @@ int metrics_start(const struct options *opt, unsigned slots)
         if (!M.hist[i].w)
             return -1;
     decide();
-    pthread_atfork(NULL, NULL, after_fork_child);
-    if (pthread_create(&M.thread, NULL, serve, NULL) != 0) {
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    if (thread_start() != 0) {
         fprintf(stderr, "cserve: error: --metrics-bind: cannot start its thread\n");
         return -1;
     }
-    M.running = true;
     log_info("metrics: serving /metrics, /stats.json and the dashboard on %s", spec);
     return 0;
 }
 
 void metrics_stop(void)
 {
-    if (!M.running)
+    pthread_mutex_lock(&M.fork_lock);
+    bool running = M.running;
+    if (running)
+        thread_stop();
+    pthread_mutex_unlock(&M.fork_lock);
+    if (!running)
         return;
-    atomic_store_explicit(&M.stop, true, memory_order_relaxed);
-    uint64_t one = 1;
-    if (write(M.wake_fd, &one, sizeof one) < 0) {
-        /* the thread sees the flag within a sample period anyway */
-    }
-    pthread_join(M.thread, NULL);
-    M.running = false;
     for (unsigned i = 0; i < MAX_CONNS; i++)
         if (M.clients[i].fd >= 0)
             client_close(&M.clients[i]);
