@@ -492,3 +492,22 @@ def test_dashboard_in_a_browser(server_factory, tmp_path):
     assert points >= 2, "the utilisation plot drew no line"
     assert shot.exists() and shot.stat().st_size > 10000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(loadgen.sanitizer(os.environ.get("CSERVE_BIN", str(ROOT / "cserve"))) == "tsan",
+                    reason="under TSan a child forked from a pool thread may not start threads "
+                           "(multiprocessing's Pool does): the app, not the server, cannot run")
+def test_app_that_forks_while_metrics_are_served(server_factory):
+    """A fork inside a request (multiprocessing's fork start method, from a
+    pool thread) stops and restarts the metrics thread around it: the
+    request is answered, the metrics listener still serves, and the children
+    did not keep it."""
+    srv, mport = metrics_server(server_factory, "--keepalive-timeout", "1",
+                                app="fork_apps:pool", chdir=ROOT / "tests/integration/apps")
+    for _ in range(2):
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/", timeout=60) as r:
+            assert r.read() == b"140 9"
+    assert get(mport, "/metrics")[0] == 200
+    time.sleep(0.7)  # a publish
+    doc = stats(mport)
+    assert doc["workers"][0]["requests_by_class"]["2xx"] >= 2
