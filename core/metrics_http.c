@@ -240,8 +240,10 @@ static void decide(void)
                 continue;
             double dt = b->t - a->t;
             double lu = (b->loop_cpu - a->loop_cpu) / dt, pu = (b->pool_cpu - a->pool_cpu) / dt;
-            double ready = a->pool_ready >= 0 && b->pool_ready >= a->pool_ready ? (b->pool_ready - a->pool_ready) / dt : 0;
-            double q = b->samples > a->samples ? (double)(b->queued - a->queued) / (double)(b->samples - a->samples) : 0;
+            double ready =
+                a->pool_ready >= 0 && b->pool_ready >= a->pool_ready ? (b->pool_ready - a->pool_ready) / dt : 0;
+            double q = b->samples > a->samples
+                           ? (double)(b->queued - a->queued) / (double)(b->samples - a->samples) : 0;
             if (dt > in.window_s)
                 in.window_s = dt;
             if (first || lu > in.loop_util) {
@@ -531,7 +533,8 @@ static void render_metrics(FILE *f)
          "which stage bounds the server over the last few seconds (1: the verdict); precedence: "
          "loop-bound, gil-bound, threads-short, machine-bound, not-loaded");
     for (int r = 0; r < REGIME_N; r++)
-        fprintf(f, "cserve_regime{regime=\"%s\"} %d\n", verdict_name((enum regime)r), M.verdict.regime == (enum regime)r);
+        fprintf(f, "cserve_regime{regime=\"%s\"} %d\n", verdict_name((enum regime)r),
+                M.verdict.regime == (enum regime)r);
     head(f, "cserve_verdict_window_seconds", "gauge", "the window the verdict's figures cover");
     fprintf(f, "cserve_verdict_window_seconds %.3f\n", M.vin.window_s);
     head(f, "cserve_verdict_loop_utilisation", "gauge", "the busiest loop thread's share of a core");
@@ -542,7 +545,8 @@ static void render_metrics(FILE *f)
     head(f, "cserve_verdict_pool_ready_ratio", "gauge",
          "the same pool threads' time runnable but not running (waiting for a CPU), as a share of a core");
     fprintf(f, "cserve_verdict_pool_ready_ratio %.4f\n", M.vin.pool_ready);
-    head(f, "cserve_verdict_queued_ratio", "gauge", "share of samples in which every pool thread had a request waiting");
+    head(f, "cserve_verdict_queued_ratio", "gauge",
+         "share of samples in which every pool thread had a request waiting");
     fprintf(f, "cserve_verdict_queued_ratio %.4f\n", M.vin.queued_frac);
     head(f, "cserve_verdict_machine_busy_ratio", "gauge", "share of all CPUs busy (/proc/stat; -1: unknown)");
     fprintf(f, "cserve_verdict_machine_busy_ratio %.4f\n", M.vin.machine_busy);
