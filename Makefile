@@ -155,6 +155,7 @@ $(BUILD)/cserve: $(OBJS) $(PY_LINK_DEPS)
 
 $(OBJS): $(PY_STAMP)
 $(BUILD)/core/interp.o: CFLAGS += $(PY_DEFS)
+$(BUILD)/core/metrics_dashboard.o: core/dashboard.html # built in with .incbin
 $(BUILD)/core/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"' -DCSERVE_PYTHON_LINK='"$(PY_LINK)"'
 
 $(BUILD)/%.o: %.c

@@ -7,20 +7,38 @@
 #include <unistd.h>
 
 #include "conn_internal.h"
+#include "metrics.h"
 
-ssize_t conn_io_recv(int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
+/* Bytes in and out are counted here (metrics.h): a plain add on the loop
+ * thread, the only caller. */
+ssize_t conn_io_recv(int fd, void *buf, size_t len)
+{
+    ssize_t n = recv(fd, buf, len, 0);
+    if (n > 0)
+        counter_add(&metrics_counts.bytes_in, (uint64_t)n);
+    return n;
+}
 
 ssize_t conn_io_writev(int fd, const struct iovec *iov, int cnt)
 {
-    if (cnt == 1) /* send: MSG_NOSIGNAL, and a little cheaper than writev */
-        return send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
-    struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
-    return sendmsg(fd, &msg, MSG_NOSIGNAL);
+    ssize_t n;
+    if (cnt == 1) { /* send: MSG_NOSIGNAL, and a little cheaper than writev */
+        n = send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+    } else {
+        struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
+        n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    }
+    if (n > 0)
+        counter_add(&metrics_counts.bytes_out, (uint64_t)n);
+    return n;
 }
 
 ssize_t conn_io_sendfile(int fd, int file_fd, off_t *off, size_t len)
 {
-    return sendfile(fd, file_fd, off, len);
+    ssize_t n = sendfile(fd, file_fd, off, len);
+    if (n > 0)
+        counter_add(&metrics_counts.bytes_out, (uint64_t)n);
+    return n;
 }
 
 void conn_io_shutdown(int fd) { shutdown(fd, SHUT_WR); }

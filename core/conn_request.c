@@ -7,6 +7,7 @@
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
 #include "access_log.h"
+#include "metrics.h"
 #include "app.h"
 #include "conn_internal.h"
 #include "log.h"
@@ -36,7 +37,7 @@ static void job_bind(struct conn *c, struct job *job)
     job->keep_alive = job->framing.keep_alive && !l->stopping;
     /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
     job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
-    job->head_ns = l->opt->access_log ? clock_ns() : 0;
+    job->head_ns = l->opt->access_log || l->mx ? clock_ns() : 0;
 }
 
 /* A head parsed into job: frame it and decide what comes next. */
@@ -479,8 +480,11 @@ static bool finish_one(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
     counter_inc(&l->lstats.requests);
+    uint64_t end_ns = l->opt->access_log || l->mx ? clock_ns() : 0;
     if (l->opt->access_log)
-        access_log_write(job, c->remote_addr, clock_ns());
+        access_log_write(job, c->remote_addr, end_ns);
+    if (l->mx)
+        metrics_count_response(l->mx, job->status, job->head_ns, end_ns);
     /* A retiring worker keeps a connection whose response promised
      * keep-alive (its head was made before the stop): the client may send
      * on it at once, and its next response says "Connection: close". */

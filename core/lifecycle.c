@@ -22,6 +22,7 @@
 
 #include "access_log.h"
 #include "log.h"
+#include "metrics.h"
 #include "options.h"
 #include "signals.h"
 
@@ -76,7 +77,8 @@ pid_t spawn_exec(int listen_fd, unsigned index)
     char **envp = calloc(n + 2, sizeof *envp);
     char var[64];
     int log_fd = access_log_fd();
-    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d:%d", index, listen_fd, log_fd);
+    int metrics_fd = metrics_shm_fd(); /* --metrics-bind: the slots it publishes into */
+    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d:%d:%d", index, listen_fd, log_fd, metrics_fd);
     if (!envp)
         return -1;
     size_t k = 0;
@@ -93,7 +95,8 @@ pid_t spawn_exec(int listen_fd, unsigned index)
             _exit(1);
         /* What the new worker inherits: the listener, and the access log
          * opened before root was dropped (it may not open it itself). */
-        if (fcntl(listen_fd, F_SETFD, 0) < 0 || (log_fd >= 0 && fcntl(log_fd, F_SETFD, 0) < 0))
+        if (fcntl(listen_fd, F_SETFD, 0) < 0 || (log_fd >= 0 && fcntl(log_fd, F_SETFD, 0) < 0) ||
+            (metrics_fd >= 0 && fcntl(metrics_fd, F_SETFD, 0) < 0))
             _exit(126);
         execve("/proc/self/exe", saved_argv, envp);
         _exit(127);
@@ -110,11 +113,13 @@ bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd)
     if (!v)
         return false;
     unsigned i;
-    int fd, lfd;
-    if (sscanf(v, "%u:%d:%d", &i, &fd, &lfd) != 3 || fd < 0) {
-        fprintf(stderr, "cserve: error: %s='%s' is not SLOT:FD:LOGFD\n", EXEC_WORKER_ENV, v);
+    int fd, lfd, mfd = -1;
+    if (sscanf(v, "%u:%d:%d:%d", &i, &fd, &lfd, &mfd) < 3 || fd < 0) {
+        fprintf(stderr, "cserve: error: %s='%s' is not SLOT:FD:LOGFD[:METRICSFD]\n", EXEC_WORKER_ENV, v);
         exit(2);
     }
+    if (mfd >= 0)
+        metrics_shm_adopt(mfd);
     unsetenv(EXEC_WORKER_ENV);
     fcntl(fd, F_SETFD, FD_CLOEXEC); /* not the app's children's */
     if (lfd >= 0)

@@ -24,6 +24,7 @@
 #include "lifecycle.h"
 #include "signals.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
 #include "stats.h"
 #include "watchdog.h"
@@ -243,7 +244,9 @@ static void expire_timers(struct loop *l)
 
 static int next_timeout_ms(struct loop *l)
 {
-    uint64_t t = 1000; /* at least once a second: date, stats window, shutdown */
+    /* At least once a second (date, stats window, shutdown); twice with
+     * --metrics-bind, whose snapshots must keep coming while idle. */
+    uint64_t t = l->mx ? METRICS_TICK_MS : 1000;
     struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger, &l->t_hold};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
         uint64_t n = timer_next_ms(lists[i], l->now_ms);
@@ -345,6 +348,8 @@ unsigned loop_run(struct loop *l)
             lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
         watchdog_check(l);
         devreload_tick(l);
+        if (l->now_ms >= l->mx_next_ms)
+            metrics_tick(l); /* a few clock reads, twice a second */
         conn_reap(l); /* the one place connections are freed */
         jobs_release_memory(l);
         resume_accepting(l);

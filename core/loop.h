@@ -155,6 +155,8 @@ struct loop {
     long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
                                 * ms after the first one, then fails them (-1: off) */
     uint64_t fault_since_ms;
+    struct metrics_counts *mx; /* --metrics-bind: this worker's counts (NULL: off) */
+    uint64_t mx_next_ms;       /* the next metrics_tick */
 };
 
 /* Pool threads read this when they build a response head: once it is set,

@@ -20,6 +20,7 @@
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
+#include "metrics.h"
 #include "signals.h"
 #include "options.h"
 #include "privs.h"
@@ -215,6 +216,12 @@ int main(int argc, char **argv)
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");
+    /* Before any worker exists: the slots are inherited, and the thread
+     * that serves them stays in this process through a reload. */
+    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0) {
+        free(fds);
+        return 2;
+    }
     int rc;
     if (opt.workers > 1) {
         rc = supervisor_run(&opt, app_name, fds, NULL);
@@ -225,6 +232,7 @@ int main(int argc, char **argv)
             rc = supervisor_run(&opt, app_name, &ho.listen_fd, &ho);
     }
     free(fds);
+    metrics_stop();
     listen_cleanup();
     return rc;
 }

@@ -31,7 +31,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
-    OPT_RELOAD,
+    OPT_RELOAD, OPT_METRICS_BIND,
 };
 
 static const struct option long_options[] = {
@@ -63,6 +63,7 @@ static const struct option long_options[] = {
     {"stats", no_argument, NULL, OPT_STATS},
     {"stats-json", required_argument, NULL, OPT_STATS_JSON},
     {"stats-window", required_argument, NULL, OPT_STATS_WINDOW},
+    {"metrics-bind", required_argument, NULL, OPT_METRICS_BIND},
     {"max-requests", required_argument, NULL, OPT_MAX_REQUESTS},
     {"max-requests-jitter", required_argument, NULL, OPT_MAX_REQUESTS_JITTER},
     {"workers-lifetime", required_argument, NULL, OPT_WORKERS_LIFETIME},
@@ -175,6 +176,8 @@ static void usage(FILE *out)
 "      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
 "      --stats-window S       start the measurement window S seconds after start-up;\n"
 "                             SIGUSR2 starts a new window at any time\n"
+"      --metrics-bind ADDR    serve /metrics (Prometheus), /stats.json and a live dashboard\n"
+"                             (/) on ADDR: HOST:PORT on loopback or unix:PATH (default: off)\n"
 "\n"
 "  -V, --version              print the version and exit\n"
 "  -h, --help                 print this help and exit\n"
@@ -376,6 +379,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         case OPT_STATS: o->stats = true; break;
         case OPT_STATS_JSON: o->stats_json = optarg; break;
+        case OPT_METRICS_BIND: o->metrics_bind = optarg; break;
         case OPT_MAX_REQUESTS:
             o->max_requests = parse_count("--max-requests", optarg, 0, 1ul << 40);
             break;
@@ -557,5 +561,6 @@ void options_print(const struct options *o, FILE *out)
             o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
             o->app_timeout_ms / 1e3, or_none(o->pid_file));
     fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
+    fprintf(out, "metrics-bind: %s\n", or_none(o->metrics_bind));
     fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
 }

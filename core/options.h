@@ -55,6 +55,7 @@ struct options {
     bool stats;
     const char *stats_json;
     double stats_window_s;     /* window starts this long after start-up; 0 = at start */
+    const char *metrics_bind;  /* --metrics-bind: HOST:PORT (loopback) or unix:PATH; NULL = off */
     /* a worker's life (lifecycle.h) */
     unsigned long max_requests;        /* 0 = no limit */
     unsigned long max_requests_jitter;

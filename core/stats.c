@@ -16,6 +16,7 @@
 
 #include "../handoffs/handoff.h"
 #include "../lib/clock.h"
+#include "metrics.h"
 #include "options.h"
 
 struct field {
@@ -117,9 +118,15 @@ void stats_register_self(struct stats *s, unsigned index, const char *name, cons
     s->base.cpu[index] = thread_cpu(t);
 }
 
+void stats_snapshot_now(struct stats *s, struct stats_snapshot *snap)
+{
+    snapshot(s, snap);
+}
+
 void stats_window_start(struct stats *s)
 {
     snapshot(s, &s->base);
+    metrics_window_mark();
 }
 
 /* The window's figures, as a reader wants them. */
@@ -150,10 +157,12 @@ static void print_table(struct stats *s, FILE *f)
     fprintf(f, "cserve stats: worker %u (pid %d), window %.2f s, handoff %s%s\n", s->worker_index,
             (int)getpid(), r->window, s->handoff_name, s->inline_mode ? " (inline)" : "");
     fprintf(f, "  %-16s %8s %9s %11s %9s\n", "thread", "util", "cpu s", "requests", "us/req");
+    double loop_cpu = 0, pool_cpu = 0;
     for (unsigned i = 0; i < threads_in(s); i++) {
         if (!s->threads[i].name)
             continue;
         double cpu = r->now.cpu[i] - s->base.cpu[i];
+        *(i ? &pool_cpu : &loop_cpu) += cpu;
         uint64_t req = thread_requests(s, r, i);
         fprintf(f, "  %-16s %7.1f%% %9.3f %11llu %9.2f\n", s->threads[i].name,
                 r->window > 0 ? 100.0 * cpu / r->window : 0.0, cpu, (unsigned long long)req,
@@ -187,6 +196,7 @@ static void print_table(struct stats *s, FILE *f)
             fprintf(f, "\n");
         }
     }
+    metrics_print_verdict(f, r->window, loop_cpu, pool_cpu, threads_in(s) - 1);
     fflush(f);
     free(r);
 }

@@ -120,6 +120,8 @@ struct stats {
 
 /* Register the calling thread (the loop: index 0; pool thread i: index i+1). */
 void stats_register_self(struct stats *s, unsigned index, const char *name, const char *role);
+/* Every counter and CPU clock of s now (totals, not a window): metrics.c. */
+void stats_snapshot_now(struct stats *s, struct stats_snapshot *snap);
 /* Start a new measurement window now. */
 void stats_window_start(struct stats *s);
 /* Table on f (the --stats format). */

@@ -19,6 +19,7 @@
 #include "listen.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "options.h"
 #include "pool.h"
 #include "proctitle.h"
@@ -82,6 +83,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     /* The loop's stats live in the loop struct, which loop_init cleared. */
     stats->loop = &loop->lstats;
     loop->stats_path = stats_path;
+    metrics_attach(loop, stats);
     loop->stats_parent = part ? (int)getppid() : 0;
     struct lifecycle life;
     lifecycle_init(&life, opt, part ? getppid() : 0, listen_fd, clock_coarse_ms());

@@ -10,7 +10,10 @@
 # Runs as root with no TTY (DEBIAN_FRONTEND=noninteractive); uses sudo only if
 # not root and sudo exists. granian (a peer for the experiments, PyPI only) is
 # installed for /usr/bin/python3 — the interpreter cserve embeds — and a
-# failure there is a warning, not an error: only experiments/ needs it.
+# failure there is a warning, not an error: only experiments/ needs it. The
+# same for prometheus_client (its parser reads /metrics in
+# tests/integration/test_metrics.py) and chromium (the dashboard test loads
+# the page headless): where they cannot be installed those tests skip.
 set -eu
 
 PY=${PYTHON:-/usr/bin/python3}
@@ -42,4 +45,18 @@ else
     if ! "$PY" -m pip install -q --break-system-packages granian; then
         echo "setup: WARNING: granian could not be installed; the experiments skip its peer rows" >&2
     fi
+fi
+
+# prometheus_client, whose own text parser checks /metrics.
+if "$PY" -c "import prometheus_client" >/dev/null 2>&1; then
+    echo "setup: prometheus_client present"
+elif ! "$PY" -m pip install -q --break-system-packages prometheus_client; then
+    echo "setup: WARNING: prometheus_client could not be installed; test_metrics skips its /metrics checks" >&2
+fi
+
+# chromium, headless, for the dashboard test.
+if command -v chromium >/dev/null 2>&1; then
+    echo "setup: chromium present"
+elif ! "$(dirname "$0")/apt-install-missing.sh" setup chromium; then
+    echo "setup: WARNING: chromium could not be installed; test_metrics skips the dashboard test" >&2
 fi

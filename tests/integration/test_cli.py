@@ -15,7 +15,7 @@ from httpclient import Reader, get, req
 OPTIONS = ["--bind", "--chdir", "--workers", "--blocking-threads", "--handoff", "--spin", "--inline",
            "--app", "--backlog", "--max-header-size", "--max-body-size", "--header-timeout",
            "--keepalive-timeout", "--io-timeout", "--graceful-timeout", "--access-log", "--log-level",
-           "--stats", "--stats-json", "--stats-window", "--version", "--help"]
+           "--stats", "--stats-json", "--stats-window", "--metrics-bind", "--version", "--help"]
 BACKENDS = ["ring", "dgram", "condvar", "eventfd"]
 
 

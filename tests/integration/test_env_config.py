@@ -46,6 +46,7 @@ TABLE = {
     "stats": ("true", "stats: yes", {}),
     "stats-json": ("/tmp/cserve-env-stats.json", "stats-json: /tmp/cserve-env-stats.json", {}),
     "stats-window": ("2", "stats-window: 2", {}),
+    "metrics-bind": ("127.0.0.1:9109", "metrics-bind: 127.0.0.1:9109", {}),
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
     "root-path": ("/api", "root-path: /api", {}),
     "app-timeout": ("30", "app-timeout: 30.000", {}),

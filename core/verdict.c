@@ -1,0 +1,73 @@
+/* verdict.c — the regime table (verdict.h).
+ *
+ * Precedence, and why: the loop comes first because every request passes
+ * through it, so while it is saturated nothing behind it can be fed faster
+ * (a busy GIL behind a saturated loop is a symptom). The GIL comes before
+ * short threads because more threads cannot help while one of them holding
+ * the GIL is already the limit. A stage of the server saturated comes before
+ * the machine being full, since the stage is what an option can change;
+ * the machine is the bound only when no stage is. Threads count as short
+ * only while they wait off the CPU: queued threads that are runnable but
+ * not running (a full machine) are short of a CPU, which more threads
+ * would not give them. */
+#include "verdict.h"
+
+#include <stdio.h>
+
+static const char *const names[REGIME_N] = {
+    [REGIME_LOOP_BOUND] = "loop-bound",
+    [REGIME_GIL_BOUND] = "gil-bound",
+    [REGIME_THREADS_SHORT] = "threads-short",
+    [REGIME_MACHINE_BOUND] = "machine-bound",
+    [REGIME_NOT_LOADED] = "not-loaded",
+};
+
+static const char *const advice[REGIME_N] = {
+    [REGIME_LOOP_BOUND] = "add --workers: each worker has a loop thread of its own",
+    [REGIME_GIL_BOUND] = "add --workers: one GIL per process (more threads would only queue "
+                         "for the same GIL); past the cores, the app is the cost",
+    [REGIME_THREADS_SHORT] = "add --blocking-threads: requests wait for a thread while the "
+                             "threads wait on I/O with the GIL released",
+    [REGIME_MACHINE_BOUND] = "the machine is full: the app (or what shares the machine) is the "
+                             "cost; more workers or threads would not help",
+    [REGIME_NOT_LOADED] = "nothing to do: no stage is saturated and CPU is idle",
+};
+
+const char *verdict_name(enum regime r)
+{
+    return r < REGIME_N ? names[r] : "unknown";
+}
+
+const char *verdict_advice(enum regime r)
+{
+    return r < REGIME_N ? advice[r] : "";
+}
+
+void verdict_decide(const struct verdict_input *in, struct verdict *out)
+{
+    enum regime r;
+    double ready = in->pool_ready > 0 ? in->pool_ready : 0;
+    if (in->loop_util >= VERDICT_SATURATED)
+        r = REGIME_LOOP_BOUND;
+    else if (in->pool_threads && in->pool_util >= VERDICT_SATURATED)
+        r = REGIME_GIL_BOUND;
+    else if (in->pool_threads && in->queued_frac >= VERDICT_QUEUED &&
+             (in->pool_util + ready) / in->pool_threads < VERDICT_OFF_CPU &&
+             ready / in->pool_threads < VERDICT_READY)
+        r = REGIME_THREADS_SHORT;
+    else if (in->machine_busy >= VERDICT_SATURATED)
+        r = REGIME_MACHINE_BOUND;
+    else
+        r = REGIME_NOT_LOADED;
+    out->regime = r;
+    out->name = names[r];
+    out->advice = advice[r];
+    char busy[16] = "?";
+    if (in->machine_busy >= 0)
+        snprintf(busy, sizeof busy, "%.0f%%", 100.0 * in->machine_busy);
+    snprintf(out->why, sizeof out->why,
+             "over %.1f s: loop %.0f%% of a core, pool %.0f%% (GIL held) and %.0f%% waiting for a CPU, "
+             "every pool thread queued %.0f%% of the time, machine %s busy",
+             in->window_s, 100.0 * in->loop_util, 100.0 * in->pool_util,
+             100.0 * (in->pool_ready > 0 ? in->pool_ready : 0), 100.0 * in->queued_frac, busy);
+}

@@ -1,0 +1,58 @@
+/* verdict.h — which stage bounds the server, decided from figures measured
+ * over a window of a few seconds: pure, no I/O, so its table is unit-tested
+ * (tests/unit/test_verdict.c) and the same decision serves /metrics, the
+ * dashboard and the --stats table. */
+#ifndef CSERVE_VERDICT_H
+#define CSERVE_VERDICT_H
+
+#include <stddef.h>
+
+/* In order of precedence: when two apply, the earlier one is the verdict. */
+enum regime {
+    REGIME_LOOP_BOUND,    /* the loop thread is saturated */
+    REGIME_GIL_BOUND,     /* the pool threads together hold a core: the GIL */
+    REGIME_THREADS_SHORT, /* every pool thread has work waiting, the GIL is not held */
+    REGIME_MACHINE_BOUND, /* no stage saturated, but the machine has no idle CPU */
+    REGIME_NOT_LOADED,    /* none of the above: nothing to do */
+    REGIME_N
+};
+
+/* Thresholds: a share of one core (or of the machine) counted as full. */
+#define VERDICT_SATURATED 0.90
+/* The share of samples in which every pool thread had work queued behind
+ * the request it ran, for its threads to count as short... */
+#define VERDICT_QUEUED 0.75
+/* ... while each spent less than this share of the window running or
+ * runnable: off the CPU, waiting on I/O. A thread queued but runnable is
+ * short of a CPU, not of threads. */
+#define VERDICT_OFF_CPU 0.5
+/* ... and each waited for a CPU less than this share of the window: past
+ * it, the machine is what keeps them from their queues. */
+#define VERDICT_READY 0.10
+
+struct verdict_input {
+    double window_s;     /* the window the figures cover */
+    double loop_util;    /* loop thread CPU / window (the busiest worker's) */
+    double pool_util;    /* the pool threads' CPU together / window (the busiest worker's):
+                          * with the GIL only one runs Python at a time, so this is the
+                          * time the GIL was held */
+    double queued_frac;  /* samples in which every pool thread had a request waiting
+                          * behind its current one / samples (the least queued worker's) */
+    double pool_ready;   /* the pool threads' time runnable but not running (schedstat's run
+                          * delay) together / window: waiting for a CPU, not for I/O */
+    double machine_busy; /* 1 - idle share of all CPUs (/proc/stat); < 0: unknown */
+    unsigned pool_threads; /* per worker; 0: --inline or native-hello */
+};
+
+struct verdict {
+    enum regime regime;
+    const char *name;    /* "loop-bound", ... (the label in /metrics) */
+    const char *advice;  /* one line */
+    char why[200];       /* the figures it rests on */
+};
+
+void verdict_decide(const struct verdict_input *in, struct verdict *out);
+const char *verdict_name(enum regime r);
+const char *verdict_advice(enum regime r);
+
+#endif
