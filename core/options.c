@@ -435,9 +435,14 @@ static bool env_flag(const char *name, const char *v)
     die_usage("a flag option's variable takes 1/true/yes/on or 0/false/no/off, not '%s'", v);
 }
 
+/* The "--name=value" strings made from variables: the options point into
+ * them (optarg) for the process's life, so they are kept here. */
+static char *volatile env_args[64]; /* volatile: never read, yet kept */
+
 /* CSERVE_<NAME> for every long option but --help and --version. */
 static void parse_env(struct options *o, const char *argv0)
 {
+    size_t kept = 0;
     for (const struct option *lo = long_options; lo->name; lo++) {
         if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
             continue;
@@ -468,6 +473,8 @@ static void parse_env(struct options *o, const char *argv0)
         if (!arg || asprintf(&dashed, "--%s", arg) < 0)
             exit(1);
         free(arg);
+        if (kept < sizeof env_args / sizeof *env_args)
+            env_args[kept++] = dashed;
         char *args[3] = {(char *)argv0, dashed, NULL};
         snprintf(env_source, sizeof env_source, "%s", name);
         if (parse_args(o, 2, args) < 2)
