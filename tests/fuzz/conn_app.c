@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../core/app.h"
-#include "../../core/loop.h"
-#include "../../core/response_head.h"
+#include "../../core/conn/app.h"
+#include "../../core/conn/loop.h"
+#include "../../core/http/response_head.h"
 #include "../../handoffs/handoff.h"
 #include "fuzz_check.h"
 

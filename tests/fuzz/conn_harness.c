@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "../../core/conn_internal.h"
-#include "../../core/httpdate.h"
-#include "../../core/options.h"
-#include "../../core/response_head.h"
+#include "../../core/conn/conn_internal.h"
+#include "../../core/http/httpdate.h"
+#include "../../core/server/options.h"
+#include "../../core/http/response_head.h"
 #include "conn_app.h"
 #include "fuzz_check.h"
 

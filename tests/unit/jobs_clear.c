@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/loop.h"
+#include "../../core/conn/loop.h"
 #include "../../lib/aligned.h"
 #include "check.h"
 

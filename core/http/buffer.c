@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/aligned.h"
+#include "../../lib/aligned.h"
 
 bool buffer_reserve(struct buffer *b, size_t more)
 {

@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/clock.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
@@ -38,7 +38,7 @@
 #include "stats.h"
 #include "supervisor.h"
 #include "worker.h"
-#include "wsgi.h"
+#include "../python/wsgi.h"
 
 struct slot {
     pid_t pid;             /* the worker serving this slot */

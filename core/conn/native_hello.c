@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "app.h"
-#include "httpdate.h"
-#include "job.h"
-#include "response_head.h"
+#include "../http/httpdate.h"
+#include "../python/job.h"
+#include "../http/response_head.h"
 
 void native_hello_respond(struct job *job)
 {

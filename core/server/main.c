@@ -14,9 +14,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "../handoffs/handoff.h"
-#include "access_log.h"
-#include "interp.h"
+#include "../../handoffs/handoff.h"
+#include "../conn/access_log.h"
+#include "../python/interp.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
@@ -25,7 +25,7 @@
 #include "privs.h"
 #include "supervisor.h"
 #include "worker.h"
-#include "wsgi.h"
+#include "../python/wsgi.h"
 
 const struct options *wsgi_options;
 

@@ -14,8 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/clock.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
 #include "options.h"
 
 struct field {

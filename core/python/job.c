@@ -14,11 +14,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/futex.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/futex.h"
 #include "job.h"
-#include "log.h"
-#include "stats.h"
+#include "../server/log.h"
+#include "../server/stats.h"
 
 /* The pool thread this OS thread is, if any: set once by job_thread_init. */
 static _Thread_local struct {

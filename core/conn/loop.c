@@ -16,15 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/clock.h"
-#include "log.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "../server/log.h"
 #include "access_log.h"
-#include "lifecycle.h"
-#include "signals.h"
+#include "../server/lifecycle.h"
+#include "../server/signals.h"
 #include "loop.h"
-#include "options.h"
-#include "stats.h"
+#include "../server/options.h"
+#include "../server/stats.h"
 #include "watchdog.h"
 
 #define MAX_EVENTS 256

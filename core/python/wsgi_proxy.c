@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "http_forwarded.h"
+#include "../http/http_forwarded.h"
 #include "job.h"
 #include "wsgi.h"
 

@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../lib/clock.h"
-#include "http_forwarded.h"
-#include "http_parser.h"
-#include "job.h"
-#include "log.h"
+#include "../../lib/clock.h"
+#include "../http/http_forwarded.h"
+#include "../http/http_parser.h"
+#include "../python/job.h"
+#include "../server/log.h"
 
 static int log_fd = -1;
 static const char *log_path; /* NULL: stderr */

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http_chars.h"
+#include "../http/http_chars.h"
 #include "job.h"
-#include "log.h"
-#include "response_head.h"
+#include "../server/log.h"
+#include "../http/response_head.h"
 
 const char *latin1_view(PyObject *s, Py_ssize_t *len, const char *what)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "job.h"
-#include "options.h"
+#include "../server/options.h"
 
 extern const struct options *wsgi_options; /* set by worker start-up */
 

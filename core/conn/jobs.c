@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../lib/aligned.h"
+#include "../../lib/aligned.h"
 #include "loop.h"
 
 _Static_assert(offsetof(struct job, file_fd) + sizeof(int) - offsetof(struct job, out) <= CACHE_LINE,

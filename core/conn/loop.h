@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "buffer.h"
-#include "job.h"
-#include "stats.h"
+#include "../http/buffer.h"
+#include "../python/job.h"
+#include "../server/stats.h"
 #include "timer.h"
 
 struct options;

@@ -14,8 +14,8 @@
 
 #include "interp.h"
 #include "job.h"
-#include "log.h"
-#include "options.h"
+#include "../server/log.h"
+#include "../server/options.h"
 #include "wsgi.h"
 
 struct wsgi_state W;

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "access_log.h"
+#include "../conn/access_log.h"
 #include "log.h"
 #include "options.h"
 #include "signals.h"

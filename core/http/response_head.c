@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "httpdate.h"
-#include "job.h"
-#include "loop.h"
+#include "../python/job.h"
+#include "../conn/loop.h"
 
 #define APPEND_LIT(out, lit) do { memcpy((out)->data + (out)->len, lit, sizeof lit - 1); \
                                   (out)->len += sizeof lit - 1; } while (0)

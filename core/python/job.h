@@ -27,9 +27,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../lib/counter.h" /* CACHE_LINE */
-#include "buffer.h"
-#include "http_parser.h"
+#include "../../lib/counter.h" /* CACHE_LINE */
+#include "../http/buffer.h"
+#include "../http/http_parser.h"
 
 enum job_msg { JOB_DONE, JOB_FLUSH, JOB_NEED_BODY };
 

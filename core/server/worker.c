@@ -11,19 +11,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/clock.h"
-#include "buffer.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "../http/buffer.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
-#include "loop.h"
+#include "../conn/loop.h"
 #include "options.h"
-#include "pool.h"
+#include "../python/pool.h"
 #include "signals.h"
 #include "stats.h"
 #include "worker.h"
-#include "wsgi.h"
+#include "../python/wsgi.h"
 
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover)

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "conn_internal.h"
-#include "options.h"
+#include "../server/options.h"
 
 #define BODY_WINDOW 65536
 #define RAW_READ 16384

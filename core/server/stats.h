@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../lib/counter.h"
+#include "../../lib/counter.h"
 
 #ifndef CSERVE_INSTRUMENTS
 #define CSERVE_INSTRUMENTS 1

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../handoffs/handoff.h"
+#include "../../handoffs/handoff.h"
 
 #ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
 #define CSERVE_ALLOC "?"
@@ -19,8 +19,8 @@
 #ifndef CSERVE_PYTHON_LINK /* ... and whether libpython is static or shared */
 #define CSERVE_PYTHON_LINK "?"
 #endif
-#include "access_log.h"
-#include "interp.h"
+#include "../conn/access_log.h"
+#include "../python/interp.h"
 #include "log.h"
 
 enum {

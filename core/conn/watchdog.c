@@ -13,12 +13,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "lifecycle.h"
-#include "log.h"
+#include "../server/lifecycle.h"
+#include "../server/log.h"
 #include "loop.h"
-#include "options.h"
-#include "signals.h"
-#include "stats.h"
+#include "../server/options.h"
+#include "../server/signals.h"
+#include "../server/stats.h"
 
 #define WATCHDOG_PERIOD_MS 250
 

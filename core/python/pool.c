@@ -11,14 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/clock.h"
-#include "app.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "../conn/app.h"
 #include "job.h"
-#include "log.h"
-#include "options.h"
+#include "../server/log.h"
+#include "../server/options.h"
 #include "pool.h"
-#include "stats.h"
+#include "../server/stats.h"
 #include "wsgi.h"
 
 struct pool_thread {

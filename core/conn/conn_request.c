@@ -4,13 +4,13 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../handoffs/handoff.h"
-#include "../lib/clock.h"
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
 #include "access_log.h"
 #include "app.h"
 #include "conn_internal.h"
-#include "log.h"
-#include "options.h"
+#include "../server/log.h"
+#include "../server/options.h"
 
 #define RBUF_INITIAL 8192
 

@@ -20,8 +20,8 @@
 #include <arpa/inet.h>
 
 #include "conn_internal.h"
-#include "log.h"
-#include "options.h"
+#include "../server/log.h"
+#include "../server/options.h"
 
 /* ---- life and death ---- */
 

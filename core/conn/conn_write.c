@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "conn_internal.h"
-#include "httpdate.h"
-#include "log.h"
-#include "options.h"
+#include "../http/httpdate.h"
+#include "../server/log.h"
+#include "../server/options.h"
 
 void conn_queue(struct conn *c, const char *a, size_t alen)
 {
