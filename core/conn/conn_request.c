@@ -64,7 +64,7 @@ static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
     const struct body_pipe *b = &job->body;
     if (b->eof || opt->native_hello) {
         /* native-hello reads no body: its response says Connection: close
-         * when the body is not all here (response_head.c) */
+         * when the body is not all here (job_head_end, job.h) */
         conn_set_state(c, CONN_READY);
     } else if (opt->inline_app) {
         /* The app runs on this thread and cannot wait for us: read all of
@@ -187,7 +187,7 @@ enum verdict conn_start_app(struct conn *c)
     }
     if (l->opt->inline_app) {
         uint64_t start_ns = clock_ns();
-        inline_run(l, job); /* returns with the job's final message recorded */
+        inline_run(job); /* returns with the job's final message recorded */
         answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
@@ -465,7 +465,7 @@ static void answer_pipelined(struct conn *c, uint64_t start_ns)
         if (c->loop->opt->native_hello)
             native_hello_respond(job);
         else
-            inline_run(c->loop, job);
+            inline_run(job);
         job->posted = true; /* its JOB_DONE, as a pool thread's would be */
         pipe_push(c, job, len);
         queued += job->out[job->msg_buf].len;

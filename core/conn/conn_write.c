@@ -135,7 +135,7 @@ enum verdict conn_send(struct conn *c)
          * more: one now would land inside the body (RFC 9110 §10.1.1 allows
          * it only before the final response). A body the app reads after
          * this is read as the client sends it; the head already said close
-         * (response_head_end: the body was not all read), so whatever the
+         * (job_head_end: the body was not all read), so whatever the
          * client holds back cannot be taken for the next request. */
         c->job->body.expect_continue = false;
         conn_ack(c);

@@ -31,8 +31,6 @@
 #define MAX_DRAIN 256
 #define ACCEPTS_PER_EVENT 64
 
-atomic_bool server_stopping;
-
 int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
               unsigned workers, struct stats *stats)
 {

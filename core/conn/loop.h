@@ -154,10 +154,6 @@ struct loop {
     uint64_t fault_since_ms;
 };
 
-/* Pool threads read this when they build a response head: once it is set,
- * responses say "Connection: close". */
-extern atomic_bool server_stopping;
-
 int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
               unsigned workers, struct stats *stats);
 /* Run until stopped and drained (or the graceful timeout passes). Returns the

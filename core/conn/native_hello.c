@@ -20,7 +20,7 @@ void native_hello_respond(struct job *job)
         response_head_start(out, "200 OK", 6);
         memcpy(out->data + out->len, type, sizeof type - 1);
         out->len += sizeof type - 1;
-        response_head_end(out, job);
+        job_head_end(out, job);
         if (!job->is_head) {
             memcpy(out->data + out->len, body, sizeof body - 1);
             out->len += sizeof body - 1;

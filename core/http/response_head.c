@@ -1,11 +1,8 @@
 #include "response_head.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #include "httpdate.h"
-#include "../python/job.h"
-#include "../conn/loop.h"
 
 #define APPEND_LIT(out, lit) do { memcpy((out)->data + (out)->len, lit, sizeof lit - 1); \
                                   (out)->len += sizeof lit - 1; } while (0)
@@ -21,16 +18,11 @@ void response_head_start(struct buffer *out, const char *status, size_t status_l
     APPEND_LIT(out, "\r\n");
 }
 
-void response_head_end(struct buffer *out, struct job *job)
+void response_head_end(struct buffer *out, bool close, int minor_version)
 {
-    /* A body the app did not read to the end leaves bytes on the wire we
-     * cannot frame the next request from: close rather than guess. */
-    bool close = job->close_after || !job->keep_alive || !job->body.eof || job->body.error ||
-                 atomic_load_explicit(&server_stopping, memory_order_relaxed);
     if (close) {
-        job->close_after = true;
         APPEND_LIT(out, "Connection: close\r\n\r\n");
-    } else if (job->req.minor_version == 0) {
+    } else if (minor_version == 0) {
         APPEND_LIT(out, "Connection: keep-alive\r\n\r\n");
     } else {
         APPEND_LIT(out, "\r\n");

@@ -3,11 +3,10 @@
 #ifndef CSERVE_RESPONSE_HEAD_H
 #define CSERVE_RESPONSE_HEAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buffer.h"
-
-struct job;
 
 /* Room every head needs beyond the app's own fields. */
 #define RESPONSE_HEAD_FIXED 128
@@ -16,9 +15,11 @@ struct job;
  * The caller reserved len(status) + RESPONSE_HEAD_FIXED bytes. */
 void response_head_start(struct buffer *out, const char *status, size_t status_len);
 
-/* The connection field (close, or keep-alive for a 1.0 client) and the empty
- * line. Sets job->close_after when the connection must close. The caller
- * reserved RESPONSE_HEAD_FIXED bytes. */
-void response_head_end(struct buffer *out, struct job *job);
+/* The connection field and the empty line: "close" when the connection
+ * closes after this response, else "keep-alive" for an HTTP/1.0 client
+ * (minor_version 0), which would otherwise close. Whether to close is the
+ * caller's to decide (job_head_end in job.h). The caller reserved
+ * RESPONSE_HEAD_FIXED bytes. */
+void response_head_end(struct buffer *out, bool close, int minor_version);
 
 #endif

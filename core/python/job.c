@@ -25,16 +25,21 @@ static _Thread_local struct {
     struct handoff *handoff;
     unsigned index;
     struct pool_stats *stats;
+    const struct job_waiter *waiter;
 } self;
 
-void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats)
+void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats,
+                     const struct job_waiter *waiter)
 {
     self.handoff = h;
     self.index = index;
     self.stats = stats;
+    self.waiter = waiter;
 }
 
 bool job_streams(void) { return self.handoff != NULL; }
+
+atomic_bool server_stopping;
 
 /* ---- loop side ---- */
 
@@ -73,11 +78,11 @@ static void await_ack(struct job *job)
     int want = job->acks_seen + 1;
     /* A2: acquire, paired with A1 in job_ack. */
     if (atomic_load_explicit(&job->ack, memory_order_acquire) != want) {
-        void *token = job_wait_begin();
+        void *token = self.waiter->begin();
         STAT(counter_inc(&self.stats->gil_releases));
         while (atomic_load_explicit(&job->ack, memory_order_acquire) != want)
             futex_wait(&job->ack, want - 1);
-        job_wait_end(token);
+        self.waiter->end(token);
     }
     job->acks_seen = want;
     job->awaiting_ack = false;

@@ -30,6 +30,7 @@
 #include "../../lib/counter.h" /* CACHE_LINE */
 #include "../http/buffer.h"
 #include "../http/http_parser.h"
+#include "../http/response_head.h"
 
 enum job_msg { JOB_DONE, JOB_FLUSH, JOB_NEED_BODY };
 
@@ -127,12 +128,21 @@ void job_done(struct job *job);
 /* True if messages go to a loop on another thread (flushing is worth it). */
 bool job_streams(void);
 
+/* How a thread that runs apps waits for an acknowledgement (pool.c): drop
+ * the GIL before the blocking wait (begin returns what end takes back).
+ * Given rather than called by name, so that the protocol does not depend on
+ * the pool that uses it. */
+struct job_waiter {
+    void *(*begin)(void);
+    void (*end)(void *token);
+};
 /* Called once by each pool thread before it runs apps. */
-void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats);
-/* Defined by the thread that runs apps (pool.c): drop the GIL before a
- * blocking wait for an acknowledgement, and take it back after. */
-void *job_wait_begin(void);
-void job_wait_end(void *token);
+void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats,
+                     const struct job_waiter *waiter);
+
+/* --inline: run the WSGI app for job on the calling (loop) thread; the body
+ * is complete. On return the job carries a JOB_DONE message (pool.c). */
+void inline_run(struct job *job);
 
 /* Loop side, before it handles a message the pool just posted: start
  * fetching the two lines it reads first, the job's loop-side fields (which
@@ -142,6 +152,22 @@ static inline void job_prefetch_message(const struct job *job)
 {
     __builtin_prefetch(job);
     __builtin_prefetch(job->out);
+}
+
+/* Set by the loop when the server starts to stop; read by whichever thread
+ * builds a response head: from then on responses say "Connection: close". */
+extern atomic_bool server_stopping;
+
+/* End a response head for job: the connection field and the empty line.
+ * A body the app did not read to the end leaves bytes on the wire we cannot
+ * frame the next request from: close rather than guess. Sets
+ * job->close_after when the connection must close. The caller reserved
+ * RESPONSE_HEAD_FIXED bytes. */
+static inline void job_head_end(struct buffer *out, struct job *job)
+{
+    job->close_after = job->close_after || !job->keep_alive || !job->body.eof || job->body.error ||
+                       atomic_load_explicit(&server_stopping, memory_order_relaxed);
+    response_head_end(out, job->close_after, job->req.minor_version);
 }
 
 static inline bool job_lost(struct job *job)

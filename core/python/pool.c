@@ -13,7 +13,6 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "../conn/app.h"
 #include "job.h"
 #include "../server/log.h"
 #include "../server/options.h"
@@ -44,8 +43,9 @@ void pool_set_inline_state(void *thread_state) { inline_state = thread_state; }
 
 /* job.h: a pool thread waiting for the loop's acknowledgement lets the other
  * threads (and the app's own) run meanwhile. */
-void *job_wait_begin(void) { return PyEval_SaveThread(); }
-void job_wait_end(void *token) { PyEval_RestoreThread(token); }
+static void *wait_begin(void) { return PyEval_SaveThread(); }
+static void wait_end(void *token) { PyEval_RestoreThread(token); }
+static const struct job_waiter gil_waiter = {wait_begin, wait_end};
 
 /* The pool thread's identity in Python's threading module, made once at its
  * start. Apps ask threading.current_thread() (Flask's logging does), and for
@@ -76,7 +76,7 @@ static void *pool_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     stats_register_self(p->stats, t->index + 1, name, "pool");
     atomic_fetch_add(&p->registered, 1);
-    job_thread_init(h, t->index, t->stats);
+    job_thread_init(h, t->index, t->stats, &gil_waiter);
 
     bool watched = wsgi_options->app_timeout_ms > 0;
     PyThreadState *ts = PyThreadState_New(p->interp);
@@ -187,9 +187,8 @@ bool pool_stop(struct pool *p, unsigned wait_ms)
     return all;
 }
 
-void inline_run(struct loop *l, struct job *job)
+void inline_run(struct job *job)
 {
-    (void)l;
     /* The loop thread takes the GIL per request: holding it across
      * epoll_wait would starve any thread the app started. */
     PyEval_RestoreThread(inline_state);

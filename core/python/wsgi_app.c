@@ -18,8 +18,6 @@
 #include "../server/options.h"
 #include "wsgi.h"
 
-struct wsgi_state W;
-
 #define FLUSH_AT (256 * 1024) /* a buffered body this large is written before more is added */
 
 static void die_import(const char *spec, const char *why) __attribute__((noreturn));

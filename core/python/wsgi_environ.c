@@ -10,6 +10,11 @@
 #include "job.h"
 #include "../server/options.h"
 
+/* The bridge's state. wsgi_app.c fills it at start-up; it is defined here,
+ * beside the environ that reads most of it, so that wsgi_app.c, which
+ * builds each request's environ, depends on this file and not both ways. */
+struct wsgi_state W;
+
 extern const struct options *wsgi_options; /* set by worker start-up */
 
 #define KEY_CACHE_SLOTS 512

@@ -356,7 +356,7 @@ int responder_send_head(Responder *r, int64_t known_length)
     }
     if (r->app_close)
         job->close_after = true;
-    response_head_end(out, job);
+    job_head_end(out, job);
     r->headers_sent = true;
     return 0;
 }

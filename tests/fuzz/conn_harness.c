@@ -16,14 +16,9 @@
 #include "conn_app.h"
 #include "fuzz_check.h"
 
-/* ---- what loop.c, httpdate.c and pool.c would provide ---- */
-
-atomic_bool server_stopping;
+/* ---- what httpdate.c would provide ---- */
 
 const char *http_date_now(void) { return "Sun, 06 Nov 1994 08:49:37 GMT"; }
-
-void *job_wait_begin(void) { return NULL; }
-void job_wait_end(void *token) { (void)token; }
 
 /* ---- the socket ---- */
 
