@@ -1,6 +1,6 @@
 /* conn.c — one client connection's driver: the loop's events come in here,
  * the current state's handler runs, and its verdict says what happens next
- * (conn_internal.h). This file alone acts on VERDICT_CLOSE, and nothing here
+ * (conn_state.h). This file alone acts on VERDICT_CLOSE, and nothing here
  * frees a connection during a pass: closed ones wait on l->closed for
  * conn_reap, which the loop calls when the pass is over.
  *
@@ -19,7 +19,14 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "conn_internal.h"
+#include "conn.h"
+#include "conn_body.h"
+#include "conn_io.h"
+#include "conn_request.h"
+#include "conn_state.h"
+#include "conn_write.h"
+#include "jobs.h"
+#include "loop.h"
 #include "../server/log.h"
 #include "../server/options.h"
 
@@ -74,55 +81,11 @@ void conn_accept(struct loop *l, int fd, const struct sockaddr_storage *addr)
     conn_drive(c);
 }
 
-static void unqueue(struct conn *c)
-{
-    struct loop *l = c->loop;
-    struct conn **pp = &l->pending_head, *prev = NULL;
-    while (*pp && *pp != c) {
-        prev = *pp;
-        pp = &(*pp)->pending_next;
-    }
-    if (*pp)
-        *pp = c->pending_next;
-    if (l->pending_tail == c)
-        l->pending_tail = prev;
-}
-
-void conn_set_state(struct conn *c, enum conn_state s)
-{
-    if (c->state == CONN_QUEUED && s != CONN_QUEUED)
-        unqueue(c);
-    c->state = s;
-}
-
 static void close_socket(struct conn *c)
 {
     if (c->fd >= 0)
         conn_io_close_socket(c->loop->epfd, c->fd);
     c->fd = -1;
-}
-
-/* Tell the app a job's client is gone, and answer the message it waits
- * for (if any), so it ends soon. */
-/* Every answer to a pool thread's message goes through here: the thread is
- * running again from now on (see conn_on_timeout). */
-static void answer(struct loop *l, struct job *job)
-{
-    if (l->handoff) {
-        l->worker_owed[job->worker]--;
-        l->worker_seen_ms[job->worker] = l->now_ms;
-    }
-    job_ack(job);
-}
-
-void conn_release(struct job *job, bool waits)
-{
-    job_set_lost(job);
-    if (waits) {
-        if (job->msg == JOB_NEED_BODY)
-            job->body.error = -1;
-        answer(job->conn->loop, job); /* publishes conn_lost and the error too */
-    }
 }
 
 /* The end of a connection, from any state. Called again (CONN_ORPHAN) as
@@ -201,6 +164,7 @@ static enum verdict step(struct conn *c)
     case CONN_SEND_PART:
     case CONN_SEND_LAST:
     case CONN_SEND_ERROR: return conn_send(c);
+    case CONN_SENT: return conn_finish(c);
     case CONN_LINGER: return conn_linger(c);
     case CONN_QUEUED:  /* the loop retries when a job finishes */
         /* Not yet the app's: a client that reset it is dropped now, so its
@@ -250,7 +214,7 @@ void conn_on_message(struct conn *c, struct job *job)
             l->outstanding[job->worker]--;
             l->outstanding_total--;
         } else {
-            l->worker_owed[job->worker]++; /* until answer() */
+            l->worker_owed[job->worker]++; /* until answered (conn_state.c) */
         }
     }
     if (job->msg != JOB_NEED_BODY && job->out[job->msg_buf].len > c->resp_max)
@@ -283,15 +247,6 @@ void conn_on_message(struct conn *c, struct job *job)
         conn_abort(c);
     else if (v == VERDICT_NEXT)
         conn_drive(c);
-}
-
-void conn_ack(struct conn *c)
-{
-    struct loop *l = c->loop;
-    c->holder = HOLDER_APP;
-    conn_set_state(c, CONN_APP);
-    timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's own time is bounded too */
-    answer(l, c->job);
 }
 
 void conn_retry_submit(struct conn *c)
@@ -363,28 +318,3 @@ void conn_stop_if_idle(struct conn *c)
     conn_abort(c);
 }
 
-/* ---- reading ---- */
-
-ssize_t conn_recv(struct conn *c, char *dst, size_t room)
-{
-    struct loop *l = c->loop;
-    ssize_t n = conn_io_recv(c->fd, dst, room);
-    STAT(counter_inc(&l->lstats.reads));
-    if (n > 0) {
-        /* A short read drained the socket, and new data brings a new edge,
-         * so the EAGAIN read can be skipped. Not once the peer has shut:
-         * that edge was the last one, and the EOF or error still waiting
-         * behind the data must be read, or the connection would wait for
-         * an edge that never comes. */
-        if ((size_t)n < room && !c->peer_shut)
-            c->readable = false;
-        return n;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        STAT(counter_inc(&l->lstats.read_eagain));
-        if (errno == EAGAIN)
-            c->readable = false;
-        return 0;
-    }
-    return -1;
-}

@@ -16,7 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn_internal.h"
+#include "conn_body.h"
+#include "conn_state.h"
+#include "conn_write.h"
+#include "loop.h"
 #include "../server/options.h"
 
 #define BODY_WINDOW 65536

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn_internal.h"
+#include "conn_io.h"
 
 ssize_t conn_io_recv(int fd, void *buf, size_t len) { return recv(fd, buf, len, 0); }
 

@@ -8,7 +8,12 @@
 #include "../../lib/clock.h"
 #include "access_log.h"
 #include "app.h"
-#include "conn_internal.h"
+#include "conn_body.h"
+#include "conn_request.h"
+#include "conn_state.h"
+#include "conn_write.h"
+#include "jobs.h"
+#include "loop.h"
 #include "../server/log.h"
 #include "../server/options.h"
 

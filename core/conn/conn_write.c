@@ -10,7 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conn_internal.h"
+#include "conn_io.h"
+#include "conn_state.h"
+#include "conn_write.h"
+#include "jobs.h"
+#include "loop.h"
 #include "../http/httpdate.h"
 #include "../server/log.h"
 #include "../server/options.h"
@@ -140,7 +144,9 @@ enum verdict conn_send(struct conn *c)
         c->job->body.expect_continue = false;
         conn_ack(c);
         return VERDICT_WAIT;
-    case CONN_SEND_LAST: return conn_finish(c);
+    case CONN_SEND_LAST:
+        conn_set_state(c, CONN_SENT); /* the driver runs conn_finish */
+        return VERDICT_NEXT;
     case CONN_SEND_ERROR: return conn_shutdown(c);
     default: return VERDICT_CLOSE;
     }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../lib/aligned.h"
+#include "jobs.h"
 #include "loop.h"
 
 _Static_assert(offsetof(struct job, file_fd) + sizeof(int) - offsetof(struct job, out) <= CACHE_LINE,

@@ -22,6 +22,8 @@
 #include "access_log.h"
 #include "../server/lifecycle.h"
 #include "../server/signals.h"
+#include "conn.h"
+#include "jobs.h"
 #include "loop.h"
 #include "../server/options.h"
 #include "../server/stats.h"

@@ -15,6 +15,7 @@
 
 #include "../server/lifecycle.h"
 #include "../server/log.h"
+#include "conn.h"
 #include "loop.h"
 #include "../server/options.h"
 #include "../server/signals.h"

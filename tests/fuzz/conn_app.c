@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../core/conn/jobs.h"
 #include "../../core/conn/loop.h"
 #include "../../core/http/response_head.h"
 #include "../../handoffs/handoff.h"

@@ -9,7 +9,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "../../core/conn/conn_internal.h"
+#include "../../core/conn/conn.h"
+#include "../../core/conn/conn_io.h"
+#include "../../core/conn/jobs.h"
+#include "../../core/conn/loop.h"
 #include "../../core/http/httpdate.h"
 #include "../../core/server/options.h"
 #include "../../core/http/response_head.h"

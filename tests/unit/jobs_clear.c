@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/conn/jobs.h"
 #include "../../core/conn/loop.h"
 #include "../../lib/aligned.h"
 #include "check.h"
