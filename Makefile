@@ -141,7 +141,7 @@ SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-asan test-tsan deps integration-test soak experiments experiments-quick experiments-test \
-        profile paper clean bench
+        profile paper clean bench layering
 
 all: cserve
 
@@ -185,8 +185,14 @@ build/unit/jobs_clear: tests/unit/jobs_clear.c tests/unit/check.h core/conn/jobs
 
 unit-test: build/unit/jobs_clear
 
+# The declared dependency graph (scripts/layering.py: which folder may
+# include which, no include cycle between files, which Python folder may
+# import which); one line per violation.
+layering:
+	/usr/bin/python3 scripts/layering.py
+
 test: deps
-	$(MAKE) all unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
+	$(MAKE) all layering unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
