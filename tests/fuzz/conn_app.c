@@ -1,4 +1,4 @@
-/* conn_app.c — see conn_app.h. The pool side follows core/job.c: a message
+/* conn_app.c — see conn_app.h. The pool side follows core/python/job.c: a message
  * is posted with msg_buf = fill_buf; a flush switches buffers; the job waits
  * (here: does nothing) until job->ack moves, which only the real loop-side
  * code (job_ack) does. */

@@ -1,6 +1,6 @@
-/* conn_harness.c — see conn_harness.h. Links against core/conn*.c, job.c and
- * jobs.c in place of core/conn_io.c (the syscalls), core/loop.c and the
- * handoff; tests/fuzz/conn_app.c stands in for the app and the pool. */
+/* conn_harness.c — see conn_harness.h. Links against core/conn/conn*.c,
+ * jobs.c and core/python/job.c in place of core/conn/conn_io.c (the
+ * syscalls), core/conn/loop.c and the handoff; tests/fuzz/conn_app.c stands in for the app and the pool. */
 #include "conn_harness.h"
 
 #include <errno.h>
