@@ -136,12 +136,12 @@ $(shell mkdir -p $(BUILD) && (echo '$(PY_STAMP_TEXT)' | cmp -s - $(PY_STAMP) || 
 include handoffs/handoffs.mk
 include tests/parser.mk
 
-CORE_SRCS := $(wildcard core/*.c)
+CORE_SRCS := $(wildcard core/*/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-asan test-tsan deps integration-test soak experiments experiments-quick experiments-test \
-        profile paper clean bench
+        profile paper clean bench layering
 
 all: cserve
 
@@ -154,9 +154,9 @@ $(BUILD)/cserve: $(OBJS) $(PY_LINK_DEPS)
 	$(CC) $(PY_LINK_FLAGS) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
 $(OBJS): $(PY_STAMP)
-$(BUILD)/core/interp.o: CFLAGS += $(PY_DEFS)
-$(BUILD)/core/metrics_dashboard.o: core/dashboard.html # built in with .incbin
-$(BUILD)/core/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"' -DCSERVE_PYTHON_LINK='"$(PY_LINK)"'
+$(BUILD)/core/python/interp.o: CFLAGS += $(PY_DEFS)
+$(BUILD)/core/server/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"' -DCSERVE_PYTHON_LINK='"$(PY_LINK)"'
+$(BUILD)/core/server/metrics_dashboard.o: core/server/dashboard.html # built in with .incbin
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -177,17 +177,23 @@ run: deps
 integration-test: all
 	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q tests/integration
 
-# core/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
+# core/conn/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
 # runs with the parser's unit tests.
-build/unit/jobs_clear: tests/unit/jobs_clear.c tests/unit/check.h core/jobs.c core/buffer.c \
-		core/job.h core/loop.h core/http_parser.h
+build/unit/jobs_clear: tests/unit/jobs_clear.c tests/unit/check.h core/conn/jobs.c core/http/buffer.c \
+		core/python/job.h core/conn/loop.h core/http/http_parser.h
 	@mkdir -p $(dir $@)
-	$(CC) $(UNIT_CFLAGS) -o $@ tests/unit/jobs_clear.c core/jobs.c core/buffer.c
+	$(CC) $(UNIT_CFLAGS) -o $@ tests/unit/jobs_clear.c core/conn/jobs.c core/http/buffer.c
 
 unit-test: build/unit/jobs_clear
 
+# The declared dependency graph (scripts/layering.py: which folder may
+# include which, no include cycle between files, which Python folder may
+# import which); one line per violation.
+layering:
+	/usr/bin/python3 scripts/layering.py
+
 test: deps
-	$(MAKE) all unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
+	$(MAKE) all layering unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve

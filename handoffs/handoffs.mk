@@ -139,16 +139,6 @@ micro-record: $(MICRO_DIR)/bench_handoff
 	$(PYTHON) experiments/micro.py --bin $< --rounds 5
 	$(PYTHON) experiments/micro.py --readme experiments/results/micro/micro.json
 
-# Layering: lib/ includes only system headers and itself; handoffs/ never
-# includes core/ (core/ stands on handoffs/, not the other way round).
-.PHONY: layering
-layering:
-	@if grep -n '#include "' lib/*.h | grep -v '#include "[a-z_]*\.h"'; then \
-	  echo "layering: FAIL: lib/ includes outside lib/" >&2; exit 1; fi
-	@if grep -rn --include='*.[ch]' '#include ".*core/' handoffs/; then \
-	  echo "layering: FAIL: handoffs/ includes core/" >&2; exit 1; fi
-	@echo "layering: OK (lib/ <- handoffs/ <- core/)"
-
 # What the handoff itself adds to the loop per request, with no sockets,
 # parsing or interpreter (experiments/micro/loop_floor.c, a plain C driver),
 # recorded in interleaved rounds (experiments/results/loop-floor/) and

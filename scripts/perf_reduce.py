@@ -94,7 +94,7 @@ def own_functions(binary):
     so that the interpreter's functions in the same executable count as
     Python, as they do when they come from libpython3.X.so. cserve's objects
     are compiled with -g, so `nm -l` gives each of its functions a source
-    line, under the checkout that its main() (core/main.c) comes from; the
+    line, under the checkout that its main() (core/server/main.c) comes from; the
     archive's functions have none (Debian's) or lines elsewhere (an archive
     built with -g). None for a binary that holds no interpreter (it links
     the shared library) or cannot be read. It reads the binary as it is when
@@ -117,9 +117,9 @@ def own_functions(binary):
         if where:
             lines.setdefault(name.split(".")[0], where)
     main_src = lines.get("main", "").rsplit(":", 1)[0]
-    if not holds_python or not main_src.endswith("/core/main.c"):
+    if not holds_python or not main_src.endswith("/core/server/main.c"):
         return None
-    root = main_src[:-len("core/main.c")]
+    root = main_src[:-len("core/server/main.c")]
     return {name for name, where in lines.items() if where.startswith(root)}
 
 

@@ -10,18 +10,18 @@
 # becoming the default goal (restored at the end of this file).
 PARSER_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
 
-PARSER_SRCS := core/http_parser.c core/http_framing.c core/http_target.c \
-               core/http_chunked.c core/http_chars.c
-PARSER_HDRS := core/http_parser.h core/http_chars.h
+PARSER_SRCS := core/http/http_parser.c core/http/http_framing.c core/http/http_target.c \
+               core/http/http_chunked.c core/http/http_chars.c
+PARSER_HDRS := core/http/http_parser.h core/http/http_chars.h
 
 # The real connection code without its system calls, for the connection
 # fuzzer and the corpus test: tests/fuzz/conn_harness.c stands in for
-# core/conn_io.c and the loop, tests/fuzz/conn_app.c for the app and the pool.
-CONN_SRCS := core/conn.c core/conn_request.c core/conn_body.c core/conn_write.c core/job.c \
-             core/jobs.c core/buffer.c core/response_head.c core/native_hello.c core/access_log.c \
-             core/http_forwarded.c core/log.c \
-             tests/fuzz/conn_harness.c tests/fuzz/conn_app.c
-CONN_HDRS := $(wildcard core/conn*.h core/job.h core/loop.h core/app.h core/buffer.h core/timer.h) \
+# core/conn/conn_io.c and the loop, tests/fuzz/conn_app.c for the app and the pool.
+CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/conn_request.c core/conn/conn_body.c \
+             core/conn/conn_write.c core/conn/jobs.c core/conn/native_hello.c core/conn/access_log.c \
+             core/python/job.c core/http/buffer.c core/http/response_head.c core/http/http_forwarded.c \
+             core/server/log.c tests/fuzz/conn_harness.c tests/fuzz/conn_app.c
+CONN_HDRS := $(wildcard core/conn/*.h core/python/job.h core/http/buffer.h) \
              tests/fuzz/conn_harness.h tests/fuzz/conn_app.h
 # Which test and fuzzer link them.
 CONN_USERS := test_http_corpus fuzz_connection

@@ -223,7 +223,7 @@ static uint64_t worker_pace(void)
     return atomic_load_explicit(&((struct ring_handoff *)h)->w[0].pace_ns, memory_order_relaxed);
 }
 
-/* One wait of the loop, as core/loop.c waits with `outstanding` jobs out: a
+/* One wait of the loop, as core/conn/loop.c waits with `outstanding` jobs out: a
  * doze (a timed wait announced to nobody, within its bounds), else
  * before_sleep and epoll until the eventfd (or 1 s: a lost wake-up fails).
  * The doze's length, or 0 when it announced. */
@@ -307,7 +307,7 @@ int main(void)
     }
     struct handoff_loop_counters *l = &h->loop;
     struct handoff_worker_counters *w = &h->worker[0];
-    prctl(PR_SET_TIMERSLACK, 1000UL); /* the loop's dozes, as core/loop.c sets it */
+    prctl(PR_SET_TIMERSLACK, 1000UL); /* the loop's dozes, as core/conn/loop.c sets it */
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0 || handoff_ring.watch(h, epfd, 7) != 0) {
         perror("epoll/watch");
@@ -418,7 +418,7 @@ int main(void)
     if (counter_get(&w->loop_wakes) != 2)
         fail("eventfd writes in all", counter_get(&w->loop_wakes), 2);
 
-    /* 6. Dozing on a busy worker's pace. The loop waits as core/loop.c does:
+    /* 6. Dozing on a busy worker's pace. The loop waits as core/conn/loop.c does:
      * a doze is a timed wait announced to nobody, else before_sleep and
      * epoll until the eventfd (or 1 s: a lost wake-up fails below). On a
      * fresh handoff: the pace the earlier parts left (their completions

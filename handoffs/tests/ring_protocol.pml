@@ -252,7 +252,7 @@ active proctype loop()
         :: next < N && outstanding[next % W] < CAP -> ring_submit(next % W); next++
         :: else -> break
         od;
-        /* the pass ends the batch (core/loop.c), or the owed wake-ups are
+        /* the pass ends the batch (core/conn/loop.c), or the owed wake-ups are
          * left to ring_before_sleep (a submit from a later stage of a pass) */
         if :: ring_flush() :: skip fi;
         ring_drain();

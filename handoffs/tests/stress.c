@@ -267,7 +267,7 @@ static bool submit_one(struct loop_state *s, unsigned w)
 static void wait_for_completions(struct loop_state *s, int epfd)
 {
     struct epoll_event ev[4];
-    /* As core/loop.c: a doze is a bounded wait nobody is asked to end. */
+    /* As core/conn/loop.c: a doze is a bounded wait nobody is asked to end. */
     uint64_t doze = opt.ops->doze ? opt.ops->doze(h, s->total_outstanding) : 0;
     bool waiting = !doze && opt.ops->before_sleep(h, s->total_outstanding);
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)doze};

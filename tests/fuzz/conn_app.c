@@ -1,4 +1,4 @@
-/* conn_app.c — see conn_app.h. The pool side follows core/job.c: a message
+/* conn_app.c — see conn_app.h. The pool side follows core/python/job.c: a message
  * is posted with msg_buf = fill_buf; a flush switches buffers; the job waits
  * (here: does nothing) until job->ack moves, which only the real loop-side
  * code (job_ack) does. */
@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../core/app.h"
-#include "../../core/loop.h"
-#include "../../core/response_head.h"
+#include "../../core/conn/jobs.h"
+#include "../../core/conn/loop.h"
+#include "../../core/http/response_head.h"
 #include "../../handoffs/handoff.h"
 #include "fuzz_check.h"
 
@@ -59,7 +59,7 @@ static void respond(struct job *job, struct buffer *out, unsigned seq, int statu
     /* (HEAD gets "0": the response parser does not track methods) */
     out->len += (size_t)snprintf(out->data + out->len, 96, "X-Seq: %u\r\nContent-Length: %d\r\n",
                                  seq, job->is_head ? 0 : n);
-    response_head_end(out, job);
+    job_head_end(out, job);
     if (!job->is_head) {
         memcpy(out->data + out->len, text, (size_t)n);
         out->len += (size_t)n;
@@ -69,9 +69,8 @@ static void respond(struct job *job, struct buffer *out, unsigned seq, int statu
 
 /* ---- inline: the body is framed and read before the app runs ---- */
 
-void inline_run(struct loop *l, struct job *job)
+void inline_run(struct job *job)
 {
-    (void)l;
     struct body_pipe *b = &job->body;
     FUZZ_ASSERT(b->eof && !b->error && b->pos <= b->len);
     size_t len = b->len - b->pos;

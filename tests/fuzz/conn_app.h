@@ -1,5 +1,5 @@
 /* conn_app.h — the app the connection harness runs, two ways: on the loop
- * thread the way --inline runs one (inline_run, app.h), or on a stand-in
+ * thread the way --inline runs one (inline_run, job.h), or on a stand-in
  * pool that takes submitted jobs through a stand-in handoff and answers
  * with the job protocol's messages (need-body, flush, done) one step at a
  * time, between loop passes. Everything is single-threaded, so a run is a

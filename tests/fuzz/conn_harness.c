@@ -1,6 +1,6 @@
-/* conn_harness.c — see conn_harness.h. Links against core/conn*.c, job.c and
- * jobs.c in place of core/conn_io.c (the syscalls), core/loop.c and the
- * handoff; tests/fuzz/conn_app.c stands in for the app and the pool. */
+/* conn_harness.c — see conn_harness.h. Links against core/conn/conn*.c,
+ * jobs.c and core/python/job.c in place of core/conn/conn_io.c (the
+ * syscalls), core/conn/loop.c and the handoff; tests/fuzz/conn_app.c stands in for the app and the pool. */
 #include "conn_harness.h"
 
 #include <errno.h>
@@ -9,21 +9,19 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "../../core/conn_internal.h"
-#include "../../core/httpdate.h"
-#include "../../core/options.h"
-#include "../../core/response_head.h"
+#include "../../core/conn/conn.h"
+#include "../../core/conn/conn_io.h"
+#include "../../core/conn/jobs.h"
+#include "../../core/conn/loop.h"
+#include "../../core/http/httpdate.h"
+#include "../../core/server/options.h"
+#include "../../core/http/response_head.h"
 #include "conn_app.h"
 #include "fuzz_check.h"
 
-/* ---- what loop.c, httpdate.c and pool.c would provide ---- */
-
-atomic_bool server_stopping;
+/* ---- what httpdate.c would provide ---- */
 
 const char *http_date_now(void) { return "Sun, 06 Nov 1994 08:49:37 GMT"; }
-
-void *job_wait_begin(void) { return NULL; }
-void job_wait_end(void *token) { (void)token; }
 
 /* ---- the socket ---- */
 

@@ -1,4 +1,4 @@
-/* conn_harness.h — the real connection code (core/conn*.c) driven without a
+/* conn_harness.h — the real connection code (core/conn/conn*.c) driven without a
  * socket, for the fuzzers and the corpus test. The input stream arrives in
  * pieces, each followed by a readable event; writes accept a data-derived
  * number of bytes and sometimes block until a writable event; the stream

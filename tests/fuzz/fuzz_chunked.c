@@ -2,7 +2,7 @@
  * bytes decoded in one call, in data-derived pieces into small output
  * buffers, and in place must give the same data, the same number of bytes
  * consumed and the same verdict. */
-#include "../../core/http_parser.h"
+#include "../../core/http/http_parser.h"
 #include "fuzz_check.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* fuzz_connection.c — the real connection code (core/conn*.c, job.c, jobs.c,
+/* fuzz_connection.c — the real connection code (core/conn/conn*.c, jobs.c, job.c,
  * through conn_harness.c): pipelined requests, bodies by Content-Length or
  * chunked, 100-continue, errors and lingering, with ASan and UBSan watching
  * every state change, both with the app inline and on a stand-in pool

@@ -3,7 +3,7 @@
  * max_head, every view lies inside the head, re-parsing exactly the head gives
  * the same views, shorter prefixes are PARTIAL (or the same error), and the
  * statuses are the documented ones. */
-#include "../../core/http_parser.h"
+#include "../../core/http/http_parser.h"
 #include "fuzz_check.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-"""Reference handling in the WSGI bridge (core/wsgi_*.c).
+"""Reference handling in the WSGI bridge (core/python/wsgi_*.c).
 
 - The per-server environ values are owned by the environ template alone: no
   reference leaked at start-up (PyDict_SetItemString does not steal).

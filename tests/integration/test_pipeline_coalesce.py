@@ -1,6 +1,6 @@
 """Where the loop answers requests itself (--app native-hello, --inline), the
 requests pipelined in one segment are answered together and their responses
-leave in one write (core/conn_request.c, answer_pipelined), not one send()
+leave in one write (core/conn/conn_request.c, answer_pipelined), not one send()
 each; order and framing stay those of one request at a time, and a response
 that ends the connection (Connection: close, an error) ends the batch."""
 import json

@@ -1,4 +1,4 @@
-"""A pool thread that cannot start (core/pool.c pool_start).
+"""A pool thread that cannot start (core/python/pool.c pool_start).
 
 pool_start runs with the GIL held, and every pool thread it has started is
 already waiting for that GIL. When thread k > 0 fails to start, the threads

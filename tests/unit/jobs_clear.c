@@ -1,5 +1,5 @@
 /* jobs_clear.c — a job taken from the free list carries nothing of the last
- * request (core/jobs.c's job_clear).
+ * request (core/conn/jobs.c's job_clear).
  *
  * Two checks:
  *  1. Values: a job filled with a byte pattern, put on the free list and
@@ -22,7 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/loop.h"
+#include "../../core/conn/jobs.h"
+#include "../../core/conn/loop.h"
 #include "../../lib/aligned.h"
 #include "check.h"
 

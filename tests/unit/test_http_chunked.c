@@ -2,7 +2,7 @@
  * and the same end whether fed whole, byte by byte, in random pieces into
  * small output buffers, or decoded in place; invalid ones give their status
  * however they are fed. */
-#include "../../core/http_parser.h"
+#include "../../core/http/http_parser.h"
 #include "check.h"
 
 #include <stdlib.h>

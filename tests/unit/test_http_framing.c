@@ -1,6 +1,6 @@
 /* test_http_framing.c — http_request_framing and http_token_eq: how each
  * request is framed, which smuggling shapes are refused and with what. */
-#include "../../core/http_parser.h"
+#include "../../core/http/http_parser.h"
 #include "check.h"
 
 #include <string.h>

@@ -1,7 +1,7 @@
 /* test_http_parser.c — http_parse_request: valid heads with their parsed
  * fields (whole, at every split point, with pipelined bytes behind), invalid
  * heads with their status, and the size limits. */
-#include "../../core/http_parser.h"
+#include "../../core/http/http_parser.h"
 #include "check.h"
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* test_http_target.c — http_split_target (the accepted target forms and the
  * refused ones) and http_percent_decode (including in place). */
-#include "../../core/http_parser.h"
+#include "../../core/http/http_parser.h"
 #include "check.h"
 
 #include <string.h>

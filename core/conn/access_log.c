@@ -1,0 +1,229 @@
+/* access_log.c — the access log. The loop writes it when a response's last
+ * byte is written; each line is built in a buffer and written with one
+ * write(2) on an O_APPEND descriptor, so the workers of --workers, sharing
+ * the file, never interleave inside a line. Request bytes are the client's:
+ * quoted fields escape '"', '\' and every byte outside printable ASCII. */
+#include "access_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../lib/clock.h"
+#include "../http/http_forwarded.h"
+#include "../http/http_parser.h"
+#include "../python/job.h"
+#include "../server/log.h"
+
+static int log_fd = -1;
+static const char *log_path; /* NULL: stderr */
+static enum access_log_format log_format;
+
+int access_log_format_parse(const char *name)
+{
+    if (!strcmp(name, "combined"))
+        return ACCESS_LOG_COMBINED;
+    if (!strcmp(name, "common"))
+        return ACCESS_LOG_COMMON;
+    if (!strcmp(name, "json"))
+        return ACCESS_LOG_JSON;
+    return -1;
+}
+
+static int open_path(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+}
+
+int access_log_open(const char *path, enum access_log_format format)
+{
+    log_format = format;
+    log_path = path;
+    if (!path) {
+        log_fd = STDERR_FILENO;
+        return 0;
+    }
+    log_fd = open_path(path);
+    return log_fd < 0 ? -1 : 0;
+}
+
+int access_log_fd(void)
+{
+    return log_path ? log_fd : -1;
+}
+
+void access_log_adopt(int fd, const char *path, enum access_log_format format)
+{
+    log_format = format;
+    log_path = path;
+    log_fd = fd >= 0 ? fd : STDERR_FILENO;
+}
+
+void access_log_reopen(void)
+{
+    if (!log_path)
+        return;
+    int fd = open_path(log_path);
+    if (fd < 0) {
+        log_error("access log: cannot reopen %s: %s; still writing to the old file", log_path, strerror(errno));
+        return;
+    }
+    /* dup2 keeps the descriptor number: nothing else holds the old one. */
+    if (log_fd >= 0 && dup2(fd, log_fd) >= 0) {
+        close(fd);
+    } else {
+        if (log_fd >= 0)
+            close(log_fd);
+        log_fd = fd;
+    }
+    log_info("access log: reopened %s", log_path);
+}
+
+struct line {
+    char buf[8192];
+    size_t len;
+    bool cut; /* ran out of room: the rest of a field is dropped */
+};
+
+static void put(struct line *l, const char *s, size_t n)
+{
+    size_t room = sizeof l->buf - 1 - l->len; /* 1 kept for the newline */
+    if (n > room) {
+        n = room;
+        l->cut = true;
+    }
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+}
+
+static void puts_(struct line *l, const char *s)
+{
+    put(l, s, strlen(s));
+}
+
+/* Escaped for a quoted CLF field or a JSON string, in at most cap bytes:
+ * a longer field ends in "..." after a whole escape, so the line keeps its
+ * closing quote and the fields after it. The caps of one line's fields
+ * add up to less than the line's buffer. */
+static void put_escaped(struct line *l, const char *s, size_t n, bool json, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char e[6];
+        size_t len;
+        if (ch == '"' || ch == '\\') {
+            e[0] = '\\', e[1] = (char)ch, len = 2;
+        } else if (ch >= 0x20 && ch < 0x7f) {
+            e[0] = (char)ch, len = 1;
+        } else if (json) {
+            e[0] = '\\', e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[ch >> 4], e[5] = hex[ch & 15], len = 6;
+        } else {
+            e[0] = '\\', e[1] = 'x', e[2] = hex[ch >> 4], e[3] = hex[ch & 15], len = 4;
+        }
+        if (used + len > cap - 3) {
+            put(l, "...", 3);
+            return;
+        }
+        put(l, e, len);
+        used += len;
+    }
+}
+
+#define CAP_METHOD 64
+#define CAP_TARGET 4096
+#define CAP_HEADER 1024 /* Referer, User-Agent */
+
+static const struct http_header *field(const struct http_request *req, const char *lower)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_token_eq(req->headers[i].name, req->headers[i].name_len, lower))
+            return &req->headers[i];
+    return NULL;
+}
+
+static void put_field_quoted(struct line *l, const struct http_request *req, const char *name, bool json)
+{
+    const struct http_header *h = field(req, name);
+    if (h)
+        put_escaped(l, h->value, h->value_len, json, CAP_HEADER);
+    else if (!json)
+        puts_(l, "-");
+}
+
+void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
+{
+    if (log_fd < 0)
+        return;
+    const struct http_request *req = &job->req;
+    struct forwarded f;
+    char client[64];
+    if (forwarded_read(req, peer, &f) && f.client.len && f.client.len < sizeof client) {
+        memcpy(client, f.client.p, f.client.len);
+        client[f.client.len] = '\0';
+    } else {
+        snprintf(client, sizeof client, "%s", *peer ? peer : "-");
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct tm tm;
+    gmtime_r(&now.tv_sec, &tm);
+    unsigned long long us = end_ns > job->head_ns && job->head_ns ? (end_ns - job->head_ns) / 1000 : 0;
+    char num[192];
+    struct line l = {.len = 0};
+    if (log_format == ACCESS_LOG_JSON) {
+        strftime(num, sizeof num, "%Y-%m-%dT%H:%M:%S", &tm);
+        puts_(&l, "{\"time\": \"");
+        puts_(&l, num);
+        snprintf(num, sizeof num, ".%03ldZ\", \"client\": \"", now.tv_nsec / 1000000);
+        puts_(&l, num);
+        puts_(&l, client);
+        puts_(&l, "\", \"method\": \"");
+        put_escaped(&l, req->method, req->method_len, true, CAP_METHOD);
+        puts_(&l, "\", \"target\": \"");
+        put_escaped(&l, req->target, req->target_len, true, CAP_TARGET);
+        snprintf(num, sizeof num, "\", \"protocol\": \"HTTP/1.%d\", \"status\": %d, \"bytes\": %llu, "
+                                  "\"duration_us\": %llu, \"referer\": \"",
+                 req->minor_version, job->status, (unsigned long long)job->body_bytes, us);
+        puts_(&l, num);
+        put_field_quoted(&l, req, "referer", true);
+        puts_(&l, "\", \"user_agent\": \"");
+        put_field_quoted(&l, req, "user-agent", true);
+        puts_(&l, "\"}");
+    } else {
+        puts_(&l, client);
+        strftime(num, sizeof num, " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &tm);
+        puts_(&l, num);
+        put_escaped(&l, req->method, req->method_len, false, CAP_METHOD);
+        puts_(&l, " ");
+        put_escaped(&l, req->target, req->target_len, false, CAP_TARGET);
+        if (job->body_bytes)
+            snprintf(num, sizeof num, " HTTP/1.%d\" %d %llu", req->minor_version, job->status,
+                     (unsigned long long)job->body_bytes);
+        else
+            snprintf(num, sizeof num, " HTTP/1.%d\" %d -", req->minor_version, job->status);
+        puts_(&l, num);
+        if (log_format == ACCESS_LOG_COMBINED) {
+            puts_(&l, " \"");
+            put_field_quoted(&l, req, "referer", false);
+            puts_(&l, "\" \"");
+            put_field_quoted(&l, req, "user-agent", false);
+            snprintf(num, sizeof num, "\" %llu", us);
+            puts_(&l, num);
+        }
+    }
+    if (l.cut && log_format == ACCESS_LOG_JSON) {
+        /* never half a JSON object: say what was cut instead */
+        l.len = 0;
+        l.cut = false;
+        snprintf(num, sizeof num, "{\"client\": \"%s\", \"status\": %d, \"truncated\": true}", client, job->status);
+        puts_(&l, num);
+    }
+    l.buf[l.len++] = '\n';
+    ssize_t n = write(log_fd, l.buf, l.len);
+    (void)n; /* a full disk loses log lines, never requests */
+}

@@ -1,0 +1,402 @@
+/* loop.c — the event loop of one worker: epoll, accept, signals, timers,
+ * and the handoff's completions.
+ *
+ * One pass: wait (unless work is already waiting; a doze, a short timed wait
+ * announced to nobody, while a busy pool's next completion is near), handle
+ * socket events (reads parse and submit), flush the handoff (wake the pool
+ * once for the batch), drain completions (writes), expire timers. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "../server/log.h"
+#include "access_log.h"
+#include "devreload.h"
+#include "../server/lifecycle.h"
+#include "../server/signals.h"
+#include "conn.h"
+#include "jobs.h"
+#include "loop.h"
+#include "../server/metrics.h"
+#include "../server/options.h"
+#include "../server/stats.h"
+#include "watchdog.h"
+
+#define MAX_EVENTS 256
+#define MAX_DRAIN 256
+#define ACCEPTS_PER_EVENT 64
+
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
+              unsigned workers, struct stats *stats)
+{
+    memset(l, 0, sizeof *l);
+    l->opt = opt;
+    l->listen_fd = listen_fd;
+    l->handoff = h;
+    l->workers = workers;
+    l->capacity = opt->queue_capacity;
+    l->stats = stats;
+    l->conns.next = l->conns.prev = &l->conns;
+    l->now_ms = clock_coarse_ms();
+    const char *fault = getenv("CSERVE_FAULT_SUBMIT");
+    l->fault_submit_ms = fault ? atol(fault) : -1;
+    timer_list_init(&l->t_header, opt->header_timeout_ms);
+    timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
+    timer_list_init(&l->t_io, opt->io_timeout_ms);
+    timer_list_init(&l->t_linger, opt->io_timeout_ms < 2000 ? opt->io_timeout_ms : 2000);
+    timer_list_init(&l->t_hold, CONN_HOLD_MS);
+    l->outstanding = calloc(workers ? workers : 1, sizeof *l->outstanding);
+    l->worker_seen_ms = calloc(workers ? workers : 1, sizeof *l->worker_seen_ms);
+    l->worker_owed = calloc(workers ? workers : 1, sizeof *l->worker_owed);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!l->outstanding || !l->worker_seen_ms || !l->worker_owed || l->epfd < 0)
+        return -1;
+
+    l->listener_src.kind = POLL_LISTENER;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
+        return -1;
+
+    l->reload_fd = -1;
+    l->signal_fd = signals_fd(); /* the process's, not the loop's to close */
+    l->signal_src.kind = POLL_SIGNAL;
+    ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &l->signal_src};
+    if (l->signal_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->signal_fd, &ev) != 0)
+        return -1;
+
+    /* A doze (handoff.h) is tens of microseconds; the kernel's default timer
+     * slack (50 us) would stretch it by as much again. This thread's other
+     * timeouts are milliseconds and lose nothing by being precise. */
+    prctl(PR_SET_TIMERSLACK, 1000UL);
+    if (h) {
+        l->handoff_src.kind = POLL_HANDOFF;
+        if (h->ops->watch(h, l->epfd, (uint64_t)(uintptr_t)&l->handoff_src) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void stop_accepting(struct loop *l)
+{
+    if (l->listen_fd < 0)
+        return;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+    close(l->listen_fd);
+    l->listen_fd = -1;
+}
+
+/* Returns true when it stopped at ACCEPTS_PER_EVENT: more may be waiting. */
+static bool on_listener(struct loop *l)
+{
+    for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
+        struct sockaddr_storage addr;
+        socklen_t alen = sizeof addr;
+        int fd = accept4(l->listen_fd, (struct sockaddr *)&addr, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: stop accepting for a moment rather
+                 * than spin on a listener that stays readable. */
+                log_warn("accept: %s; pausing accepts for 100 ms", strerror(errno));
+                if (!l->accept_paused_until)
+                    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+                l->accept_paused_until = l->now_ms + 100;
+            }
+            return false;
+        }
+        conn_accept(l, fd, &addr);
+    }
+    return true;
+}
+
+static void resume_accepting(struct loop *l)
+{
+    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0)
+        return;
+    l->accept_paused_until = 0;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
+    epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->listen_fd, &ev);
+}
+
+static void begin_stop(struct loop *l)
+{
+    if (l->stopping)
+        return;
+    l->stopping = true;
+    atomic_store_explicit(&server_stopping, true, memory_order_relaxed);
+    l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
+    /* Take what the kernel already accepted for us, all of it, then close:
+     * a connection left in the backlog would be reset. Even while accepts
+     * are paused for want of descriptors: some may have been freed since
+     * (if not, the accept fails and those connections are lost anyway). */
+    if (l->listen_fd >= 0)
+        while (on_listener(l))
+            ;
+    stop_accepting(l);
+    log_info("stopping: %u connection(s) open, %u request(s) with the app", l->nconns,
+             l->outstanding_total);
+}
+
+static void on_signal(struct loop *l)
+{
+    struct server_signal si;
+    while (signals_next(&si)) {
+        switch (si.signo) {
+        case SIGTERM:
+        case SIGINT:
+            l->stop_signal = (int)si.signo; /* a handover in progress passes it on */
+            begin_stop(l);
+            break;
+        case SIGUSR1:
+            if (l->opt->stats)
+                stats_print_table(l->stats, stderr);
+            /* With --workers each worker writes its own part and tells the
+             * supervisor (signals.h), which merges the parts into --stats-json once all
+             * have answered (workers writing the one file would overwrite
+             * each other). */
+            if (l->stats_path) {
+                if (stats_write_json(l->stats, l->stats_path) != 0)
+                    log_error("cannot write %s: %s", l->stats_path, strerror(errno));
+                else if (l->stats_parent > 0 && getppid() == l->stats_parent)
+                    kill(l->stats_parent, STATS_WRITTEN_SIGNAL);
+            }
+            break;
+        case SIGUSR2:
+            stats_window_start(l->stats);
+            log_info("stats: new measurement window");
+            break;
+        case SIGHUP:
+            if (l->life && !l->stopping)
+                lifecycle_reload(l->life);
+            else if (l->life && l->handover) /* the supervisor this becomes reloads */
+                l->life->reload_pending = true;
+            break;
+        case SIGWINCH:
+            access_log_reopen();
+            break;
+        default:
+            /* Its successor accepts on the listener too: stop, drain, and
+             * let worker_run hand the process over to supervising it. */
+            if ((int)si.signo == WORKER_READY_SIGNAL && l->life && !l->stopping &&
+                lifecycle_ready(l->life, (pid_t)si.pid)) {
+                l->handover = (pid_t)si.pid;
+                log_info("reload: the new worker (pid %d) serves; this one drains", (int)l->handover);
+                l->retiring = true;
+                begin_stop(l);
+            } else if ((int)si.signo == WORKER_RECYCLE_SIGNAL && l->handover && si.pid == l->handover) {
+                l->handover_recycle = true; /* the supervisor this process becomes acts on it */
+            } else if ((int)si.signo == WORKER_RETIRE_SIGNAL && !l->stopping) {
+                l->retiring = true;
+                begin_stop(l);
+            }
+            break;
+        }
+    }
+}
+
+/* Returns how many messages it handled. */
+static size_t drain_completions(struct loop *l, bool fd_ready)
+{
+    struct job *done[MAX_DRAIN];
+    size_t n, total = 0;
+    do {
+        n = l->handoff->ops->drain(l->handoff, fd_ready, done, MAX_DRAIN);
+        fd_ready = false;
+        total += n;
+        /* Each message is in a line another core wrote: ask for all of them
+         * before reading the first, so the transfers overlap. */
+        for (size_t i = 0; i < n; i++)
+            job_prefetch_message(done[i]);
+        for (size_t i = 0; i < n; i++)
+            conn_on_message(done[i]->conn, done[i]);
+    } while (n == MAX_DRAIN);
+    /* Room in the queues again: submit what was held back. A connection is
+     * never freed during a pass (conn_reap runs at its end), so c can be
+     * read after the retry whatever became of it. */
+    while (l->pending_head && l->outstanding_total < l->workers * l->capacity) {
+        struct conn *c = l->pending_head;
+        conn_retry_submit(c);
+        if (c->state == CONN_QUEUED)
+            break; /* still full */
+    }
+    return total;
+}
+
+static void expire_timers(struct loop *l)
+{
+    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger, &l->t_hold};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        struct timer_link *t;
+        while ((t = timer_expired(lists[i], l->now_ms)) != NULL) {
+            struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, timer));
+            conn_on_timeout(c);
+        }
+    }
+}
+
+static int next_timeout_ms(struct loop *l)
+{
+    /* At least once a second (date, stats window, shutdown); twice with
+     * --metrics-bind, whose snapshots must keep coming while idle. */
+    uint64_t t = l->mx ? METRICS_TICK_MS : 1000;
+    struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger, &l->t_hold};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        uint64_t n = timer_next_ms(lists[i], l->now_ms);
+        if (n < t)
+            t = n;
+    }
+    if (l->accept_paused_until && l->accept_paused_until - l->now_ms < t)
+        t = l->accept_paused_until > l->now_ms ? l->accept_paused_until - l->now_ms : 0;
+    if (l->stopping)
+        t = t > 50 ? 50 : t;
+    return (int)t;
+}
+
+static bool drained(struct loop *l)
+{
+    return l->nconns == 0 && l->outstanding_total == 0;
+}
+
+/* epoll_wait for at most timeout_ms, or doze_ns when that is set and shorter
+ * (a doze is microseconds: epoll_pwait2 takes a timespec). A kernel without
+ * epoll_pwait2 (before 5.11) gets this one wait rounded up to a millisecond,
+ * still bounded, and no doze after it. */
+static int wait_events(struct loop *l, struct epoll_event *events, int timeout_ms, uint64_t doze_ns)
+{
+    if (!doze_ns)
+        return epoll_wait(l->epfd, events, MAX_EVENTS, timeout_ms);
+    if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < doze_ns)
+        doze_ns = (uint64_t)timeout_ms * 1000000u;
+    struct timespec ts = {.tv_sec = (time_t)(doze_ns / 1000000000u), .tv_nsec = (long)(doze_ns % 1000000000u)};
+    int n = epoll_pwait2(l->epfd, events, MAX_EVENTS, &ts, NULL);
+    if (n < 0 && errno == ENOSYS) {
+        log_warn("epoll_pwait2: %s; the loop will not doze", strerror(errno));
+        l->no_doze = true;
+        n = epoll_wait(l->epfd, events, MAX_EVENTS, 1);
+    }
+    return n;
+}
+
+unsigned loop_run(struct loop *l)
+{
+    struct epoll_event events[MAX_EVENTS];
+    const struct handoff_ops *hops = l->handoff ? l->handoff->ops : NULL;
+    uint64_t t_mark = clock_ns();
+    for (;;) {
+        int timeout = next_timeout_ms(l);
+        bool slept = false;
+        uint64_t doze_ns = 0;
+        if (timeout != 0 && hops) {
+            /* A busy pool's next completion is near: wait for it on a timer
+             * (the handoff polls) rather than have the pool wake us. */
+            if (hops->doze && !l->no_doze)
+                doze_ns = hops->doze(l->handoff, l->outstanding_total);
+            if (!doze_ns) {
+                if (hops->before_sleep(l->handoff, l->outstanding_total))
+                    timeout = 0;
+                slept = true;
+            }
+        }
+        uint64_t t0 = clock_ns();
+        int n = wait_events(l, events, timeout, doze_ns);
+        uint64_t t1 = clock_ns();
+        if (slept)
+            hops->after_sleep(l->handoff);
+        STAT(counter_inc(&l->lstats.passes); counter_inc(&l->lstats.epoll_waits);
+             counter_add(&l->lstats.wait_ns, t1 - t0); counter_add(&l->lstats.pass_ns, t0 - t_mark));
+        t_mark = t1;
+        if (n < 0) {
+            if (errno != EINTR) {
+                log_error("epoll_wait: %s", strerror(errno));
+                break;
+            }
+            n = 0;
+        }
+        STAT(counter_add(&l->lstats.events, (uint64_t)n));
+        l->now_ms = clock_coarse_ms();
+        bool handoff_ready = false;
+        for (int i = 0; i < n; i++) {
+            struct poll_src *src = events[i].data.ptr;
+            switch (src->kind) {
+            case POLL_CONN: conn_on_event((struct conn *)src, events[i].events); break;
+            case POLL_LISTENER: on_listener(l); break;
+            case POLL_HANDOFF: handoff_ready = true; break;
+            case POLL_SIGNAL: on_signal(l); break;
+            case POLL_RELOAD: devreload_on_event(l); break;
+            }
+        }
+        /* The requests this pass's socket events parsed are queued: start
+         * the pool on all of them with one wake-up (at most one per parked
+         * worker), before the responses below are written. A request
+         * submitted while those are handled (the next one already in a
+         * connection's buffer, a retry) is paid for by before_sleep or the
+         * next pass's flush, at most one pass later. */
+        if (hops && hops->flush)
+            hops->flush(l->handoff);
+        if (hops && (handoff_ready || hops->polled))
+            drain_completions(l, handoff_ready);
+        expire_timers(l);
+        if (l->life && !l->stopping)
+            lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
+        watchdog_check(l);
+        devreload_tick(l);
+        if (l->now_ms >= l->mx_next_ms)
+            metrics_tick(l); /* a few clock reads, twice a second */
+        conn_reap(l); /* the one place connections are freed */
+        jobs_release_memory(l);
+        resume_accepting(l);
+        if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {
+            l->window_at = 0;
+            stats_window_start(l->stats);
+        }
+        if (l->stopping) {
+            for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
+                next = c->next;
+                conn_stop_if_idle(c);
+            }
+            conn_reap(l);
+            if (drained(l))
+                break;
+            if (l->now_ms >= l->stop_deadline_ms) {
+                log_warn("graceful timeout: %u request(s) still with the app, %u connection(s) open",
+                         l->outstanding_total, l->nconns);
+                break;
+            }
+        }
+    }
+    return l->outstanding_total;
+}
+
+void loop_destroy(struct loop *l)
+{
+    /* Connections whose job is still with the app are left alone: the pool
+     * may touch them. Only a clean stop frees everything. */
+    if (l->outstanding_total == 0) {
+        for (struct conn *c = l->conns.next; c != &l->conns; c = c->next)
+            conn_abort(c);
+        conn_reap(l);
+    }
+    stop_accepting(l);
+    if (l->signal_fd >= 0)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->signal_fd, NULL);
+    if (l->reload_fd >= 0) {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->reload_fd, NULL);
+        close(l->reload_fd);
+    }
+    /* The hand-off's descriptors stay registered until its destroy, after
+     * this: harmless, as no epoll_wait on this instance follows. */
+    close(l->epfd);
+    jobs_free_all(l);
+    free(l->outstanding);
+    free(l->worker_seen_ms);
+    free(l->worker_owed);
+    free(l->watchdog_fired);
+}

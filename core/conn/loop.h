@@ -1,0 +1,84 @@
+/* loop.h — the event-loop thread of one worker and its connections.
+ *
+ * The loop thread owns every socket: it accepts, reads, parses, hands each
+ * request to a pool thread through the handoff, and writes the responses.
+ * It never touches a Python object (except in --inline mode, where it is the
+ * app's thread too). */
+#ifndef CSERVE_LOOP_H
+#define CSERVE_LOOP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../server/stats.h"
+#include "conn.h"
+#include "timer.h"
+
+struct options;
+struct handoff;
+struct lifecycle;
+struct metrics_counts;
+
+struct loop {
+    const struct options *opt;
+    int epfd;
+    int listen_fd;
+    struct poll_src listener_src, handoff_src, signal_src, reload_src;
+    int signal_fd;
+    struct handoff *handoff;   /* NULL with --inline or native-hello */
+    unsigned workers;          /* pool threads */
+    unsigned *outstanding;     /* per pool thread: jobs submitted, not yet done */
+    /* Per pool thread, for the app's silence timeout (conn_on_timeout): when
+     * the loop last heard from it (a message) or answered it (an ack), and
+     * how many of its messages the loop has taken and not yet answered. A
+     * request queued behind another on a busy thread is waiting, not stuck. */
+    uint64_t *worker_seen_ms;
+    unsigned *worker_owed;
+    unsigned outstanding_total;
+    unsigned capacity;
+    struct conn conns;         /* sentinel of the list of all connections */
+    unsigned nconns;
+    struct conn *pending_head, *pending_tail;
+    struct conn *closed;       /* connections to free at the end of this pass */
+    struct job *free_jobs;
+    unsigned free_count;       /* jobs on free_jobs */
+    size_t free_bytes;         /* the buffers they keep (jobs.c bounds both) */
+    size_t freed_bytes;        /* buffers jobs.c freed since it last gave memory back */
+    uint64_t released_ms;      /* when it last did */
+    struct timer_list t_header, t_keepalive, t_io, t_linger, t_hold;
+    uint64_t now_ms;
+    uint64_t accept_paused_until;
+    bool stopping;
+    bool no_doze;              /* the kernel lacks epoll_pwait2: always before_sleep */
+    uint64_t stop_deadline_ms;
+    double window_at;          /* --stats-window: when the window starts (0 = done) */
+    struct stats *stats;
+    const char *stats_path;    /* --stats-json: the file this worker writes (its part with --workers) */
+    int stats_parent;          /* --workers: the supervisor's pid, told when the part is written */
+    struct loop_stats lstats;
+    struct lifecycle *life;    /* when this worker is replaced (lifecycle.h) */
+    pid_t handover;            /* stopping because this successor serves (one worker alone) */
+    int stop_signal;           /* SIGTERM/SIGINT received (0: none) */
+    bool handover_recycle;     /* the successor asked to be recycled while this one drained */
+    int reload_fd;             /* --reload: the inotify descriptor (-1: off) */
+    uint64_t reload_at_ms;     /* --reload: reload then, unless another change comes first */
+    uint64_t watchdog_next_ms; /* --app-timeout: next look at the pool threads */
+    uint64_t *watchdog_fired;  /* per pool thread: the app_since_ms already reported */
+    bool retiring;             /* stopping because replaced: idle connections are not cut
+                                * (conn_stop_if_idle), their keep-alive timer ends them */
+    long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
+                                * ms after the first one, then fails them (-1: off) */
+    uint64_t fault_since_ms;
+    struct metrics_counts *mx; /* --metrics-bind: this worker's counts (NULL: off) */
+    uint64_t mx_next_ms;       /* the next metrics_tick */
+};
+
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
+              unsigned workers, struct stats *stats);
+/* Run until stopped and drained (or the graceful timeout passes). Returns the
+ * number of requests still with the app when it gave up (0 = clean). */
+unsigned loop_run(struct loop *l);
+void loop_destroy(struct loop *l);
+
+#endif

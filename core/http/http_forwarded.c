@@ -1,0 +1,299 @@
+/* http_forwarded.c — what a trusted proxy says about the client: the scheme,
+ * the client's address and the host it asked for, from RFC 7239 Forwarded
+ * or the X-Forwarded-{Proto,For,Host} fields, believed only when the
+ * connection's peer is in --forwarded-allow-ips. From any other peer the
+ * fields change nothing: any client can send them. Pure: the WSGI bridge
+ * (wsgi_environ.c) and the access log both read a request through it.
+ *
+ * The client's address is found from the right: each proxy appends the
+ * address it got the request from, so the rightmost entry not itself a
+ * trusted proxy is the nearest one nobody trusted vouches for beyond. The
+ * scheme and host come from the nearest proxy's own entry (the last). */
+#include "http_forwarded.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_NETS 32
+
+struct net {
+    int family;             /* AF_INET or AF_INET6 */
+    unsigned char addr[16];
+    unsigned bits;          /* prefix length */
+};
+
+static struct {
+    struct net nets[MAX_NETS];
+    unsigned n;
+    bool any;               /* '*' */
+    bool unix_peers;        /* 'unix': peers on a unix: socket */
+} trust;
+
+static bool parse_addr(const char *s, size_t len, int *family, unsigned char out[16])
+{
+    char buf[INET6_ADDRSTRLEN + 2];
+    if (len >= 2 && s[0] == '[' && s[len - 1] == ']') { /* [::1] as Forwarded writes it */
+        s++;
+        len -= 2;
+    }
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (inet_pton(AF_INET, buf, out) == 1) {
+        *family = AF_INET;
+        return true;
+    }
+    if (inet_pton(AF_INET6, buf, out) == 1) {
+        /* ::ffff:a.b.c.d is the IPv4 peer of a dual-stack listener. */
+        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(out, mapped, 12) == 0) {
+            memmove(out, out + 12, 4);
+            *family = AF_INET;
+        } else {
+            *family = AF_INET6;
+        }
+        return true;
+    }
+    return false;
+}
+
+int forwarded_trust_parse(const char *list, char *err, size_t errcap)
+{
+    memset(&trust, 0, sizeof trust);
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len == 1 && *p == '*') {
+            trust.any = true;
+        } else if (len == 4 && strncasecmp(p, "unix", 4) == 0) {
+            trust.unix_peers = true;
+        } else if (len) {
+            const char *slash = memchr(p, '/', len);
+            size_t alen = slash ? (size_t)(slash - p) : len;
+            struct net *n = &trust.nets[trust.n];
+            if (trust.n == MAX_NETS || !parse_addr(p, alen, &n->family, n->addr)) {
+                snprintf(err, errcap, "'%.*s' is not an IP address, a CIDR network, 'unix' or '*'%s",
+                         (int)len, p, trust.n == MAX_NETS ? " (or too many)" : "");
+                return -1;
+            }
+            unsigned max = n->family == AF_INET ? 32 : 128;
+            n->bits = max;
+            if (slash) {
+                char *e;
+                unsigned long b = strtoul(slash + 1, &e, 10);
+                if (e != p + len || e == slash + 1 || b > max) {
+                    snprintf(err, errcap, "'%.*s': the prefix length must be 0 to %u", (int)len, p, max);
+                    return -1;
+                }
+                n->bits = (unsigned)b;
+            }
+            trust.n++;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+static bool in_net(const struct net *n, int family, const unsigned char *a)
+{
+    if (n->family != family)
+        return false;
+    unsigned full = n->bits / 8, rest = n->bits % 8;
+    if (memcmp(n->addr, a, full) != 0)
+        return false;
+    if (!rest)
+        return true;
+    unsigned char mask = (unsigned char)(0xff << (8 - rest));
+    return (n->addr[full] & mask) == (a[full] & mask);
+}
+
+static bool trusted_text(const char *s, size_t len)
+{
+    if (trust.any)
+        return true;
+    int family;
+    unsigned char a[16];
+    if (!parse_addr(s, len, &family, a))
+        return false;
+    for (unsigned i = 0; i < trust.n; i++)
+        if (in_net(&trust.nets[i], family, a))
+            return true;
+    return false;
+}
+
+bool forwarded_trusted(const char *peer)
+{
+    if (!*peer) /* a unix: socket's peer has no address */
+        return trust.unix_peers || trust.any;
+    return trusted_text(peer, strlen(peer));
+}
+
+static void trim(struct span *s)
+{
+    while (s->len && (*s->p == ' ' || *s->p == '\t')) {
+        s->p++;
+        s->len--;
+    }
+    while (s->len && (s->p[s->len - 1] == ' ' || s->p[s->len - 1] == '\t'))
+        s->len--;
+}
+
+/* The elements of a comma-separated list spread over every field of one
+ * name, walked right to left (the nearest proxy's first). */
+struct walk {
+    const struct http_request *req;
+    const char *name;
+    size_t below;   /* fields left to search: indices below this one */
+    size_t pos;     /* how much of the current field's value is left */
+    const char *value;
+};
+
+static void walk_start(struct walk *w, const struct http_request *req, const char *name)
+{
+    *w = (struct walk){.req = req, .name = name, .below = req->num_headers};
+}
+
+static bool walk_prev(struct walk *w, struct span *out)
+{
+    for (;;) {
+        while (w->pos == 0) { /* the next field of this name to the left */
+            if (w->below == 0)
+                return false;
+            const struct http_header *h = &w->req->headers[--w->below];
+            if (http_token_eq(h->name, h->name_len, w->name)) {
+                w->value = h->value;
+                w->pos = h->value_len;
+            }
+        }
+        size_t start = w->pos;
+        while (start > 0 && w->value[start - 1] != ',')
+            start--;
+        out->p = w->value + start;
+        out->len = w->pos - start;
+        w->pos = start ? start - 1 : 0;
+        trim(out);
+        if (out->len)
+            return true;
+    }
+}
+
+/* In one Forwarded element ("for=a;proto=https;host=x"), the value of key
+ * (quotes removed). */
+static bool fwd_param(struct span el, const char *key, struct span *out)
+{
+    size_t klen = strlen(key);
+    const char *p = el.p, *end = el.p + el.len;
+    while (p < end) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        struct span pair = {p, (size_t)((semi ? semi : end) - p)};
+        trim(&pair);
+        if (pair.len > klen && pair.p[klen] == '=' && strncasecmp(pair.p, key, klen) == 0) {
+            out->p = pair.p + klen + 1;
+            out->len = pair.len - klen - 1;
+            if (out->len >= 2 && out->p[0] == '"' && out->p[out->len - 1] == '"') {
+                out->p++;
+                out->len -= 2;
+            }
+            return true;
+        }
+        if (!semi)
+            break;
+        p = semi + 1;
+    }
+    return false;
+}
+
+/* A node in Forwarded's for= may carry a port ("1.2.3.4:5", "[::1]:5"). */
+static struct span node_addr(struct span s)
+{
+    if (s.len && s.p[0] == '[') {
+        const char *close = memchr(s.p, ']', s.len);
+        if (close)
+            s.len = (size_t)(close - s.p) + 1;
+    } else {
+        const char *colon = memchr(s.p, ':', s.len);
+        if (colon && !memchr(colon + 1, ':', s.len - (size_t)(colon - s.p) - 1))
+            s.len = (size_t)(colon - s.p);
+    }
+    return s;
+}
+
+
+bool forwarded_read(const struct http_request *req, const char *peer, struct forwarded *out)
+{
+    *out = (struct forwarded){0};
+    if (!forwarded_trusted(peer))
+        return false;
+    struct walk w;
+    walk_start(&w, req, "forwarded");
+    struct span el;
+    bool nearest = true, have_fwd = false;
+    while (walk_prev(&w, &el)) {
+        have_fwd = true;
+        struct span v;
+        if (nearest) {
+            if (fwd_param(el, "proto", &v))
+                out->proto = v;
+            if (fwd_param(el, "host", &v))
+                out->host = v;
+            nearest = false;
+        }
+        if (!fwd_param(el, "for", &v))
+            break;
+        out->client = node_addr(v);
+        if (!trusted_text(out->client.p, out->client.len))
+            break;
+    }
+    if (!have_fwd) {
+        walk_start(&w, req, "x-forwarded-proto");
+        if (walk_prev(&w, &el))
+            out->proto = el;
+        walk_start(&w, req, "x-forwarded-host");
+        if (walk_prev(&w, &el))
+            out->host = el;
+        walk_start(&w, req, "x-forwarded-for");
+        while (walk_prev(&w, &el)) {
+            out->client = el;
+            if (!trusted_text(el.p, el.len))
+                break;
+        }
+    }
+    /* Only what the fields may hold: http/https, an address, a host name. */
+    bool https = out->proto.len == 5 && strncasecmp(out->proto.p, "https", 5) == 0;
+    bool http = out->proto.len == 4 && strncasecmp(out->proto.p, "http", 4) == 0;
+    if (!https && !http)
+        out->proto = (struct span){0};
+    out->https = https;
+    int family;
+    unsigned char a[16];
+    if (out->client.len && parse_addr(out->client.p, out->client.len, &family, a)) {
+        if (out->client.p[0] == '[') {
+            out->client.p++;
+            out->client.len -= 2;
+        }
+    } else {
+        out->client = (struct span){0};
+    }
+    for (size_t i = 0; i < out->host.len; i++) {
+        char ch = out->host.p[i];
+        if (!(ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']' || ch == '_' ||
+              (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) {
+            out->host = (struct span){0};
+            break;
+        }
+    }
+    return true;
+}

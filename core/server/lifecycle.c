@@ -1,0 +1,276 @@
+/* lifecycle.c — when a worker is replaced, and how a fresh one starts.
+ *
+ * A fresh worker is cserve itself, exec'd with the command line it was
+ * started with and EXEC_WORKER_ENV naming its slot and the listening socket
+ * it inherits: it imports the app in a new interpreter, which is what a
+ * reload is for (the supervisor imported the app before forking, so a fork
+ * would serve the old code). The old worker keeps accepting on the same
+ * socket until the new one says it accepts too (WORKER_READY_SIGNAL), so
+ * the listener never has nobody behind it; then it drains gracefully. */
+#include "lifecycle.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../conn/access_log.h"
+#include "log.h"
+#include "metrics.h"
+#include "options.h"
+#include "signals.h"
+
+extern char **environ;
+
+/* After a new worker failed to start, the next try waits this long, then
+ * twice as long each time. */
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+
+static char **saved_argv;
+static char **saved_env;
+
+/* A new worker starts from the environment cserve was started with, not
+ * the one the app's import left (os.environ.setdefault of a settings
+ * module, say: the new code may name another), less what systemd passed
+ * for this process alone. */
+static bool for_new_workers(const char *var)
+{
+    return strncmp(var, "LISTEN_PID=", 11) && strncmp(var, "LISTEN_FDS=", 11) &&
+           strncmp(var, "LISTEN_FDNAMES=", 15);
+}
+
+void lifecycle_save_argv(int argc, char **argv)
+{
+    saved_argv = calloc((size_t)argc + 1, sizeof *saved_argv);
+    if (!saved_argv)
+        return;
+    for (int i = 0; i < argc; i++)
+        saved_argv[i] = strdup(argv[i]);
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    saved_env = calloc(n + 1, sizeof *saved_env);
+    for (size_t i = 0, k = 0; saved_env && i < n; i++)
+        if (for_new_workers(environ[i]))
+            saved_env[k++] = strdup(environ[i]);
+}
+
+pid_t spawn_exec(int listen_fd, unsigned index)
+{
+    if (!saved_argv) {
+        errno = ENOMEM;
+        return -1;
+    }
+    /* Everything the child needs is built here: between fork and exec a
+     * child of a threaded process may only make async-signal-safe calls. */
+    char **env = saved_env ? saved_env : environ;
+    size_t n = 0;
+    while (env[n])
+        n++;
+    char **envp = calloc(n + 2, sizeof *envp);
+    char var[64];
+    int log_fd = access_log_fd();
+    int metrics_fd = metrics_shm_fd(); /* --metrics-bind: the slots it publishes into */
+    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d:%d:%d", index, listen_fd, log_fd, metrics_fd);
+    if (!envp)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (env[i] && strncmp(env[i], EXEC_WORKER_ENV "=", sizeof EXEC_WORKER_ENV) != 0)
+            envp[k++] = env[i];
+    envp[k++] = var;
+    envp[k] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) /* the parent died before prctl */
+            _exit(1);
+        /* What the new worker inherits: the listener, and the access log
+         * opened before root was dropped (it may not open it itself). */
+        if (fcntl(listen_fd, F_SETFD, 0) < 0 || (log_fd >= 0 && fcntl(log_fd, F_SETFD, 0) < 0) ||
+            (metrics_fd >= 0 && fcntl(metrics_fd, F_SETFD, 0) < 0))
+            _exit(126);
+        execve("/proc/self/exe", saved_argv, envp);
+        _exit(127);
+    }
+    int err = errno;
+    free(envp);
+    errno = err;
+    return pid;
+}
+
+bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd)
+{
+    const char *v = getenv(EXEC_WORKER_ENV);
+    if (!v)
+        return false;
+    unsigned i;
+    int fd, lfd, mfd = -1;
+    if (sscanf(v, "%u:%d:%d:%d", &i, &fd, &lfd, &mfd) < 3 || fd < 0) {
+        fprintf(stderr, "cserve: error: %s='%s' is not SLOT:FD:LOGFD[:METRICSFD]\n", EXEC_WORKER_ENV, v);
+        exit(2);
+    }
+    if (mfd >= 0)
+        metrics_shm_adopt(mfd);
+    unsetenv(EXEC_WORKER_ENV);
+    fcntl(fd, F_SETFD, FD_CLOEXEC); /* not the app's children's */
+    if (lfd >= 0)
+        fcntl(lfd, F_SETFD, FD_CLOEXEC);
+    *index = i;
+    *listen_fd = fd;
+    *log_fd = lfd;
+    return true;
+}
+
+static uint64_t rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f)
+        return 0;
+    unsigned long size = 0, resident = 0;
+    int got = fscanf(f, "%lu %lu", &size, &resident);
+    fclose(f);
+    return got == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) / 1024 : 0;
+}
+
+void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t supervisor, int listen_fd,
+                    uint64_t now_ms)
+{
+    *lc = (struct lifecycle){.opt = opt, .supervisor = supervisor, .listen_fd = listen_fd, .keep_fd = -1};
+    if (opt->max_requests) {
+        /* Jitter spreads the recycling of workers started together. */
+        unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+        lc->max_requests = opt->max_requests + (opt->max_requests_jitter ? (uint64_t)rand_r(&seed) %
+                                                (opt->max_requests_jitter + 1) : 0);
+    }
+    if (opt->workers_lifetime_ms)
+        lc->deadline_ms = now_ms + opt->workers_lifetime_ms;
+    lc->max_rss_kb = (uint64_t)opt->workers_max_rss_mb * 1024;
+    lc->next_check_ms = now_ms + 1000;
+    lc->backoff_ms = BACKOFF_FIRST_MS;
+}
+
+static void back_off(struct lifecycle *lc, uint64_t now_ms)
+{
+    lc->retry_at_ms = now_ms + lc->backoff_ms;
+    lc->backoff_ms = lc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : lc->backoff_ms * 2;
+}
+
+void lifecycle_replace(struct lifecycle *lc, const char *why)
+{
+    if (lc->asked)
+        return;
+    lc->asked = true;
+    if (lc->supervisor > 0) {
+        /* Asked again later (lifecycle_tick) in case the supervisor's new
+         * worker fails: a failure is not reported back here. */
+        log_info("worker: %s; asking for a replacement", why);
+        if (getppid() == lc->supervisor)
+            kill(lc->supervisor, WORKER_RECYCLE_SIGNAL);
+        return;
+    }
+    if (lc->listen_fd < 0) {
+        log_warn("worker: %s, but the listener is closed: nothing to hand over to", why);
+        return;
+    }
+    if (lc->keep_fd < 0)
+        lc->keep_fd = fcntl(lc->listen_fd, F_DUPFD_CLOEXEC, 0);
+    lc->successor = lc->keep_fd < 0 ? -1 : spawn_exec(lc->keep_fd, 0);
+    if (lc->successor < 0) {
+        log_error("worker: %s, but cannot start a new worker: %s", why, strerror(errno));
+        lc->successor = 0;
+        lc->asked = false;
+        return;
+    }
+    log_info("worker: %s; started a new worker (pid %d)", why, (int)lc->successor);
+}
+
+/* A limit was reached: replace this worker, unless a failure's back-off runs. */
+static void limit_reached(struct lifecycle *lc, uint64_t now_ms, const char *why)
+{
+    if (lc->asked || now_ms < lc->retry_at_ms)
+        return;
+    lc->reloading = false;
+    lifecycle_replace(lc, why);
+    if (lc->asked && lc->supervisor > 0)
+        back_off(lc, now_ms);
+}
+
+void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
+{
+    char why[96];
+    if (lc->max_requests && requests >= lc->max_requests && !lc->asked && now_ms >= lc->retry_at_ms) {
+        snprintf(why, sizeof why, "served %llu requests (--max-requests)", (unsigned long long)requests);
+        limit_reached(lc, now_ms, why);
+        return;
+    }
+    if (now_ms < lc->next_check_ms)
+        return;
+    lc->next_check_ms = now_ms + 1000;
+    if (lc->successor > 0) {
+        /* A successor that exits before it serves failed to start (its
+         * import raised, most often): this worker keeps serving, and tries
+         * again only after a back-off, or at once for a newer SIGHUP. */
+        int status;
+        if (waitpid(lc->successor, &status, WNOHANG) == lc->successor) {
+            log_error("%s failed: the new worker (pid %d) %s %d before it served; the old one keeps serving",
+                      lc->reloading ? "reload" : "recycling", (int)lc->successor,
+                      WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+                      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+            lc->successor = 0;
+            lc->asked = false;
+            back_off(lc, now_ms);
+            if (lc->reload_pending) {
+                lc->reload_pending = false;
+                lifecycle_reload(lc);
+            }
+        }
+        return;
+    }
+    if (lc->asked) {
+        /* Under a supervisor: still here, so its new worker did not take
+         * over (it failed): ask again, less and less often. */
+        if (lc->supervisor > 0 && now_ms >= lc->retry_at_ms && getppid() == lc->supervisor) {
+            kill(lc->supervisor, WORKER_RECYCLE_SIGNAL);
+            back_off(lc, now_ms);
+        }
+        return;
+    }
+    if (lc->deadline_ms && now_ms >= lc->deadline_ms) {
+        limit_reached(lc, now_ms, "lived its --workers-lifetime");
+    } else if (lc->max_rss_kb) {
+        uint64_t kb = rss_kb();
+        if (kb > lc->max_rss_kb) {
+            snprintf(why, sizeof why, "resident memory %llu MB over --workers-max-rss",
+                     (unsigned long long)(kb / 1024));
+            limit_reached(lc, now_ms, why);
+        }
+    }
+}
+
+void lifecycle_reload(struct lifecycle *lc)
+{
+    if (lc->supervisor > 0) /* the supervisor reloads every worker: it got SIGHUP too */
+        return;
+    if (lc->successor > 0) {
+        log_info("reload: a new worker (pid %d) is starting; the reload follows it", (int)lc->successor);
+        lc->reload_pending = true;
+        return;
+    }
+    lc->asked = false;
+    lc->reloading = true;
+    lifecycle_replace(lc, "SIGHUP: reloading");
+}
+
+bool lifecycle_ready(struct lifecycle *lc, pid_t from)
+{
+    return lc->successor > 0 && from == lc->successor;
+}

@@ -1,0 +1,239 @@
+/* main.c — cserve: parse options, pick the interpreter and virtualenv, start
+ * Python and import the app (so a bad app fails before anything listens),
+ * open the sockets, then serve as one worker or as the supervisor of
+ * several. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "../../handoffs/handoff.h"
+#include "../conn/access_log.h"
+#include "../python/interp.h"
+#include "../http/http_forwarded.h"
+#include "lifecycle.h"
+#include "listen.h"
+#include "log.h"
+#include "metrics.h"
+#include "signals.h"
+#include "options.h"
+#include "privs.h"
+#include "proctitle.h"
+#include "supervisor.h"
+#include "worker.h"
+#include "../python/wsgi.h"
+
+const struct options *wsgi_options;
+
+/* apps/ next to the binary, or next to the directory it is in (for
+ * build-asan/cserve and the like), or PREFIX/share/cserve/apps where
+ * `pip install` puts it beside PREFIX/bin/cserve. */
+static void default_app_dir(char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *dir = dirname(exe);
+    static const char *const candidates[] = {"%s/apps", "%s/../apps", "%s/../share/cserve/apps"};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        snprintf(out, cap, candidates[i], dir);
+        char probe[PATH_MAX + 16];
+        snprintf(probe, sizeof probe, "%s/hello.py", out);
+        if (access(probe, R_OK) == 0)
+            return;
+    }
+    snprintf(out, cap, "%s/apps", dir); /* the error will name this one */
+}
+
+/* Idle keep-alive connections are cheap; descriptors should not be the limit. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* --pid-file: written once the server listens, removed at exit by the
+ * process that wrote it (a reload keeps the pid: see lifecycle.h). */
+static const char *pid_file;
+static pid_t pid_file_owner;
+
+static void pid_file_remove(void)
+{
+    if (pid_file && pid_file_owner == getpid())
+        unlink(pid_file);
+}
+
+static int pid_file_write(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "cserve: error: --pid-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%d\n", (int)getpid());
+    bool ok = write(fd, line, (size_t)n) == n;
+    close(fd);
+    if (!ok)
+        return -1;
+    pid_file = path;
+    pid_file_owner = getpid();
+    atexit(pid_file_remove);
+    return 0;
+}
+
+/* A worker exec'd by a supervisor (or by a worker it replaces): the
+ * listener, the user and the directory are inherited; it imports the app
+ * afresh (a failure exits here, before it tells its parent it accepts). */
+static int exec_worker_main(struct options *opt, unsigned index, int listen_fd, int log_fd)
+{
+    if (opt->access_log)
+        access_log_adopt(log_fd, opt->access_log_file, (enum access_log_format)opt->access_log_format);
+    bool python = !opt->native_hello;
+    if (python)
+        interp_select(opt);
+    char apps[PATH_MAX];
+    default_app_dir(apps, sizeof apps);
+    char app_name[PATH_MAX + 64];
+    if (opt->native_hello)
+        snprintf(app_name, sizeof app_name, "native-hello");
+    else if (opt->app_spec)
+        snprintf(app_name, sizeof app_name, "%s", opt->app_spec);
+    else
+        snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
+    if (python)
+        wsgi_init(opt, apps);
+    char stats_path[4200];
+    if (opt->stats_json)
+        snprintf(stats_path, sizeof stats_path, "%s.worker%u", opt->stats_json, index);
+    log_info("worker %u: serving %s", index, app_name);
+    return worker_run(opt, listen_fd, index, opt->stats_json ? stats_path : NULL, true, app_name, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static struct options opt;
+    /* First: it takes its variable out of environ, which proctitle_init copies. */
+    unsigned exec_index;
+    int exec_fd, exec_log_fd;
+    bool exec_worker = exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd);
+    lifecycle_save_argv(argc, argv);
+    argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
+    options_parse(&opt, argc, argv);
+    wsgi_options = &opt;
+    char why[160];
+    if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
+        fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);
+        return 2;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    if (signals_init() != 0) {
+        fprintf(stderr, "cserve: error: cannot set up signal handling: %s\n", strerror(errno));
+        return 1;
+    }
+    raise_fd_limit();
+
+    if (exec_worker)
+        return exec_worker_main(&opt, exec_index, exec_fd, exec_log_fd);
+    if (opt.check_config) {
+        options_print(&opt, stdout);
+        fflush(stdout);
+    }
+
+    listen_claim_inherited();
+    bool python = !opt.native_hello;
+    /* A wrong virtualenv or user fails here, before anything listens. */
+    if (python)
+        interp_select(&opt);
+    bool dropping = privs_resolve(&opt);
+    char apps[PATH_MAX];
+    default_app_dir(apps, sizeof apps);
+    if (opt.chdir_dir && chdir(opt.chdir_dir) != 0) {
+        fprintf(stderr, "cserve: error: --chdir %s: %s\n", opt.chdir_dir, strerror(errno));
+        return 2;
+    }
+    char app_name[PATH_MAX + 64];
+    if (opt.native_hello)
+        snprintf(app_name, sizeof app_name, "native-hello");
+    else if (opt.app_spec)
+        snprintf(app_name, sizeof app_name, "%s", opt.app_spec);
+    else
+        snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
+
+    /* Normally the app is imported first, so a bad app fails before anything
+     * listens. With --user the sockets come first (port 80 needs root), then
+     * root is dropped, and only then does app code run: never as root. */
+    if (opt.check_config) { /* nothing binds; the app is imported as it would be served */
+        if (dropping)
+            privs_drop();
+        if (python)
+            wsgi_init(&opt, apps);
+        printf("app imports: %s\n", python ? "yes" : "(native-hello: no Python)");
+        return 0;
+    }
+    /* Before root is dropped: /var/log is root's. */
+    if (opt.access_log &&
+        access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
+        fprintf(stderr, "cserve: error: --access-log=%s: %s\n", opt.access_log_file, strerror(errno));
+        return 2;
+    }
+    int *fds = calloc(opt.workers, sizeof *fds);
+    if (!fds)
+        return 1;
+    if (dropping) {
+        if (listen_open_all(&opt, opt.workers, fds) != 0)
+            return 1;
+        privs_drop();
+    }
+    if (python)
+        wsgi_init(&opt, apps);
+    if (!dropping && listen_open_all(&opt, opt.workers, fds) != 0)
+        return 1;
+    if (opt.pid_file && pid_file_write(opt.pid_file) != 0)
+        return 1;
+
+    char how[600];
+    const char *mode = opt.native_hello ? "native hello, no Python"
+                     : opt.inline_app   ? "inline: the app runs on the loop thread"
+                                        : NULL;
+    if (opt.workers > 1)
+        snprintf(how, sizeof how, "%u workers; %s", opt.workers, mode ? mode : opt.handoff->name);
+    else if (mode)
+        snprintf(how, sizeof how, "%s", mode);
+    else
+        snprintf(how, sizeof how, "handoff %s, %u blocking thread%s", opt.handoff->name,
+                 opt.blocking_threads, opt.blocking_threads == 1 ? "" : "s");
+    log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
+             python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
+             dropping ? privs_describe() : "");
+    /* Before any worker exists: the slots are inherited, and the thread
+     * that serves them stays in this process through a reload. */
+    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0) {
+        free(fds);
+        return 2;
+    }
+    int rc;
+    if (opt.workers > 1) {
+        rc = supervisor_run(&opt, app_name, fds, NULL);
+    } else {
+        struct handover ho;
+        rc = worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name, &ho);
+        if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
+            rc = supervisor_run(&opt, app_name, &ho.listen_fd, &ho);
+    }
+    free(fds);
+    metrics_stop();
+    listen_cleanup();
+    return rc;
+}

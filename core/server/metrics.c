@@ -1,0 +1,372 @@
+/* metrics.c — the shared slots and the loop's side of --metrics-bind.
+ *
+ * Each worker owns one slot of a MAP_SHARED region and publishes a snapshot
+ * into it from its loop thread twice a second (metrics_tick): its counters,
+ * its threads' CPU clocks, its queues. The metrics thread (metrics_http.c),
+ * in another process or in this one, copies a slot out under a seqlock. */
+#include "metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "log.h"
+#include "../conn/loop.h"
+#include "metrics_internal.h"
+#include "verdict.h"
+
+struct metrics_counts metrics_counts;
+
+const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+
+#define WORDS (sizeof(struct metrics_data) / sizeof(uint64_t))
+_Static_assert(sizeof(struct metrics_data) % sizeof(uint64_t) == 0, "a snapshot is whole words");
+_Static_assert(sizeof(double) == sizeof(uint64_t), "doubles travel as words");
+/* The region is shared between processes: its atomics must be the lock-free
+ * kind (an address-free instruction), never a lock private to a process. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
+
+#define METRICS_MAGIC 0x63736d6574726963ull /* "csmetric" */
+
+/* One worker's slot.
+ *
+ * The seqlock, and why its orders are enough. No fences: GCC's TSan cannot
+ * check atomic_thread_fence, so each data word carries the order itself.
+ *   writer: CAS seq s -> s+1 (s even), each data word stored with release,
+ *           seq = s+2 (release).
+ *   reader: s1 = seq (acquire), each data word loaded with acquire,
+ *           s2 = seq (relaxed); the copy stands if s1 == s2 and s1 is even.
+ * If s1 is the writer's s+2, that acquire synchronises with its release,
+ * so the data loads see that version or a later one. If a data load saw a
+ * later version's store, that store is a release after the later writer's
+ * CAS to an odd seq, and the load is an acquire before the reader's s2
+ * load: the odd seq happens-before s2's load, so s2 != s1 and the copy is
+ * thrown away. Every data word is an atomic, so a torn copy is discarded
+ * rather than being a data race; on x86-64 release stores and acquire loads
+ * are plain moves. The CAS makes the writer side a try-lock: during a
+ * reload the old and the new worker of a slot both run, and only the one
+ * named by `owner` (the newest) publishes. */
+struct metrics_slot {
+    _Atomic uint64_t seq;
+    _Atomic int64_t owner; /* pid of the worker that publishes here */
+    char pad[CACHE_LINE - 16];
+    _Atomic uint64_t words[WORDS];
+};
+
+struct metrics_region {
+    uint64_t magic;
+    uint64_t nslots;
+    char pad[CACHE_LINE - 16];
+    struct metrics_slot slots[];
+};
+
+static struct metrics_region *region;
+static size_t region_size;
+static int region_fd = -1;
+
+static size_t size_for(unsigned nslots)
+{
+    return sizeof(struct metrics_region) + (size_t)nslots * sizeof(struct metrics_slot);
+}
+
+int metrics_shm_create(unsigned nslots)
+{
+    if (!nslots)
+        nslots = 1;
+    int fd = memfd_create("cserve-metrics", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t size = size_for(nslots);
+    void *p = ftruncate(fd, (off_t)size) == 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                              : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    region = p; /* a fresh memfd reads as zeros: every slot unpublished */
+    region->magic = METRICS_MAGIC;
+    region->nslots = nslots;
+    region_size = size;
+    region_fd = fd;
+    return 0;
+}
+
+int metrics_shm_fd(void)
+{
+    return region_fd;
+}
+
+void metrics_shm_adopt(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(struct metrics_region))
+        return;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return;
+    struct metrics_region *r = p;
+    if (r->magic != METRICS_MAGIC || size_for((unsigned)r->nslots) > (size_t)st.st_size) {
+        munmap(p, (size_t)st.st_size);
+        return;
+    }
+    region = r;
+    region_size = (size_t)st.st_size;
+    region_fd = fd; /* passed on again if this worker is ever the one that execs */
+}
+
+unsigned metrics_nslots(void)
+{
+    return region ? (unsigned)region->nslots : 0;
+}
+
+bool metrics_read_slot(unsigned i, struct metrics_data *out)
+{
+    if (!region || i >= region->nslots)
+        return false;
+    struct metrics_slot *s = &region->slots[i];
+    uint64_t *w = (uint64_t *)out;
+    for (int tries = 0; tries < 50; tries++) {
+        uint64_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (s1 == 0)
+            return false; /* never published */
+        if (s1 & 1) {
+            usleep(100);
+            continue;
+        }
+        /* The header first, then only the threads it names. */
+        size_t head = offsetof(struct metrics_data, threads) / sizeof(uint64_t);
+        for (size_t k = 0; k < head; k++)
+            w[k] = atomic_load_explicit(&s->words[k], memory_order_acquire);
+        uint64_t n = out->nthreads < STATS_MAX_THREADS ? out->nthreads : STATS_MAX_THREADS;
+        size_t end = head + (size_t)n * (sizeof(struct metrics_thread) / sizeof(uint64_t));
+        for (size_t k = head; k < end; k++)
+            w[k] = atomic_load_explicit(&s->words[k], memory_order_acquire);
+        if (atomic_load_explicit(&s->seq, memory_order_relaxed) == s1) {
+            out->nthreads = n;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Returns false when another process owns the slot now (it replaced this
+ * worker), or a writer holds it. */
+static bool publish(unsigned i, const struct metrics_data *d)
+{
+    struct metrics_slot *s = &region->slots[i];
+    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&s->seq, &seq, seq + 1, memory_order_relaxed,
+                                                              memory_order_relaxed))
+        return false;
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != (int64_t)getpid()) {
+        atomic_store_explicit(&s->seq, seq, memory_order_relaxed); /* nothing was written */
+        return false;
+    }
+    const uint64_t *w = (const uint64_t *)d;
+    size_t n = offsetof(struct metrics_data, threads) / sizeof(uint64_t) +
+               (size_t)d->nthreads * (sizeof(struct metrics_thread) / sizeof(uint64_t));
+    for (size_t k = 0; k < n; k++)
+        atomic_store_explicit(&s->words[k], w[k], memory_order_release);
+    atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+    return true;
+}
+
+/* ---- the loop's side ---- */
+
+static struct {
+    struct stats *stats;
+    struct stats_snapshot snap;  /* large: kept here, not on the loop's stack */
+    struct metrics_data data;
+    unsigned slot;
+    double started;
+    bool publishing;
+    /* --stats: the window's start, for the table's verdict line */
+    uint64_t win_samples, win_queued, win_busy, win_total, win_ready;
+    bool win_proc, win_ready_ok;
+} me;
+
+void metrics_attach(struct loop *l, struct stats *s)
+{
+    me.stats = s;
+    l->mx_next_ms = l->now_ms + METRICS_TICK_MS;
+    if (!region || s->worker_index >= region->nslots)
+        return;
+    me.slot = s->worker_index;
+    me.started = clock_s();
+    me.publishing = true;
+    l->mx = &metrics_counts;
+    /* The newest worker of a slot owns it: the one it replaces stops
+     * publishing at its next tick. */
+    atomic_store_explicit(&region->slots[me.slot].owner, (int64_t)getpid(), memory_order_relaxed);
+}
+
+static void sample_queues(struct loop *l)
+{
+    if (!l->workers)
+        return;
+    /* A request waiting behind the one its thread runs: outstanding >= 2. */
+    bool all = true;
+    for (unsigned w = 0; w < l->workers && all; w++)
+        all = l->outstanding[w] >= 2;
+    counter_inc(&metrics_counts.samples);
+    if (all)
+        counter_inc(&metrics_counts.samples_queued);
+}
+
+static void fill(struct loop *l, struct metrics_data *d)
+{
+    struct stats *s = me.stats;
+    struct stats_snapshot *snap = &me.snap;
+    stats_snapshot_now(s, snap);
+    unsigned n = s->nthreads < STATS_MAX_THREADS ? s->nthreads : STATS_MAX_THREADS;
+    d->t = snap->t;
+    d->started = me.started;
+    d->pid = getpid();
+    d->worker = s->worker_index;
+    d->nthreads = n;
+    d->pool_threads = n ? n - 1 : 0;
+    d->has_handoff = s->handoff != NULL;
+    memcpy(d->loop, snap->loop, sizeof d->loop);
+    memcpy(d->hloop, snap->hloop, sizeof d->hloop);
+    if (s->handoff)
+        d->hloop_gauge[0] = counter_get(&s->handoff->loop.loop_spin_budget_ns);
+    for (unsigned k = 0; k < METRICS_CLASSES; k++)
+        d->status[k] = counter_get(&metrics_counts.status[k]);
+    for (unsigned k = 0; k <= METRICS_BUCKETS; k++)
+        d->latency[k] = counter_get(&metrics_counts.latency[k]);
+    d->latency_ns = counter_get(&metrics_counts.latency_ns);
+    d->bytes_in = counter_get(&metrics_counts.bytes_in);
+    d->bytes_out = counter_get(&metrics_counts.bytes_out);
+    d->samples = counter_get(&metrics_counts.samples);
+    d->samples_queued = counter_get(&metrics_counts.samples_queued);
+    d->conns_open = l->nconns;
+    for (unsigned i = 0; i < n; i++) {
+        struct metrics_thread *t = &d->threads[i];
+        const struct stats_thread_ref *r = &s->threads[i];
+        memset(t, 0, sizeof *t);
+        snprintf(t->name, sizeof t->name, "%s", r->name ? r->name : "");
+        snprintf(t->role, sizeof t->role, "%s", r->role ? r->role : "");
+        t->tid = r->tid;
+        t->cpu_s = snap->cpu[i];
+        if (i == 0) {
+            t->requests = snap->loop[LOOP_C_requests];
+            continue;
+        }
+        memcpy(t->pool, snap->pool[i - 1], sizeof t->pool);
+        t->requests = snap->pool[i - 1][POOL_C_requests];
+        t->queue = i - 1 < l->workers ? l->outstanding[i - 1] : 0;
+        if (s->handoff && i - 1 < s->handoff->workers) {
+            memcpy(t->hworker, snap->hworker[i - 1], sizeof t->hworker);
+            t->hworker_gauge[0] = counter_get(&s->handoff->worker[i - 1].spin_budget_ns);
+        }
+    }
+}
+
+void metrics_tick(struct loop *l)
+{
+    l->mx_next_ms = l->now_ms + METRICS_TICK_MS;
+    sample_queues(l);
+    if (!me.publishing || !me.stats)
+        return;
+    fill(l, &me.data);
+    publish(me.slot, &me.data);
+}
+
+/* ---- --stats: the verdict over the table's window ---- */
+
+bool metrics_proc_stat(uint64_t *busy, uint64_t *total)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f)
+        return false;
+    unsigned long long v[10] = {0};
+    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                     &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+    fclose(f);
+    if (got < 4)
+        return false;
+    /* user nice system idle iowait irq softirq steal (guest time is
+     * already in user): idle is idle + iowait. */
+    uint64_t t = 0;
+    for (int k = 0; k < 8 && k < got; k++)
+        t += v[k];
+    *total = t;
+    *busy = t - v[3] - (got > 4 ? v[4] : 0);
+    return true;
+}
+
+bool metrics_run_delay(int pid, int tid, uint64_t *ns)
+{
+    char path[64], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    unsigned long long run, wait;
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
+        return false;
+    *ns = wait;
+    return true;
+}
+
+/* The pool threads' run delay together (false: unknown). */
+static bool pool_run_delay(uint64_t *ns)
+{
+    struct stats *s = me.stats;
+    *ns = 0;
+    if (!s)
+        return false;
+    for (unsigned i = 1; i < s->nthreads && i < STATS_MAX_THREADS; i++) {
+        uint64_t v;
+        if (!s->threads[i].name || !metrics_run_delay((int)getpid(), (int)s->threads[i].tid, &v))
+            return false;
+        *ns += v;
+    }
+    return true;
+}
+
+void metrics_window_mark(void)
+{
+    me.win_ready_ok = pool_run_delay(&me.win_ready);
+    me.win_samples = counter_get(&metrics_counts.samples);
+    me.win_queued = counter_get(&metrics_counts.samples_queued);
+    me.win_proc = metrics_proc_stat(&me.win_busy, &me.win_total);
+}
+
+void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
+                           unsigned pool_threads)
+{
+    struct verdict_input in = {.window_s = window_s, .pool_threads = pool_threads, .machine_busy = -1};
+    uint64_t ready;
+    if (window_s > 0) {
+        in.loop_util = loop_cpu_s / window_s;
+        in.pool_util = pool_cpu_s / window_s;
+        if (me.win_ready_ok && pool_run_delay(&ready) && ready >= me.win_ready)
+            in.pool_ready = (double)(ready - me.win_ready) / 1e9 / window_s;
+    }
+    uint64_t samples = counter_get(&metrics_counts.samples) - me.win_samples;
+    if (samples)
+        in.queued_frac = (double)(counter_get(&metrics_counts.samples_queued) - me.win_queued) / (double)samples;
+    uint64_t busy, total;
+    if (me.win_proc && metrics_proc_stat(&busy, &total) && total > me.win_total)
+        in.machine_busy = (double)(busy - me.win_busy) / (double)(total - me.win_total);
+    struct verdict v;
+    verdict_decide(&in, &v);
+    fprintf(f, "  verdict: %s (%s); advice: %s\n", v.name, v.why, v.advice);
+}

@@ -1,0 +1,88 @@
+/* metrics.h — --metrics-bind: the instruments while the server runs.
+ *
+ * Data path: each worker's loop thread snapshots its own counters and its
+ * threads' CPU clocks twice a second (a thread's CPU clock can be read only
+ * inside its process) and publishes the snapshot into its slot of a shared
+ * memory region (memfd, MAP_SHARED) made before any worker starts: forked
+ * workers inherit the mapping, exec'd ones the descriptor (lifecycle.c).
+ * One thread of the process that started the server (the supervisor, or the
+ * lone worker, which stays that process when a reload makes it its
+ * successor's supervisor) reads the slots and serves HTTP on a listener of
+ * its own (metrics_http.c). */
+#ifndef CSERVE_METRICS_H
+#define CSERVE_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../../lib/counter.h"
+#include "stats.h"
+
+struct options;
+struct loop;
+
+/* Request latency (the head complete to the last byte written): bucket i
+ * holds requests of at most 2^(i+3) microseconds (8 us .. 8.4 s, log-spaced
+ * so that one cheap bit count places a request), the last one the rest. */
+#define METRICS_BUCKETS 21
+#define METRICS_BUCKET_US(i) ((uint64_t)1 << ((i) + 3))
+/* Status classes: 1xx .. 5xx, then anything else. */
+#define METRICS_CLASSES 6
+
+/* A worker's own counts beyond struct loop_stats; the loop thread is the
+ * only writer (counter.h). */
+struct metrics_counts {
+    counter_t status[METRICS_CLASSES];
+    counter_t latency[METRICS_BUCKETS + 1];
+    counter_t latency_ns;
+    counter_t bytes_in, bytes_out;   /* conn_io.c */
+    counter_t samples;               /* queue-depth samples taken (metrics_tick) */
+    counter_t samples_queued;        /* ... in which every pool thread had a request waiting */
+};
+extern struct metrics_counts metrics_counts;
+
+/* finish_one (conn_request.c), when metrics are on (l->mx). */
+static inline void metrics_count_response(struct metrics_counts *m, int status, uint64_t head_ns,
+                                          uint64_t end_ns)
+{
+    unsigned cls = status >= 100 && status < 600 ? (unsigned)(status / 100) - 1 : METRICS_CLASSES - 1;
+    counter_inc(&m->status[cls]);
+    if (!head_ns || end_ns < head_ns)
+        return;
+    uint64_t ns = end_ns - head_ns, us = (ns + 999) / 1000;
+    unsigned b = us <= METRICS_BUCKET_US(0) ? 0 : (unsigned)(64 - __builtin_clzll(us - 1)) - 3;
+    counter_inc(&m->latency[b < METRICS_BUCKETS ? b : METRICS_BUCKETS]);
+    counter_add(&m->latency_ns, ns);
+}
+
+/* main: before any worker starts. Makes the shared region (slots: workers),
+ * binds --metrics-bind and starts the thread that serves it. Prints the
+ * error and returns -1 when it cannot. */
+int metrics_start(const struct options *opt, unsigned slots);
+/* main, at the end: stop the thread, close the listener. */
+void metrics_stop(void);
+/* The region's descriptor for an exec'd worker (-1: metrics off). */
+int metrics_shm_fd(void);
+/* An exec'd worker: map the region its parent passed (lifecycle.c). */
+void metrics_shm_adopt(int fd);
+
+/* worker_run, after loop_init: this worker publishes into its slot. */
+void metrics_attach(struct loop *l, struct stats *s);
+/* The loop, twice a second: sample the queues, publish a snapshot. */
+void metrics_tick(struct loop *l);
+#define METRICS_TICK_MS 500
+
+/* --stats: the window starts (stats_window_start) / the table's verdict
+ * line, from the window's figures. */
+void metrics_window_mark(void);
+void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
+                           unsigned pool_threads);
+
+/* A thread's time runnable but not running (ns): the second figure of
+ * /proc/PID/task/TID/schedstat, readable from another process. */
+bool metrics_run_delay(int pid, int tid, uint64_t *ns);
+/* /proc/stat's "cpu" line: all CPUs' busy and total jiffies. */
+bool metrics_proc_stat(uint64_t *busy, uint64_t *total);
+
+#endif

@@ -1,0 +1,573 @@
+/* options.c — parse and validate the command line (gunicorn/Granian naming). */
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../../handoffs/handoff.h"
+
+#ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
+#define CSERVE_ALLOC "?"
+#endif
+#ifndef CSERVE_PYTHON_LINK /* ... and whether libpython is static or shared */
+#define CSERVE_PYTHON_LINK "?"
+#endif
+#include "../conn/access_log.h"
+#include "../python/interp.h"
+#include "log.h"
+
+enum {
+    OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
+    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_LOOP_DOZE, OPT_QUEUE, OPT_INLINE, OPT_APP,
+    OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
+    OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
+    OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
+    OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
+    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
+    OPT_RELOAD, OPT_METRICS_BIND,
+};
+
+static const struct option long_options[] = {
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"chdir", required_argument, NULL, OPT_CHDIR},
+    {"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+    {"user", required_argument, NULL, OPT_USER},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"virtualenv", required_argument, NULL, OPT_VIRTUALENV},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"blocking-threads", required_argument, NULL, OPT_THREADS},
+    {"handoff", required_argument, NULL, OPT_HANDOFF},
+    {"spin", required_argument, NULL, OPT_SPIN},
+    {"loop-spin", required_argument, NULL, OPT_LOOP_SPIN},
+    {"loop-doze", required_argument, NULL, OPT_LOOP_DOZE},
+    {"queue-size", required_argument, NULL, OPT_QUEUE},
+    {"inline", no_argument, NULL, OPT_INLINE},
+    {"app", required_argument, NULL, OPT_APP},
+    {"backlog", required_argument, NULL, OPT_BACKLOG},
+    {"max-header-size", required_argument, NULL, OPT_MAX_HEADER},
+    {"max-body-size", required_argument, NULL, OPT_MAX_BODY},
+    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE_TIMEOUT},
+    {"io-timeout", required_argument, NULL, OPT_IO_TIMEOUT},
+    {"graceful-timeout", required_argument, NULL, OPT_GRACEFUL_TIMEOUT},
+    {"access-log", optional_argument, NULL, OPT_ACCESS_LOG},
+    {"access-log-format", required_argument, NULL, OPT_ACCESS_LOG_FORMAT},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"stats", no_argument, NULL, OPT_STATS},
+    {"stats-json", required_argument, NULL, OPT_STATS_JSON},
+    {"stats-window", required_argument, NULL, OPT_STATS_WINDOW},
+    {"metrics-bind", required_argument, NULL, OPT_METRICS_BIND},
+    {"max-requests", required_argument, NULL, OPT_MAX_REQUESTS},
+    {"max-requests-jitter", required_argument, NULL, OPT_MAX_REQUESTS_JITTER},
+    {"workers-lifetime", required_argument, NULL, OPT_WORKERS_LIFETIME},
+    {"workers-max-rss", required_argument, NULL, OPT_WORKERS_MAX_RSS},
+    {"pid-file", required_argument, NULL, OPT_PID_FILE},
+    {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+    {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
+    {"root-path", required_argument, NULL, OPT_ROOT_PATH},
+    {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
+    {"reload", no_argument, NULL, OPT_RELOAD},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"usage: cserve [options] [MODULE:CALLABLE | path/to/file.py:CALLABLE]\n"
+"\n"
+"An instrumented WSGI server: one epoll loop thread does all socket I/O and\n"
+"HTTP/1.1 parsing, Python runs on pool threads, and a pluggable handoff sits\n"
+"between them. MODULE is imported from the current directory (see --chdir) or\n"
+"sys.path; a file.py is imported from its own folder. Without an app it serves\n"
+"apps/hello.py:application.\n"
+"\n"
+"Where and what:\n"
+"  -b, --bind ADDR            HOST:PORT or unix:PATH (default 127.0.0.1:8000)\n"
+"      --chdir DIR            chdir to DIR and put it first on sys.path before importing\n"
+"      --socket-mode MODE     octal permissions of a unix: socket, e.g. 660 so a proxy in\n"
+"                             the socket's group can connect (default: from the umask).\n"
+"                             A unix: bind refuses a path holding a non-socket or a live\n"
+"                             socket, replaces a stale one and removes its own at exit\n"
+"      --user USER            after binding, serve as USER (name or uid; needs root):\n"
+"                             bind port 80 as root, import and run the app as USER\n"
+"      --group GROUP          ... and as GROUP (default: USER's primary group; required\n"
+"                             when USER is a uid with no passwd entry)\n"
+"      --virtualenv DIR       use the virtualenv DIR: its sys.prefix and site-packages, as\n"
+"                             DIR/bin/python sees them (default: $VIRTUAL_ENV, else the\n"
+"                             virtualenv cserve is installed in). It must be made by the\n"
+"                             Python cserve embeds (see --version)\n"
+"\n"
+"      --forwarded-allow-ips LIST  peers whose Forwarded / X-Forwarded-{Proto,For,Host}\n"
+"                             set wsgi.url_scheme, REMOTE_ADDR and the host: IPs and CIDR\n"
+"                             networks, 'unix' (unix: socket peers), '*' (any; default\n"
+"                             127.0.0.1,::1,unix); from other peers they change nothing\n"
+"      --root-path PREFIX     the app is mounted at PREFIX: SCRIPT_NAME, and stripped from\n"
+"                             PATH_INFO when a path starts with it (e.g. /api)\n"
+"\n"
+"A listening socket passed by systemd (LISTEN_FDS, LISTEN_PID; socket activation)\n"
+"is used instead of --bind.\n"
+"      --app native-hello     serve the hello bytes from C, no Python: the loop's ceiling\n"
+"      --inline               run the app on the loop thread: no pool, no handoff\n"
+"\n"
+"Threads and processes:\n"
+"  -w, --workers N            worker processes, each with its own SO_REUSEPORT listener,\n"
+"                             loop and pool; N > 1 adds a supervisor (default 1)\n"
+"      --blocking-threads N   Python pool threads per worker (default 1)\n"
+"      --handoff NAME         how requests cross from the loop to the pool (default ring):\n");
+    for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
+        fprintf(out, "                               %-8s %s\n", (*b)->name, (*b)->summary);
+    fprintf(out,
+"      --spin N | Nus         ring: spin budget before a pool thread parks, in pause\n"
+"                             iterations or microseconds; 0 parks at once (default:\n"
+"                             adaptive, learnt from the waits each thread sees)\n"
+"      --loop-spin US         ring: microseconds the loop polls for completions before it\n"
+"                             sleeps while requests are at the app; 0 never (default:\n"
+"                             adaptive; it spins only where a core is spare)\n"
+"      --loop-doze US         ring: the longest the loop waits on a timer for the next\n"
+"                             completion of a pool thread that has a queue, instead of\n"
+"                             being woken by it (which costs the pool a syscall); 0 never\n"
+"                             (default 50; a doze is a quarter of the pool's pace, or a\n"
+"                             16th of the work queued ahead of a pool that is fast)\n"
+"      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
+"\n"
+"Limits (what a client gets when it hits one, in brackets):\n"
+"      --backlog N            listen(2) backlog (default 1024)\n"
+"      --max-header-size B    request line + header fields, bytes (default 16384) [431/414]\n"
+"      --max-body-size B      request body, bytes (default 1073741824; with --inline\n"
+"                             1048576: it reads the whole body before the app) [413]\n"
+"      --header-timeout S     seconds to deliver a complete request head (default 10) [closed]\n"
+"      --keepalive-timeout S  seconds an idle keep-alive connection is kept (default 5) [closed]\n"
+"      --io-timeout S         seconds an upload, a response write or the app may stall (default 60) [closed]\n"
+"      --graceful-timeout S   seconds to finish in-flight requests on SIGTERM/SIGINT (default 30)\n"
+"\n"
+"Reload and recycling (a new worker serves before the old one stops accepting;\n"
+"with one worker, the process then supervises its successor):\n"
+"  SIGHUP                     start new workers that import the app afresh; a new\n"
+"                             worker that fails to start leaves the old ones serving\n"
+"      --max-requests N       replace a worker after it served N requests (default 0: never)\n"
+"      --max-requests-jitter J  ... after N plus a random 0..J, so workers differ (default 0)\n"
+"      --workers-lifetime S   replace a worker S seconds after it started (default: never)\n"
+"      --workers-max-rss MB   replace a worker whose resident memory passes MB (default: never)\n"
+"      --app-timeout S        a pool thread in the app on one request for S seconds: log\n"
+"                             every thread's Python stack, close the connections waiting\n"
+"                             on it, replace the worker (default: off; not with --inline)\n"
+"      --reload               for development: a .py file changed in the app's folders\n"
+"                             reloads the worker, as SIGHUP does (one worker only)\n"
+"      --pid-file FILE        write the server's pid to FILE (removed at exit)\n"
+"      --check-config         print the effective configuration, import the app, exit\n"
+"\n"
+"Logs and instruments:\n"
+"      --access-log[=FILE]    one line per request (stderr without FILE), opened before\n"
+"                             --user drops root; SIGWINCH reopens it (logrotate)\n"
+"      --access-log-format F  combined (the default: Apache's, then the microseconds from\n"
+"                             the head to the last byte written), common or json; the\n"
+"                             client is the one a trusted proxy names (--forwarded-allow-ips)\n"
+"      --log-level LEVEL      debug, info, warning or error (default info)\n"
+"      --stats                per-thread table on stderr at exit and on SIGUSR1\n"
+"      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
+"      --stats-window S       start the measurement window S seconds after start-up;\n"
+"                             SIGUSR2 starts a new window at any time\n"
+"      --metrics-bind ADDR    serve /metrics (Prometheus), /stats.json and a live dashboard\n"
+"                             (/) on ADDR: HOST:PORT on loopback or unix:PATH (default: off)\n"
+"\n"
+"  -V, --version              print the version and exit\n"
+"  -h, --help                 print this help and exit\n"
+"\n"
+"Every long option may also be set as CSERVE_<NAME>, its name in capitals with\n"
+"'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
+"option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
+"stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
+"option on the command line wins over its variable.\n");
+}
+
+/* The variable being parsed, named in error messages (empty: the command line). */
+static char env_source[64];
+
+static void say_source(void)
+{
+    if (env_source[0])
+        fprintf(stderr, " (from the environment: %s)", env_source);
+}
+
+static void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
+static void die_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "cserve: error: ");
+    fprintf(stderr, fmt, arg);
+    say_source();
+    fprintf(stderr, " (see cserve --help)\n");
+    exit(2);
+}
+
+static unsigned long parse_count(const char *opt, const char *s, unsigned long lo, unsigned long hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "cserve: error: %s needs a whole number from %lu to %lu, not '%s'",
+                opt, lo, hi, s);
+        say_source();
+        fputc('\n', stderr);
+        exit(2);
+    }
+    return v;
+}
+
+static unsigned parse_seconds_ms(const char *opt, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    /* Kept in milliseconds in an unsigned: at most about 49 days. */
+    const double max_s = (double)UINT_MAX / 1000.0;
+    if (errno || end == s || *end || !(v > 0) || v > max_s) {
+        fprintf(stderr, "cserve: error: %s needs a positive number of seconds up to %.0f, not '%s'", opt,
+                floor(max_s), s);
+        say_source();
+        fputc('\n', stderr);
+        exit(2);
+    }
+    return (unsigned)ceil(v * 1000.0);
+}
+
+static void parse_bind(struct options *o, const char *s)
+{
+    if (strncmp(s, "unix:", 5) == 0) {
+        if (!s[5] || strlen(s + 5) >= 108)
+            die_usage("--bind unix:PATH needs a path shorter than 108 bytes: '%s'", s);
+        o->bind_unix = s + 5;
+        return;
+    }
+    const char *colon = strrchr(s, ':');
+    if (!colon)
+        die_usage("--bind needs HOST:PORT or unix:PATH, not '%s'", s);
+    size_t hlen = (size_t)(colon - s);
+    const char *host = s;
+    if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') { /* [::1]:8000 */
+        host++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof o->bind_host)
+        die_usage("--bind host is too long: '%s'", s);
+    memcpy(o->bind_host, host, hlen);
+    o->bind_host[hlen] = '\0';
+    if (hlen == 0)
+        strcpy(o->bind_host, "0.0.0.0");
+    o->bind_port = (int)parse_count("--bind port", colon + 1, 0, 65535);
+}
+
+static void parse_spin(struct options *o, const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || v < 0 || v > 1000000000L)
+        die_usage("--spin needs N (iterations) or Nus (microseconds), not '%s'", s);
+    if (*end == '\0') {
+        o->spin_iters = v;
+        o->spin_ns = 0;
+    } else if (strcmp(end, "us") == 0) {
+        o->spin_ns = v * 1000;
+        o->spin_iters = v == 0 ? 0 : -1;
+    } else {
+        die_usage("--spin needs N (iterations) or Nus (microseconds), not '%s'", s);
+    }
+}
+
+static bool app_from_env; /* a positional app on the command line replaces CSERVE_APP */
+static bool body_size_set; /* --max-body-size given: --inline keeps it */
+
+/* One getopt pass over argv (the command line, or one variable made into
+ * "--name=value"); returns the index of the first operand. */
+static int parse_args(struct options *o, int argc, char **argv)
+{
+    optind = 0; /* glibc: start afresh (a second pass) */
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":b:w:hV", long_options, NULL)) != -1) {
+        switch (c) {
+        case OPT_BIND: parse_bind(o, optarg); break;
+        case OPT_CHDIR: o->chdir_dir = optarg; break;
+        case OPT_SOCKET_MODE: {
+            char *end;
+            errno = 0;
+            long m = strtol(optarg, &end, 8);
+            if (errno || end == optarg || *end || m < 0 || m > 0777)
+                die_usage("--socket-mode needs octal permissions from 0 to 777 (e.g. 660), not '%s'", optarg);
+            o->socket_mode = (int)m;
+            break;
+        }
+        case OPT_USER: o->user = optarg; break;
+        case OPT_GROUP: o->group = optarg; break;
+        case OPT_VIRTUALENV: o->virtualenv = optarg; break;
+        case OPT_WORKERS: o->workers = (unsigned)parse_count("--workers", optarg, 1, 256); break;
+        case OPT_THREADS:
+            o->blocking_threads = (unsigned)parse_count("--blocking-threads", optarg, 1, 256);
+            break;
+        case OPT_HANDOFF:
+            o->handoff = handoff_find(optarg);
+            if (!o->handoff)
+                die_usage("unknown --handoff '%s' (ring, dgram, condvar or eventfd)", optarg);
+            break;
+        case OPT_SPIN: parse_spin(o, optarg); break;
+        case OPT_LOOP_SPIN:
+            o->loop_spin_ns = (long)parse_count("--loop-spin", optarg, 0, 1000000) * 1000;
+            break;
+        case OPT_LOOP_DOZE: {
+            long us = (long)parse_count("--loop-doze", optarg, 0, 1000000);
+            o->loop_doze_ns = us ? us * 1000 : -1;
+            break;
+        }
+        case OPT_QUEUE: {
+            unsigned long q = parse_count("--queue-size", optarg, 2, 1u << 20);
+            if (q & (q - 1))
+                die_usage("--queue-size must be a power of two, not '%s'", optarg);
+            o->queue_capacity = (unsigned)q;
+            break;
+        }
+        case OPT_INLINE: o->inline_app = true; break;
+        case OPT_APP:
+            if (strcmp(optarg, "native-hello") == 0) {
+                o->native_hello = true;
+                o->app_spec = NULL;
+            } else if (strchr(optarg, ':')) {
+                o->app_spec = optarg;
+                o->native_hello = false;
+            } else
+                die_usage("--app needs native-hello or MODULE:CALLABLE, not '%s'", optarg);
+            break;
+        case OPT_BACKLOG: o->backlog = (int)parse_count("--backlog", optarg, 1, INT_MAX); break;
+        case OPT_MAX_HEADER:
+            o->max_header_size = parse_count("--max-header-size", optarg, 256, 1u << 24);
+            break;
+        case OPT_MAX_BODY:
+            o->max_body_size = parse_count("--max-body-size", optarg, 0, ULONG_MAX);
+            body_size_set = true;
+            break;
+        case OPT_HEADER_TIMEOUT: o->header_timeout_ms = parse_seconds_ms("--header-timeout", optarg); break;
+        case OPT_KEEPALIVE_TIMEOUT:
+            o->keepalive_timeout_ms = parse_seconds_ms("--keepalive-timeout", optarg);
+            break;
+        case OPT_IO_TIMEOUT: o->io_timeout_ms = parse_seconds_ms("--io-timeout", optarg); break;
+        case OPT_GRACEFUL_TIMEOUT:
+            o->graceful_timeout_ms = parse_seconds_ms("--graceful-timeout", optarg);
+            break;
+        case OPT_ACCESS_LOG_FORMAT: {
+            int f = access_log_format_parse(optarg);
+            if (f < 0)
+                die_usage("--access-log-format needs combined, common or json, not '%s'", optarg);
+            o->access_log_format = f;
+            break;
+        }
+        case OPT_ACCESS_LOG:
+            o->access_log = true;
+            o->access_log_file = optarg;
+            break;
+        case OPT_LOG_LEVEL:
+            if (log_set_level(optarg) != 0)
+                die_usage("--log-level needs debug, info, warning or error, not '%s'", optarg);
+            break;
+        case OPT_STATS: o->stats = true; break;
+        case OPT_STATS_JSON: o->stats_json = optarg; break;
+        case OPT_METRICS_BIND: o->metrics_bind = optarg; break;
+        case OPT_MAX_REQUESTS:
+            o->max_requests = parse_count("--max-requests", optarg, 0, 1ul << 40);
+            break;
+        case OPT_MAX_REQUESTS_JITTER:
+            o->max_requests_jitter = parse_count("--max-requests-jitter", optarg, 0, 1ul << 40);
+            break;
+        case OPT_WORKERS_LIFETIME:
+            o->workers_lifetime_ms = parse_seconds_ms("--workers-lifetime", optarg);
+            break;
+        case OPT_WORKERS_MAX_RSS:
+            o->workers_max_rss_mb = (unsigned)parse_count("--workers-max-rss", optarg, 0, 1u << 24);
+            break;
+        case OPT_PID_FILE: o->pid_file = optarg; break;
+        case OPT_RELOAD: o->reload = true; break;
+        case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
+        case OPT_CHECK_CONFIG: o->check_config = true; break;
+        case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
+        case OPT_ROOT_PATH:
+            if (optarg[0] != '/' || strpbrk(optarg, "?#%"))
+                die_usage("--root-path needs a path starting with '/', without ?, # or %%: '%s'", optarg);
+            o->root_path = optarg;
+            break;
+        case OPT_STATS_WINDOW: o->stats_window_s = parse_seconds_ms("--stats-window", optarg) / 1000.0; break;
+        case OPT_VERSION:
+            interp_select(o); /* the virtualenv this start would use, checked */
+            printf("cserve " CSERVE_VERSION " (%s, libpython %s; malloc: %s)\n", interp_describe(),
+                   CSERVE_PYTHON_LINK, CSERVE_ALLOC);
+            exit(0);
+        case OPT_HELP: usage(stdout); exit(0);
+        case ':': die_usage("option '%s' needs a value", argv[optind - 1]);
+        default: die_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    return optind;
+}
+
+/* 1 for 1/true/yes/on, 0 for ""/0/false/no/off, -1 for anything else. */
+static int env_flag_word(const char *v)
+{
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+        return 1;
+    if (!*v || !strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+        return 0;
+    return -1;
+}
+
+static bool env_flag(const char *name, const char *v)
+{
+    int w = env_flag_word(v);
+    if (w >= 0)
+        return w == 1;
+    snprintf(env_source, sizeof env_source, "%s", name);
+    die_usage("a flag option's variable takes 1/true/yes/on or 0/false/no/off, not '%s'", v);
+}
+
+/* The "--name=value" strings made from variables: the options point into
+ * them (optarg) for the process's life, so they are kept here. */
+static char *volatile env_args[64]; /* volatile: never read, yet kept */
+
+/* CSERVE_<NAME> for every long option but --help and --version. */
+static void parse_env(struct options *o, const char *argv0)
+{
+    size_t kept = 0;
+    for (const struct option *lo = long_options; lo->name; lo++) {
+        if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
+            continue;
+        char name[64] = "CSERVE_";
+        size_t k = strlen(name);
+        for (const char *p = lo->name; *p && k + 1 < sizeof name; p++)
+            name[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        name[k] = '\0';
+        const char *v = getenv(name);
+        if (!v)
+            continue;
+        /* getopt keeps pointers into argv (optarg): the string must live on. */
+        char *arg = NULL;
+        if (lo->has_arg == no_argument) {
+            if (!env_flag(name, v))
+                continue;
+            arg = strdup(lo->name);
+        } else if (lo->has_arg == optional_argument && (!*v || env_flag_word(v) >= 0)) {
+            /* CSERVE_ACCESS_LOG=1 is the flag alone (stderr), =0 leaves it
+             * off; any other value is the option's argument (a file). */
+            if (env_flag_word(v) == 0)
+                continue;
+            arg = strdup(lo->name);
+        } else if (asprintf(&arg, "%s=%s", lo->name, v) < 0) {
+            arg = NULL;
+        }
+        char *dashed = NULL;
+        if (!arg || asprintf(&dashed, "--%s", arg) < 0)
+            exit(1);
+        free(arg);
+        if (kept < sizeof env_args / sizeof *env_args)
+            env_args[kept++] = dashed;
+        char *args[3] = {(char *)argv0, dashed, NULL};
+        snprintf(env_source, sizeof env_source, "%s", name);
+        if (parse_args(o, 2, args) < 2)
+            die_usage("'%s' is not a value this option takes", v);
+        if (lo->val == OPT_APP)
+            app_from_env = true;
+    }
+    env_source[0] = '\0';
+}
+
+void options_parse(struct options *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    strcpy(o->bind_host, "127.0.0.1");
+    o->bind_port = 8000;
+    o->workers = 1;
+    o->blocking_threads = 1;
+    o->handoff = handoff_backends[0];
+    o->spin_iters = -1;
+    o->loop_spin_ns = -1; /* adaptive (the ring's before_sleep); --loop-spin overrides */
+    o->queue_capacity = 1024;
+    o->backlog = 1024;
+    o->max_header_size = 16384;
+    o->max_body_size = 1073741824ULL;
+    o->header_timeout_ms = 10000;
+    o->keepalive_timeout_ms = 5000;
+    o->io_timeout_ms = 60000;
+    o->graceful_timeout_ms = 30000;
+    o->socket_mode = -1;
+    o->forwarded_allow_ips = "127.0.0.1,::1,unix";
+
+    parse_env(o, argv[0]);
+    int first = parse_args(o, argc, argv);
+    if (first < argc) {
+        if (first + 1 < argc)
+            die_usage("one app only, but got '%s' too", argv[first + 1]);
+        if ((o->app_spec || o->native_hello) && !app_from_env)
+            die_usage("the app is given twice: '%s'", argv[first]);
+        if (!strchr(argv[first], ':'))
+            die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[first]);
+        o->app_spec = argv[first];
+        o->native_hello = false;
+    }
+    if (o->socket_mode >= 0 && !o->bind_unix)
+        die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
+    if (o->native_hello && o->inline_app)
+        die_usage("%s", "--app native-hello and --inline exclude each other");
+    /* --inline holds a request's whole body in memory before the app runs
+     * (the app runs on the loop thread and cannot wait for it), so its
+     * default bounds that memory per connection; a larger limit is asked
+     * for by name. */
+    if (o->inline_app && !body_size_set)
+        o->max_body_size = INLINE_MAX_BODY_DEFAULT;
+    if (o->reload && (o->workers > 1 || o->native_hello))
+        die_usage("%s", "--reload is for one worker serving a Python app (not --workers > 1, native-hello)");
+    if (o->app_timeout_ms && (o->inline_app || o->native_hello))
+        die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
+}
+
+static const char *or_none(const char *s) { return s ? s : "-"; }
+
+void options_print(const struct options *o, FILE *out)
+{
+    if (o->bind_unix)
+        fprintf(out, "bind: unix:%s\n", o->bind_unix);
+    else
+        fprintf(out, "bind: %s:%d\n", o->bind_host, o->bind_port);
+    fprintf(out, "app: %s\n", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
+    if (o->socket_mode >= 0)
+        fprintf(out, "socket-mode: %03o\n", (unsigned)o->socket_mode);
+    else
+        fprintf(out, "socket-mode: -\n");
+    fprintf(out, "chdir: %s\nuser: %s\ngroup: %s\nvirtualenv: %s\n", or_none(o->chdir_dir), or_none(o->user),
+            or_none(o->group), or_none(o->virtualenv));
+    fprintf(out, "inline: %s\nworkers: %u\nblocking-threads: %u\nhandoff: %s\n", o->inline_app ? "yes" : "no",
+            o->workers, o->blocking_threads, o->handoff->name);
+    fprintf(out, "spin: %ld iterations, %ld ns\nloop-spin: %ld ns\nloop-doze: %ld ns\nqueue-size: %u\n",
+            o->spin_iters, o->spin_ns, o->loop_spin_ns, o->loop_doze_ns, o->queue_capacity);
+    fprintf(out, "backlog: %d\nmax-header-size: %zu\nmax-body-size: %llu\n", o->backlog, o->max_header_size,
+            (unsigned long long)o->max_body_size);
+    fprintf(out, "header-timeout: %.3f\nkeepalive-timeout: %.3f\nio-timeout: %.3f\ngraceful-timeout: %.3f\n",
+            o->header_timeout_ms / 1e3, o->keepalive_timeout_ms / 1e3, o->io_timeout_ms / 1e3,
+            o->graceful_timeout_ms / 1e3);
+    static const char *const formats[] = {"combined", "common", "json"};
+    fprintf(out, "access-log-format: %s\n", formats[o->access_log_format]);
+    fprintf(out, "access-log: %s\nlog-level: %s\nstats: %s\nstats-json: %s\nstats-window: %g\n",
+            o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off", log_level_name(),
+            o->stats ? "yes" : "no", or_none(o->stats_json), o->stats_window_s);
+    fprintf(out, "max-requests: %lu\nmax-requests-jitter: %lu\nworkers-lifetime: %.3f\nworkers-max-rss: %u\n"
+                 "app-timeout: %.3f\npid-file: %s\n",
+            o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
+            o->app_timeout_ms / 1e3, or_none(o->pid_file));
+    fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
+    fprintf(out, "metrics-bind: %s\n", or_none(o->metrics_bind));
+    fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
+}

@@ -1,0 +1,141 @@
+/* stats.h — per-thread instruments: counters with one writer each, CPU time
+ * read from each thread's own CPU clock at report time (nothing timed per
+ * request), reported per measurement window as a table or JSON. */
+#ifndef CSERVE_STATS_H
+#define CSERVE_STATS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "../../lib/counter.h"
+
+#ifndef CSERVE_INSTRUMENTS
+#define CSERVE_INSTRUMENTS 1
+#endif
+
+/* Instruments that cost more than nothing on the hot path go through STAT();
+ * `make INSTRUMENTS=0` compiles them out. Request counts stay: they are the
+ * denominator of every per-request figure. */
+#if CSERVE_INSTRUMENTS
+#define STAT(stmt) do { stmt; } while (0)
+#else
+#define STAT(stmt) do { if (0) { stmt; } } while (0) /* type-checked, never run */
+#endif
+
+/* Each counter list is written once, as an X-macro: the struct, the report's
+ * field table (stats.c) and the snapshot arrays below are all made from it,
+ * so none of them can be longer than another. */
+#define LOOP_STATS_COUNTERS(X)                                      \
+    X(requests)     /* responses finished */                       \
+    X(passes)       /* loop iterations */                          \
+    X(epoll_waits)  /* epoll_wait calls */                         \
+    X(events)       /* events returned by epoll_wait */            \
+    X(wait_ns)      /* time inside epoll_wait */                   \
+    X(pass_ns)      /* time outside it */                          \
+    X(accepts)                                                     \
+    X(reads)        /* recv calls on client sockets */             \
+    X(read_eagain)                                                 \
+    X(writes)       /* send/writev/sendfile calls */               \
+    X(closes)
+
+#define POOL_STATS_COUNTERS(X)                                      \
+    X(requests)     /* app calls finished */                       \
+    X(gil_releases) /* times the thread dropped the GIL to wait */ \
+    X(messages)     /* intermediate messages posted (flush, need-body) */
+
+/* The handoff's counters (struct handoff_loop_counters and
+ * handoff_worker_counters in handoffs/handoff.h) that the reports show;
+ * stats.c checks at compile time that each names a field there. */
+#define HANDOFF_LOOP_COUNTERS(X)                                    \
+    X(submitted) X(full) X(submit_syscalls) X(wakes_sent) X(drained) \
+    X(drain_syscalls) X(eagain) X(sleep_syscalls) X(loop_parks)     \
+    X(loop_spins) X(loop_spin_hits) X(loop_dozes)
+#define HANDOFF_WORKER_COUNTERS(X)                                  \
+    X(taken) X(take_syscalls) X(parks) X(spins) X(yields) X(completed) \
+    X(complete_syscalls) X(loop_wakes) X(spin_hits)
+/* Gauges in the same structs: reported as their value when the report is
+ * made, never as a difference over the window. */
+#define HANDOFF_LOOP_GAUGES(X) X(loop_spin_budget_ns)
+#define HANDOFF_WORKER_GAUGES(X) X(spin_budget_ns)
+
+#define STATS_DECLARE_COUNTER(name) counter_t name;
+#define STATS_ENUM_LOOP(name) LOOP_C_##name,
+#define STATS_ENUM_POOL(name) POOL_C_##name,
+#define STATS_ENUM_HLOOP(name) HLOOP_C_##name,
+#define STATS_ENUM_HWORKER(name) HWORKER_C_##name,
+
+struct loop_stats {
+    LOOP_STATS_COUNTERS(STATS_DECLARE_COUNTER)
+} __attribute__((aligned(CACHE_LINE)));
+
+struct pool_stats {
+    POOL_STATS_COUNTERS(STATS_DECLARE_COUNTER)
+    /* --app-timeout: when this thread entered the app on its current
+     * request (clock_coarse_ms), 0 outside it; the loop's watchdog reads it. */
+    _Atomic uint64_t app_since_ms;
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Index of each counter in a snapshot array; the _N value is the count. */
+enum { LOOP_STATS_COUNTERS(STATS_ENUM_LOOP) LOOP_C_N };
+enum { POOL_STATS_COUNTERS(STATS_ENUM_POOL) POOL_C_N };
+enum { HANDOFF_LOOP_COUNTERS(STATS_ENUM_HLOOP) HLOOP_C_N };
+enum { HANDOFF_WORKER_COUNTERS(STATS_ENUM_HWORKER) HWORKER_C_N };
+
+struct handoff;
+
+/* Everything one worker process reports. The loop thread owns it. */
+struct stats_thread_ref {
+    const char *name;
+    const char *role;       /* "loop" or "pool" */
+    pid_t tid;
+    clockid_t cpu_clock;    /* pthread_getcpuclockid of that thread */
+};
+
+#define STATS_MAX_THREADS 260
+
+struct stats_snapshot {
+    double t;               /* CLOCK_MONOTONIC seconds */
+    double cpu[STATS_MAX_THREADS];
+    uint64_t loop[LOOP_C_N];
+    uint64_t pool[STATS_MAX_THREADS][POOL_C_N];
+    uint64_t hloop[HLOOP_C_N];
+    uint64_t hworker[STATS_MAX_THREADS][HWORKER_C_N];
+};
+
+struct stats {
+    unsigned worker_index;
+    unsigned nthreads;                       /* [0] is the loop */
+    struct stats_thread_ref threads[STATS_MAX_THREADS];
+    struct loop_stats *loop;
+    struct pool_stats *pool;                 /* [nthreads - 1] */
+    struct handoff *handoff;                 /* NULL inline/native */
+    struct stats_snapshot base;              /* window start */
+    const char *handoff_name;
+    const char *app_name;
+    bool inline_mode;
+    bool part_file;     /* a worker under a supervisor: write only this worker's object */
+    /* The live verdict's part (metrics.c, set by worker.c: stats.c knows
+     * nothing of it): a new window starts; the table's last line. */
+    void (*on_window_start)(void);
+    void (*print_verdict)(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
+                          unsigned pool_threads);
+};
+
+/* Register the calling thread (the loop: index 0; pool thread i: index i+1). */
+void stats_register_self(struct stats *s, unsigned index, const char *name, const char *role);
+/* Every counter and CPU clock of s now (totals, not a window): metrics.c. */
+void stats_snapshot_now(struct stats *s, struct stats_snapshot *snap);
+/* Start a new measurement window now. */
+void stats_window_start(struct stats *s);
+/* Table on f (the --stats format). */
+void stats_print_table(struct stats *s, FILE *f);
+/* JSON object for this worker on f (one element of "workers"). */
+void stats_print_worker_json(struct stats *s, FILE *f);
+/* s as a JSON string literal on f, quotes included, whatever bytes s holds. */
+void stats_json_string(FILE *f, const char *s);
+/* Whole JSON document with this worker only, atomically replacing path. */
+int stats_write_json(struct stats *s, const char *path);
+
+#endif

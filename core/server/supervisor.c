@@ -1,0 +1,436 @@
+/* supervisor.c — the parent of --workers N processes.
+ *
+ * main opens every worker's listener (SO_REUSEPORT, one per worker slot; one
+ * shared socket for unix: and systemd's) before forking, so a bad --bind
+ * fails before anything runs,
+ * and a worker that dies leaves its listener open: connections queue there
+ * until the respawned worker accepts them, instead of being reset. The app
+ * was imported before the fork, so a respawn costs a fork, not an import.
+ *
+ * A slot's worker is replaced (SIGHUP for all slots, a worker's
+ * WORKER_RECYCLE_SIGNAL for its own) by starting the new one on the same
+ * listener first and stopping the old one only once the new one says it
+ * accepts (WORKER_READY_SIGNAL): each slot always has a worker accepting.
+ * A reload execs cserve (lifecycle.c), so the new worker imports the app
+ * afresh; once a slot has been reloaded, its respawns exec too, since the
+ * app imported here is the old code. A new worker that dies before it is
+ * ready leaves the old one serving. */
+#include <Python.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "../conn/access_log.h"
+#include "lifecycle.h"
+#include "listen.h"
+#include "log.h"
+#include "proctitle.h"
+#include "signals.h"
+#include "options.h"
+#include "stats.h"
+#include "supervisor.h"
+#include "worker.h"
+#include "../python/wsgi.h"
+
+/* Replaced workers of one slot that may drain at once: each reload adds
+ * one; past this the oldest is killed (it has outlived that many reloads). */
+#define MAX_DRAINING 16
+
+struct slot {
+    pid_t pid;             /* the worker serving this slot */
+    pid_t next;            /* its replacement, until it is ready (0: none) */
+    pid_t draining[MAX_DRAINING]; /* replaced workers still finishing their requests */
+    unsigned ndraining;
+    bool exec;             /* start workers by exec: the imported app is stale or absent */
+    bool reloading;        /* next is a reload's (logged as such when it fails) */
+    bool reload_pending;   /* SIGHUP came while next was starting: reload again after it */
+    int listen_fd;
+    double started;
+    unsigned quick_deaths; /* deaths within a second of starting, in a row */
+    bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
+};
+
+static void part_path(char *out, size_t cap, const char *path, unsigned i)
+{
+    snprintf(out, cap, "%s.worker%u", path, i);
+}
+
+static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
+{
+    if (slots[i].exec) {
+        pid_t pid = spawn_exec(slots[i].listen_fd, i);
+        if (pid < 0)
+            log_error("cannot start worker %u: %s", i, strerror(errno));
+        return pid;
+    }
+    bool python = !opt->native_hello;
+    if (python)
+        PyOS_BeforeFork();
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (python)
+            PyOS_AfterFork_Child();
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the supervisor */
+        /* Its own signal pipe and a worker's handlers: the supervisor's
+         * pipe and its SIGCHLD are not the worker's. */
+        if (signals_init() != 0)
+            _exit(1);
+        for (unsigned j = 0; j < opt->workers; j++)
+            if (slots[j].listen_fd != slots[i].listen_fd)
+                close(slots[j].listen_fd);
+        char stats_path[4200];
+        if (opt->stats_json)
+            part_path(stats_path, sizeof stats_path, opt->stats_json, i);
+        exit(worker_run(opt, slots[i].listen_fd, i, opt->stats_json ? stats_path : NULL, true,
+                        app_name, NULL));
+    }
+    if (python)
+        PyOS_AfterFork_Parent();
+    if (pid < 0) {
+        log_error("fork: %s", strerror(errno));
+        return -1;
+    }
+    return pid;
+}
+
+/* Start slot i's worker (at start, or after its worker died). */
+static bool start_slot(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
+{
+    pid_t pid = spawn(opt, slots, i, app_name);
+    if (pid < 0)
+        return false;
+    slots[i].pid = pid;
+    slots[i].started = clock_s();
+    return true;
+}
+
+/* Start a replacement for slot i's worker; it takes over once ready. A
+ * reload asked for while one starts follows it (it may carry newer code). */
+static void replace_slot(const struct options *opt, struct slot *slots, unsigned i, const char *app_name,
+                         bool reload)
+{
+    if (slots[i].next > 0) {
+        if (reload && !slots[i].reload_pending) {
+            log_info("worker %u: a new worker is starting; the reload follows it", i);
+            slots[i].reload_pending = true;
+        }
+        return;
+    }
+    bool was_exec = slots[i].exec;
+    if (reload)
+        slots[i].exec = true;
+    pid_t pid = spawn(opt, slots, i, app_name);
+    slots[i].exec = was_exec;
+    if (pid < 0)
+        return;
+    slots[i].next = pid;
+    slots[i].reloading = reload;
+}
+
+/* Slot i's replacement accepts: it becomes the worker, the old one drains. */
+static void promote(struct slot *s, unsigned i)
+{
+    if (s->reloading)
+        s->exec = true;
+    pid_t old = s->pid;
+    s->pid = s->next;
+    s->next = 0;
+    s->started = clock_s();
+    s->quick_deaths = 0;
+    s->stats_owed = false;
+    if (old <= 0) {
+        log_info("worker %u: pid %d serves", i, (int)s->pid);
+        return;
+    }
+    if (s->ndraining == MAX_DRAINING) {
+        log_warn("worker %u: %d reloads later pid %d still drains; killing it", i, MAX_DRAINING,
+                 (int)s->draining[0]);
+        kill(s->draining[0], SIGKILL);
+        memmove(s->draining, s->draining + 1, (MAX_DRAINING - 1) * sizeof *s->draining);
+        s->ndraining--;
+    }
+    s->draining[s->ndraining++] = old;
+    log_info("worker %u: pid %d serves; pid %d drains", i, (int)s->pid, (int)old);
+    kill(old, WORKER_RETIRE_SIGNAL);
+}
+
+static bool drained(struct slot *s, pid_t pid)
+{
+    for (unsigned k = 0; k < s->ndraining; k++)
+        if (s->draining[k] == pid) {
+            s->draining[k] = s->draining[--s->ndraining];
+            return true;
+        }
+    return false;
+}
+
+static unsigned live_processes(const struct slot *slots, unsigned n)
+{
+    unsigned live = 0;
+    for (unsigned i = 0; i < n; i++)
+        live += (slots[i].pid > 0) + (slots[i].next > 0) + slots[i].ndraining;
+    return live;
+}
+
+static void signal_all(struct slot *slots, unsigned n, int sig)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].pid > 0)
+            kill(slots[i].pid, sig);
+        if (slots[i].next > 0)
+            kill(slots[i].next, sig);
+        for (unsigned k = 0; k < slots[i].ndraining; k++)
+            kill(slots[i].draining[k], sig);
+    }
+}
+
+static void forward(struct slot *slots, unsigned n, int sig)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (slots[i].pid > 0)
+            kill(slots[i].pid, sig);
+}
+
+static void merge_stats(const struct options *opt, const char *app_name)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", opt->stats_json);
+    FILE *out = fopen(tmp, "we");
+    if (!out)
+        return;
+    fprintf(out, "{\"version\": \"%s\", \"handoff\": \"%s\", \"inline\": %s, \"app\": ",
+            CSERVE_VERSION, opt->native_hello ? "none" : opt->inline_app ? "none (inline)" : opt->handoff->name,
+            opt->inline_app ? "true" : "false");
+    stats_json_string(out, app_name); /* a path: it may hold anything but NUL */
+    fprintf(out, ", \"instruments\": %s, \"workers\": [", CSERVE_INSTRUMENTS ? "true" : "false");
+    bool first = true;
+    for (unsigned i = 0; i < opt->workers; i++) {
+        char part[4200];
+        part_path(part, sizeof part, opt->stats_json, i);
+        FILE *in = fopen(part, "re");
+        if (!in)
+            continue;
+        fprintf(out, "%s\n  ", first ? "" : ",");
+        first = false;
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            fwrite(buf, 1, n, out);
+        fclose(in);
+        unlink(part);
+    }
+    fprintf(out, "\n]}\n");
+    if (fclose(out) == 0)
+        rename(tmp, opt->stats_json);
+}
+
+/* SIGUSR1 with --stats-json: the supervisor forwards it, each worker writes
+ * its part (FILE.workerN) and answers with STATS_WRITTEN_SIGNAL (a real-time
+ * signal: those queue, so answers arriving together are not merged into one), and once
+ * every worker asked has answered (or died), the parts are merged into FILE
+ * as at exit. A second request before the answers merely asks again. */
+static void merge_if_answered(const struct options *opt, const char *app_name, struct slot *slots,
+                              unsigned n)
+{
+    bool any_owed = false, asked = false;
+    for (unsigned i = 0; i < n; i++) {
+        any_owed |= slots[i].stats_owed;
+        asked |= slots[i].pid > 0;
+    }
+    if (!any_owed && asked)
+        merge_stats(opt, app_name);
+}
+
+static void stats_asked(struct slot *slots, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        slots[i].stats_owed = slots[i].pid > 0;
+}
+
+static void stats_answered(const struct options *opt, const char *app_name, struct slot *slots,
+                           unsigned n, pid_t from)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (slots[i].pid > 0 && slots[i].pid == from && slots[i].stats_owed) {
+            slots[i].stats_owed = false;
+            merge_if_answered(opt, app_name, slots, n);
+        }
+    }
+}
+
+/* A child exited: which of a slot's processes it was decides what follows. */
+static void reap(const struct options *opt, const char *app_name, struct slot *slots, unsigned n,
+                 pid_t pid, int status, bool stopping)
+{
+    char how[64];
+    snprintf(how, sizeof how, WIFSIGNALED(status) ? "was killed by signal %d" : "exited with %d",
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    for (unsigned i = 0; i < n; i++) {
+        struct slot *s = &slots[i];
+        if (drained(s, pid)) /* a replaced worker finished draining */
+            return;
+        if (s->next == pid) {
+            s->next = 0;
+            if (stopping)
+                return;
+            if (s->pid > 0)
+                log_error("%s: worker %u's new process (pid %d) %s before it served; pid %d keeps serving",
+                          s->reloading ? "reload failed" : "recycling failed", i, (int)pid, how, (int)s->pid);
+            else /* the worker it was to replace died meanwhile: the slot has none */
+                log_error("%s: worker %u's new process (pid %d) %s before it served, and the slot has no "
+                          "worker; starting one", s->reloading ? "reload failed" : "recycling failed", i,
+                          (int)pid, how);
+            if (s->reload_pending) { /* a newer reload may find the app mended */
+                s->reload_pending = false;
+                replace_slot(opt, slots, i, app_name, true);
+            }
+            if (s->pid <= 0 && s->next <= 0) {
+                s->quick_deaths++;
+                if (s->quick_deaths >= 5) /* crash loop: slow down */
+                    usleep(500000);
+                start_slot(opt, slots, i, app_name);
+            }
+            return;
+        }
+        if (s->pid != pid)
+            continue;
+        s->pid = 0;
+        if (s->stats_owed) { /* it will not answer: merge without it */
+            s->stats_owed = false;
+            merge_if_answered(opt, app_name, slots, n);
+        }
+        if (stopping)
+            return;
+        if (s->next > 0) { /* its replacement is starting: it takes the slot */
+            log_warn("worker %u (pid %d) %s; its replacement (pid %d) takes over", i, (int)pid, how,
+                     (int)s->next);
+            return;
+        }
+        log_warn("worker %u (pid %d) %s; respawning", i, (int)pid, how);
+        s->quick_deaths = clock_s() - s->started < 1.0 ? s->quick_deaths + 1 : 0;
+        if (s->quick_deaths >= 5) /* crash loop: slow down */
+            usleep(500000);
+        start_slot(opt, slots, i, app_name);
+        return;
+    }
+}
+
+int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds,
+                   const struct handover *adopted)
+{
+    unsigned n = opt->workers;
+    struct slot *slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return 1;
+    for (unsigned i = 0; i < n; i++)
+        slots[i].listen_fd = listen_fds[i];
+    if (signals_supervise() != 0) {
+        log_error("sigaction: %s", strerror(errno));
+        return 1;
+    }
+    struct pollfd pfd = {.fd = signals_fd(), .events = POLLIN};
+    if (adopted) {
+        /* One worker alone was replaced (main.c): supervise its successor,
+         * and start any later one by exec (the interpreter here is gone). */
+        slots[0].pid = adopted->pid;
+        slots[0].exec = true;
+        slots[0].started = clock_s();
+        log_info("supervisor: worker 0 is pid %d", (int)adopted->pid);
+        if (adopted->stop_signal) /* read from the signal pipe below: stop at once */
+            kill(getpid(), adopted->stop_signal);
+        else if (adopted->reload || adopted->recycle)
+            replace_slot(opt, slots, 0, app_name, adopted->reload);
+    } else {
+        for (unsigned i = 0; i < n; i++)
+            if (!start_slot(opt, slots, i, app_name))
+                return 1;
+    }
+    prctl(PR_SET_NAME, "cserve-super");
+    proctitle_set("cserve: supervisor [%s]", app_name);
+    bool stopping = false;
+    /* An adopted worker may have ended before SIGCHLD had a handler here. */
+    struct server_signal si = {.signo = SIGCHLD};
+    bool have = adopted != NULL;
+    while (live_processes(slots, n) > 0) {
+        if (!have && !signals_next(&si)) {
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        have = false;
+        int sig = si.signo;
+        if (sig == SIGCHLD) {
+            int status;
+            pid_t pid;
+            while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+                reap(opt, app_name, slots, n, pid, status, stopping);
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            if (!stopping) {
+                stopping = true;
+                log_info("supervisor: stopping %u worker(s)", live_processes(slots, n));
+                signal_all(slots, n, sig);
+                /* Nobody accepts on these any more: let new connections be
+                 * refused rather than queue. */
+                for (unsigned i = 0; i < n; i++)
+                    if (i == 0 || slots[i].listen_fd != slots[0].listen_fd)
+                        close(slots[i].listen_fd);
+                /* A worker past its own graceful timeout is stuck: kill it. */
+                alarm((unsigned)(opt->graceful_timeout_ms / 1000 + 5));
+            }
+        } else if (sig == SIGALRM) {
+            log_warn("supervisor: workers did not stop in time; killing them");
+            signal_all(slots, n, SIGKILL);
+        } else if (sig == SIGHUP) {
+            if (!stopping) {
+                log_info("supervisor: SIGHUP: new worker(s) that import the app afresh");
+                for (unsigned i = 0; i < n; i++)
+                    replace_slot(opt, slots, i, app_name, true);
+            }
+        } else if (sig == WORKER_RECYCLE_SIGNAL) {
+            for (unsigned i = 0; i < n && !stopping; i++)
+                if (slots[i].pid == (pid_t)si.pid)
+                    replace_slot(opt, slots, i, app_name, false);
+        } else if (sig == WORKER_READY_SIGNAL) {
+            for (unsigned i = 0; i < n; i++)
+                if (slots[i].next > 0 && slots[i].next == (pid_t)si.pid) {
+                    if (stopping) {
+                        kill(slots[i].next, SIGTERM);
+                        continue;
+                    }
+                    promote(&slots[i], i);
+                    if (slots[i].reload_pending) { /* SIGHUP came while it started */
+                        slots[i].reload_pending = false;
+                        replace_slot(opt, slots, i, app_name, true);
+                    }
+                }
+        } else if (sig == SIGWINCH) {
+            /* Workers it starts from now on inherit its access log. */
+            access_log_reopen();
+            forward(slots, n, sig);
+        } else if (sig == SIGUSR1) {
+            if (opt->stats_json)
+                stats_asked(slots, n);
+            forward(slots, n, SIGUSR1);
+        } else if (sig == STATS_WRITTEN_SIGNAL) {
+            stats_answered(opt, app_name, slots, n, (pid_t)si.pid);
+        } else {
+            forward(slots, n, sig);
+        }
+    }
+    if (opt->stats_json)
+        merge_stats(opt, app_name);
+    if (!opt->native_hello && !adopted)
+        wsgi_finalize(); /* the supervisor kept the imported app for respawns */
+    free(slots);
+    log_info("supervisor: stopped");
+    return 0;
+}

@@ -1,0 +1,158 @@
+/* worker.c — assemble a worker: handoff, pool threads, loop; then take it
+ * apart in the order that lets every thread finish what it holds. */
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
+#include "../http/buffer.h"
+#include "../conn/devreload.h"
+#include "lifecycle.h"
+#include "listen.h"
+#include "log.h"
+#include "../conn/loop.h"
+#include "metrics.h"
+#include "options.h"
+#include "../python/pool.h"
+#include "proctitle.h"
+#include "signals.h"
+#include "stats.h"
+#include "worker.h"
+#include "../python/wsgi.h"
+
+int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
+               bool part, const char *app_name, struct handover *handover)
+{
+    if (handover)
+        *handover = (struct handover){.pid = 0, .listen_fd = -1, .stop_signal = 0};
+    bool python = !opt->native_hello;
+    bool pooled = python && !opt->inline_app;
+    unsigned nthreads = pooled ? opt->blocking_threads : 0;
+
+    struct stats *stats = calloc(1, sizeof *stats);
+    struct loop *loop = calloc_lines(1, sizeof *loop);
+    if (!stats || !loop) {
+        log_error("out of memory");
+        return 1;
+    }
+    stats->worker_index = index;
+    stats->nthreads = 1 + nthreads;
+    stats->pool = calloc_lines(nthreads ? nthreads : 1, sizeof *stats->pool);
+    stats->handoff_name = pooled ? opt->handoff->name : opt->inline_app ? "none (inline)" : "none";
+    stats->app_name = app_name;
+    stats->on_window_start = metrics_window_mark;
+    stats->print_verdict = metrics_print_verdict;
+    stats->inline_mode = opt->inline_app;
+    stats->part_file = part;
+    stats->loop = &loop->lstats;
+    pthread_setname_np(pthread_self(), "cserve-loop");
+    if (part) /* one worker alone keeps the command line it was started with */
+        proctitle_set("cserve: worker %u [%s]", index, app_name);
+    stats_register_self(stats, 0, "cserve-loop", "loop");
+
+    struct handoff *h = NULL;
+    if (pooled) {
+        struct handoff_config cfg = {.workers = nthreads, .capacity = opt->queue_capacity,
+                                     .spin_iters = opt->spin_iters, .spin_ns = opt->spin_ns,
+                                     .loop_spin_ns = opt->loop_spin_ns, .loop_doze_ns = opt->loop_doze_ns};
+        h = opt->handoff->create(&cfg);
+        if (!h) {
+            log_error("cannot create the %s handoff: %s", opt->handoff->name, strerror(errno));
+            return 1;
+        }
+        stats->handoff = h;
+    }
+    if (loop_init(loop, opt, listen_fd, h, nthreads, stats) != 0) {
+        log_error("cannot start the event loop: %s", strerror(errno));
+        return 1;
+    }
+    if (opt->reload) {
+        char **dirs = wsgi_source_dirs();
+        if (devreload_start(loop, dirs) != 0)
+            log_warn("--reload: cannot watch the app's files: %s", strerror(errno));
+        for (char **d = dirs; d && *d; d++)
+            free(*d);
+        free(dirs);
+    }
+    /* The loop's stats live in the loop struct, which loop_init cleared. */
+    stats->loop = &loop->lstats;
+    loop->stats_path = stats_path;
+    metrics_attach(loop, stats);
+    loop->stats_parent = part ? (int)getppid() : 0;
+    struct lifecycle life;
+    lifecycle_init(&life, opt, part ? getppid() : 0, listen_fd, clock_coarse_ms());
+    loop->life = &life;
+
+    struct pool *pool = NULL;
+    PyThreadState *main_state = NULL;
+    if (pooled && opt->app_timeout_ms && wsgi_watchdog_arm(WATCHDOG_DUMP_SIGNAL) != 0)
+        log_warn("--app-timeout: faulthandler could not be registered; a stuck thread's stack will not be shown");
+    if (pooled) {
+        pool = pool_start(h, nthreads, stats);
+        if (!pool)
+            return 1;
+        main_state = PyEval_SaveThread();
+    } else if (python) {
+        pool_set_inline_state(PyEval_SaveThread());
+    }
+    stats_window_start(stats);
+    if (opt->stats_window_s > 0)
+        loop->window_at = clock_s() + opt->stats_window_s;
+    /* The loop accepts from here on: a worker this one replaces may stop. */
+    if (part && getppid() == loop->stats_parent)
+        kill(loop->stats_parent, WORKER_READY_SIGNAL);
+
+    unsigned abandoned = loop_run(loop);
+    if (loop->handover && handover)
+        *handover = (struct handover){.pid = loop->handover, .listen_fd = life.keep_fd,
+                                      .stop_signal = loop->stop_signal, .recycle = loop->handover_recycle,
+                                      .reload = life.reload_pending};
+    else if (life.keep_fd >= 0)
+        close(life.keep_fd);
+
+    /* Report while the pool threads exist: a dead thread has no CPU clock. */
+    if (opt->stats)
+        stats_print_table(stats, stderr);
+    if (stats_path && stats_write_json(stats, stats_path) != 0)
+        log_error("cannot write %s: %s", stats_path, strerror(errno));
+    bool joined = true;
+    if (pool)
+        joined = pool_stop(pool, abandoned ? 200 : 10000);
+    if (abandoned || !joined) {
+        /* An app thread still runs a request: nothing it may touch can be
+         * freed, and the interpreter cannot be finalised under it. */
+        if (loop->handover) { /* the process lives on as the successor's supervisor */
+            log_warn("handing over with %u request(s) unfinished", abandoned);
+            return 0;
+        }
+        log_warn("exiting with %u request(s) unfinished", abandoned);
+        listen_cleanup(); /* _exit skips atexit */
+        fflush(NULL);
+        _exit(0);
+    }
+    loop_destroy(loop);
+    if (h)
+        h->ops->destroy(h);
+    if (python) {
+        if (main_state)
+            PyEval_RestoreThread(main_state);
+        else
+            pool_restore_inline_state();
+        wsgi_finalize();
+    }
+    for (unsigned i = 0; i < stats->nthreads; i++)
+        free((void *)stats->threads[i].name);
+    free(stats->pool);
+    free(stats);
+    free(loop);
+    log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,94 @@
+"""scripts/layering.py (`make layering`) fails on what its table forbids.
+
+Each test copies the C folders it checks into a scratch tree, breaks one
+rule there, and runs the script on that tree: it must exit non-zero with
+one line naming the file, what it includes or imports, and the rule.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "layering.py")
+
+
+def run(root):
+    r = subprocess.run([sys.executable, SCRIPT, str(root)], capture_output=True, text=True)
+    return r.returncode, r.stdout
+
+
+@pytest.fixture
+def tree(tmp_path):
+    for d in ("core", "handoffs", "lib"):
+        shutil.copytree(os.path.join(ROOT, d), tmp_path / d,
+                        ignore=shutil.ignore_patterns("*.md", "*.o", "*.d"))
+    return tmp_path
+
+
+def add_line(path, line):
+    text = path.read_text()
+    path.write_text(text + "\n" + line + "\n")
+
+
+def test_the_checkout_passes():
+    rc, out = run(ROOT)
+    assert rc == 0, out
+    assert out.startswith("layering: OK"), out
+
+
+def test_the_copy_passes(tree):
+    rc, out = run(tree)
+    assert rc == 0, out
+
+
+def test_http_including_conn_fails(tree):
+    add_line(tree / "core/http/http_chars.c", '#include "../conn/conn.h"')
+    rc, out = run(tree)
+    assert rc == 1, out
+    lines = [l for l in out.splitlines() if "http_chars.c" in l]
+    assert len(lines) == 1, out
+    assert 'core/http/http_chars.c: includes "../conn/conn.h"' in lines[0]
+    assert "core/http may include lib" in lines[0]
+
+
+def test_handoffs_including_core_fails(tree):
+    add_line(tree / "handoffs/handoff.c", '#include "../core/python/job.h"')
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert "handoffs/handoff.c: includes" in out and "handoffs may include lib" in out
+
+
+def test_conn_including_more_of_python_than_job_h_fails(tree):
+    add_line(tree / "core/conn/conn.c", '#include "../python/pool.h"')
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert "core/conn/conn.c: includes \"../python/pool.h\"" in out
+
+
+def test_a_cycle_fails(tree):
+    # Two files of one folder that call each other: allowed includes, but
+    # each depends on the other.
+    (tree / "core/http/ping.h").write_text("int ping(int n);\n")
+    (tree / "core/http/pong.h").write_text("int pong(int n);\n")
+    (tree / "core/http/ping.c").write_text(
+        '#include "ping.h"\n#include "pong.h"\nint ping(int n)\n{\n    return n ? pong(n - 1) : 0;\n}\n')
+    (tree / "core/http/pong.c").write_text(
+        '#include "ping.h"\n#include "pong.h"\nint pong(int n)\n{\n    return n ? ping(n - 1) : 1;\n}\n')
+    rc, out = run(tree)
+    assert rc == 1, out
+    cyc = [l for l in out.splitlines() if "include cycle" in l]
+    assert len(cyc) == 1, out
+    assert "core/http/ping.c" in cyc[0] and "core/http/pong.c" in cyc[0]
+
+
+def test_a_python_import_against_the_table_fails(tree):
+    (tree / "scripts").mkdir()
+    (tree / "tests").mkdir()
+    (tree / "tests/helper_mod.py").write_text("X = 1\n")
+    (tree / "scripts/tool.py").write_text("import helper_mod\n")
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert "scripts/tool.py: imports helper_mod (tests): scripts may import nothing outside itself" in out

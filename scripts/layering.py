@@ -1,0 +1,355 @@
+#!/usr/bin/python3
+"""The declared dependency graph, checked (`make layering`).
+
+C: every `#include "..."` in core/, handoffs/ and lib/ must be allowed by
+C_RULES below, and no two C files may depend on each other, directly or
+round a circle. A .c file depends on another when it uses a function or
+variable the other defines, through a header it includes; a header that
+only declares types ties no file to another. So a header shared by several
+files that call one another (one `*_internal.h` for a whole folder) does
+not hide their circle.
+
+Python: every import between experiments/, scripts/, paper/, tests/, apps/
+and pip_backend/ must be allowed by PY_RULES.
+
+Usage: layering.py [--print] [ROOT]    (ROOT: the checkout, default: this
+script's; --print: the declared graph, then the check)
+Prints one line per violation (file, what it includes or imports, the rule
+it breaks) and exits 1; prints one OK line and exits 0 otherwise.
+"""
+import ast
+import os
+import re
+import sys
+
+# Each C folder and what its files may include besides themselves. A folder
+# names every file in it; a path to a header names that header only: an
+# exception kept narrow on purpose, with its reason.
+C_RULES = {
+    "lib": [],
+    "handoffs": ["lib"],
+    # Pure: bytes in, verdicts and bytes out. No loop, no job, no Python.
+    "core/http": ["lib"],
+    # The loop and the connection: HTTP, the handoff, and the job through its
+    # interface only; of the server, what every worker's loop reads (options,
+    # the log, the instruments) and what it answers to (signals, lifecycle).
+    "core/conn": ["core/http", "lib", "handoffs",
+                  "core/python/job.h",
+                  "core/server/options.h", "core/server/log.h", "core/server/stats.h",
+                  "core/server/signals.h", "core/server/lifecycle.h", "core/server/metrics.h"],
+    # The interpreter, the pool and the WSGI bridge: HTTP (views, framing,
+    # response heads), the handoff the pool takes jobs from; of the server,
+    # the options, the log and the instruments.
+    "core/python": ["core/http", "lib", "handoffs",
+                    "core/server/options.h", "core/server/log.h", "core/server/stats.h"],
+    # Start-up and the process tree assemble everything.
+    "core/server": ["core/http", "core/conn", "core/python", "handoffs", "lib"],
+}
+C_ROOTS = ("core", "handoffs", "lib")
+
+# Python: who may import whom (top-level folders; experiments/tests and
+# experiments/lib are their own areas, so paper can be allowed the library
+# and not the drivers).
+PY_AREAS = ["experiments/tests", "experiments/lib", "experiments", "scripts", "paper", "tests",
+            "apps", "pip_backend"]
+PY_RULES = {
+    "experiments/lib": ["scripts"],          # serverctl re-exports scripts/threadcpu.py
+    "experiments": ["experiments/lib", "scripts"],
+    "experiments/tests": ["experiments", "experiments/lib", "scripts",
+                          "paper"],           # the prose-numbers test runs paper/build.py's checks
+    "paper": ["experiments/lib"],            # the generated blocks' writers, not the drivers
+    "scripts": [],
+    "tests": ["scripts"],                    # the stats test checks scripts/threadcpu.py's reading
+    "apps": [],
+    "pip_backend": [],
+}
+# Imports the table does not allow but the code does today, each with why it
+# stays: empty now; an entry is (importing file, imported area, reason).
+PY_EXCEPTIONS = []
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def strip_c(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+
+
+def c_files(root):
+    out = []
+    for top in C_ROOTS:
+        for d, dirs, files in os.walk(os.path.join(root, top)):
+            dirs.sort()
+            out += [os.path.relpath(os.path.join(d, f), root) for f in sorted(files) if f.endswith((".c", ".h"))]
+    return out
+
+
+def folder_rule(path):
+    """The C_RULES key that governs path: the longest folder that holds it."""
+    best = None
+    for k in C_RULES:
+        if path.startswith(k + "/") and (best is None or len(k) > len(best)):
+            best = k
+    return best
+
+
+def allowed(src, dst):
+    rule = folder_rule(src)
+    if rule is None:
+        return False, "no rule for %s" % os.path.dirname(src)
+    if folder_rule(dst) == rule:
+        return True, rule
+    for a in C_RULES[rule]:
+        if dst == a or dst.startswith(a + "/"):
+            # a folder allowed whole does not carry a narrower folder's
+            # files when that narrower folder has its own rule
+            if a.endswith(".h") or folder_rule(dst) == a or not any(
+                    k != a and k.startswith(a + "/") and dst.startswith(k + "/") for k in C_RULES):
+                return True, rule
+    return False, "%s may include %s" % (rule, ", ".join(C_RULES[rule]) or "nothing outside itself")
+
+
+DECL = re.compile(r"\b([A-Za-z_]\w*)\s*\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)\s*;")
+EXTERN = re.compile(r"^\s*extern\b[^;(]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*;", re.M)
+DEF_FN = re.compile(r"^(?!static\b)(?!typedef\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*\([^;{}]*?\)\s*\{", re.M)
+DEF_VAR = re.compile(r"^(?!static\b)(?!extern\b)(?!typedef\b)(?!struct\s+\w+\s*\{)(?!enum\b)(?!return\b)"
+                     r"[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*(?:=[^;]*)?;", re.M)
+
+
+def header_names(text):
+    """Functions and variables a header declares (not macros, not types)."""
+    names = set()
+    body = "\n".join(l for l in text.split("\n") if not l.lstrip().startswith("#"))
+    body = re.sub(r"\{[^{}]*\}", "{}", body)  # struct and enum bodies: their members are no declarations
+    body = re.sub(r"\{[^{}]*\}", "{}", body)
+    body = re.sub(r"\bstatic\s+inline\b[^{;]*\{\}", "", body)
+    for m in DECL.finditer(body):
+        if m.group(1) not in ("sizeof", "_Static_assert", "__attribute__", "alignas", "_Alignas"):
+            names.add(m.group(1))
+    names.update(m.group(1) for m in EXTERN.finditer(body))
+    return names
+
+
+def defined_names(text):
+    top = []
+    depth = 0
+    for ch_line in text.split("\n"):  # keep only lines at file scope
+        if depth == 0:
+            top.append(ch_line)
+        else:
+            top.append("")
+        depth += ch_line.count("{") - ch_line.count("}")
+        if depth < 0:
+            depth = 0
+    flat = "\n".join(l for l in top if not l.lstrip().startswith("#"))
+    names = {m.group(1) for m in DEF_FN.finditer(text)}
+    names.update(m.group(1) for m in DEF_VAR.finditer(flat))
+    return names
+
+
+def check_c(root):
+    errors = []
+    files = c_files(root)
+    texts = {f: strip_c(open(os.path.join(root, f), encoding="utf-8", errors="replace").read()) for f in files}
+    raw = {f: open(os.path.join(root, f), encoding="utf-8", errors="replace").read() for f in files}
+    includes = {}
+    for f in files:
+        incs = []
+        for m in INCLUDE.finditer(raw[f]):
+            target = os.path.normpath(os.path.join(os.path.dirname(f), m.group(1)))
+            if not os.path.isfile(os.path.join(root, target)):
+                errors.append("%s: includes \"%s\": no such file" % (f, m.group(1)))
+                continue
+            incs.append((m.group(1), target))
+            ok, why = allowed(f, target)
+            if not ok and folder_rule(target) is not None:
+                errors.append("%s: includes \"%s\" (%s): %s" % (f, m.group(1), target, why))
+            elif not ok:
+                errors.append("%s: includes \"%s\" (%s), outside %s" % (f, m.group(1), target, ", ".join(C_ROOTS)))
+        includes[f] = incs
+
+    # A .c file depends on another when it uses a function or variable the
+    # other defines, declared in a header it includes (directly or through
+    # another header). Using is what counts, not including: a header shared
+    # by several files that call one another (one *_internal.h for a whole
+    # folder) hides their circle, and narrowing the header does not remove
+    # it; a file that includes a wide header for one type depends on nothing.
+    definers = {}
+    defs = {}
+    for f in files:
+        if f.endswith(".c"):
+            defs[f] = defined_names(texts[f])
+            for n in defs[f]:
+                definers.setdefault(n, set()).add(f)
+    declares = {f: header_names(texts[f]) for f in files if f.endswith(".h")}
+
+    def reach(f, seen):
+        for _, t in includes.get(f, ()):
+            if t not in seen:
+                seen.add(t)
+                reach(t, seen)
+        return seen
+
+    edges = {}
+    for f in files:
+        if not f.endswith(".c"):
+            continue
+        used = set(re.findall(r"\b[A-Za-z_]\w*\b", texts[f])) - defs[f]
+        for h in sorted(reach(f, set())):
+            if h.endswith(".c"):  # a test that includes the source it checks
+                edges.setdefault(f, set()).add((h, h))
+                continue
+            for n in sorted(declares.get(h, set()) & used):
+                for d in sorted(definers.get(n, ())):
+                    if d != f:
+                        edges.setdefault(f, set()).add((d, "%s: %s" % (os.path.basename(h), n)))
+    errors += cycles(edges)
+    return errors
+
+
+def cycles(edges):
+    """Each strongly connected component of more than one unit, reported
+    once, with one circle through it."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w, _ in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    msgs = []
+    for comp in sorted(out):
+        members = set(comp)
+        # the shortest circle from the first member back to itself (BFS)
+        start = comp[0]
+        prev = {start: None}
+        queue = [start]
+        found = None
+        while queue and found is None:
+            nxt = []
+            for v in queue:
+                for w, via in sorted(edges.get(v, ())):
+                    if w not in members:
+                        continue
+                    if w == start:
+                        found = (v, via)
+                        break
+                    if w not in prev:
+                        prev[w] = (v, via)
+                        nxt.append(w)
+                if found:
+                    break
+            queue = nxt
+        path = []
+        v, via = found
+        path.append("%s -(%s)-> %s" % (v, via, start))
+        while prev[v] is not None:
+            p, pvia = prev[v]
+            path.append("%s -(%s)-> %s" % (p, pvia, v))
+            v = p
+        msgs.append("%s: include cycle: %s (rule: no file depends on itself through others; all of: %s)"
+                    % (start, ", ".join(reversed(path)), " ".join(comp)))
+    return msgs
+
+
+def py_area(path):
+    best = None
+    for a in PY_AREAS:
+        if (path == a or path.startswith(a + "/")) and (best is None or len(a) > len(best)):
+            best = a
+    return best
+
+
+def check_py(root):
+    errors = []
+    files = []
+    for a in {a.split("/")[0] for a in PY_AREAS}:
+        for d, dirs, fs in os.walk(os.path.join(root, a)):
+            dirs[:] = sorted(x for x in dirs if x not in ("results", "__pycache__", ".git"))
+            files += [os.path.relpath(os.path.join(d, f), root) for f in sorted(fs) if f.endswith(".py")]
+    # What each area offers as a top-level name: its modules and packages,
+    # as its own files put their folder on sys.path.
+    offers = {}
+    for f in files:
+        a = py_area(f)
+        d, base = os.path.split(f)
+        name = base[:-3]
+        if name == "__init__":
+            d, name = os.path.split(d)
+        offers.setdefault(name, set()).add(py_area(f if base != "__init__.py" else d + "/" + name))
+        offers.setdefault(name, set()).add(a)
+    exc = {(f, a) for f, a, _ in PY_EXCEPTIONS}
+    for f in sorted(files):
+        a = py_area(f)
+        try:
+            tree = ast.parse(open(os.path.join(root, f), encoding="utf-8").read(), f)
+        except SyntaxError as e:
+            errors.append("%s: does not parse: %s" % (f, e))
+            continue
+        names = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [al.name.split(".")[0] for al in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.append(node.module.split(".")[0])
+        for n in sorted(set(names)):
+            where = offers.get(n)
+            if not where or a in where or os.path.dirname(f) in where:
+                continue
+            # a name offered by the file's own folder is its own
+            if os.path.isfile(os.path.join(root, os.path.dirname(f), n + ".py")):
+                continue
+            for t in sorted(where):
+                if t in PY_RULES.get(a, []) or (f, t) in exc:
+                    break
+            else:
+                errors.append("%s: imports %s (%s): %s may import %s" % (
+                    f, n, " or ".join(sorted(where)), a, ", ".join(PY_RULES.get(a, [])) or "nothing outside itself"))
+    return errors
+
+
+def main(argv):
+    args = argv[1:]
+    if args[:1] == ["--print"]:
+        args = args[1:]
+        for k, v in C_RULES.items():
+            print("%-12s -> %s" % (k, ", ".join(v) or "(nothing)"))
+        for k, v in PY_RULES.items():
+            print("%-17s imports %s" % (k, ", ".join(v) or "(nothing)"))
+    root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    errors = check_c(root) + check_py(root)
+    for e in errors:
+        print("layering: " + e)
+    if errors:
+        print("layering: FAIL: %d violation(s); the rules are in scripts/layering.py" % len(errors), file=sys.stderr)
+        return 1
+    print("layering: OK (includes in %s as declared, no cycle; imports between %s as declared)"
+          % (", ".join(C_ROOTS), ", ".join(sorted({a.split("/")[0] for a in PY_AREAS}))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
