@@ -154,7 +154,7 @@ class Load:
             t.join(timeout=15)
 
 
-def await_verdict(mport, acceptable, seconds=8.0, settle=3.5):
+def await_verdict(mport, acceptable, seconds=15.0, settle=3.5):
     """Poll the verdict after `settle` seconds of load (its window is three
     seconds), until it is one of `acceptable` or `seconds` pass. Returns the
     last verdict seen and every regime seen."""
