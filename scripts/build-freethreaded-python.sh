@@ -66,7 +66,8 @@ if [ -z "$mirror" ]; then
 fi
 
 work=$(mktemp -d /var/tmp/cserve-py313t.XXXXXX)
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM # through the EXIT trap: the temporary tree goes too
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/src"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 echo "deb-src [signed-by=$keyring] $mirror trixie main" >"$work/sources.list"
