@@ -32,6 +32,16 @@
 #define CSERVE_PYTHON_HOME ""
 #define CSERVE_PYTHON_EXE ""
 #endif
+/* The installation's standard library and the name of its lib/ directory
+ * as the interpreter's sysconfig gave them to the Makefile: a free-threaded
+ * build's carry its ABI flag (lib/python3.13t), so they are not composed
+ * from the version alone. */
+#ifndef CSERVE_PYTHON_STDLIB
+#define CSERVE_PYTHON_STDLIB ""
+#endif
+#ifndef CSERVE_PYTHON_LIBNAME
+#define CSERVE_PYTHON_LIBNAME ""
+#endif
 
 static char venv_dir[PATH_MAX];  /* "" = no virtualenv */
 static const char *venv_source;  /* how it was chosen, for the start-up line */
@@ -146,9 +156,14 @@ void interp_select(const struct options *opt)
     /* Same major.minor: "3.11" then the end or a '.', not "3.1" of "3.12". */
     size_t wl = strlen(want);
     bool same = strncmp(cfg.version, want, wl) == 0 && (cfg.version[wl] == '\0' || cfg.version[wl] == '.');
-    if (!cfg.version[0]) { /* no version key: its site-packages directory tells */
-        char sp[PATH_MAX + 32];
+    /* A venv's site-packages lives in VENV/lib/python3.X, or python3.Xt for a
+     * free-threaded Python, which finds only its own. */
+    char sp[PATH_MAX + 32];
+    if (CSERVE_PYTHON_LIBNAME[0])
+        snprintf(sp, sizeof sp, "%s/lib/%s", venv_dir, CSERVE_PYTHON_LIBNAME);
+    else
         snprintf(sp, sizeof sp, "%s/lib/python%s", venv_dir, want);
+    if (!cfg.version[0]) { /* no version key: its site-packages directory tells */
         same = access(sp, F_OK) == 0;
         snprintf(cfg.version, sizeof cfg.version, "%s", same ? want : "another version");
     }
@@ -163,6 +178,14 @@ void interp_select(const struct options *opt)
             venv_dir, cfg.version, mine, CSERVE_PYTHON_HOME, want, other, minor,
             cfg.home, cfg.home[0] ? "/" : "", other, minor);
     }
+#ifdef Py_GIL_DISABLED
+    /* Same version, other build: a venv of the GIL build of 3.13 has no
+     * lib/python3.13t, and its packages would silently not be found. */
+    if (access(sp, F_OK) != 0)
+        die("virtualenv %s is not of a free-threaded Python (no %s), and this cserve embeds "
+            "free-threaded Python %s (%s); make it with %s -m venv",
+            venv_dir, sp, mine, CSERVE_PYTHON_HOME, CSERVE_PYTHON_EXE);
+#endif
 }
 
 static void set_string(PyConfig *config, wchar_t **field, const char *value)
@@ -177,7 +200,11 @@ void interp_start(void)
     /* After --user, the installation may not be readable (a pyenv under
      * /root): say so instead of CPython's "failed to get the codec". */
     char stdlib[PATH_MAX];
-    snprintf(stdlib, sizeof stdlib, "%s/lib/python%d.%d", CSERVE_PYTHON_HOME, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    if (CSERVE_PYTHON_STDLIB[0])
+        snprintf(stdlib, sizeof stdlib, "%s", CSERVE_PYTHON_STDLIB);
+    else
+        snprintf(stdlib, sizeof stdlib, "%s/lib/python%d.%d", CSERVE_PYTHON_HOME, PY_MAJOR_VERSION,
+                 PY_MINOR_VERSION);
     if (CSERVE_PYTHON_HOME[0] && access(stdlib, R_OK | X_OK) != 0)
         die("cannot read the Python installation at %s as uid %u: %s (with --user, use a Python that user "
             "can read)", stdlib, (unsigned)geteuid(), strerror(errno));
@@ -214,12 +241,52 @@ const char *interp_venv_note(void)
     return note;
 }
 
+/* " free-threaded" for a build without the GIL (PEP 703), else "". */
+static const char *free_threaded(void)
+{
+#ifdef Py_GIL_DISABLED
+    return " free-threaded";
+#else
+    return "";
+#endif
+}
+
+/* Whether the GIL is off, for a free-threaded build: the environment
+ * (PYTHON_GIL=1) or an extension module not declared free-threading safe
+ * can turn it back on at run time, so once Python runs it is asked
+ * (sys._is_gil_enabled). Before (--version) it can only say what start-up
+ * will do. */
+static const char *gil_state(void)
+{
+#ifdef Py_GIL_DISABLED
+    int enabled = -1;
+    if (Py_IsInitialized()) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        PyObject *r = PySys_GetObject("_is_gil_enabled"); /* borrowed */
+        PyObject *v = r ? PyObject_CallNoArgs(r) : NULL;
+        if (v)
+            enabled = PyObject_IsTrue(v);
+        Py_XDECREF(v);
+        PyErr_Clear();
+        PyGILState_Release(g);
+    } else {
+        const char *env = getenv("PYTHON_GIL");
+        enabled = env && strcmp(env, "1") == 0;
+    }
+    return enabled < 0 ? ", GIL state unknown" : enabled ? ", GIL enabled" : ", GIL disabled";
+#else
+    return "";
+#endif
+}
+
 const char *interp_describe(void)
 {
     char v[64];
     runtime_version(v, sizeof v);
-    int n = snprintf(description, sizeof description, "Python %s at %s", v,
+    int n = snprintf(description, sizeof description, "Python %s%s at %s", v, free_threaded(),
                      CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)");
+    if (n > 0 && (size_t)n < sizeof description)
+        n += snprintf(description + n, sizeof description - (size_t)n, "%s", gil_state());
     if (venv_dir[0] && n > 0 && (size_t)n < sizeof description)
         snprintf(description + n, sizeof description - (size_t)n, ", virtualenv %s", venv_dir);
     return description;

@@ -480,6 +480,10 @@ void wsgi_handle(struct job *job)
         PyObject *args[2] = {environ, (PyObject *)r};
         result = PyObject_Vectorcall(W.app, args, 2, NULL);
     }
+    /* From here the pool thread works the response: one thread at a time on
+     * the Responder, as the app's calls are (wsgi_internal.h). r may be NULL
+     * only when there is no result either. */
+    OBJ_LOCKED_BEGIN(r ? (PyObject *)r : Py_None);
     int failed = result ? consume(r, result) : -1;
     if (failed && job_lost(job))
         PyErr_Clear(); /* the client left: nothing to report */
@@ -511,6 +515,9 @@ void wsgi_handle(struct job *job)
         job->status = r->code;
         job->body_bytes = r->body_sent;
         r->job = NULL;
+    }
+    OBJ_LOCKED_END();
+    if (r) {
         /* write() holds the responder: break the cycle, or neither is freed. */
         Py_CLEAR(r->write);
         Py_DECREF(r);

@@ -28,6 +28,27 @@ struct key_slot {
 };
 
 static struct key_slot key_cache[KEY_CACHE_SLOTS];
+
+/* With the GIL one pool thread at a time runs here. A free-threaded
+ * Python runs them in parallel over the one cache, so there a slot is
+ * published once, under a lock, its name and length written before its
+ * key (release) and read after it (acquire): a reader that sees a key sees
+ * the name it belongs to. The lock is held over no Python call: a thread
+ * waiting on it is attached to the interpreter and would hold up a
+ * collection's stop-the-world, as the holder might be in it. */
+#ifdef Py_GIL_DISABLED
+#include <pthread.h>
+static pthread_mutex_t key_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+#define SLOT_KEY(s) __atomic_load_n(&(s)->key, __ATOMIC_ACQUIRE)
+#define SLOT_PUBLISH(s, k) __atomic_store_n(&(s)->key, (k), __ATOMIC_RELEASE)
+#define KEY_CACHE_LOCK() pthread_mutex_lock(&key_cache_lock)
+#define KEY_CACHE_UNLOCK() pthread_mutex_unlock(&key_cache_lock)
+#else
+#define SLOT_KEY(s) ((s)->key)
+#define SLOT_PUBLISH(s, k) ((s)->key = (k))
+#define KEY_CACHE_LOCK() ((void)0)
+#define KEY_CACHE_UNLOCK() ((void)0)
+#endif
 static const char *root_path;
 static size_t root_len;
 
@@ -123,18 +144,14 @@ static PyObject *http_key(const char *name, size_t len, bool *dropped)
         lower[i] = (char)tolower((unsigned char)name[i]);
         h = (h ^ (unsigned char)lower[i]) * 16777619u;
     }
-    struct key_slot *slot = NULL;
     if (cacheable) {
         for (unsigned probe = 0; probe < 8; probe++) {
             struct key_slot *s = &key_cache[(h + probe) % KEY_CACHE_SLOTS];
-            if (s->key && s->len == len && memcmp(s->name, lower, len) == 0) {
-                Py_INCREF(s->key);
-                return s->key;
-            }
-            if (!s->key) {
-                slot = s;
+            PyObject *k = SLOT_KEY(s);
+            if (!k)
                 break;
-            }
+            if (s->len == len && memcmp(s->name, lower, len) == 0)
+                return Py_NewRef(k);
         }
     }
     char *buf = malloc(len + 6);
@@ -151,11 +168,23 @@ static PyObject *http_key(const char *name, size_t len, bool *dropped)
     if (!key)
         return NULL;
     PyUnicode_InternInPlace(&key);
-    if (slot) {
-        memcpy(slot->name, lower, len);
-        slot->len = len;
-        slot->key = key;
-        Py_INCREF(key);
+    if (cacheable) {
+        /* The first free slot of the probe sequence, unless another thread
+         * cached this name meanwhile; published slots never change. */
+        KEY_CACHE_LOCK();
+        for (unsigned probe = 0; probe < 8; probe++) {
+            struct key_slot *s = &key_cache[(h + probe) % KEY_CACHE_SLOTS];
+            if (s->key) {
+                if (s->len == len && memcmp(s->name, lower, len) == 0)
+                    break;
+                continue;
+            }
+            memcpy(s->name, lower, len);
+            s->len = len;
+            SLOT_PUBLISH(s, Py_NewRef(key));
+            break;
+        }
+        KEY_CACHE_UNLOCK();
     }
     return key;
 }

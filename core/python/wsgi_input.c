@@ -145,7 +145,7 @@ static int size_arg(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t *size)
     return 0;
 }
 
-static PyObject *input_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *input_read_locked(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t size;
     if (size_arg(args, nargs, &size) < 0)
@@ -153,7 +153,7 @@ static PyObject *input_read(PyObject *self, PyObject *const *args, Py_ssize_t na
     return input_take((Input *)self, size, false);
 }
 
-static PyObject *input_readline(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *input_readline_locked(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t size;
     if (size_arg(args, nargs, &size) < 0)
@@ -161,7 +161,7 @@ static PyObject *input_readline(PyObject *self, PyObject *const *args, Py_ssize_
     return input_take((Input *)self, size, true);
 }
 
-static PyObject *input_readlines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *input_readlines_locked(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t hint;
     if (size_arg(args, nargs, &hint) < 0)
@@ -190,7 +190,7 @@ static PyObject *input_readlines(PyObject *self, PyObject *const *args, Py_ssize
     return lines;
 }
 
-static PyObject *input_iternext(PyObject *self)
+static PyObject *input_iternext_locked(PyObject *self)
 {
     PyObject *line = input_take((Input *)self, -1, true);
     if (line && PyBytes_GET_SIZE(line) == 0) {
@@ -198,6 +198,29 @@ static PyObject *input_iternext(PyObject *self)
         return NULL; /* StopIteration */
     }
     return line;
+}
+
+/* The Python-facing entry points, one thread at a time per Input. */
+#define LOCKED_FASTCALL(name)                                                          \
+    static PyObject *name(PyObject *self, PyObject *const *args, Py_ssize_t nargs)     \
+    {                                                                                  \
+        PyObject *rv;                                                                  \
+        OBJ_LOCKED_BEGIN(self);                                                        \
+        rv = name##_locked(self, args, nargs);                                         \
+        OBJ_LOCKED_END();                                                              \
+        return rv;                                                                     \
+    }
+LOCKED_FASTCALL(input_read)
+LOCKED_FASTCALL(input_readline)
+LOCKED_FASTCALL(input_readlines)
+
+static PyObject *input_iternext(PyObject *self)
+{
+    PyObject *rv;
+    OBJ_LOCKED_BEGIN(self);
+    rv = input_iternext_locked(self);
+    OBJ_LOCKED_END();
+    return rv;
 }
 
 static PyMethodDef input_methods[] = {
@@ -233,5 +256,7 @@ PyObject *input_new(struct job *job)
 
 void input_detach(PyObject *input)
 {
+    OBJ_LOCKED_BEGIN(input); /* not while another thread of the app reads it */
     ((Input *)input)->job = NULL;
+    OBJ_LOCKED_END();
 }

@@ -1,5 +1,6 @@
 /* wsgi_internal.h — what the wsgi_*.c files share. All of it is touched only
- * with the GIL held. */
+ * with the GIL held, or, on a free-threaded Python, by one thread at a time
+ * as OBJ_LOCKED says. */
 #ifndef CSERVE_WSGI_INTERNAL_H
 #define CSERVE_WSGI_INTERNAL_H
 
@@ -8,6 +9,20 @@
 #include <stdint.h>
 
 struct job;
+
+/* A request's Input and Responder are its pool thread's, but the app may
+ * hand them to its own threads. The GIL made each call on them atomic; a
+ * free-threaded Python does the same per object with a critical section,
+ * which, like the GIL, is let go whenever the thread blocks (waiting for
+ * the loop, for a lock), so it cannot deadlock. Usage:
+ * OBJ_LOCKED_BEGIN(obj); ...no return...; OBJ_LOCKED_END(); */
+#ifdef Py_GIL_DISABLED
+#define OBJ_LOCKED_BEGIN(obj) Py_BEGIN_CRITICAL_SECTION(obj)
+#define OBJ_LOCKED_END() Py_END_CRITICAL_SECTION()
+#else
+#define OBJ_LOCKED_BEGIN(obj) {
+#define OBJ_LOCKED_END() }
+#endif
 
 struct wsgi_state {
     PyObject *app;

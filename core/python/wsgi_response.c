@@ -243,7 +243,7 @@ static PyObject *responder_write(PyObject *self, PyObject *data);
 static PyMethodDef write_def = {"write", responder_write, METH_O,
                                 "write(data): send bytes as part of the body (PEP 3333)"};
 
-static PyObject *start_response(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *start_response_locked(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     Responder *r = (Responder *)self;
     static char *kwlist[] = {"status", "response_headers", "exc_info", NULL};
@@ -275,7 +275,13 @@ static PyObject *start_response(PyObject *self, PyObject *args, PyObject *kwargs
         return NULL;
     }
     int code;
-    if (check_status(status, &code) < 0 || check_headers(r, headers, code) < 0)
+    if (check_status(status, &code) < 0)
+        return NULL;
+    int rc;
+    OBJ_LOCKED_BEGIN(headers); /* its items are read borrowed */
+    rc = check_headers(r, headers, code);
+    OBJ_LOCKED_END();
+    if (rc < 0)
         return NULL;
     Py_INCREF(status);
     Py_INCREF(headers);
@@ -297,6 +303,16 @@ int responder_send_head(Responder *r, int64_t known_length)
         PyErr_SetString(PyExc_RuntimeError, "the app returned without calling start_response");
         return -1;
     }
+#ifdef Py_GIL_DISABLED
+    /* Another thread of the app may still change its list while it is read
+     * below without the GIL: read a copy, taken under the list's own lock. */
+    if (PyList_Check(r->headers)) {
+        PyObject *copy = PyList_GetSlice(r->headers, 0, PY_SSIZE_T_MAX);
+        if (!copy)
+            return -1;
+        Py_SETREF(r->headers, copy);
+    }
+#endif
     /* The list may have changed since start_response checked it. */
     if (check_headers(r, r->headers, r->code) < 0 ||
         responder_check_body(r, known_length > 0 ? (uint64_t)known_length : 0) < 0)
@@ -428,7 +444,7 @@ int responder_end(Responder *r)
     return 0;
 }
 
-static PyObject *responder_write(PyObject *self, PyObject *data)
+static PyObject *responder_write_locked(PyObject *self, PyObject *data)
 {
     Responder *r = (Responder *)self;
     struct job *job = r->job;
@@ -458,6 +474,26 @@ static PyObject *responder_write(PyObject *self, PyObject *data)
     if (PyBytes_GET_SIZE(data) > 0 && job_streams() && PyThread_get_thread_ident() == r->owner)
         job_flush(job);
     Py_RETURN_NONE;
+}
+
+/* start_response and write(), one thread at a time per Responder
+ * (wsgi_internal.h, OBJ_LOCKED). */
+static PyObject *start_response(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *rv;
+    OBJ_LOCKED_BEGIN(self);
+    rv = start_response_locked(self, args, kwargs);
+    OBJ_LOCKED_END();
+    return rv;
+}
+
+static PyObject *responder_write(PyObject *self, PyObject *data)
+{
+    PyObject *rv;
+    OBJ_LOCKED_BEGIN(self);
+    rv = responder_write_locked(self, data);
+    OBJ_LOCKED_END();
+    return rv;
 }
 
 static void responder_dealloc(PyObject *self)

@@ -35,7 +35,7 @@ def test_help_lists_every_option_and_backend():
 def test_version():
     p = run("--version")
     assert p.returncode == 0
-    assert re.fullmatch(r"cserve \d+\.\d+\.\d+ \(Python 3\.\d+\.\d+\S* at /\S*.*\)\n?", p.stdout), p.stdout
+    assert re.fullmatch(r"cserve \d+\.\d+\.\d+ \(Python 3\.\d+\.\d+\S*( free-threaded)? at /\S*.*\)\n?", p.stdout), p.stdout
 
 
 def _never_listens(args, port, timeout=15):
