@@ -169,7 +169,7 @@ $(BUILD)/cserve: $(OBJS) $(PY_LINK_DEPS)
 $(OBJS): $(PY_STAMP)
 $(BUILD)/core/python/interp.o: CFLAGS += $(PY_DEFS)
 $(BUILD)/core/server/options.o: CFLAGS += -DCSERVE_ALLOC='"$(ALLOC)"' -DCSERVE_PYTHON_LINK='"$(PY_LINK)"'
-$(BUILD)/core/server/metrics_dashboard.o: core/server/dashboard.html # built in with .incbin
+$(BUILD)/core/metrics/metrics_dashboard.o: core/metrics/dashboard.html # built in with .incbin
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

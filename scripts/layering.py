@@ -36,14 +36,20 @@ C_RULES = {
     "core/conn": ["core/http", "lib", "handoffs",
                   "core/python/job.h",
                   "core/server/options.h", "core/server/log.h", "core/server/stats.h",
-                  "core/server/signals.h", "core/server/lifecycle.h", "core/server/metrics.h"],
+                  "core/server/signals.h", "core/server/lifecycle.h", "core/metrics/metrics.h"],
     # The interpreter, the pool and the WSGI bridge: HTTP (views, framing,
     # response heads), the handoff the pool takes jobs from; of the server,
     # the options, the log and the instruments.
     "core/python": ["core/http", "lib", "handoffs",
                     "core/server/options.h", "core/server/log.h", "core/server/stats.h"],
+    # The live instruments: each loop's snapshot (the loop's own struct) into
+    # shared memory, the thread that serves it, the verdict; of the server,
+    # the log, the options and the instruments it reports.
+    "core/metrics": ["lib", "handoffs", "core/conn/loop.h", "core/conn/conn.h", "core/conn/timer.h",
+                     "core/http/buffer.h", "core/python/job.h",
+                     "core/server/options.h", "core/server/log.h", "core/server/stats.h"],
     # Start-up and the process tree assemble everything.
-    "core/server": ["core/http", "core/conn", "core/python", "handoffs", "lib"],
+    "core/server": ["core/http", "core/conn", "core/python", "core/metrics", "handoffs", "lib"],
 }
 C_ROOTS = ("core", "handoffs", "lib")
 

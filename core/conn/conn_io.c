@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "conn_io.h"
-#include "../server/metrics.h"
+#include "../metrics/metrics.h"
 
 /* Bytes in and out are counted here (metrics.h): a plain add on the loop
  * thread, the only caller. */

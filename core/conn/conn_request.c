@@ -7,7 +7,7 @@
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "access_log.h"
-#include "../server/metrics.h"
+#include "../metrics/metrics.h"
 #include "app.h"
 #include "conn_body.h"
 #include "conn_request.h"

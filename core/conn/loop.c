@@ -26,7 +26,7 @@
 #include "conn.h"
 #include "jobs.h"
 #include "loop.h"
-#include "../server/metrics.h"
+#include "../metrics/metrics.h"
 #include "../server/options.h"
 #include "../server/stats.h"
 #include "watchdog.h"

@@ -22,7 +22,7 @@
 
 #include "../conn/access_log.h"
 #include "log.h"
-#include "metrics.h"
+#include "../metrics/metrics.h"
 #include "options.h"
 #include "signals.h"
 

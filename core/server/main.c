@@ -21,7 +21,7 @@
 #include "lifecycle.h"
 #include "listen.h"
 #include "log.h"
-#include "metrics.h"
+#include "../metrics/metrics.h"
 #include "signals.h"
 #include "options.h"
 #include "privs.h"

@@ -19,7 +19,7 @@
 #include "listen.h"
 #include "log.h"
 #include "../conn/loop.h"
-#include "metrics.h"
+#include "../metrics/metrics.h"
 #include "options.h"
 #include "../python/pool.h"
 #include "proctitle.h"

@@ -1,9 +1,9 @@
-/* test_verdict.c — the regime table of core/server/verdict.c: each regime from its
+/* test_verdict.c — the regime table of core/metrics/verdict.c: each regime from its
  * figures, the thresholds' edges, and the precedence when several apply. */
 #include <string.h>
 
 #include "check.h"
-#include "../../core/server/verdict.c" /* one pure file: built in, no Makefile rule of its own */
+#include "../../core/metrics/verdict.c" /* one pure file: built in, no Makefile rule of its own */
 
 static enum regime decide_ready(double loop, double pool, double ready, double queued, double busy,
                                unsigned threads)

@@ -18,7 +18,7 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "log.h"
+#include "../server/log.h"
 #include "../conn/loop.h"
 #include "metrics_internal.h"
 #include "verdict.h"

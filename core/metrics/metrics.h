@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 #include "../../lib/counter.h"
-#include "stats.h"
+#include "../server/stats.h"
 
 struct options;
 struct loop;

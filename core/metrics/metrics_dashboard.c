@@ -1,8 +1,8 @@
-/* metrics_dashboard.c — core/server/dashboard.html, built into the binary so the
+/* metrics_dashboard.c — core/metrics/dashboard.html, built into the binary so the
  * dashboard needs no file at run time (the Makefile makes this object depend
  * on the page). The path is relative to where make runs the compiler. */
 #ifndef CSERVE_DASHBOARD
-#define CSERVE_DASHBOARD "core/server/dashboard.html"
+#define CSERVE_DASHBOARD "core/metrics/dashboard.html"
 #endif
 
 __asm__(".section .rodata\n"
