@@ -13,6 +13,11 @@ extern char **environ;
 
 static char *area;
 static size_t area_len;
+/* environ's strings, copied: environ itself is the C library's to change
+ * (setenv moves it, unsetenv drops entries), so this array, never handed
+ * to it, keeps every copy reachable. */
+static char **volatile env_strings;
+static char **volatile env_array; /* the array environ first points to (setenv may move off it) */
 static char **volatile args; /* argv's copy: the options point into it for the process's life
                             * (volatile: kept, though never read here, so a leak checker sees it) */
 
@@ -41,10 +46,15 @@ char **proctitle_init(int argc, char **argv)
             env = NULL;
         }
     }
+    char **keep = env ? calloc(n + 1, sizeof *keep) : NULL;
+    if (keep) {
+        memcpy(keep, env, n * sizeof *keep);
+        env_strings = keep;
+    }
     if (env) {
         for (size_t i = 0; i < n && environ[i] == end; i++)
             end = environ[i] + strlen(environ[i]) + 1;
-        environ = env;
+        environ = env_array = env;
     }
     area = argv[0];
     area_len = (size_t)(end - argv[0]);
