@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -88,6 +89,11 @@ pid_t spawn_exec(int listen_fd, unsigned index)
     envp[k++] = var;
     envp[k] = NULL;
     pid_t parent = getpid();
+    /* The new worker starts with every signal blocked (exec keeps the
+     * mask and what is pending) until main has installed its handlers. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -102,6 +108,7 @@ pid_t spawn_exec(int listen_fd, unsigned index)
         _exit(127);
     }
     int err = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     free(envp);
     errno = err;
     return pid;

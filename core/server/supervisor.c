@@ -18,6 +18,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,12 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         return pid;
     }
     bool python = !opt->native_hello;
+    /* Signals wait (pending) until the child has its own handlers: one
+     * forwarded to a worker still starting would otherwise meet the
+     * inherited handler, which acts as if there were none. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     if (python)
         PyOS_BeforeFork();
     pid_t pid = fork();
@@ -96,6 +103,7 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
     }
     if (python)
         PyOS_AfterFork_Parent();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         log_error("fork: %s", strerror(errno));
         return -1;
