@@ -16,6 +16,7 @@ import urllib.request
 
 import pytest
 
+from deploy_support import http_get
 from conftest import ROOT, free_port, start_server
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -416,16 +417,9 @@ def test_unix_socket_and_refused_addresses(server_factory, tmp_path):
         time.sleep(0.05)
     s = socket.socket(socket.AF_UNIX)
     s.connect(str(path))
-    s.sendall(b"GET /stats.json HTTP/1.1\r\nHost: t\r\n\r\n")
-    out = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        out += d
-    s.close()
-    assert out.startswith(b"HTTP/1.1 200")
-    json.loads(out.partition(b"\r\n\r\n")[2])
+    status, body = http_get(s, "/stats.json")
+    assert status == 200
+    json.loads(body)
     srv.stop()
     assert not path.exists(), "the metrics socket is removed at exit"
     bin_ = os.environ.get("CSERVE_BIN", str(ROOT / "cserve"))
