@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from deploy_support import http_get
+from httpclient import Reader
 from conftest import ROOT, free_port, start_server
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -130,23 +131,14 @@ class Load:
         req = f"GET {self.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
         try:
             s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            reader = Reader(s)
             while not self.stopping.is_set():
                 s.sendall(req)
-                buf = b""
-                while b"\r\n\r\n" not in buf:
-                    d = s.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, _, body = buf.partition(b"\r\n\r\n")
-                cl = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
-                          if ln.lower().startswith(b"content-length")][0])
-                while len(body) < cl:
-                    body += s.recv(65536)
+                reader.read_response()
                 with self.lock:
                     self.done += 1
             s.close()
-        except OSError:
+        except (OSError, EOFError):  # the server closed: the load ends
             pass
 
     def stop(self):
