@@ -49,6 +49,13 @@ def steal_jiffies():
         return int(f.readline().split()[8])
 
 
+def proc_cpu_s(pid):
+    """user + system CPU seconds of every thread of process pid so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_round(metrics, duration):
     port = free_port()
     args = [str(ROOT / "cserve"), "--bind", f"127.0.0.1:{port}"]
@@ -72,18 +79,47 @@ def one_round(metrics, duration):
             wait_port(mport)
             t = threading.Thread(target=scrape, daemon=True)
             t.start()
-        s0, t0 = steal_jiffies(), time.monotonic()
+        s0, t0, c0 = steal_jiffies(), time.monotonic(), proc_cpu_s(srv.pid)
         out = subprocess.run(["wrk", "-t1", "-c64", f"-d{duration}s", f"http://127.0.0.1:{port}/"],
                              capture_output=True, text=True, check=True).stdout
         steal = (steal_jiffies() - s0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
+        cpu = proc_cpu_s(srv.pid) - c0
     finally:
         stop.set()
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=30)
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if not m or "Non-2xx" in out or "Socket errors" in out:
+    n = re.search(r"(\d+) requests in", out)
+    if not m or not n or "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError("wrk reported errors or no rate:\n" + out)
-    return float(m.group(1)), scrapes[0], steal
+    return float(m.group(1)), scrapes[0], steal, 1e6 * cpu / int(n.group(1))
+
+
+def scrape_cost(path, count):
+    """CPU µs the server spends per scrape of path, on an idle server
+    scraped count times back to back, less what the idle server spends
+    over the same time without scrapes (its loop's twice-a-second
+    snapshots): what one scrape adds, whatever else the server does."""
+    port, mport = free_port(), free_port()
+    srv = subprocess.Popen([str(ROOT / "cserve"), "--bind", f"127.0.0.1:{port}",
+                            "--metrics-bind", f"127.0.0.1:{mport}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        wait_port(mport)
+        time.sleep(1)
+        c0, t0 = proc_cpu_s(srv.pid), time.monotonic()
+        for _ in range(count):
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}{path}", timeout=5) as r:
+                r.read()
+        busy_cpu, busy_s = proc_cpu_s(srv.pid) - c0, time.monotonic() - t0
+        c0, t0 = proc_cpu_s(srv.pid), time.monotonic()
+        time.sleep(max(busy_s, 3))
+        idle_per_s = (proc_cpu_s(srv.pid) - c0) / (time.monotonic() - t0)
+    finally:
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(timeout=30)
+    return 1e6 * (busy_cpu - idle_per_s * busy_s) / count, 1e6 * idle_per_s
 
 
 def main():
@@ -91,9 +127,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--max-steal", type=float, default=0.05, help="cores (default 0.05)")
+    ap.add_argument("--scrapes", type=int, default=2000, help="scrapes timed per endpoint (default 2000)")
     a = ap.parse_args()
     subprocess.run(["make", "-s", "all"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     rates = {False: [], True: []}
+    cpus = {False: [], True: []}
     lines = []
     ratios = []
     stolen = 0
@@ -101,19 +139,20 @@ def main():
         pair = {}
         for metrics in ((False, True) if i % 2 == 0 else (True, False)):  # alternate who goes first
             for attempt in range(4):
-                rps, scrapes, steal = one_round(metrics, a.duration)
+                rps, scrapes, steal, us = one_round(metrics, a.duration)
                 if steal <= a.max_steal:
                     break
                 print(f"round {i + 1}: {steal:.2f} core stolen, run again", flush=True)
             stolen += steal > a.max_steal
             rates[metrics].append(rps)
-            pair[metrics] = rps
+            cpus[metrics].append(us)
+            pair[metrics] = (rps, us)
             line = (f"round {i + 1} {'with' if metrics else 'without'} --metrics-bind: {rps:.0f} requests/s, "
                     f"steal {steal:.3f} core" + ("  (over the bound)" if steal > a.max_steal else "") +
                     (f" ({scrapes} scrapes)" if metrics else ""))
             print(line, flush=True)
             lines.append(line)
-        ratios.append(pair[True] / pair[False])
+        ratios.append((pair[True][0] / pair[False][0], pair[True][1] / pair[False][1]))
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
@@ -131,8 +170,25 @@ def main():
                        f"requests/s (min {min(r):.0f}, max {max(r):.0f})")
     delta = statistics.median(rates[True]) / statistics.median(rates[False]) - 1
     summary.append(f"difference of the medians: {100 * delta:+.1f}%")
-    summary.append(f"per-round ratio with/without: median {100 * (statistics.median(ratios) - 1):+.1f}% "
-                   f"(min {100 * (min(ratios) - 1):+.1f}%, max {100 * (max(ratios) - 1):+.1f}%)")
+    for k, what in ((0, "rate"), (1, "server CPU per request")):
+        r = [x[k] for x in ratios]
+        summary.append(f"per-round {what}, with/without: median {100 * (statistics.median(r) - 1):+.1f}% "
+                       f"(min {100 * (min(r) - 1):+.1f}%, max {100 * (max(r) - 1):+.1f}%)")
+    for metrics in (False, True):
+        u = cpus[metrics]
+        summary.append(f"{'with' if metrics else 'without'} --metrics-bind: median {statistics.median(u):.2f} "
+                       f"server CPU µs per request (min {min(u):.2f}, max {max(u):.2f})")
+    # The deterministic part: what one scrape costs, what the snapshots cost
+    # an idle server, and so what scraping once a second takes from a server
+    # that keeps one core busy (the rate rounds above are too noisy on a
+    # shared machine to resolve that directly).
+    costs = {}
+    for path in ("/metrics", "/stats.json"):
+        per_scrape, idle = scrape_cost(path, a.scrapes)
+        costs[path] = per_scrape
+        summary.append(f"{path}: {per_scrape:.0f} CPU µs per scrape ({a.scrapes} scrapes, idle server; "
+                       f"the idle server with --metrics-bind spends {idle:.0f} CPU µs per second)")
+    summary.append(f"one /metrics scrape per second costs {costs['/metrics'] / 1e4:.3f}% of one core")
     out = ROOT / "experiments/results/metrics_overhead"
     out.mkdir(parents=True, exist_ok=True)
     (out / "overhead.txt").write_text("\n".join([head, *lines, *summary]) + "\n")
