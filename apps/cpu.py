@@ -1,6 +1,8 @@
 """A CPU-bound WSGI app with a tunable cost: the pool-bound end of the
 experiments. The cost is in microseconds of pure-Python work holding the GIL:
-`?us=N` on the request, else the CPU_US environment variable, else 20.
+`?us=N` on the request, else the CPU_US environment variable, else 20. Or it
+is a fixed amount of work: `?n=N` runs N iterations of the loop, whatever they
+cost on this interpreter (to compare interpreters on the same work).
 
 The work is a fixed number of iterations of an integer loop, calibrated once
 at import against this thread's CPU clock (time.thread_time_ns), so a request
@@ -35,19 +37,19 @@ ITERS_PER_US = _calibrate()
 print(f"apps/cpu.py: {ITERS_PER_US:.2f} iterations per µs", file=sys.stderr)
 
 
-def _cost_us(environ):
+def _iterations(environ):
     for part in environ.get("QUERY_STRING", "").split("&"):
-        if part.startswith("us="):
+        if part.startswith("us=") or part.startswith("n="):
             try:
-                return float(part[3:])
+                v = float(part.partition("=")[2])
             except ValueError:
                 break
-    return DEFAULT_US
+            return int(v) if part[0] == "n" else int(v * ITERS_PER_US)
+    return int(DEFAULT_US * ITERS_PER_US)
 
 
 def application(environ, start_response):
-    us = _cost_us(environ)
-    x = _spin(int(us * ITERS_PER_US))
+    x = _spin(_iterations(environ))
     body = b"%d\n" % (x & 0xFF)
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(body)))])

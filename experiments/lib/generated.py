@@ -15,7 +15,8 @@ BLOCKS = {
     "placement": ["docs/results.md"],             # experiments/placement.py --readme
     "loop-floor": ["handoffs/README.md"],         # experiments/loop_floor.py --readme
     "micro": ["handoffs/README.md"],              # experiments/micro.py --readme
-    "stats": ["docs/instruments.md"],             # scripts/readme_stats.sh (experiments/readme_stats.py)
+    "stats": ["docs/instruments.md"],
+    "freethreaded": ["docs/python.md"],           # experiments/freethreaded.py --readme             # scripts/readme_stats.sh (experiments/readme_stats.py)
 }
 
 

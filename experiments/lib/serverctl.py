@@ -18,7 +18,9 @@ PY = "/usr/bin/python3"  # the interpreter cserve embeds; peers run on it too
 CSERVE = os.environ.get("CSERVE_BIN", os.path.join(ROOT, "cserve"))
 WRK_DIR = os.path.join(ROOT, "experiments", "wrk")
 
-# app name -> (--chdir, module:callable, URL path); cpuN and gil-sleepN are parametric.
+# app name -> (--chdir, module:callable, URL path); cpuN (N µs on this
+# interpreter), cpunN (N iterations: the same work on every interpreter) and
+# gil-sleepN are parametric.
 APPS = {
     "hello": (None, None, "/"),
     "flask": ("apps", "flask_hello:application", "/"),
@@ -32,6 +34,9 @@ def app_spec(app):
     m = re.fullmatch(r"cpu(\d+(?:\.\d+)?)", app)
     if m:
         return ("apps", "cpu:application", f"/?us={m.group(1)}")
+    m = re.fullmatch(r"cpun(\d+)", app)
+    if m:
+        return ("apps", "cpu:application", f"/?n={m.group(1)}")
     m = re.fullmatch(r"gil-(sleep|hash)(\d+)", app)
     if m:
         return ("apps", "gil_release:application", f"/?us={m.group(2)}&mode={m.group(1)}")
@@ -59,7 +64,10 @@ def server_cmd(run, port, stats_file=None):
     wd = os.path.join(ROOT, d or "apps")
     spec = spec or "hello:application"
     if s == "granian":
-        return [PY, "-m", "granian", "--interface", "wsgi", "--workers", "1", "--blocking-threads", "1",
+        # run["python"]: another interpreter's Granian (a free-threaded venv's);
+        # bt and workers as cserve's --blocking-threads and --workers.
+        return [run.get("python", PY), "-m", "granian", "--interface", "wsgi",
+                "--workers", str(run.get("workers", 1)), "--blocking-threads", str(run.get("bt", 1)),
                 "--runtime-threads", "1", "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
                 "--port", str(port), "--working-dir", wd, spec]
     if s == "uwsgi":

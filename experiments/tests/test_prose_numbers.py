@@ -118,7 +118,9 @@ WRITERS = [  # (block, the writer's module and function, its record)
     ("micro", "micro", "write_readme", "experiments/results/micro/micro.json"),
     ("stats", "readme_stats", "write_readme", "experiments/results/readme_stats/stats.txt"),
     ("placement", "placement", "write_readme", "experiments/results/placement/placement.json"),
-    ("loop-floor", "loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json")]
+    ("loop-floor", "loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json"),
+    ("freethreaded", "experiments.freethreaded", "write_readme",
+     "experiments/results/freethreaded/freethreaded.jsonl")]
 
 
 def test_every_generated_block_has_a_writer_and_a_home():
@@ -140,7 +142,9 @@ def test_readme_tables_are_written_from_their_records(tool, writer, record, doc,
     assert os.path.exists(path), f"{record} missing: run " + {"bench": "make bench", "micro": "make micro-record",
                                                              "readme_stats": "scripts/readme_stats.sh",
                                                              "placement": "experiments/placement.py",
-                                                             "loop_floor": "make loop-floor"}[tool]
+                                                             "loop_floor": "make loop-floor",
+                                                             "experiments.freethreaded":
+                                                             "/usr/bin/python3 -m experiments.freethreaded"}[tool]
     copy = tmp_path / "doc.md"
     shutil.copy(os.path.join(ROOT, doc), copy)
     getattr(mod, writer)(path, str(copy))
