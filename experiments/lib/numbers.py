@@ -63,7 +63,7 @@ def regime_numbers(summ, put, N):
         put("unsaturated_idle_min", min(idle), kind="{:.2f}")
         put("unsaturated_idle_max", max(idle), kind="{:.2f}")
         put("unsaturated_idle_over_note", sum(i > IDLE_NOTE for i in idle), kind="{:d}")
-        put("const:idle_note", IDLE_NOTE, kind="{:.1f}")
+    put("const:idle_note", IDLE_NOTE, kind="{:.1f}")
     both = sorted(f"`{s['label']}` ({s['regime']}; also {', '.join(s['regime_also'])})"
                   for s in summ.values() if s["n"] and s.get("regime_also"))
     _words("list:two_saturated", "; ".join(both) if both else "none", N=N)
