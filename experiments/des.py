@@ -183,8 +183,9 @@ def main():
     sweeps = report.load(a.dir)
     meta = report.load_jsonl(a.dir, "meta")
     nproc = (meta[-1]["machine"]["nproc"] if meta else os.cpu_count()) or 2
-    p = model.fit(sweeps.get("calib", []))
-    summ = report.summarise(sweeps, p, nproc, report.load_plan(a.dir, sweeps))
+    clean = not (a.quick or (meta and meta[-1].get("quick")))  # disturbed runs left out, as report.py does
+    p = model.fit(sweeps.get("calib", []), clean)
+    summ = report.summarise(sweeps, p, nproc, report.load_plan(a.dir, sweeps), clean)
     # L_wake per handoff from the calib one-connection runs (full plan);
     # without one, the plain-client calib run at its own connection count.
     wake = {}
@@ -214,7 +215,7 @@ def main():
         c_client = p["c_client"].get(k)
         if None in (c_loop, cp, c_client):
             continue
-        n = max(1, round(nproc - (s["foreign"][0] or 0)))
+        n = max(1, round(nproc - (s["foreign"][0] or 0) - (s["steal"][0] or 0)))
         r = simulate(c_loop, cp, c_client, c["conns"], 16 if k == "wrk-p16" else 1, n,
                      wake.get(h, l_default), SPIN.get(h, 0.0), seconds=0.02 if a.quick else 0.05)
         e = r / s["rps"][0] - 1

@@ -1,6 +1,7 @@
 """The figures, each as SVG (for the paper and slides) and PNG, in DIR/fig/.
 Called by report.py with its summaries; every point is a median over the
-repeats and every error bar its 95 % bootstrap interval.
+repeats and every error bar its range (min–max; a 95 % bootstrap interval from
+lib/stats.py's MIN_BOOT repeats on).
 
   rate_vs_connections     rate vs connections per handoff (closed-loop and pipelined client)
   utilisation             per-thread utilisation, client included, for each connections row
@@ -16,7 +17,7 @@ import os
 from lib import configs, extras, model, stats
 
 COLOURS = {"loop-bound": "#d62728", "pool-bound": "#1f77b4", "client-bound": "#7f7f7f",
-           "shared CPUs": "#ff7f0e"}
+           "machine-bound": "#ff7f0e", "unsaturated": "#ffffff"}
 
 
 def _plt():

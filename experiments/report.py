@@ -5,17 +5,24 @@ numbers for the prose, and figures.
     experiments/report.py --dir DIR [--compare DIR2]
 
 Reads DIR/<sweep>.jsonl (every repeat is kept) and writes:
-  DIR/<sweep>.md      one row per configuration: n repeats, median and 95 %
-                      bootstrap interval of the rate, per-stage utilisation
+  DIR/<sweep>.md      one row per configuration: n repeats (and how many were
+                      left out as disturbed: steal + foreign CPU over
+                      model.DISTURB_LIMIT in the window), the rate's median
+                      and range (min–max; a 95 % bootstrap CI from
+                      stats.MIN_BOOT repeats on), per-stage utilisation
                       (client included), µs/request per stage, the loop's wait
                       and work per request, process cores, foreign CPU and
-                      steal in the window, the measured regime (with how many
-                      repeats agree), and the model's prediction
+                      steal in the window, the machine's idle cores, wrk's
+                      socket errors, the measured regime (with how many
+                      repeats agree, and any other saturated stage), and the
+                      model's prediction
   DIR/model.md        the model's calibration (from `calib` only) and
                       predicted vs measured for every other run, with the
                       error distribution
   DIR/numbers.json    every number the prose quotes (lib/numbers.py)
-  DIR/agreement.md    with --compare: do two full runs agree within intervals
+  DIR/agreement.md    with --compare: how many configurations' medians differ
+                      by more than 10 % between two full runs, and how many
+                      regime labels flip
   DIR/fig/*.svg|png   the figures (experiments/figures.py)
 Rates: `rps` is cserve's own stats window (steady state only); comparisons
 across servers use `rps_wrk`, the client's count, the same for every server.
@@ -63,16 +70,27 @@ def load_jsonl(d, name):
 
 
 def group(rows):
-    """label -> list of (record, metrics), in first-seen order."""
+    """label -> list of (record, metrics), in first-seen order. A failed run
+    has no metrics; a disturbed one (model.disturbed) has them, marked
+    m["disturbed"], and is left out of the summaries (see included())."""
     g = {}
     for r in rows:
-        g.setdefault(r["label"], []).append((r, None if "error" in r else model.metrics(r)))
+        m = None if "error" in r else model.metrics(r)
+        if m is not None:
+            m["disturbed"] = model.disturbed(r)
+        g.setdefault(r["label"], []).append((r, m))
     return g
+
+
+def included(items, exclude_disturbed=True):
+    """The runs a summary uses: measured, and not disturbed by other tenants
+    (a quick run keeps its disturbed runs: it tests plumbing, not rates)."""
+    return [(r, m) for r, m in items if m and not (exclude_disturbed and m["disturbed"])]
 
 
 # Bootstrap intervals for what the prose and figures compare; the rest get
 # the median alone (the intervals are pure Python and cost time in make test).
-CI_KEYS = {"rps", "rps_wrk", "p99_us", "loop_util", "pool_util", "client_util", "c_loop", "c_pool", "cores"}
+CI_KEYS = {"rps", "rps_wrk", "p99_us", "loop_util", "pool_util", "client_util", "c_loop", "c_pool", "cores", "idle"}
 
 
 def agg(items, key):
@@ -86,11 +104,17 @@ def f(v, fmt="{:.2f}", none="—"):
     return none if v is None else fmt.format(v)
 
 
-def fci(t, fmt="{:,.0f}"):
+def fci(t, fmt="{:,.0f}", n=None):
+    """median with its interval: "m (lo–hi)" for a range (n < stats.MIN_BOOT,
+    or n not given), "m [lo, hi]" for a bootstrap CI."""
     m, lo, hi = t
     if m is None:
         return "—"
-    return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+    if lo is None or hi is None or lo == hi:
+        return fmt.format(m)
+    if n is not None and stats.interval_kind(n) == "CI":
+        return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+    return f"{fmt.format(m)} ({fmt.format(lo)}–{fmt.format(hi)})"
 
 
 def pct(t):
@@ -101,8 +125,15 @@ def majority(items):
     regs = [m["regime"] for _, m in items if m]
     if not regs:
         return "error", 0, 0
-    best = max(set(regs), key=regs.count)
+    best = max(sorted(set(regs)), key=regs.count)
     return best, regs.count(best), len(regs)
+
+
+def also_saturated(items, regime_name):
+    """The other stages that saturated in the runs of the majority regime
+    (most common first): the table names them beside it."""
+    also = [a for _, m in items if m and m["regime"] == regime_name for a in m.get("regime_also") or []]
+    return sorted(set(also), key=lambda a: (-also.count(a), a))
 
 
 def load_plan(d, sweeps):
@@ -113,7 +144,7 @@ def load_plan(d, sweeps):
         return {name: sorted({r["label"] for r in rows}) for name, rows in sweeps.items()}
 
 
-def summarise(sweeps, params, nproc, plan=None):
+def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
     """label -> summary dict (used by the tables, numbers and figures). A label
     is one configuration: its repeats are pooled whichever sweep recorded them,
     and s["sweeps"] lists every sweep that shows it. A configuration in `calib`
@@ -122,50 +153,84 @@ def summarise(sweeps, params, nproc, plan=None):
     allrows = [r for rows in sweeps.values() for r in rows]
     out = {}
     for lab, items in group(allrows).items():
-        ok = [(r, m) for r, m in items if m]
+        ok = included(items, exclude_disturbed)
         cfg = items[0][0]["config"]
         member = sorted(k for k, labs in plan.items() if lab in labs) or [items[0][0].get("sweep")]
         sweep = items[0][0].get("sweep") or member[0]
+        measured = [(r, m) for r, m in items if m]
         s = {"sweep": sweep, "sweeps": member, "label": lab, "config": cfg, "n": len(ok),
-             "errors": len(items) - len(ok)}
+             "errors": len(items) - len(measured), "disturbed": len(measured) - len(ok),
+             # steal + foreign of every measured run, the left-out ones included
+             "lost_all": [m["lost"] for _, m in measured if m.get("lost") is not None],
+             "commits": sorted({(r.get("commit") or "?")[:7] + ("-dirty" if r.get("dirty") else "")
+                                for r, _ in ok})}
         for k in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util", "client_util", "cores",
-                  "c_loop", "c_pool", "c_client", "loop_wait_us", "loop_work_us", "foreign", "steal"):
+                  "c_loop", "c_pool", "c_client", "loop_wait_us", "loop_work_us", "foreign", "steal", "idle",
+                  "sock_err"):
             s[k] = agg(ok, k)
         s["rps_all"] = [m["rps"] for _, m in ok]
         s["rps_wrk_all"] = [m["rps_wrk"] for _, m in ok]
         s["regime"], s["regime_n"], s["regime_of"] = majority(ok)
+        s["regime_also"] = also_saturated(ok, s["regime"])
         preds = []
         for r, m in ok:
             pr, bound, _ = model.predict(params, cfg, m, nproc)
             if pr is not None:
-                preds.append((pr, bound, m["rps"]))
-        s["pred"] = stats.median([p for p, _, _ in preds]) if preds else None
+                preds.append((pr, bound, m["rps"], m["regime"]))
+        s["pred"] = stats.median([p for p, _, _, _ in preds]) if preds else None
         s["pred_bound"] = preds[0][1] if preds else None
-        s["pred_err"] = [p / meas - 1 for p, _, meas in preds if meas] if "calib" not in member else []
+        scored = [t for t in preds if t[2]] if "calib" not in member else []
+        s["pred_err"] = [p / meas - 1 for p, _, meas, _ in scored]
+        # Only runs that satisfy the predicted bound's assumption test it
+        # (model.bound_tested): a machine bound on an unsaturated run is an
+        # upper limit, not a prediction.
+        s["pred_err_tested"] = [p / meas - 1 for p, b, meas, reg in scored if model.bound_tested(b, reg)]
         out[lab] = s
     return out
 
 
-HDR = ("| config | n | rps (median [95 % CI]) | client rps | p50 µs | p99 µs | loop % | pool % | client % | "
+HDR = (f"| config | n | rps: median (min–max; [95 % CI] from n = {stats.MIN_BOOT}) | client rps | p50 µs | p99 µs | loop % | pool % | client % | "
        "cores | loop µs/req | pool µs/req | client µs/req | loop wait/work µs/req | foreign cores | steal | "
-       "regime (measured) | model rps | model bound |")
+       "idle cores | socket errors | regime (measured) | model rps | model bound |")
 
 
-def table(summ, sweep):
+def n_cell(s):
+    """n, with the runs left out: "3 (+2 disturbed)"."""
+    extra = [f"+{s['errors']} err"] if s["errors"] else []
+    extra += [f"+{s['disturbed']} disturbed"] if s["disturbed"] else []
+    return f"{s['n']}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def regime_cell(s):
+    """The regime, its repeats, and any other stage that saturated too."""
+    also = f"; also {', '.join(s['regime_also'])}" if s.get("regime_also") else ""
+    return f"{s['regime']} ({s['regime_n']}/{s['regime_of']}{also})"
+
+
+def label_cell(s, run_commit=None):
+    """The configuration, with its runs' commit where it is not the run's."""
+    other = [c for c in s.get("commits") or [] if run_commit is None or not run_commit.startswith(c.split("-")[0])
+             or c.endswith("-dirty")]
+    return s["label"] + (f" (commit {', '.join(other)})" if other and run_commit else "")
+
+
+def table(summ, sweep, run_commit=None):
     out = [HDR, "|" + "---|" * (HDR.count("|") - 1)]
     for s in summ.values():
         if sweep not in s["sweeps"]:
             continue
         if not s["n"]:
-            out.append(f"| {s['label']} | 0 | error ({s['errors']} runs) |" + " |" * 16)
+            why = "; ".join(w for w in (f"{s['errors']} failed" if s["errors"] else "",
+                                        f"{s['disturbed']} disturbed" if s["disturbed"] else "") if w)
+            out.append(f"| {label_cell(s, run_commit)} | 0 | no included run ({why}) |" + " |" * 18)
             continue
         ww = "—" if s["loop_wait_us"][0] is None else f"{s['loop_wait_us'][0]:.2f} / {s['loop_work_us'][0]:.2f}"
         out.append("| " + " | ".join([
-            s["label"], f"{s['n']}" + (f" (+{s['errors']} err)" if s["errors"] else ""), fci(s["rps"]),
+            label_cell(s, run_commit), n_cell(s), fci(s["rps"], n=s["n"]),
             f(s["rps_wrk"][0], "{:,.0f}"), f(s["p50_us"][0], "{:.0f}"), f(s["p99_us"][0], "{:.0f}"),
             pct(s["loop_util"]), pct(s["pool_util"]), pct(s["client_util"]), f(s["cores"][0]),
             f(s["c_loop"][0]), f(s["c_pool"][0]), f(s["c_client"][0]), ww, f(s["foreign"][0]),
-            f(s["steal"][0]), f"{s['regime']} ({s['regime_n']}/{s['regime_of']})",
+            f(s["steal"][0]), f(s["idle"][0]), f(s["sock_err"][0], "{:,.0f}"), regime_cell(s),
             f(s["pred"], "{:,.0f}"), s["pred_bound"] or "—"]) + " |")
     return "\n".join(out)
 
@@ -180,6 +245,8 @@ def provenance(meta, rows):
     commits = sorted({r.get("commit", "?")[:12] + ("-dirty" if r.get("dirty") else "") for r in rows})
     d = m.get("durations", {})
     times = sorted(r["time"] for r in rows if "time" in r)
+    measured = [r for r in rows if "error" not in r and r.get("window_cpu")]
+    left = sum(model.disturbed(r) for r in measured)
     vs = ", ".join(f"{k} {val}" for k, val in v.items() if val)
     return (f"Machine: {mach.get('nproc')}× {mach.get('cpu_model')} (hypervisor: {mach.get('hypervisor')}), "
             f"kernel {mach.get('kernel')}. Build: {b.get('cc')}, {b.get('opt')}, allocator {b.get('allocator')}, "
@@ -187,7 +254,8 @@ def provenance(meta, rows):
             f"Window {d.get('window')} s after {d.get('warmup')} s warm-up; {m.get('repeats')} interleaved "
             f"shuffled repeats (seed {m.get('seed')!r}){' — QUICK (plumbing only)' if m.get('quick') else ''}; "
             f"runs {times[0] if times else '?'} … {times[-1] if times else '?'}. "
-            f"Exact commands and CPU flags: the .jsonl records.")
+            f"Left out as disturbed (steal + foreign CPU over {model.DISTURB_LIMIT} core in the window): "
+            f"{left} of {len(measured)} runs. Exact commands and CPU flags: the .jsonl records.")
 
 
 def model_md(params, summ):
@@ -196,36 +264,57 @@ def model_md(params, summ):
     for k, d in params.items():
         for kk, v in sorted(d.items()):
             lines.append(f"| {k}[{kk}] | {f(v)} |")
-    lines += ["", "## Predicted vs measured (every run outside `calib`)", "",
-              "| sweep | config | measured rps | model rps | model bound | measured regime | error (median) |",
-              "|---|---|---:|---:|---|---|---:|"]
-    errs = []
+    lines += ["", "## Predicted vs measured (every included run outside `calib`)", "",
+              "N = the vCPUs less the window's foreign CPU and steal. A run tests the model only where its "
+              "measured regime is the bound the model predicts (the predicted stage saturated, or the "
+              "machine was full for the machine bound); elsewhere the prediction is an upper limit.", "",
+              "| sweep | config | measured rps | model rps | model bound | measured regime | tests the bound | "
+              "error (median) |",
+              "|---|---|---:|---:|---|---|---:|---:|"]
+    errs, tested = [], []
     for s in summ.values():
         if "calib" in s["sweeps"] or s["pred"] is None:
             continue
         e = stats.median(s["pred_err"])
         errs += s["pred_err"]
+        tested += s["pred_err_tested"]
         lines.append(f"| {s['sweep']} | {s['label']} | {f(s['rps'][0], '{:,.0f}')} | {f(s['pred'], '{:,.0f}')} | "
-                     f"{s['pred_bound']} | {s['regime']} | {f(e and 100 * e, '{:+.0f} %')} |")
+                     f"{s['pred_bound']} | {s['regime']} | {len(s['pred_err_tested'])}/{len(s['pred_err'])} | "
+                     f"{f(e and 100 * e, '{:+.0f} %')} |")
+    for what, es in (("runs whose regime is the predicted bound", tested), ("included runs in all", errs)):
+        if es:
+            q = stats.quantiles([abs(e) for e in es])
+            lines += ["", f"Absolute error over {len(es)} {what}: median {100 * q[0.5]:.0f} %, "
+                      f"75th percentile {100 * q[0.75]:.0f} %, 95th {100 * q[0.95]:.0f} %."]
+        else:
+            lines += ["", f"No {what}."]
+    over = sum(e >= 0 for e in errs)
     if errs:
-        q = stats.quantiles([abs(e) for e in errs])
-        lines += ["", f"Absolute error over {len(errs)} runs: median {100 * q[0.5]:.0f} %, "
-                  f"75th percentile {100 * q[0.75]:.0f} %, 95th {100 * q[0.95]:.0f} %."]
+        lines += ["", f"The model is at or above the measured rate in {over} of {len(errs)} runs."]
     return "\n".join(lines) + "\n"
 
 
 def compare(summ_a, summ_b):
-    lines = ["| config | run A rps [CI] | run B rps [CI] | agree |", "|---|---:|---:|---|"]
-    n = agree = 0
-    for lab, s in summ_a.items():
-        t = summ_b.get(lab)
-        if not t or not s["n"] or not t["n"]:
-            continue
-        ok = stats.overlap(s["rps"], t["rps"])
-        n += 1
-        agree += ok
-        lines.append(f"| {lab} | {fci(s['rps'])} | {fci(t['rps'])} | {'yes' if ok else 'NO'} |")
-    return f"{agree} of {n} configurations agree (intervals overlap).\n\n" + "\n".join(lines) + "\n", agree, n
+    """Two runs of the plan, configuration by configuration: their medians'
+    relative difference (more than stats.DIFF counts as differing) and
+    whether the regime label flips. Overlapping ranges are shown but decide
+    nothing: ranges of a few runs overlap for almost anything."""
+    pairs = [(lab, s["rps"][0], summ_b[lab]["rps"][0], s["regime"], summ_b[lab]["regime"])
+             for lab, s in summ_a.items() if lab in summ_b and s["n"] and summ_b[lab]["n"]]
+    ag = stats.agreement(pairs)
+    lines = [f"| config | run A rps (n) | run B rps (n) | Δ median | > {100 * stats.DIFF:.0f} % | regime A | "
+             "regime B | ranges overlap |", "|---|---:|---:|---:|---|---|---|---|"]
+    for lab, d, differs, flipped in ag["rows"]:
+        s, t = summ_a[lab], summ_b[lab]
+        lines.append(f"| {lab} | {fci(s['rps'], n=s['n'])} ({s['n']}) | {fci(t['rps'], n=t['n'])} ({t['n']}) | "
+                     f"{100 * d:+.0f} % | {'yes' if differs else 'no'} | {s['regime']} | "
+                     f"{t['regime']}{' (flip)' if flipped else ''} | {'yes' if stats.overlap(s['rps'], t['rps']) else 'no'} |")
+    overl = sum(stats.overlap(summ_a[lab]["rps"], summ_b[lab]["rps"]) for lab, *_ in ag["rows"])
+    head = (f"Of {ag['of']} configurations measured in both runs, {ag['differ']} have medians more than "
+            f"{100 * stats.DIFF:.0f} % apart and {ag['flips']} change regime label; (their ranges overlap in "
+            f"{overl}, which says little with so few runs.)\n\n")
+    ag["overlap"] = overl
+    return head + "\n".join(lines) + "\n", ag
 
 
 def extras_md(extra):
@@ -233,13 +322,13 @@ def extras_md(extra):
     ol = [r for r in extra.get("openloop", []) if "error" not in r]
     if ol:
         lines = ["| server | load (× closed-loop capacity) | offered rps | n | achieved rps | p50 µs | "
-                 "p99 µs [95 % CI] | p99.9 µs | server cores | oha cores |",
+                 f"p99 µs (min–max; [95 % CI] from n = {stats.MIN_BOOT}) | p99.9 µs | server cores | oha cores |",
                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for (srv, load), rs in sorted(extras.openloop_groups(ol).items()):
             lines.append(f"| {srv} | {load:.2f} | {f(stats.median([r['offered'] for r in rs]), '{:,.0f}')} | "
                          f"{len(rs)} | {f(stats.median([r['achieved'] for r in rs]), '{:,.0f}')} | "
                          f"{f(stats.median([r['p50_us'] for r in rs]), '{:,.0f}')} | "
-                         f"{fci(stats.median_ci([r['p99_us'] for r in rs]))} | "
+                         f"{fci(stats.median_ci([r['p99_us'] for r in rs]), n=len(rs))} | "
                          f"{f(stats.median([r['p999_us'] for r in rs]), '{:,.0f}')} | "
                          f"{f(stats.median([r.get('server_cores') for r in rs]))} | "
                          f"{f(stats.median([r.get('client_cores') for r in rs]))} |")
@@ -249,14 +338,15 @@ def extras_md(extra):
                                               "the oha_cmd of each record in openloop.jsonl.\n")
     st = [r for r in extra.get("startup", []) if "error" not in r]
     if st:
-        lines = ["| server | start to first response, ms [95 % CI] | graceful stop, ms [95 % CI] | runs |",
+        lines = ["| server | start to first response, ms | graceful stop, ms | runs |",
                  "|---|---:|---:|---:|"]
         for r in st:
             b = r["baseline_median_s"]
-            lines.append(f"| {r['server']} | {fci(stats.median_ci([(t - b) * 1e3 for t in r['start_times_s']]), '{:.0f}')} | "
-                         f"{fci(stats.median_ci([(t - b) * 1e3 for t in r['stop_times_s']]), '{:.0f}')} | {r['runs']} |")
+            lines.append(f"| {r['server']} | {fci(stats.median_ci([(t - b) * 1e3 for t in r['start_times_s']]), '{:.0f}', len(r['start_times_s']))} | "
+                         f"{fci(stats.median_ci([(t - b) * 1e3 for t in r['stop_times_s']]), '{:.0f}', len(r['stop_times_s']))} | {r['runs']} |")
         out["startup"] = "\n".join(lines) + ("\n\nhyperfine; the helper's own start-up (a shell and an "
-                                              "interpreter, timed alone) is subtracted.\n")
+                                              "interpreter, timed alone) is subtracted. Median [95 % bootstrap "
+                                              f"CI] from {stats.MIN_BOOT} runs on, else median (min–max).\n")
     tl = [r for r in extra.get("timeline", []) if "error" not in r]
     if tl:
         lines = ["| handoff | connections | context switches / request | wake-ups / request |", "|---|---:|---:|---:|"]
@@ -272,15 +362,16 @@ def build(d, compare_dir=None, figs=True):
         raise SystemExit(f"report: no sweep *.jsonl in {d}; run experiments/run.py first")
     meta = load_jsonl(d, "meta")
     nproc = (meta[-1]["machine"]["nproc"] if meta else os.cpu_count()) or 2
-    params = model.fit(sweeps.get("calib", []))
+    clean = not (meta and meta[-1].get("quick"))  # a quick run keeps its disturbed runs
+    params = model.fit(sweeps.get("calib", []), clean)
     plan = load_plan(d, sweeps)
-    summ = summarise(sweeps, params, nproc, plan)
+    summ = summarise(sweeps, params, nproc, plan, clean)
     for name in plan:
         rows = [r for rs in sweeps.values() for r in rs if r["label"] in set(plan[name])]
         if not rows:
             continue
         md = (f"<!-- generated by experiments/report.py from the {name} sweep; do not edit -->\n\n"
-              f"{table(summ, name)}\n\n{provenance(meta, rows)}\n")
+              f"{table(summ, name, meta[-1]['commit'] if meta else None)}\n\n{provenance(meta, rows)}\n")
         with open(os.path.join(d, f"{name}.md"), "w") as fh:
             fh.write(md)
     with open(os.path.join(d, "model.md"), "w") as fh:
@@ -294,8 +385,11 @@ def build(d, compare_dir=None, figs=True):
     if compare_dir:
         sw = load(compare_dir)
         sb = summarise(sw, model.fit(sw.get("calib", [])), nproc, load_plan(compare_dir, sw))
-        text, agree, n = compare(summ, sb)
-        agreement = {"agree": agree, "of": n,
+        text, ag = compare(summ, sb)
+        agreement = {"agree": ag["of"] - ag["differ"], "of": ag["of"], "differ": ag["differ"], "flips": ag["flips"],
+                     "overlap": ag["overlap"],
+                     "n_a": sorted({s["n"] for s in summ.values() if s["n"]}),
+                     "n_b": sorted({s["n"] for s in sb.values() if s["n"]}),
                      # relative to the repository root (numbers.json travels with the repo)
                      "other": os.path.relpath(os.path.abspath(compare_dir),
                                               os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}

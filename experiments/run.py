@@ -4,7 +4,7 @@ per-thread CPU from inside (cserve --stats-json) and outside
 (scripts/threadcpu.py, the client's thread included), and append one JSON
 line per run to OUT/<sweep>.jsonl.
 
-    experiments/run.py --out DIR                  # the full plan (lib/configs.py:full), 5 repeats
+    experiments/run.py --out DIR                  # the full plan (lib/configs.py:full), 5 repeats, 3 s windows
     experiments/run.py --quick --out /tmp/q       # each dimension once, tiny; plumbing only
     experiments/run.py --sweep appcost --repeats 3 --out DIR
     experiments/run.py --list
@@ -22,6 +22,12 @@ Per run: the server starts; wrk runs W+D+M seconds; after W seconds of
 warm-up SIGUSR2 opens a cserve stats window, threadcpu samples /proc for D
 seconds while /proc/stat is read before and after (foreign CPU and steal in
 the window), then SIGUSR1 writes the window while wrk still loads it.
+
+Other tenants: a run whose window lost more than --disturb-limit cores to
+steal and foreign CPU together (lib/model.py: disturbed) is recorded, marked
+"disturbed", and run again at the end of the queue, up to --reruns times per
+run and --rerun-cap reruns in all; what is still disturbed then stays
+recorded and report.py leaves it out and counts it.
 """
 import argparse
 import datetime
@@ -37,7 +43,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import configs, provenance  # noqa: E402
+from lib import configs, model, provenance  # noqa: E402
 from lib.serverctl import (CSERVE, PY, client_cmd, free_port, parse_latency, pin_threads,  # noqa: E402
                            read_stats, server_cmd, start, stats_summary, stop, threadcpu, wait_ready)
 
@@ -125,6 +131,18 @@ def brief(rec):
     return "  ".join(parts)
 
 
+def rerun_decision(rec, attempt, reruns_used, a):
+    """What to do with a finished run: "keep" (clean, or failed: a failure is
+    not the machine's fault), "rerun" (disturbed, and both bounds allow
+    another try) or "exclude" (disturbed, no try left: recorded, left out by
+    report.py, counted)."""
+    if "error" in rec or not model.disturbed(rec, a.disturb_limit):
+        return "keep"
+    if attempt < a.reruns and reruns_used < a.rerun_cap:
+        return "rerun"
+    return "exclude"
+
+
 def plan(a):
     S = configs.quick() if a.quick else configs.full()
     names = a.sweep or list(S)
@@ -171,7 +189,7 @@ def main():
     ap.add_argument("--sweep", action="append", help="run only these sweeps (repeatable)")
     ap.add_argument("--repeats", type=int, help="repeats per configuration (full 5, quick 2)")
     ap.add_argument("--seed", default="cserve", help="shuffle seed (recorded)")
-    ap.add_argument("--duration", type=float, help="measured seconds per run (full 4, quick 1)")
+    ap.add_argument("--duration", type=float, help="measured seconds per run (full 3, quick 1)")
     ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.3)")
     ap.add_argument("--margin", type=float, default=0.5, help="load seconds after the window")
     ap.add_argument("--interval", type=float, help="threadcpu sampling interval (default duration/4)")
@@ -181,16 +199,23 @@ def main():
     ap.add_argument("--wrk-cpus", help="taskset for the client in every run (e.g. 3-7)")
     ap.add_argument("--pin", help="cserve threads to CPUs, e.g. cserve-loop=1,cserve-pool-0=2 "
                     "(dedicated cores on a larger machine: scripts/many_core.sh)")
+    ap.add_argument("--disturb-limit", type=float, default=model.DISTURB_LIMIT,
+                    help="cores of steal + foreign CPU in the window above which a run is rerun (default %(default)s)")
+    ap.add_argument("--reruns", type=int, help="reruns of one disturbed run at most (full 2, quick 0)")
+    ap.add_argument("--rerun-cap", type=int, help="reruns in all at most (default: an eighth of the runs)")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
-    a.duration = a.duration or (1.0 if a.quick else 4.0)
+    a.duration = a.duration or (1.0 if a.quick else 3.0)
     a.warmup = a.warmup if a.warmup is not None else (0.3 if a.quick else 1.0)
     a.repeats = a.repeats or (2 if a.quick else 5)
     a.interval = a.interval or a.duration / 4
 
     order = plan(a)
+    a.reruns = a.reruns if a.reruns is not None else (0 if a.quick else 2)
+    a.rerun_cap = a.rerun_cap if a.rerun_cap is not None else len(order) // 8
     per = a.warmup + a.duration + a.margin + 1.5
-    print(f"{len(order)} runs, ~{len(order) * per / 60:.1f} min; results in {a.out}", file=sys.stderr)
+    print(f"{len(order)} runs, ~{len(order) * per / 60:.1f} min (+ up to {a.rerun_cap} reruns of disturbed "
+          f"runs, ~{a.rerun_cap * per / 60:.1f} min); results in {a.out}", file=sys.stderr)
     if a.list:
         for rep, name, r in order:
             print(f"{rep} {name:<12} {configs.label(r)}")
@@ -209,6 +234,7 @@ def main():
     mach = provenance.machine(CSERVE)
     meta = {"commit": sha, "dirty": dirty, "quick": a.quick, "seed": a.seed, "repeats": a.repeats,
             "durations": {"warmup": a.warmup, "window": a.duration, "margin": a.margin},
+            "disturb": {"limit": a.disturb_limit, "reruns": a.reruns, "rerun_cap": a.rerun_cap},
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": mach}
     with open(os.path.join(a.out, "meta.jsonl"), "a") as f:
@@ -219,16 +245,30 @@ def main():
         membership[k] = sorted(set(membership.get(k, [])) | set(labs))
     with open(plan_path, "w") as f:
         json.dump(membership, f, indent=1, sort_keys=True)
-    failures = 0
-    for i, (rep, name, r) in enumerate(order, 1):
+    failures = reruns = excluded = 0
+    queue = [(rep, name, r, 0) for rep, name, r in order]
+    i = 0
+    while queue:
+        rep, name, r, attempt = queue.pop(0)
+        i += 1
         rec = run_one(r, a)
-        rec.update(sweep=name, repeat=rep, order=i, commit=sha, dirty=dirty, quick=a.quick,
+        rec.update(sweep=name, repeat=rep, order=i, attempt=attempt, commit=sha, dirty=dirty, quick=a.quick,
                    durations=meta["durations"], machine=mach)
+        what = rerun_decision(rec, attempt, reruns, a)
+        if what != "keep":
+            rec["disturbed"] = True
         with open(os.path.join(a.out, f"{name}.jsonl"), "a") as f:
             f.write(json.dumps(rec) + "\n")
         failures += "error" in rec
-        print(f"[{i}/{len(order)}] r{rep} {name}: {brief(rec)}", file=sys.stderr, flush=True)
-    print(f"run.py: {len(order) - failures}/{len(order)} runs ok", file=sys.stderr)
+        if what == "rerun":  # at the end of the queue: a burst of steal passes meanwhile
+            reruns += 1
+            queue.append((rep, name, r, attempt + 1))
+        excluded += what == "exclude"
+        print(f"[{i}/{len(order) + reruns}] r{rep} {name}: {brief(rec)}"
+              f"{' (disturbed: rerun)' if what == 'rerun' else ' (disturbed: left out)' if what == 'exclude' else ''}",
+              file=sys.stderr, flush=True)
+    print(f"run.py: {len(order) - failures}/{len(order)} runs ok; {reruns} reruns of disturbed runs, "
+          f"{excluded} still disturbed (recorded, left out by report.py)", file=sys.stderr)
     # Quick: any failure is broken plumbing. Full: a lone failed run is
     # recorded and reported (its row shows the error), not worth the hour.
     return 1 if (failures and a.quick) or failures == len(order) else 0

@@ -19,6 +19,11 @@ stage costs on it and predicts every other sweep's rate (out of sample)."""
 HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 # Fine steps over the loop/pool crossover (a few µs of app work on this guest).
 FINE_US = [0, 1, 2, 3, 4, 6, 8, 10, 14, 20]
+# condvar and eventfd: the ends and the middle of the same axis.
+COARSE_US = [0, 10, 20]
+# The uninstrumented build (make BUILD=build-noinst INSTRUMENTS=0): what a
+# user runs, so the one rows compared with other servers use.
+NOINST = "build-noinst/cserve"
 
 
 def cs(**kw):
@@ -51,25 +56,30 @@ def full():
                   # One connection: every request pays the wake-ups (des.py fits its wake latency here).
                   [cs(handoff=h, conns=1) for h in ("ring", "dgram")])
     S["connections"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (4, 16, 64, 256)] +
-                        [cs(handoff=h, conns=64) for h in ("condvar", "eventfd")] +
+                        [cs(handoff=h, conns=c) for h in ("condvar", "eventfd") for c in (4, 16, 64, 256)] +
                         [cs(handoff=h, client="wrk-p16", conns=c) for h in ("ring", "dgram") for c in (4, 64)] +
                         [cs(mode="native", client="wrk-p16", conns=c) for c in (4, 64)])
     S["appcost"] = [cs(handoff=h, app=app_cost(us), client="wrk-p16", conns=16)
                     for h in ("ring", "dgram") for us in FINE_US] + \
+        [cs(handoff=h, app=app_cost(us), client="wrk-p16", conns=16) for h in ("condvar", "eventfd") for us in COARSE_US] + \
         [cs(handoff="ring", app=app_cost(us), client="wrk-p16", conns=64) for us in (0, 4, 8, 14, 20)]
     S["threads"] = ([cs(handoff="ring", bt=b) for b in (1, 2, 4)] +
                     [cs(app="gil-sleep200", bt=b, conns=16) for b in (1, 4)])
     S["peers"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (16, 64)] +
                   [peer("granian", conns=c) for c in (16, 64, 256)] +
                   [cs(handoff=h, conns=256) for h in ("ring", "dgram")] +
-                  [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")])
+                  [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")] +
+                  # Across servers: the uninstrumented build (the rows above give the per-thread view).
+                  [cs(handoff=h, conns=c, binary=NOINST) for h in ("ring", "dgram") for c in (16, 64, 256)] +
+                  [cs(mode="native", binary=NOINST)])
     S["frameworks"] = ([cs(handoff=h, app=a, conns=16) for a in ("flask", "django") for h in ("ring", "dgram")] +
                        # the loop polls the ring for 20 µs before sleeping (pool-bound apps)
                        [cs(app=a, conns=16, args=["--loop-spin", "20"]) for a in ("flask", "django")] +
-                       [peer("granian", app=a, conns=16) for a in ("flask", "django")])
+                       [peer("granian", app=a, conns=16) for a in ("flask", "django")] +
+                       [cs(handoff="ring", app=a, conns=16, binary=NOINST) for a in ("flask", "django")])
     # The instruments' own cost: counters compiled out (make INSTRUMENTS=0
     # BUILD=build-noinst), interleaved with the normal build like any config.
-    S["instruments"] = [cs(conns=64), cs(conns=64, binary="build-noinst/cserve")]
+    S["instruments"] = [cs(conns=64), cs(conns=64, binary=NOINST)]
     S["browser"] = [cs(handoff="ring", client="wrk-browser"), cs(handoff="dgram", client="wrk-browser"),
                     peer("granian", client="wrk-browser")]
     return S

@@ -4,15 +4,39 @@ run or a machine without oha simply has fewer keys."""
 from . import stats
 
 
+# The knee, one definition for the code and the prose (numbers.json's
+# const:knee_achieved and const:knee_p99_factor): the highest offered rate at
+# which the achieved rate was at least KNEE_ACHIEVED of the offer and p99
+# under KNEE_P99_FACTOR times the lightest load's p99.
+KNEE_ACHIEVED = 0.95
+KNEE_P99_FACTOR = 10
+CLIENT_SAT = 0.90  # oha at this share of a core or more: the knee is the client's
+
+
 def knee(points):
-    """The highest offered rate the server still met (achieved >= 95 % of
-    offered and p99 under 10x the lightest load's p99)."""
+    """The highest offered rate the server still met (see KNEE_ACHIEVED)."""
     pts = sorted(points, key=lambda p: p["offered"])
     if not pts:
         return None
     base = pts[0]["p99_us"] or 1
-    ok = [p["offered"] for p in pts if p["achieved"] >= 0.95 * p["offered"] and (p["p99_us"] or 0) < 10 * base]
+    ok = [p["offered"] for p in pts if p["achieved"] >= KNEE_ACHIEVED * p["offered"]
+          and (p["p99_us"] or 0) < KNEE_P99_FACTOR * base]
     return max(ok) if ok else None
+
+
+def knee_owner(points, k):
+    """Whose limit the knee is: "the client's" where oha used CLIENT_SAT of a
+    core or more at the first offer past the knee (or at the highest offer,
+    when every offer was met, or at the lowest, when none was), else "the server's"."""
+    pts = sorted(points, key=lambda p: p["offered"])
+    if not pts:
+        return None
+    past = [p for p in pts if k is None or p["offered"] > k]
+    at = past[0] if past else pts[-1]
+    c = at.get("client_cores")
+    if c is None:
+        return None
+    return "the client's" if c >= CLIENT_SAT else "the server's"
 
 
 def openloop_groups(ol):
@@ -36,14 +60,24 @@ def numbers(extra, put, N):
         by = {load: rs for (s, load), rs in groups.items() if s == srv}
         pts = [{"offered": stats.median([r["offered"] for r in rs]),
                 "achieved": stats.median([r["achieved"] for r in rs]),
-                "p99_us": stats.median([r["p99_us"] for r in rs])} for rs in by.values()]
+                "p99_us": stats.median([r["p99_us"] for r in rs]),
+                "client_cores": stats.median([r.get("client_cores") for r in rs])} for rs in by.values()]
         k = knee(pts)
+        owner = knee_owner(pts, k)
+        if owner:
+            N[f"openloop_knee_owner:{srv}"] = {"value": owner, "text": owner, "text_ci": owner}
+        cc = [p["client_cores"] for p in pts if p["client_cores"] is not None]
+        if cc:
+            put(f"openloop_client_cores_max:{srv}", max(cc), kind="{:.2f}")
         if k is None:
             N[f"openloop_knee:{srv}"] = {"value": None, "text": "none of the offered rates",
                                          "text_ci": "none of the offered rates"}
         put(f"openloop_knee:{srv}", k, kind="{:,.0f}")
         lo = min(by)
         put(f"openloop_p99_light:{srv}", stats.median([r["p99_us"] for r in by[lo]]), kind="{:.0f} µs")
+    put("const:knee_achieved", KNEE_ACHIEVED, kind="pct")
+    put("const:knee_p99_factor", KNEE_P99_FACTOR, kind="{:d}")
+    put("const:client_sat", CLIENT_SAT, kind="pct")
     for r in extra.get("startup", []):
         if "error" in r:
             continue

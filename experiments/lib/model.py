@@ -1,20 +1,32 @@
 """Per-run metrics, the regime a run was in (from measured utilisation only),
 and the pipeline model fitted on the `calib` sweep and used out of sample.
 
-Regime, per run (never from comparing costs):
-  a server stage at >= 90 % of a core  -> bound by that stage ("loop-bound",
-                                          "pool-bound"; for a peer, its busiest thread)
-  else the client at >= 90 % of a core -> "client-bound"
-  else                                 -> "shared CPUs" (no stage saturated: the
-                                          machine's cores and the wake-up gaps set the rate)
+Regime, per run (never from comparing costs). The stages are the loop, the
+pool (for a peer: its two busiest threads) and the client:
+  a stage at >= 90 % of a core   -> bound by that stage ("loop-bound",
+                                    "pool-bound", "client-bound"; a peer's
+                                    "granian <thread>-bound"). Where two or more
+                                    stages saturate, the busiest one names the
+                                    regime and the others are kept beside it
+                                    (metrics()["regime_also"]), so a table shows both
+  else the machine's idle cores <= 0.1 (1.9 of 2 vCPUs busy, steal counted
+       as not idle)               -> "machine-bound"
+  else                            -> "unsaturated" (neither a stage nor the
+                                    machine is full: wake-up gaps set the rate;
+                                    the idle cores are shown beside it)
 The pool stage is the GIL: Python work is serialised whatever the number of
 blocking threads, so the pool's utilisation is the SUM over pool threads
 against one core, and the model's pool bound is 1/c_pool with c_pool the
 summed pool CPU per request. (regime() and pred() use the same convention.)
 
+A run whose window lost more than DISTURB_LIMIT cores to steal and foreign CPU
+together is *disturbed* (disturbed()): run.py reruns it, and report.py leaves
+it out of every median and counts it.
+
 Model: rate = min(1/c_loop, 1/c_pool, N/(c_loop + c_pool + c_client)),
-N = the vCPUs minus the foreign CPU measured in the run's window. The costs
-come from the calib sweep only (lib/configs.py), never from the run predicted:
+N = the vCPUs minus the foreign CPU and the steal measured in the run's window.
+The costs come from the calib sweep only (lib/configs.py), never from the run
+predicted:
   c_loop[handoff, client]  the loop's µs/request, hello, in calib
   c_pool(hello) = c_pool0[handoff]                             (hello in calib)
   c_pool(cpuN)  = cpu_pool0[handoff] + slope[handoff] * N      (cpu0 and cpu20 in calib;
@@ -22,11 +34,29 @@ come from the calib sweep only (lib/configs.py), never from the run predicted:
                   results without cpu0 fall back to hello's cost as the intercept)
   c_client[client]         the client's µs/request in calib
 (calib's one-connection runs are left out of these: they are des.py's wake-up
-calibration, not the steady-state costs.)
+calibration, not the steady-state costs.) The machine bound assumes a full
+machine: only machine-bound runs test it (bound_tested()).
 """
 from . import configs
 
 SAT = 0.90
+IDLE_MAX = 0.10        # cores: at most this idle -> machine-bound
+DISTURB_LIMIT = 0.05   # cores lost to steal + foreign CPU in the window -> disturbed
+
+
+def lost_cores(rec):
+    """Cores the run's window lost to other tenants: steal plus foreign CPU
+    (None where the window was not measured)."""
+    w = rec.get("window_cpu")
+    if not w:
+        return None
+    return (w.get("steal_cores") or 0.0) + (w.get("foreign_cores") or 0.0)
+
+
+def disturbed(rec, limit=DISTURB_LIMIT):
+    """Did other tenants take more than `limit` cores during the window?"""
+    lost = lost_cores(rec)
+    return lost is not None and lost > limit
 
 
 def _wrk_threads(rec):
@@ -42,6 +72,9 @@ def metrics(rec):
     m.update(p50_us=lat.get("p50_us"), p99_us=lat.get("p99_us"))
     w = rec.get("window_cpu") or {}
     m.update(foreign=w.get("foreign_cores"), steal=w.get("steal_cores"), busy=w.get("busy_cores"))
+    m["idle"] = idle_cores(rec)
+    m["lost"] = lost_cores(rec)
+    m["sock_err"] = socket_errors(rec)
     rps = m["rps"] or 0
     wrk = _wrk_threads(rec)
     m["client_util"] = sum(t["median_pct"] for t in wrk) / 100 if wrk else None
@@ -75,19 +108,58 @@ def metrics(rec):
         m["loop_util"] = srv[0]["median_pct"] / 100 if srv else None
         m["pool_util"] = srv[1]["median_pct"] / 100 if len(srv) > 1 else None
         m["loop_wait_us"] = m["loop_work_us"] = None
-    m["regime"] = regime(m, rec["config"])
+    m["regime"], m["regime_also"] = regime_detail(m, rec["config"])
     return m
 
 
-def regime(m, cfg):
+def idle_cores(rec):
+    """The machine's idle cores in the window: vCPUs less busy less steal."""
+    w = rec.get("window_cpu") or {}
+    n = (rec.get("machine") or {}).get("nproc")
+    if n is None or w.get("busy_cores") is None:
+        return None
+    return max(0.0, n - w["busy_cores"] - (w.get("steal_cores") or 0.0))
+
+
+def socket_errors(rec):
+    """wrk's socket errors (connect + read + write + timeout) in the run, 0 where it printed none."""
+    import re
+    out = rec.get("wrk_output")
+    if out is None:
+        return None
+    mm = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return sum(int(x) for x in mm.groups()) if mm else 0
+
+
+def _stage_name(name, cfg):
+    return f"{name}-bound" if cfg["server"] == "cserve" or name == "client" else f"{cfg['server']} {name}-bound"
+
+
+def regime_detail(m, cfg):
+    """(regime, [other saturated stages' regimes]). Every stage, the client
+    included, is checked alike; the busiest saturated one names the regime."""
     stages = {k: v for k, v in (m.get("stages") or {}).items() if v is not None}
-    if stages:
-        name, u = max(stages.items(), key=lambda kv: kv[1])
-        if u >= SAT:
-            return f"{name}-bound" if cfg["server"] == "cserve" else f"{cfg['server']} {name}-bound"
-    if (m.get("client_util") or 0) >= SAT:
-        return "client-bound"
-    return "shared CPUs"
+    if m.get("client_util") is not None:
+        stages["client"] = m["client_util"]
+    sat = sorted(((u, k) for k, u in stages.items() if u >= SAT), reverse=True)
+    if sat:
+        names = [_stage_name(k, cfg) for _, k in sat]
+        return names[0], names[1:]
+    if m.get("idle") is not None and m["idle"] <= IDLE_MAX:
+        return "machine-bound", []
+    return "unsaturated", []
+
+
+def regime(m, cfg):
+    return regime_detail(m, cfg)[0]
+
+
+def bound_tested(bound, regime_name):
+    """Does a run in `regime_name` satisfy the assumptions of the model's
+    `bound` ("loop", "pool", "machine")? A stage bound is tested on runs
+    where that stage saturated; the machine bound on machine-bound runs."""
+    want = {"loop": "loop-bound", "pool": "pool-bound", "machine": "machine-bound"}.get(bound)
+    return want is not None and regime_name == want
 
 
 # ------------------------------------------------------------------ the model
@@ -105,11 +177,12 @@ def _client_kind(cfg):
     return "wrk" if k == "wrk-browser" else k  # browser heads: the plain client's cost (approximation)
 
 
-def fit(calib):
-    """Stage costs from the calib records (all repeats; medians)."""
+def fit(calib, exclude_disturbed=True):
+    """Stage costs from the calib records (all repeats but the disturbed
+    ones; medians)."""
     groups = {}
     for r in calib:
-        if "error" in r:
+        if "error" in r or (exclude_disturbed and disturbed(r)):
             continue
         groups.setdefault(r["label"], []).append((r["config"], metrics(r)))
     p = {"c_loop": {}, "c_pool0": {}, "cpu_pool0": {}, "slope": {}, "c_client": {}, "native": {}}
@@ -192,8 +265,8 @@ def predict(p, cfg, m, nproc):
         c_loop, c_pool = _c_loop(p, cfg["handoff"], k), pool_cost(p, cfg["handoff"], cfg["app"])
     if c_loop is None or c_pool is None or c_client is None:
         return None, "missing calibration", {}
-    n = max(0.5, nproc - (m.get("foreign") or 0.0))
-    bounds = {"loop": 1e6 / c_loop, "shared CPUs": n * 1e6 / (c_loop + c_pool + c_client)}
+    n = max(0.5, nproc - (m.get("foreign") or 0.0) - (m.get("steal") or 0.0))
+    bounds = {"loop": 1e6 / c_loop, "machine": n * 1e6 / (c_loop + c_pool + c_client)}
     if c_pool > 0:
         bounds["pool"] = 1e6 / c_pool
     name = min(bounds, key=bounds.get)

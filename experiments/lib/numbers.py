@@ -5,8 +5,9 @@ a number that does not come from here.
 
 Keys:
   <metric>:<config label>   every table cell's median, e.g.
-                            `rps:cserve ring bt1 hello c64 wrk` (and `_ci` twins
-                            holding "median [lo, hi]")
+                            `rps:cserve ring bt1 hello c64 wrk`; its "text_ci"
+                            is "median (range lo–hi)" below stats.MIN_BOOT
+                            repeats and "median [95 % CI lo, hi]" from there on
   derived keys below         ratios with bootstrap intervals, the crossover,
                             the model's error, counts of regimes, provenance.
 Each entry: {"value": float|str, "lo", "hi", "text"}."""
@@ -15,7 +16,9 @@ from . import configs, stats
 FMT = {"rps": "{:,.0f}", "rps_wrk": "{:,.0f}", "p50_us": "{:.0f} µs", "p99_us": "{:.0f} µs",
        "loop_util": "pct", "pool_util": "pct", "client_util": "pct", "cores": "{:.2f}",
        "c_loop": "{:.2f} µs", "c_pool": "{:.2f} µs", "c_client": "{:.2f} µs",
-       "loop_wait_us": "{:.2f} µs", "loop_work_us": "{:.2f} µs", "foreign": "{:.2f}", "steal": "{:.2f}"}
+       "loop_wait_us": "{:.2f} µs", "loop_work_us": "{:.2f} µs", "foreign": "{:.2f}", "steal": "{:.2f}",
+       "idle": "{:.2f}", "sock_err": "{:,.0f}"}
+REGIMES = ("loop-bound", "pool-bound", "client-bound", "machine-bound", "unsaturated")
 
 
 def _fmt(v, kind):
@@ -33,25 +36,94 @@ def _none(text):
     return {"value": None, "lo": None, "hi": None, "text": text, "text_ci": text}
 
 
+NOINST = "build-noinst/cserve"  # the uninstrumented build's label part (lib/configs.py)
+IDLE_NOTE = 0.3  # cores: unsaturated rows leaving more than this idle are counted for the prose
+
+
+def interval_text(v, lo, hi, kind, iv="range"):
+    """A median with its interval, saying which kind: "v (range lo–hi)" or
+    "v [95 % CI lo, hi]" (stats.interval_kind)."""
+    txt = _fmt(v, kind)
+    if lo is None or hi is None or lo == hi:
+        return txt
+    if iv == "CI":
+        return f"{txt} [95 % CI {_fmt(lo, kind)}, {_fmt(hi, kind)}]"
+    return f"{txt} (range {_fmt(lo, kind)}–{_fmt(hi, kind)})"
+
+
+def _words(key, text, value=None, N=None):
+    N[key] = {"value": value if value is not None else text, "text": text, "text_ci": text}
+
+
+def regime_numbers(summ, put, N):
+    """The unsaturated rows' idle cores, and where two stages saturated."""
+    uns = [s for s in summ.values() if s["n"] and s["regime"] == "unsaturated" and s["idle"][0] is not None]
+    if uns:
+        idle = [s["idle"][0] for s in uns]
+        put("unsaturated_idle_min", min(idle), kind="{:.2f}")
+        put("unsaturated_idle_max", max(idle), kind="{:.2f}")
+        put("unsaturated_idle_over_note", sum(i > IDLE_NOTE for i in idle), kind="{:d}")
+    put("const:idle_note", IDLE_NOTE, kind="{:.1f}")
+    both = sorted(f"`{s['label']}` ({s['regime']}; also {', '.join(s['regime_also'])})"
+                  for s in summ.values() if s["n"] and s.get("regime_also"))
+    _words("list:two_saturated", "; ".join(both) if both else "none", N=N)
+    put("count:two_saturated", len(both), kind="{:d}")
+
+
+def disturbance_numbers(summ, put, N):
+    """How many runs other tenants disturbed (left out), and the steal and
+    foreign CPU of those kept."""
+    lost = [x for s in summ.values() for x in s.get("lost_all", [])]
+    put("runs_measured", len(lost), kind="{:d}")
+    put("runs_disturbed", sum(s.get("disturbed", 0) for s in summ.values()), kind="{:d}")
+    put("runs_included", sum(s["n"] for s in summ.values()), kind="{:d}")
+    if lost:
+        put("lost_max_all", max(lost), kind="{:.2f}")
+    emptied = sorted(s["label"] for s in summ.values() if not s["n"] and s.get("disturbed"))
+    put("count:configs_all_disturbed", len(emptied), kind="{:d}")
+    _words("list:configs_all_disturbed", ", ".join(f"`{x}`" for x in emptied) if emptied else "none", N=N)
+    steal = [s["steal"][0] for s in summ.values() if s["n"] and s["steal"][0] is not None]
+    if steal:
+        put("steal_max", max(steal), kind="{:.2f}")
+        put("steal_median", stats.median(steal), kind="{:.2f}")
+    few = [s["n"] for s in summ.values() if s["n"]]
+    if few:
+        put("n_min", min(few), kind="{:d}")
+        put("n_max", max(few), kind="{:d}")
+
+
+def provenance_numbers(summ, meta, N):
+    """Which commits the included runs come from: one sentence for the prose."""
+    commits = {}
+    for s in summ.values():
+        for c in s.get("commits") or []:
+            commits[c] = commits.get(c, 0) + s["n"]
+    if not commits:
+        return
+    run = meta[-1]["commit"][:7] if meta else None
+    if len(commits) == 1:
+        c = next(iter(commits))
+        text = f"every included run comes from commit `{c}`"
+    else:
+        text = "the included runs come from commits " + ", ".join(f"`{c}`" for c in sorted(commits)) + \
+            (f" (the run's own: `{run}`; each table names a row's commit where it differs)" if run else "")
+    _words("provenance_commits", text, sorted(commits), N)
+
+
 def compute(summ, params, meta, extra, agreement=None):
     N = {}
 
-    def put(key, v, lo=None, hi=None, kind="{:.2f}"):
+    def put(key, v, lo=None, hi=None, kind="{:.2f}", iv="range"):
         if v is None:
             return
-        txt = _fmt(v, kind)
-        if lo is not None and hi is not None and lo != hi:
-            txt_ci = f"{txt} [{_fmt(lo, kind)}, {_fmt(hi, kind)}]"
-        else:
-            txt_ci = txt
-        N[key] = {"value": v, "lo": lo, "hi": hi, "text": txt, "text_ci": txt_ci}
+        N[key] = {"value": v, "lo": lo, "hi": hi, "text": _fmt(v, kind), "text_ci": interval_text(v, lo, hi, kind, iv)}
 
     for lab, s in summ.items():
         if not s["n"]:
             continue
         for k, kind in FMT.items():
             m, lo, hi = s[k]
-            put(f"{k}:{lab}", m, lo, hi, kind)
+            put(f"{k}:{lab}", m, lo, hi, kind, stats.interval_kind(s["n"]))
         N[f"regime:{lab}"] = {"value": s["regime"], "text": s["regime"], "text_ci": s["regime"]}
         N[f"n:{lab}"] = {"value": s["n"], "text": str(s["n"]), "text_ci": str(s["n"])}
         if s["pred"] is not None:
@@ -62,20 +134,35 @@ def compute(summ, params, meta, extra, agreement=None):
     def ratio(key, a, b, metric="rps_wrk"):
         if a in by and b in by and by[a]["n"] and by[b]["n"]:
             r, lo, hi = stats.ratio_ci(by[a][metric + "_all"], by[b][metric + "_all"])
-            put(key, r, lo, hi, "ratio")
+            put(key, r, lo, hi, "ratio", stats.interval_kind(by[a]["n"], by[b]["n"]))
+            N[key]["n"] = [by[a]["n"], by[b]["n"]]
+            N[key + ":n"] = {"value": N[key]["n"], "text": f"n = {by[a]['n']} and {by[b]['n']}",
+                             "text_ci": f"n = {by[a]['n']} and {by[b]['n']}"}
+        elif a in by and b in by:  # measured, but a side has no included run
+            N[key] = _none("no clean runs on one side")
+            N[key + ":n"] = _none("n = 0")
+        else:  # a configuration this run did not make
+            N[key] = _none("not measured in this run")
+            N[key + ":n"] = _none("n = 0")
 
     for c in (16, 64, 256):
         for h in ("ring", "dgram"):
             ratio(f"ratio_{h}_granian_c{c}", f"cserve {h} bt1 hello c{c} wrk", f"granian hello c{c} wrk")
+            # Across servers the uninstrumented build is the fair one.
+            ratio(f"ratio_{h}_granian_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk",
+                  f"granian hello c{c} wrk")
+            ratio(f"ratio_{h}_uwsgi_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk", f"uwsgi hello c{c} wrk")
         ratio(f"ratio_ring_dgram_c{c}", f"cserve ring bt1 hello c{c} wrk", f"cserve dgram bt1 hello c{c} wrk")
     for a in ("flask", "django"):
         for h in ("ring", "dgram"):
             ratio(f"ratio_{h}_granian_{a}", f"cserve {h} bt1 {a} c16 wrk", f"granian {a} c16 wrk")
+        ratio(f"ratio_ring_granian_{a}_noinst", f"cserve ring bt1 {NOINST} {a} c16 wrk", f"granian {a} c16 wrk")
     ratio("ratio_instruments_on_off", "cserve ring bt1 hello c64 wrk",
           "cserve ring bt1 build-noinst/cserve hello c64 wrk", "rps")
     # What a server with no Python at all reaches against Granian: the
     # ceiling any handoff could approach with this client on this machine.
     ratio("ratio_native_granian_c64", "cserve native hello c64 wrk", "granian hello c64 wrk")
+    ratio("ratio_native_granian_c64_noinst", f"cserve native {NOINST} hello c64 wrk", "granian hello c64 wrk")
     for h in ("condvar", "eventfd"):
         ratio(f"ratio_ring_{h}_c64", "cserve ring bt1 hello c64 wrk", f"cserve {h} bt1 hello c64 wrk")
     ratio("ratio_native_ring_p16", "cserve native hello c16 wrk-p16", "cserve ring bt1 hello c16 wrk-p16", "rps")
@@ -96,16 +183,17 @@ def compute(summ, params, meta, extra, agreement=None):
             put(f"max_loop_bound_us_{h}", max(lb), kind="{:.0f} µs")
 
     regs = [s["regime"] for s in summ.values() if s["n"]]
-    for name in ("loop-bound", "pool-bound", "client-bound", "shared CPUs"):
+    for name in REGIMES:
         put(f"count:{name}", regs.count(name), kind="{:d}")
     put("count:configs", len(regs), kind="{:d}")
     # The rest: a peer bound by one of its own threads (e.g. Granian's Python thread).
-    put("count:other", len(regs) - sum(regs.count(n) for n in ("loop-bound", "pool-bound", "client-bound",
-                                                                 "shared CPUs")), kind="{:d}")
-    for name in ("loop-bound", "pool-bound", "client-bound", "shared CPUs"):
+    put("count:other", len(regs) - sum(regs.count(n) for n in REGIMES), kind="{:d}")
+    for name in REGIMES:
         labs = sorted(s["label"] for s in summ.values() if s["n"] and s["regime"] == name)
         text = ", ".join(f"`{lab}`" for lab in labs) if labs else "none"
         N[f"list:{name}"] = {"value": labs, "text": text, "text_ci": text}
+    regime_numbers(summ, put, N)
+    disturbance_numbers(summ, put, N)
     # How close the loop came to saturating with a pool thread behind it
     # (inline and native-hello run the app on the loop: not a handoff).
     with_pool = [s for s in summ.values() if s["n"] and s["config"].get("server") == "cserve"
@@ -122,8 +210,15 @@ def compute(summ, params, meta, extra, agreement=None):
     elif regs:
         N["loop_bound_util_min"] = N["loop_bound_util_max"] = _none("none")
 
+    tested = [e for s in summ.values() for e in s.get("pred_err_tested", [])]
+    if tested:
+        q = stats.quantiles([abs(e) for e in tested])
+        put("model_tested_abs_err_median", q[0.5], kind="pct")
+        put("model_tested_abs_err_p95", q[0.95], kind="pct")
+    put("model_tested_runs", len(tested), kind="{:d}")
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:
+        put("model_at_or_above", sum(e >= 0 for e in errs), kind="{:d}")
         q = stats.quantiles([abs(e) for e in errs])
         put("model_abs_err_median", q[0.5], kind="pct")
         put("model_abs_err_p75", q[0.75], kind="pct")
@@ -157,6 +252,15 @@ def compute(summ, params, meta, extra, agreement=None):
     if agreement:
         put("agree", agreement["agree"], kind="{:d}")
         put("agree_of", agreement["of"], kind="{:d}")
+        for k in ("differ", "flips", "overlap"):
+            if k in agreement:
+                put(f"agree_{k}", agreement[k], kind="{:d}")
+        for k in ("n_a", "n_b"):
+            if agreement.get(k):
+                t = "–".join(str(x) for x in (agreement[k][0], agreement[k][-1])) \
+                    if agreement[k][0] != agreement[k][-1] else str(agreement[k][0])
+                N[f"agree_{k}"] = {"value": agreement[k], "text": t, "text_ci": t}
+        put("const:agree_diff", stats.DIFF, kind="pct")
         N["compare_dir"] = {"value": agreement["other"], "text": agreement["other"], "text_ci": agreement["other"]}
 
     # The method's constants, so the prose never types them either.
@@ -165,6 +269,12 @@ def compute(summ, params, meta, extra, agreement=None):
     put("const:pipeline_depth", 16, kind="{:d}")
     put("const:ci_level", 0.95, kind="pct")
     put("const:bootstrap_resamples", stats.B, kind="{:d}")
+    put("const:min_boot", stats.MIN_BOOT, kind="{:d}")
+    put("const:disturb_limit", _model.DISTURB_LIMIT, kind="{:.2f}")
+    put("const:idle_max", _model.IDLE_MAX, kind="{:.2f}")
+    if meta:
+        put("const:machine_busy", meta[-1]["machine"]["nproc"] - _model.IDLE_MAX, kind="{:.1f}")
+    provenance_numbers(summ, meta, N)
 
     from . import extras
     extras.numbers(extra, put, N)

@@ -71,9 +71,10 @@ def server_cmd(run, port, stats_file=None):
                 "--runtime-threads", "1", "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
                 "--port", str(port), "--working-dir", wd, spec]
     if s == "uwsgi":
-        # --http-socket: uWSGI's HTTP parser in the worker, no router process
-        # (it closes each connection after one response).
-        return ["uwsgi", "--http-socket", f"127.0.0.1:{port}", "--plugin", "python3", "--chdir", wd,
+        # --http11-socket: uWSGI's HTTP parser in the worker, no router
+        # process, and keep-alive (--http-socket closes each connection after
+        # one response, which costs the client a connect per request).
+        return ["uwsgi", "--http11-socket", f"127.0.0.1:{port}", "--plugin", "python3", "--chdir", wd,
                 "--wsgi", spec, "--processes", "1", "--threads", "1", "--disable-logging",
                 "--listen", "1024", "--die-on-term"]
     if s == "gunicorn":

@@ -43,9 +43,12 @@ def rec(server="cserve", loop=None, pools=(), client=None, rps=100000.0, app="he
     # The pool stage is the GIL: two threads at 0.47 each are one saturated stage.
     (dict(loop=0.5, pools=[0.47, 0.47], client=0.5, bt=2), "pool-bound"),
     (dict(loop=0.7, pools=[0.3], client=0.95), "client-bound"),
-    # A saturated stage wins over a saturated client: the server is the bound.
-    (dict(loop=0.93, pools=[0.3], client=0.95), "loop-bound"),
-    (dict(loop=0.8, pools=[0.7], client=0.8), "shared CPUs"),
+    # The client is a stage like the others: the busiest saturated stage names
+    # the regime (the loop is kept beside it, see regime_also).
+    (dict(loop=0.93, pools=[0.3], client=0.95), "client-bound"),
+    (dict(loop=0.96, pools=[0.3], client=0.95), "loop-bound"),
+    # Nothing saturated and the machine not measured full: unsaturated.
+    (dict(loop=0.8, pools=[0.7], client=0.8), "unsaturated"),
 ])
 def test_regime_is_read_from_utilisation(kw, want):
     assert model.metrics(rec(**kw))["regime"] == want
@@ -92,7 +95,10 @@ def test_model_bounds():
     assert rate2 == pytest.approx(rate)
     # Hello on a busy machine: foreign CPU shrinks the shared bound.
     rate3, bound3, _ = model.predict(p, dict(cfg, app="hello"), {"foreign": 1.0}, 2)
-    assert bound3 == "shared CPUs" and rate3 == pytest.approx(1e6 / (10 + 4 + 6))
+    assert bound3 == "machine" and rate3 == pytest.approx(1e6 / (10 + 4 + 6))
+    # Steal takes cores from N exactly as foreign CPU does.
+    rate4, bound4, c4 = model.predict(p, dict(cfg, app="hello"), {"foreign": 0.25, "steal": 0.75}, 2)
+    assert bound4 == "machine" and c4["n"] == pytest.approx(1.0) and rate4 == pytest.approx(rate3)
 
 
 def test_cpu_app_has_its_own_intercept_when_cpu0_is_calibrated():
@@ -230,3 +236,115 @@ def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
     (tmp_path / "core" / "loop.c").write_text("int y;\n")
     assert bench.git_rev(str(tmp_path / "experiments")) == rev + "-dirty"
     assert bench.git_rev(str(tmp_path.parent / "not-a-checkout")) is None
+
+
+def with_window(r, busy=None, steal=0.0, foreign=0.0, nproc=2):
+    r = dict(r, window_cpu={"busy_cores": busy, "steal_cores": steal, "foreign_cores": foreign},
+             machine={"nproc": nproc})
+    return r
+
+
+def test_regime_machine_bound_needs_a_full_machine_else_unsaturated_with_idle_cores():
+    # Nothing saturated, 1.95 of 2 cores busy: the machine is the bound.
+    m = model.metrics(with_window(rec(loop=0.8, pools=[0.6], client=0.55), busy=1.95))
+    assert m["regime"] == "machine-bound" and m["idle"] == pytest.approx(0.05)
+    # 1.4 busy: 0.6 core idle, nobody saturated: unsaturated, idle cores shown.
+    m = model.metrics(with_window(rec(loop=0.6, pools=[0.3], client=0.5), busy=1.4))
+    assert m["regime"] == "unsaturated" and m["idle"] == pytest.approx(0.6)
+    # Steal is not idle: 1.5 busy + 0.45 stolen leaves 0.05 idle.
+    m = model.metrics(with_window(rec(loop=0.8, pools=[0.3], client=0.4), busy=1.5, steal=0.45))
+    assert m["regime"] == "machine-bound"
+
+
+def test_two_saturated_stages_are_both_kept_busiest_first():
+    m = model.metrics(with_window(rec(loop=0.94, pools=[0.2], client=0.98), busy=1.99))
+    assert m["regime"] == "client-bound" and m["regime_also"] == ["loop-bound"]
+    r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.6), ("python3", 1.0)], client=0.93)
+    m = model.metrics(r)
+    assert m["regime"] == "granian python3-bound" and m["regime_also"] == ["client-bound"]
+
+
+def test_disturbed_runs_are_left_out_and_counted():
+    import report
+    clean = [with_window(rec(loop=0.5, pools=[0.3], client=0.5, rps=100000.0 + i), busy=1.3, steal=0.01)
+             for i in range(3)]
+    stolen = [with_window(rec(loop=0.5, pools=[0.3], client=0.5, rps=5000.0), busy=1.0, steal=0.8),
+              with_window(rec(loop=0.5, pools=[0.3], client=0.5, rps=6000.0), busy=1.3, foreign=0.06)]
+    assert not any(model.disturbed(r) for r in clean) and all(model.disturbed(r) for r in stolen)
+    summ = report.summarise({"x": clean + stolen}, model.fit([]), 2)
+    s = summ[clean[0]["label"]]
+    assert s["n"] == 3 and s["disturbed"] == 2 and s["rps"][0] == pytest.approx(100001.0)
+    assert "(+2 disturbed)" in report.table(summ, "x")
+    # A quick run keeps them (plumbing, not rates).
+    assert report.summarise({"x": clean + stolen}, model.fit([]), 2, exclude_disturbed=False)[s["label"]]["n"] == 5
+
+
+def test_a_disturbed_calibration_run_moves_no_cost():
+    cal = calib_records()
+    bad = with_window(rec(loop=30e-6 * 50000, pools=[4e-6 * 50000], client=6e-6 * 50000, rps=50000.0,
+                          client_kind="wrk-p16", sweep="calib"), busy=1.0, steal=0.5)
+    assert model.fit(cal + [bad, bad])["c_loop"]["ring/wrk-p16"] == pytest.approx(10)
+
+
+def test_runner_reruns_a_disturbed_run_within_its_bounds_then_leaves_it_out():
+    import run
+    a = types.SimpleNamespace(disturb_limit=0.05, reruns=2, rerun_cap=10)
+    ok = with_window(rec(loop=0.5, client=0.5), busy=1.0, steal=0.02)
+    bad = with_window(rec(loop=0.5, client=0.5), busy=1.0, steal=0.3)
+    assert run.rerun_decision(ok, 0, 0, a) == "keep"
+    assert run.rerun_decision(dict(bad, error="x"), 0, 0, a) == "keep"  # a failure is not steal
+    assert run.rerun_decision(bad, 0, 0, a) == "rerun"
+    assert run.rerun_decision(bad, 1, 0, a) == "rerun"
+    assert run.rerun_decision(bad, 2, 0, a) == "exclude"   # per-run bound
+    assert run.rerun_decision(bad, 0, 10, a) == "exclude"  # the run's cap on reruns in all
+    a.disturb_limit = 0.5
+    assert run.rerun_decision(bad, 0, 0, a) == "keep"
+
+
+def test_small_samples_give_ranges_large_ones_bootstrap_intervals():
+    xs = [100, 104, 97, 111, 102]
+    assert stats.median_ci(xs) == (102, 97, 111) and stats.interval_kind(5) == "range"
+    assert stats.ratio_ci(xs, [50, 52, 49]) == (102 / 50, 97 / 52, 111 / 49)
+    big = [100 + (i * 7) % 13 for i in range(20)]
+    m, lo, hi = stats.median_ci(big)
+    assert stats.interval_kind(20) == "CI" and stats.interval_kind(20, 5) == "range"
+    assert min(big) < lo <= m <= hi < max(big)
+    from lib import numbers
+    assert numbers.interval_text(2.0, 1.5, 3.0, "ratio", "range") == "2.00× (range 1.50×–3.00×)"
+    assert numbers.interval_text(2.0, 1.5, 3.0, "ratio", "CI") == "2.00× [95 % CI 1.50×, 3.00×]"
+
+
+def test_agreement_counts_median_differences_and_regime_flips_not_overlaps():
+    pairs = [("a", 100, 105, "loop-bound", "loop-bound"),     # 5 %: agrees
+             ("b", 100, 130, "unsaturated", "unsaturated"),   # 30 %: differs
+             ("c", 100, 95, "client-bound", "unsaturated"),   # flips
+             ("d", None, 90, "x", "x")]                        # not measured in A: not counted
+    ag = stats.agreement(pairs)
+    assert (ag["of"], ag["differ"], ag["flips"]) == (3, 1, 1)
+
+
+def test_socket_errors_are_read_from_wrk():
+    r = rec(loop=0.5, client=0.5)
+    r["wrk_output"] = "  Socket errors: connect 0, read 95012, write 3, timeout 7\nRequests/sec: 1"
+    assert model.metrics(r)["sock_err"] == 95012 + 3 + 7
+    r["wrk_output"] = "Requests/sec: 1"
+    assert model.metrics(r)["sock_err"] == 0
+
+
+def test_a_row_from_another_commit_names_it():
+    import report
+    s = {"label": "cserve ring bt1 hello c64 wrk", "commits": ["bfa2c7d"]}
+    assert report.label_cell(s, "5d5434ff0ffb") == "cserve ring bt1 hello c64 wrk (commit bfa2c7d)"
+    assert report.label_cell(dict(s, commits=["5d5434f"]), "5d5434ff0ffb") == s["label"]
+
+
+def test_open_loop_knee_is_the_clients_where_oha_saturates():
+    from lib import extras
+    pts = [{"offered": 10000, "achieved": 10000, "p99_us": 100, "client_cores": 0.3},
+           {"offered": 20000, "achieved": 19500, "p99_us": 300, "client_cores": 0.6},
+           {"offered": 30000, "achieved": 25000, "p99_us": 9000, "client_cores": 0.97}]
+    # 19,500 of 20,000 is 97.5 %: met under the one rule (>= KNEE_ACHIEVED of the offer).
+    assert extras.knee(pts) == 20000
+    assert extras.knee_owner(pts, 20000) == "the client's"
+    pts[2]["client_cores"] = 0.7
+    assert extras.knee_owner(pts, 20000) == "the server's"

@@ -194,3 +194,39 @@ def test_a_record_include_brings_the_record_without_its_title(tmp_path):
     missing = []
     text = build.fill("<!-- RECORD:loop-floor/nope.md -->", build.default_results(), str(tmp_path), missing)
     assert "MISSING" in text and "loop-floor/nope.md" in missing
+
+
+def test_every_generated_file_is_what_the_records_make(tmp_path):
+    # The chain from the records to the paper, closed: every .md and .jsonl
+    # that report.py, des.py and instrument_cost.py write into the results
+    # folder is regenerated from its .jsonl records and compared byte for
+    # byte, and so is paper/paper.out.md from those files. A hand edit to a
+    # number in paper.out.md, model.md or des.md (or stale outputs) fails.
+    src = build.default_results()
+    if not os.path.exists(os.path.join(src, "numbers.json")):
+        pytest.skip(f"no results in {src}")
+    exp = os.path.join(ROOT, "experiments")
+    meta = [json.loads(x) for x in open(os.path.join(src, "meta.jsonl"))] if \
+        os.path.exists(os.path.join(src, "meta.jsonl")) else []
+    outputs = {"des.jsonl"}  # written by des.py, read by report.py: regenerated, not copied
+    for f in os.listdir(src):
+        if (f.endswith(".jsonl") and f not in outputs) or f == "plan.json":
+            shutil.copy(os.path.join(src, f), tmp_path / f)
+    quick = ["--quick"] if meta and meta[-1].get("quick") else []
+    subprocess.run([sys.executable, os.path.join(exp, "des.py"), "--dir", str(tmp_path), *quick],
+                   check=True, capture_output=True)
+    if (tmp_path / "instruments.jsonl").exists() and os.path.exists(os.path.join(src, "instrument_cost.md")):
+        out = subprocess.run([sys.executable, os.path.join(exp, "instrument_cost.py"),
+                              str(tmp_path / "instruments.jsonl")], check=True, capture_output=True, text=True)
+        (tmp_path / "instrument_cost.md").write_text(out.stdout)
+    import report
+    other = json.load(open(os.path.join(src, "numbers.json"))).get("compare_dir", {}).get("value")
+    report.build(str(tmp_path), os.path.join(ROOT, other) if other else None, figs=False)
+    made = sorted(f for f in os.listdir(tmp_path) if f.endswith(".md") or f in outputs)
+    assert {"model.md", "des.md", "calib.md"} <= set(made)
+    stale = [f for f in made if not os.path.exists(os.path.join(src, f))
+             or open(os.path.join(src, f)).read() != (tmp_path / f).read_text()]
+    assert not stale, f"{os.path.relpath(src, ROOT)}: not what the records make: {stale}"
+    have = open(os.path.join(ROOT, "paper", "paper.out.md")).read()
+    want = build.fill(open(os.path.join(ROOT, "paper", "paper.md")).read(), src, os.path.join(ROOT, "paper"), [])
+    assert have == want, "paper/paper.out.md is not what paper/build.py makes from the results (make paper)"
