@@ -13,7 +13,7 @@ repeats and every error bar its 95 % bootstrap interval.
 import json
 import os
 
-from lib import configs, extras, model, stats
+from experiments.lib import configs, extras, model, stats
 
 COLOURS = {"loop-bound": "#d62728", "pool-bound": "#1f77b4", "client-bound": "#7f7f7f",
            "shared CPUs": "#ff7f0e"}

@@ -2,14 +2,12 @@
 second): the regime rule, the model's out-of-sample discipline, the
 bootstrap, the run plan, the trace reduction and the simulation."""
 import os
-import sys
 import types
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-from lib import configs, model, stats  # noqa: E402
+from experiments.lib import configs, model, stats
 
 
 def rec(server="cserve", loop=None, pools=(), client=None, rps=100000.0, app="hello", bt=1, conns=16,
@@ -114,7 +112,7 @@ def test_cpu_app_has_its_own_intercept_when_cpu0_is_calibrated():
 
 
 def test_calibration_runs_are_never_scored_as_predictions():
-    import report
+    from experiments import report
     cal = calib_records()
     test = [rec(loop=0.5, pools=[0.2], client=0.3, rps=50000, app="cpu6", client_kind="wrk-p16", sweep="appcost")]
     sweeps = {"calib": cal, "appcost": test}
@@ -137,7 +135,7 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
 
 
 def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round():
-    import run
+    from experiments import run
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, seed="t", wrk_cpus=None, pin=None)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
@@ -150,7 +148,7 @@ def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_r
 
 
 def test_timeline_reduction_skips_a_span_whose_switch_in_was_lost():
-    import timeline
+    from experiments import timeline
     line = ("{c:>16} {p:>6} [000] {t:.6f}: sched:sched_switch: prev_comm={c} prev_pid={p} prev_prio=120 "
             "prev_state=S ==> next_comm={n} next_pid={q} next_prio=120")
     L, W = ("cserve-loop", 10), ("wrk", 20)
@@ -165,7 +163,7 @@ def test_timeline_reduction_skips_a_span_whose_switch_in_was_lost():
 
 
 def test_simulation_reproduces_the_pipeline_bounds():
-    import des
+    from experiments import des
     # Dedicated cores, no wake-ups: the slower stage sets the rate.
     r = des.simulate(10.0, 5.0, 1.0, 64, 1, 3, 0.0, 0.0, seconds=0.02)
     assert r == pytest.approx(1e6 / 10, rel=0.05)
@@ -185,8 +183,7 @@ def test_perf_reduce_counts_a_static_interpreter_as_python():
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     if "libpython static" not in version:
         pytest.skip("./cserve links the shared libpython: " + version.strip())
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
-    import perf_reduce as pr
+    from experiments.lib import perf_reduce as pr
     text = (f"cserve-pool-0 101 1000000 cpu-clock: \n\t  1 _PyEval_EvalFrameDefault ({binary})\n\n"
             f"cserve-pool-0 101 1000000 cpu-clock: \n\t  2 PyObject_Malloc ({binary})\n\n"
             f"cserve-pool-0 101 1000000 cpu-clock: \n\t  3 job_done ({binary})\n\n"
@@ -206,7 +203,7 @@ def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
     or an older one removed) change no build and leave it clean; no
     checkout, no commit."""
     import subprocess
-    import bench
+    from experiments import bench
 
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
