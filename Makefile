@@ -269,6 +269,7 @@ experiments: deps
 	$(MAKE) all
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	PYTHON=$(PYTHON) experiments/full.sh $(EXP_OUT)
+	$(if $(filter experiments/results/full,$(EXP_OUT)),$(PYTHON) -m experiments.paper --pdf --readme)
 
 # The plumbing end to end in a scratch folder (~2 min; part of make test).
 experiments-quick: all
@@ -286,20 +287,21 @@ experiments-test: all
 BENCH_ARGS ?=
 bench: deps
 	$(MAKE) all
-	$(PYTHON) experiments/bench.py $(BENCH_ARGS)
+	$(PYTHON) -m experiments.bench $(BENCH_ARGS)
 
-# On-CPU profiles reduced to µs per request per thread (perf, cpu-clock).
+# On-CPU profiles reduced to µs per request per thread (perf, cpu-clock),
+# into /tmp/cserve-profile-{ring,dgram}/report.md: a look at this checkout,
+# not a record (the full run's are experiments/results/full/profile-*.md).
 profile: deps
 	$(MAKE) all
-	mkdir -p experiments/results
-	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h && \
-	  cp /tmp/cserve-profile-$$h/report.md experiments/results/profile-$$h.md || exit 1; done
+	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h || exit 1; \
+	  echo "profile: /tmp/cserve-profile-$$h/report.md"; done
 
 # paper/paper.out.md, paper/paper.pdf and README.md's generated results section,
-# from experiments/results/full (or the shakedown run until there is one).
+# from experiments/results/full (experiments/paper.py; paper/ holds the sources).
 paper:
 	scripts/setup-experiments.sh
-	$(PYTHON) paper/build.py --pdf --readme
+	$(PYTHON) -m experiments.paper --pdf --readme
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-other-python build-ft build-ft-tsan cserve

@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """The pipelined cells of a recorded `make bench`, round by round.
 
-    experiments/bench_rounds.py [BENCH_JSON]     (default experiments/results/bench/bench.json)
+    python3 -m experiments.bench_rounds [BENCH_JSON]     (default experiments/results/bench/bench.json)
 
 For the ring and condvar in each pipelined hello cell, per round: the rate,
 each thread's share of a core (its CPU per request from /proc times the

@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """A small discrete-event simulation of the pipeline, to plan past two cores.
 
-    experiments/des.py --dir DIR [--quick]     (reads DIR/*.jsonl, appends DIR/des.jsonl)
+    python3 -m experiments.des --dir DIR [--quick]     (reads DIR/*.jsonl, appends DIR/des.jsonl)
 
 What it simulates: a client thread (wrk -t1: C connections, one request in
 flight each, or 16 pipelined), a loop thread (half its per-request cost to
@@ -28,9 +27,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import configs, model, stats  # noqa: E402
-import report  # noqa: E402
+from experiments.lib import configs, model, stats
+from experiments import report
 
 SPIN = {"ring": 10.0}  # pool spin budget in µs before parking (cserve's default --spin)
 

@@ -31,7 +31,7 @@ out, rounds = sys.argv[1], int(sys.argv[2])
 lines = ["# Dozing on and off: Flask, wrk -t1 -c16 (experiments/doze_profile.sh)", "",
          "Per profile (`profile-MODE-ROUND.md` beside this file, each with its command, machine and commit): "
          "wrk's rate, and each thread's CPU per request, the pool thread's in all and inside write(2) (the "
-         "eventfd writes that wake a parked loop), from scripts/perf_reduce.py's report.json.", "",
+         "eventfd writes that wake a parked loop), from experiments/lib/perf_reduce.py's report.json.", "",
          "| round | mode | rps | pool µs/req | pool write(2) µs/req | loop µs/req |", "|---:|---|---:|---:|---:|---:|"]
 for i in range(1, rounds + 1):
     for mode in ("doze", "nodoze"):

@@ -14,7 +14,7 @@ lib/stats.py's MIN_BOOT repeats on).
 import json
 import os
 
-from lib import configs, extras, model, stats
+from experiments.lib import configs, extras, model, stats
 
 COLOURS = {"loop-bound": "#d62728", "pool-bound": "#1f77b4", "client-bound": "#7f7f7f",
            "machine-bound": "#ff7f0e", "unsaturated": "#ffffff"}

@@ -2,7 +2,8 @@
 # Every experiment, then the report: `make experiments` and `make experiments-quick`.
 #
 #   experiments/full.sh OUT            the full run (~50 min on 2 vCPUs); refuses a dirty
-#                                      tree and a folder that already holds results
+#                                      tree and a folder that already holds results; then
+#                                      `make paper` builds the paper from experiments/results/full
 #   experiments/full.sh --quick OUT    each dimension once, tiny (~2 min): the plumbing end to
 #                                      end into a scratch folder (emptied first); fails only
 #                                      when a step breaks or an output is missing
@@ -16,20 +17,24 @@ cd "$(dirname "$0")/.."
 if [ -n "$QUICK" ]; then rm -rf "$OUT"; fi
 mkdir -p "$OUT"
 start=$(date +%s)
-$PY experiments/run.py $QUICK --out "$OUT"
-$PY experiments/openloop.py $QUICK --out "$OUT"
-$PY experiments/startup.py $QUICK --out "$OUT"
-$PY experiments/timeline.py $QUICK --out "$OUT"
-$PY experiments/profiles.py $QUICK --out "$OUT"
-$PY experiments/sampler_trap.py $QUICK --out "$OUT"
-$PY experiments/des.py $QUICK --dir "$OUT"
+$PY -m experiments.run $QUICK --out "$OUT"
+$PY -m experiments.openloop $QUICK --out "$OUT"
+$PY -m experiments.startup $QUICK --out "$OUT"
+$PY -m experiments.timeline $QUICK --out "$OUT"
+$PY -m experiments.profiles $QUICK --out "$OUT"
+$PY -m experiments.sampler_trap $QUICK --out "$OUT"
+$PY -m experiments.des $QUICK --dir "$OUT"
 if [ -s "$OUT/instruments.jsonl" ]; then
-    $PY experiments/instrument_cost.py "$OUT/instruments.jsonl" > "$OUT/instrument_cost.md"
+    $PY -m experiments.instrument_cost "$OUT/instruments.jsonl" > "$OUT/instrument_cost.md"
 fi
-$PY experiments/report.py --dir "$OUT"
-# The quick run's paper checks the plumbing; a full run's paper is `make paper`'s
-# paper/paper.out.md (a copy in the results folder would go stale).
-if [ -n "$QUICK" ]; then $PY paper/build.py --results "$OUT" --out "$OUT/paper.out.md"; fi
+$PY -m experiments.report --dir "$OUT"
+if [ -n "$QUICK" ]; then
+    $PY -m experiments.paper --results "$OUT" --out "$OUT/paper.out.md"
+else
+    # What the paper would lack (printed, not written): the paper and README's
+    # section are built from experiments/results/full by `make paper`.
+    $PY -m experiments.paper --results "$OUT" --out /dev/null
+fi
 echo "full.sh: done in $(( $(date +%s) - start )) s; results in $OUT"
 
 if [ -n "$QUICK" ]; then

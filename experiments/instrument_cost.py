@@ -1,11 +1,10 @@
-#!/usr/bin/python3
 """The instruments' own cost, from the `instruments` sweep of experiments/run.py:
 the same hello run with the counters compiled in (./cserve) and out
 (make INSTRUMENTS=0 BUILD=build-noinst), alternated three times per
 connection count so both share the machine's drift. Prints the mean rps and
 the loop thread's mean µs per request per variant, and the ratio.
 
-    experiments/instrument_cost.py [experiments/results/instruments.jsonl]
+    python3 -m experiments.instrument_cost [experiments/results/instruments.jsonl]
 """
 import json
 import statistics

@@ -1,11 +1,13 @@
-#!/usr/bin/python3
 """What hyperfine times for start-up and graceful stop (experiments/startup.py).
 
-    lifecycle.py up SERVER PORT PIDFILE    start SERVER, return at its first 200 response
-    lifecycle.py down PIDFILE              SIGTERM, return when the process is gone
-    lifecycle.py kill PIDFILE              SIGKILL leftovers (untimed tidy-up)
-    lifecycle.py noop                      this interpreter's own start: the baseline
-                                           startup.py subtracts
+    python3 -m experiments.lifecycle up SERVER PORT PIDFILE
+        start SERVER, return at its first 200 response
+    python3 -m experiments.lifecycle down PIDFILE
+        SIGTERM, return when the process is gone
+    python3 -m experiments.lifecycle kill PIDFILE
+        SIGKILL leftovers (untimed tidy-up)
+    python3 -m experiments.lifecycle noop
+        this interpreter's own start: the baseline startup.py subtracts
 
 SERVER is a key of startup.SERVERS (e.g. "cserve-ring", "granian")."""
 import json
@@ -16,7 +18,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def first_response(port, deadline):
@@ -33,8 +34,8 @@ def first_response(port, deadline):
 
 
 def up(server, port, pidfile):
-    from startup import SERVERS
-    from lib.serverctl import server_cmd
+    from experiments.startup import SERVERS
+    from experiments.lib.serverctl import server_cmd
     cmd = server_cmd(SERVERS[server], int(port))
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     with open(pidfile, "w") as f:

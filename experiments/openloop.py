@@ -1,8 +1,7 @@
-#!/usr/bin/python3
 """Open-loop load: latency (p50/p99/p99.9, corrected for coordinated
 omission) against offered rate, for cserve ring, cserve dgram and Granian.
 
-    experiments/openloop.py --out DIR [--quick] [--repeats N]
+    python3 -m experiments.openloop --out DIR [--quick] [--repeats N]
 
 A closed-loop client (wrk) sends the next request only when a response
 arrives, so a slow server slows the client and the latency it reports is
@@ -26,9 +25,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import provenance  # noqa: E402
-from lib.serverctl import free_port, server_cmd, start, stop, threadcpu, wait_ready  # noqa: E402
+from experiments.lib import provenance
+from experiments.lib.serverctl import free_port, server_cmd, start, stop, threadcpu, wait_ready
 
 SERVERS = {
     "cserve ring": {"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "conns": 64},

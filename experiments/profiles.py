@@ -1,9 +1,8 @@
-#!/usr/bin/python3
 """On-CPU profiles (scripts/profile.sh: perf cpu-clock, reduced to µs per
 request per thread) for cserve ring, cserve dgram, native-hello (the loop with
 no Python) and Granian (its worker process), into DIR/profile-NAME.md.
 
-    experiments/profiles.py --out DIR [--quick]
+    python3 -m experiments.profiles --out DIR [--quick]
 """
 import argparse
 import os
@@ -13,8 +12,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib.serverctl import ROOT, free_port, server_cmd, start, stop, threadcpu, wait_ready  # noqa: E402
+from experiments.lib.serverctl import ROOT, free_port, server_cmd, start, stop, threadcpu, wait_ready
 
 PROFILE = os.path.join(ROOT, "scripts", "profile.sh")
 CSERVE = {"ring": ["--handoff", "ring"], "dgram": ["--handoff", "dgram"], "native": ["--app", "native-hello"]}

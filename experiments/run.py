@@ -1,13 +1,12 @@
-#!/usr/bin/python3
 """The closed-loop sweeps: start a server, load it with wrk, read its
 per-thread CPU from inside (cserve --stats-json) and outside
-(scripts/threadcpu.py, the client's thread included), and append one JSON
+(experiments/lib/threadcpu.py, the client's thread included), and append one JSON
 line per run to OUT/<sweep>.jsonl.
 
-    experiments/run.py --out DIR                  # the full plan (lib/configs.py:full), 5 repeats, 3 s windows
-    experiments/run.py --quick --out /tmp/q       # each dimension once, tiny; plumbing only
-    experiments/run.py --sweep appcost --repeats 3 --out DIR
-    experiments/run.py --list
+    python3 -m experiments.run --out DIR                  # the full plan (lib/configs.py:full), 5 repeats, 3 s windows
+    python3 -m experiments.run --quick --out /tmp/q       # each dimension once, tiny; plumbing only
+    python3 -m experiments.run --sweep appcost --repeats 3 --out DIR
+    python3 -m experiments.run --list
 
 Repeats are interleaved and shuffled: round r runs every configuration once,
 in an order drawn from --seed and r, so slow drift on the machine (another
@@ -42,9 +41,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import configs, model, provenance  # noqa: E402
-from lib.serverctl import (CSERVE, PY, client_cmd, free_port, parse_latency, pin_threads,  # noqa: E402
+from experiments.lib import configs, model, provenance
+from experiments.lib.serverctl import (CSERVE, PY, client_cmd, free_port, parse_latency, pin_threads,
                            read_stats, server_cmd, start, stats_summary, stop, threadcpu, wait_ready)
 
 

@@ -1,8 +1,7 @@
-#!/usr/bin/python3
 """The sampler trap, shown: a wall-clock sampler and an on-CPU sampler on the
 same run give different answers to "where does each thread's time go".
 
-    experiments/sampler_trap.py --out DIR [--quick] [--handoff ring]
+    python3 -m experiments.sampler_trap --out DIR [--quick] [--handoff ring]
 
 cserve serves hello under wrk -c16. For the same seconds:
   wall-clock  this script samples every thread every millisecond from /proc
@@ -26,8 +25,7 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, thread_ids, wait_ready  # noqa: E402
+from experiments.lib.serverctl import client_cmd, free_port, server_cmd, start, stop, thread_ids, wait_ready
 
 # x86-64 numbers of the syscalls these threads block in.
 SYSCALLS = {"0": "read", "1": "write", "7": "poll", "44": "sendto", "45": "recvfrom", "202": "futex",

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """spin_compare.py — parks and wakes per request for the ring's spin settings.
 
 Runs ./cserve (hello app, 1 worker, 1 pool thread) under `wrk -t1 -cC -dDs`
@@ -7,9 +6,9 @@ counters from --stats-json. Per-request counts (pool parks, wakes the loop
 sent, loop wakes the pool sent) are robust to a noisy shared machine; rps is
 printed too but is not what to look at there.
 
-    /usr/bin/python3 experiments/spin_compare.py [--rounds 3] [--seconds 3]
+    python3 -m experiments.spin_compare [--rounds 3] [--seconds 3]
         [--conns 64] [--out FILE.json] [-- SETTING ...]
-    /usr/bin/python3 experiments/spin_compare.py --show FILE.json
+    python3 -m experiments.spin_compare --show FILE.json
 A SETTING is a quoted list of extra cserve flags; "" is the default; a
 first word bin=PATH runs another build (e.g. the previous commit's).
 """
@@ -17,9 +16,8 @@ import argparse, json, os, re, signal, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from lib import provenance  # noqa: E402
-from lib.serverctl import free_port, wait_ready  # noqa: E402
+from experiments.lib import provenance
+from experiments.lib.serverctl import free_port, wait_ready
 
 
 def one(flags, seconds, conns):

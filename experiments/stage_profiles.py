@@ -1,9 +1,8 @@
-#!/usr/bin/python3
 """Summarise experiments/stage_profiles.sh's profiles into OUT/summary.md.
 
-    experiments/stage_profiles.py OUT ROUNDS
+    python3 -m experiments.stage_profiles OUT ROUNDS
 
-Reads OUT/PART-SERVER-N.{md,json} (scripts/perf_reduce.py's reports) and
+Reads OUT/PART-SERVER-N.{md,json} (experiments/lib/perf_reduce.py's reports) and
 OUT/stats-loop-cost-SERVER-N.json (cserve's counters for the same window)."""
 import json
 import re
@@ -124,7 +123,7 @@ def main():
     out, rounds = sys.argv[1], int(sys.argv[2])
     lines = ["# Where the bound stages' time goes (experiments/stage_profiles.sh)", "",
              "On-CPU profiles (`perf record -e cpu-clock`, scripts/profile.sh), reduced by "
-             "scripts/perf_reduce.py. Each profile beside this file (`PART-SERVER-ROUND.md`) has its command, "
+             "experiments/lib/perf_reduce.py. Each profile beside this file (`PART-SERVER-ROUND.md`) has its command, "
              "rate, machine and commit.", ""]
     lines += loop_cost(out, rounds) + [""] + flask(out, rounds)
     text = "\n".join(lines) + "\n"

@@ -53,7 +53,7 @@ granian_profile() { # granian_profile NAME: Flask under Granian, every thread of
     dir=/tmp/cserve-stage-granian
     scripts/profile.sh -d 4 -c 16 -T 40 -o $dir -p "$worker" -u "http://127.0.0.1:$port/" >/dev/null
     # its threads share one name (python3): one row per thread
-    $PY scripts/perf_reduce.py $dir/perf.txt --wrk $dir/wrk.txt --seconds 4 --by tid --top 40 \
+    $PY -m experiments.lib.perf_reduce $dir/perf.txt --wrk $dir/wrk.txt --seconds 4 --by tid --top 40 \
         --json $dir/report.json >/dev/null
     kill $gpid; wait $gpid 2>/dev/null || true
     keep $dir "$1"
@@ -72,4 +72,4 @@ for i in $(seq "$rounds"); do
     keep /tmp/cserve-stage-flask "flask-ring-$i"
     granian_profile "flask-granian-$i"
 done
-$PY experiments/stage_profiles.py "$out" "$rounds"
+$PY -m experiments.stage_profiles "$out" "$rounds"

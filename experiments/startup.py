@@ -1,8 +1,7 @@
-#!/usr/bin/python3
 """Start-up to first response and graceful stop, timed by hyperfine, for
 cserve and each peer (the same app, apps/hello.py).
 
-    experiments/startup.py --out DIR [--quick] [--runs N]
+    python3 -m experiments.startup --out DIR [--quick] [--runs N]
 
 start: `lifecycle.py up` starts the server and returns at its first 200
        (hyperfine's --prepare kills the previous one, untimed).
@@ -20,12 +19,11 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import provenance  # noqa: E402
-from lib.serverctl import free_port  # noqa: E402
+from experiments.lib import provenance
+from experiments.lib.serverctl import ROOT, free_port
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-LC = f"/usr/bin/python3 {os.path.join(HERE, 'lifecycle.py')}"
+# hyperfine runs it in the checkout (cwd=ROOT), where the package is found.
+LC = "/usr/bin/python3 -m experiments.lifecycle"
 SERVERS = {
     "cserve-ring": {"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "conns": 1},
     "cserve-dgram": {"server": "cserve", "handoff": "dgram", "bt": 1, "app": "hello", "conns": 1},
@@ -41,7 +39,7 @@ def hyperfine(cmd, prepare, runs, tmp, name):
     if prepare:
         args += ["--prepare", prepare]
     args.append(cmd)
-    p = subprocess.run(args, capture_output=True, text=True)
+    p = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
     if p.returncode:
         raise RuntimeError(p.stderr[-400:])
     return json.load(open(out))["results"][0]
@@ -75,10 +73,10 @@ def main():
                "baseline_median_s": base["median"]}
         try:
             st = hyperfine(f"{LC} up {name} {port} {pid}", f"{LC} kill {pid}", runs, tmp, name + "-up")
-            subprocess.run(f"{LC} kill {pid}", shell=True)
+            subprocess.run(f"{LC} kill {pid}", shell=True, cwd=ROOT)
             sp = hyperfine(f"{LC} down {pid}", f"{LC} kill {pid}; {LC} up {name} {port} {pid}", runs, tmp,
                            name + "-down")
-            subprocess.run(f"{LC} kill {pid}", shell=True)
+            subprocess.run(f"{LC} kill {pid}", shell=True, cwd=ROOT)
             rec.update(start_median_s=st["median"] - base["median"], stop_median_s=sp["median"] - base["median"],
                        start_times_s=st["times"], stop_times_s=sp["times"],
                        hyperfine_start_cmd=st["command"], hyperfine_stop_cmd=sp["command"])

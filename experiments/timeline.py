@@ -1,8 +1,7 @@
-#!/usr/bin/python3
 """The handoff timeline: who runs and who sleeps, ring vs dgram, from a
 scheduler trace (`perf sched record`: every context switch and wake-up).
 
-    experiments/timeline.py --out DIR [--quick] [--conns 16]
+    python3 -m experiments.timeline --out DIR [--quick] [--conns 16]
 
 Per handoff: cserve serves hello under wrk -c16 (closed loop); perf records
 the scheduler's sched_switch/sched_waking events system-wide for a short
@@ -21,9 +20,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import provenance  # noqa: E402
-from lib.serverctl import client_cmd, free_port, server_cmd, start, stop, thread_ids, threadcpu, wait_ready  # noqa: E402
+from experiments.lib import provenance
+from experiments.lib.serverctl import client_cmd, free_port, server_cmd, start, stop, thread_ids, threadcpu, wait_ready
 
 SWITCH = re.compile(r"^\s*(\S.*?)\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*?prev_comm=(.*?) "
                     r"prev_pid=(\d+).*?prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)")

@@ -136,8 +136,8 @@ micro: $(MICRO_DIR)/bench_handoff
 # The same benchmarks in repeated rounds, recorded (experiments/results/micro/)
 # and written into the micro-benchmark table in handoffs/README.md. A quiet machine.
 micro-record: $(MICRO_DIR)/bench_handoff
-	$(PYTHON) experiments/micro.py --bin $< --rounds 5
-	$(PYTHON) experiments/micro.py --readme experiments/results/micro/micro.json
+	$(PYTHON) -m experiments.micro --bin $< --rounds 5
+	$(PYTHON) -m experiments.micro --readme experiments/results/micro/micro.json
 
 # What the handoff itself adds to the loop per request, with no sockets,
 # parsing or interpreter (experiments/micro/loop_floor.c, a plain C driver),
@@ -148,5 +148,5 @@ $(MICRO_DIR)/loop_floor: experiments/micro/loop_floor.c $(HANDOFF_SRCS) $(HANDOF
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ experiments/micro/loop_floor.c $(HANDOFF_SRCS) -lpthread
 
 loop-floor: $(MICRO_DIR)/loop_floor
-	$(PYTHON) experiments/loop_floor.py --bin $< --rounds 9
-	$(PYTHON) experiments/loop_floor.py --readme experiments/results/loop-floor/loop_floor.json
+	$(PYTHON) -m experiments.loop_floor --bin $< --rounds 9
+	$(PYTHON) -m experiments.loop_floor --readme experiments/results/loop-floor/loop_floor.json

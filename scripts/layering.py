@@ -10,7 +10,11 @@ files that call one another (one `*_internal.h` for a whole folder) does
 not hide their circle.
 
 Python: every import between experiments/, scripts/, paper/, tests/, apps/
-and pip_backend/ must be allowed by PY_RULES.
+and pip_backend/ must be allowed by PY_RULES. experiments/ is a package (run
+as `python3 -m experiments.NAME` from the checkout): its modules are imported
+by their dotted names (experiments.lib.threadcpu) or relatively, never by a
+bare name found through a sys.path edit; and no file in experiments/,
+scripts/ or paper/ edits sys.path.
 
 Usage: layering.py [--print] [ROOT]    (ROOT: the checkout, default: this
 script's; --print: the declared graph, then the check)
@@ -54,21 +58,21 @@ C_RULES = {
 C_ROOTS = ("core", "handoffs", "lib")
 
 # Python: who may import whom (top-level folders; experiments/tests and
-# experiments/lib are their own areas, so paper can be allowed the library
-# and not the drivers).
+# experiments/lib are their own areas: the library imports no entry point).
 PY_AREAS = ["experiments/tests", "experiments/lib", "experiments", "scripts", "paper", "tests",
             "apps", "pip_backend"]
 PY_RULES = {
-    "experiments/lib": ["scripts"],          # serverctl re-exports scripts/threadcpu.py
-    "experiments": ["experiments/lib", "scripts"],
-    "experiments/tests": ["experiments", "experiments/lib", "scripts",
-                          "paper"],           # the prose-numbers test runs paper/build.py's checks
-    "paper": ["experiments/lib"],            # the generated blocks' writers, not the drivers
-    "scripts": [],
-    "tests": ["scripts"],                    # the stats test checks scripts/threadcpu.py's reading
+    "experiments/lib": [],                   # the shared pieces: nothing above them
+    "experiments": ["experiments/lib"],      # the entry points (experiments.paper fills paper/'s sources)
+    "experiments/tests": ["experiments", "experiments/lib"],
+    "paper": [],                             # sources only: experiments reads them, they import nothing
+    "scripts": [],                           # commands; the experiments' own tools live in experiments/
+    "tests": ["experiments/lib"],            # the stats test checks experiments.lib.threadcpu's reading
     "apps": [],
     "pip_backend": [],
 }
+# Areas whose files may not edit sys.path (tests/ still puts its own folder there).
+PY_NO_SYS_PATH = ("experiments", "scripts", "paper")
 # Imports the table does not allow but the code does today, each with why it
 # stays: empty now; an entry is (importing file, imported area, reason).
 PY_EXCEPTIONS = []
@@ -289,6 +293,42 @@ def py_area(path):
     return best
 
 
+def py_packages(root):
+    """The top-level folders that are packages (an __init__.py)."""
+    return {a.split("/")[0] for a in PY_AREAS if os.path.isfile(os.path.join(root, a.split("/")[0], "__init__.py"))}
+
+
+def resolve_module(root, dotted):
+    """The file (from root) that the dotted module names, or None: a.b.c is
+    a/b/c.py or a/b/c/__init__.py; for a name inside a module (from a.b
+    import f), the module's file."""
+    parts = dotted.split(".")
+    while parts:
+        base = os.path.join(*parts)
+        for cand in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(os.path.join(root, cand)):
+                return cand
+        parts = parts[:-1]
+    return None
+
+
+def sys_path_edits(tree):
+    """Line numbers of sys.path.insert/append/extend calls and sys.path
+    assignments in the parsed file."""
+    lines = []
+    for node in ast.walk(tree):
+        target = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            target = node.func.value if node.func.attr in ("insert", "append", "extend") else None
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                target = t.value if isinstance(t, ast.Subscript) else t
+        if isinstance(target, ast.Attribute) and target.attr == "path" and \
+                isinstance(target.value, ast.Name) and target.value.id == "sys":
+            lines.append(node.lineno)
+    return lines
+
+
 def check_py(root):
     errors = []
     files = []
@@ -296,15 +336,22 @@ def check_py(root):
         for d, dirs, fs in os.walk(os.path.join(root, a)):
             dirs[:] = sorted(x for x in dirs if x not in ("results", "__pycache__", ".git"))
             files += [os.path.relpath(os.path.join(d, f), root) for f in sorted(fs) if f.endswith(".py")]
-    # What each area offers as a top-level name: its modules and packages,
-    # as its own files put their folder on sys.path.
-    offers = {}
+    packages = py_packages(root)
+    # What each area outside a package offers as a top-level name: its
+    # modules and folders, as its own files put their folder on sys.path.
+    # A module inside a package is reached by its dotted name only; its bare
+    # name is remembered, to name the mistake.
+    offers, in_package = {}, {}
     for f in files:
         a = py_area(f)
         d, base = os.path.split(f)
         name = base[:-3]
         if name == "__init__":
             d, name = os.path.split(d)
+        if f.split("/")[0] in packages:
+            if d:  # experiments/x.py, not the package itself
+                in_package.setdefault(name, f[:-3].replace("/", "."))
+            continue
         offers.setdefault(name, set()).add(py_area(f if base != "__init__.py" else d + "/" + name))
         offers.setdefault(name, set()).add(a)
     exc = {(f, a) for f, a, _ in PY_EXCEPTIONS}
@@ -315,18 +362,42 @@ def check_py(root):
         except SyntaxError as e:
             errors.append("%s: does not parse: %s" % (f, e))
             continue
-        names = []
+        if f.split("/")[0] in PY_NO_SYS_PATH:
+            for line in sys_path_edits(tree):
+                errors.append("%s:%d: edits sys.path (rule: %s import by dotted names, run as python3 -m)"
+                              % (f, line, ", ".join(PY_NO_SYS_PATH)))
+        bare, dotted = [], []
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names += [al.name.split(".")[0] for al in node.names]
+                for al in node.names:
+                    (dotted if al.name.split(".")[0] in packages else bare).append((al.name, al.name))
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.append(node.module.split(".")[0])
-        for n in sorted(set(names)):
-            where = offers.get(n)
-            if not where or a in where or os.path.dirname(f) in where:
+                if node.module.split(".")[0] in packages:
+                    dotted += [(node.module + "." + al.name,) * 2 for al in node.names]
+                else:
+                    bare.append((node.module, node.module))
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                pkg = os.path.dirname(f).split("/")
+                pkg = pkg[:len(pkg) - (node.level - 1)]
+                mod = ".".join(pkg + ([node.module] if node.module else []))
+                dotted += [(mod + "." + al.name,) * 2 for al in node.names]
+        for shown, full in sorted(set(dotted)):
+            target = resolve_module(root, full)
+            t = py_area(target) if target else None
+            if t is None or t == a or t in PY_RULES.get(a, []) or (f, t) in exc:
                 continue
-            # a name offered by the file's own folder is its own
-            if os.path.isfile(os.path.join(root, os.path.dirname(f), n + ".py")):
+            errors.append("%s: imports %s (%s): %s may import %s" % (
+                f, shown, t, a, ", ".join(PY_RULES.get(a, [])) or "nothing outside itself"))
+        for n in sorted({m.split(".")[0] for m, _ in bare}):
+            # a name offered by the file's own folder (outside a package) is its own
+            own = os.path.isfile(os.path.join(root, os.path.dirname(f), n + ".py"))
+            if n in in_package and n not in getattr(sys, "stdlib_module_names", ()) and \
+                    not (own and f.split("/")[0] not in packages):
+                errors.append("%s: imports %s by its bare name: it is %s (a package module: import it by "
+                              "that name, with no sys.path edit)" % (f, n, in_package[n]))
+                continue
+            where = offers.get(n)
+            if not where or a in where or os.path.dirname(f) in where or own:
                 continue
             for t in sorted(where):
                 if t in PY_RULES.get(a, []) or (f, t) in exc:

@@ -18,8 +18,8 @@ fi
 OUT=${1:-experiments/results/many-core-$n}
 cd "$(dirname "$0")/.."
 make all
-$PY experiments/run.py --out "$OUT" --sweep calib --sweep connections --sweep appcost --sweep threads \
+$PY -m experiments.run --out "$OUT" --sweep calib --sweep connections --sweep appcost --sweep threads \
     --pin cserve-loop=1,cserve-pool-0=2 --wrk-cpus "3-$((n - 1))"
-$PY experiments/des.py --dir "$OUT"
-$PY experiments/report.py --dir "$OUT"
+$PY -m experiments.des --dir "$OUT"
+$PY -m experiments.report --dir "$OUT"
 echo "many_core.sh: results in $OUT"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # On-CPU profile of cserve under wrk, reduced to µs of CPU per request per
-# thread, by syscall and by function (scripts/perf_reduce.py).
+# thread, by syscall and by function (experiments/lib/perf_reduce.py).
 #
 #   scripts/profile.sh [-d SECS] [-c CONNS] [-P DEPTH] [-T TOP] [-o DIR] [-p PID -u URL] [-w WRK_CPUS] [-- CSERVE_ARGS...]
 #
@@ -91,15 +91,15 @@ SCALE="--wrk $OUT/wrk.txt --seconds $SECS --top $TOP"
 [ -s "$OUT/window.json" ] && SCALE="$SCALE --stats-json $OUT/window.json"
 perf script -i "$OUT/perf.data" -F comm,tid,period,event,ip,sym,dso 2>/dev/null >"$OUT/perf.txt"
 # shellcheck disable=SC2086
-/usr/bin/python3 "$ROOT/scripts/perf_reduce.py" "$OUT/perf.txt" $SCALE --json "$OUT/report.json" >"$OUT/report.txt"
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 -m experiments.lib.perf_reduce "$OUT/perf.txt" $SCALE --json "$OUT/report.json" >"$OUT/report.txt"
 {
     echo "On-CPU profile (perf record -e cpu-clock -F $FREQ --per-thread -g, ${SECS} s inside a $(($WARM + SECS + 1)) s wrk run),"
-    echo "reduced by scripts/perf_reduce.py. Server: \`$(tr '\0' ' ' </proc/"$PID"/cmdline 2>/dev/null)\`;"
+    echo "reduced by experiments/lib/perf_reduce.py. Server: \`$(tr '\0' ' ' </proc/"$PID"/cmdline 2>/dev/null)\`;"
     echo "load: \`$WRK\` — $(grep -E 'Requests/sec' "$OUT/wrk.txt" | tr -s ' ');"
     echo "machine: $(nproc)x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r);"
     echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none); 1-min load average before: $LOAD0."
     # shellcheck disable=SC2086
-    /usr/bin/python3 "$ROOT/scripts/perf_reduce.py" "$OUT/perf.txt" $SCALE --markdown
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 -m experiments.lib.perf_reduce "$OUT/perf.txt" $SCALE --markdown
 } >"$OUT/report.md"
 grep -E 'requests in|Requests/sec' "$OUT/wrk.txt" >&2
 cat "$OUT/report.txt"

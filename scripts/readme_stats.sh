@@ -51,4 +51,4 @@ if [ "${1:-}" != "--readme" ]; then
     } >"$out/stats.txt"
     cat "$out/stats.txt"
 fi
-/usr/bin/python3 experiments/readme_stats.py --readme "$out/stats.txt"
+/usr/bin/python3 -m experiments.readme_stats --readme "$out/stats.txt"

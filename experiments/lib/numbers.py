@@ -1,5 +1,5 @@
 """Every number the prose quotes, computed from the results: report.py writes
-them to numbers.json, paper/build.py substitutes `{{key}}` placeholders with
+them to numbers.json, experiments/paper.py substitutes `{{key}}` placeholders with
 their text, and experiments/tests/test_prose_numbers.py fails when prose holds
 a number that does not come from here.
 

@@ -7,12 +7,10 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import threadcpu  # noqa: E402,F401  (re-exported for the harness)
+from . import threadcpu  # noqa: F401  (re-exported for the harness)
 
 PY = "/usr/bin/python3"  # the interpreter cserve embeds; peers run on it too
 CSERVE = os.environ.get("CSERVE_BIN", os.path.join(ROOT, "cserve"))

@@ -4,6 +4,7 @@ No server runs; well under a second."""
 import json
 
 from experiments import freethreaded as ft
+from experiments.lib import generated
 
 
 def test_binds_names_the_first_saturated_stage_then_the_machine():
@@ -83,7 +84,8 @@ def test_the_table_and_findings_come_from_the_record(tmp_path):
            "2.00× the RSS." in text
     assert "| pool |" in text and "| machine |" in text
     doc = tmp_path / "doc.md"
-    doc.write_text(f"before\n{ft.README_BEGIN}\nold\n{ft.README_END}\nafter\n")
-    ft.write_readme(str(path), str(doc))
-    assert doc.read_text().startswith(f"before\n{ft.README_BEGIN}\n\n`/usr/bin/python3 -m experiments.freethreaded`")
-    assert doc.read_text().endswith(f"{ft.README_END}\nafter\n")
+    begin, end = generated.begin("freethreaded"), generated.end("freethreaded")
+    doc.write_text(f"before\n{begin}\nold\n{end}\nafter\n")
+    generated.write("freethreaded", str(path), [str(doc)])
+    assert doc.read_text().startswith(f"before\n{begin}\n\n`/usr/bin/python3 -m experiments.freethreaded`")
+    assert doc.read_text().endswith(f"{end}\nafter\n")

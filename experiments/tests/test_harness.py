@@ -2,14 +2,12 @@
 second): the regime rule, the model's out-of-sample discipline, the
 bootstrap, the run plan, the trace reduction and the simulation."""
 import os
-import sys
 import types
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-from lib import configs, model, stats  # noqa: E402
+from experiments.lib import configs, model, stats
 
 
 def rec(server="cserve", loop=None, pools=(), client=None, rps=100000.0, app="hello", bt=1, conns=16,
@@ -120,7 +118,7 @@ def test_cpu_app_has_its_own_intercept_when_cpu0_is_calibrated():
 
 
 def test_calibration_runs_are_never_scored_as_predictions():
-    import report
+    from experiments import report
     cal = calib_records()
     test = [rec(loop=0.5, pools=[0.2], client=0.3, rps=50000, app="cpu6", client_kind="wrk-p16", sweep="appcost")]
     sweeps = {"calib": cal, "appcost": test}
@@ -143,7 +141,7 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
 
 
 def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round():
-    import run
+    from experiments import run
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, seed="t", wrk_cpus=None, pin=None)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
@@ -156,7 +154,7 @@ def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_r
 
 
 def test_timeline_reduction_skips_a_span_whose_switch_in_was_lost():
-    import timeline
+    from experiments import timeline
     line = ("{c:>16} {p:>6} [000] {t:.6f}: sched:sched_switch: prev_comm={c} prev_pid={p} prev_prio=120 "
             "prev_state=S ==> next_comm={n} next_pid={q} next_prio=120")
     L, W = ("cserve-loop", 10), ("wrk", 20)
@@ -171,7 +169,7 @@ def test_timeline_reduction_skips_a_span_whose_switch_in_was_lost():
 
 
 def test_simulation_reproduces_the_pipeline_bounds():
-    import des
+    from experiments import des
     # Dedicated cores, no wake-ups: the slower stage sets the rate.
     r = des.simulate(10.0, 5.0, 1.0, 64, 1, 3, 0.0, 0.0, seconds=0.02)
     assert r == pytest.approx(1e6 / 10, rel=0.05)
@@ -191,8 +189,7 @@ def test_perf_reduce_counts_a_static_interpreter_as_python():
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     if "libpython static" not in version:
         pytest.skip("./cserve links the shared libpython: " + version.strip())
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
-    import perf_reduce as pr
+    from experiments.lib import perf_reduce as pr
     text = (f"cserve-pool-0 101 1000000 cpu-clock: \n\t  1 _PyEval_EvalFrameDefault ({binary})\n\n"
             f"cserve-pool-0 101 1000000 cpu-clock: \n\t  2 PyObject_Malloc ({binary})\n\n"
             f"cserve-pool-0 101 1000000 cpu-clock: \n\t  3 job_done ({binary})\n\n"
@@ -212,7 +209,7 @@ def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
     or an older one removed) change no build and leave it clean; no
     checkout, no commit."""
     import subprocess
-    import bench
+    from experiments import bench
 
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
@@ -265,7 +262,7 @@ def test_two_saturated_stages_are_both_kept_busiest_first():
 
 
 def test_disturbed_runs_are_left_out_and_counted():
-    import report
+    from experiments import report
     clean = [with_window(rec(loop=0.5, pools=[0.3], client=0.5, rps=100000.0 + i), busy=1.3, steal=0.01)
              for i in range(3)]
     stolen = [with_window(rec(loop=0.5, pools=[0.3], client=0.5, rps=5000.0), busy=1.0, steal=0.8),
@@ -287,7 +284,7 @@ def test_a_disturbed_calibration_run_moves_no_cost():
 
 
 def test_runner_reruns_a_disturbed_run_within_its_bounds_then_leaves_it_out():
-    import run
+    from experiments import run
     a = types.SimpleNamespace(disturb_limit=0.05, reruns=2, rerun_cap=10)
     ok = with_window(rec(loop=0.5, client=0.5), busy=1.0, steal=0.02)
     bad = with_window(rec(loop=0.5, client=0.5), busy=1.0, steal=0.3)
@@ -309,7 +306,7 @@ def test_small_samples_give_ranges_large_ones_bootstrap_intervals():
     m, lo, hi = stats.median_ci(big)
     assert stats.interval_kind(20) == "CI" and stats.interval_kind(20, 5) == "range"
     assert min(big) < lo <= m <= hi < max(big)
-    from lib import numbers
+    from experiments.lib import numbers
     assert numbers.interval_text(2.0, 1.5, 3.0, "ratio", "range") == "2.00× (range 1.50×–3.00×)"
     assert numbers.interval_text(2.0, 1.5, 3.0, "ratio", "CI") == "2.00× [95 % CI 1.50×, 3.00×]"
 
@@ -332,14 +329,14 @@ def test_socket_errors_are_read_from_wrk():
 
 
 def test_a_row_from_another_commit_names_it():
-    import report
+    from experiments import report
     s = {"label": "cserve ring bt1 hello c64 wrk", "commits": ["bfa2c7d"]}
     assert report.label_cell(s, "5d5434ff0ffb") == "cserve ring bt1 hello c64 wrk (commit bfa2c7d)"
     assert report.label_cell(dict(s, commits=["5d5434f"]), "5d5434ff0ffb") == s["label"]
 
 
 def test_open_loop_knee_is_the_clients_where_oha_saturates():
-    from lib import extras
+    from experiments.lib import extras
     pts = [{"offered": 10000, "achieved": 10000, "p99_us": 100, "client_cores": 0.3},
            {"offered": 20000, "achieved": 19500, "p99_us": 300, "client_cores": 0.6},
            {"offered": 30000, "achieved": 25000, "p99_us": 9000, "client_cores": 0.97}]

@@ -1,6 +1,6 @@
 """scripts/layering.py (`make layering`) fails on what its table forbids.
 
-Each test copies the C folders it checks into a scratch tree, breaks one
+Each test copies the folders it checks into a scratch tree, breaks one
 rule there, and runs the script on that tree: it must exit non-zero with
 one line naming the file, what it includes or imports, and the rule.
 """
@@ -92,3 +92,53 @@ def test_a_python_import_against_the_table_fails(tree):
     rc, out = run(tree)
     assert rc == 1, out
     assert "scripts/tool.py: imports helper_mod (tests): scripts may import nothing outside itself" in out
+
+
+@pytest.fixture
+def pytree(tree):
+    # The Python areas as they are: experiments/ a package, scripts/ commands.
+    for d in ("experiments", "scripts", "paper"):
+        shutil.copytree(os.path.join(ROOT, d), tree / d,
+                        ignore=shutil.ignore_patterns("results", "__pycache__", "*.md", "*.pdf", "micro", "wrk"))
+    return tree
+
+
+def test_the_python_copy_passes(pytree):
+    rc, out = run(pytree)
+    assert rc == 0, out
+
+
+def test_the_library_importing_an_entry_point_fails(pytree):
+    add_line(pytree / "experiments/lib/stats.py", "from experiments import bench")
+    rc, out = run(pytree)
+    assert rc == 1, out
+    assert ("experiments/lib/stats.py: imports experiments.bench (experiments): "
+            "experiments/lib may import nothing outside itself") in out
+
+
+def test_a_relative_import_upwards_fails(pytree):
+    add_line(pytree / "experiments/lib/stats.py", "from .. import report")
+    rc, out = run(pytree)
+    assert rc == 1, out
+    assert "experiments/lib/stats.py: imports experiments.report (experiments)" in out
+
+
+def test_a_bare_import_of_a_package_module_fails(pytree):
+    add_line(pytree / "experiments/run.py", "import threadcpu")
+    rc, out = run(pytree)
+    assert rc == 1, out
+    assert "experiments/run.py: imports threadcpu by its bare name: it is experiments.lib.threadcpu" in out
+
+
+def test_a_sys_path_edit_fails(pytree):
+    add_line(pytree / "scripts/layering.py", "sys.path.insert(0, 'experiments')")
+    rc, out = run(pytree)
+    assert rc == 1, out
+    assert "scripts/layering.py:" in out and "edits sys.path" in out
+
+
+def test_paper_importing_the_harness_fails(pytree):
+    (pytree / "paper/tool.py").write_text("from experiments.lib import generated\n")
+    rc, out = run(pytree)
+    assert rc == 1, out
+    assert "paper/tool.py: imports experiments.lib.generated (experiments/lib): paper may import nothing" in out

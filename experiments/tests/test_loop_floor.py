@@ -10,14 +10,12 @@ yardstick; the verdict's sentences follow from the record."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-import loop_floor  # noqa: E402
+from experiments import loop_floor
 
 BIN = os.path.join(ROOT, "build", "micro", "loop_floor")
 TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two threads pinned to two CPUs")

@@ -11,8 +11,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-import placement  # noqa: E402
+from experiments import placement
 
 NAMES = ["ring: loop+pool / wrk", "ring: loop / pool+wrk", "native: loop+wrk"]
 
@@ -22,7 +21,7 @@ def record(tmp_path_factory):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("placement needs two CPUs")
     out = tmp_path_factory.mktemp("placement")
-    cmd = [sys.executable, os.path.join(ROOT, "experiments", "placement.py"), "--rounds", "1",
+    cmd = [sys.executable, "-m", "experiments.placement", "--rounds", "1",
            "--warmup", "0.2", "--duration", "0.5", "--out", str(out)]
     for n in NAMES:
         cmd += ["--only", n]

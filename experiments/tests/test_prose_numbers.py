@@ -2,11 +2,11 @@
 
 - paper/paper.md and paper/readme_results.md hold no typed number: outside
   code, comments, headings and {{placeholders}}, no digit stands alone.
-- README's generated results section is exactly what paper/build.py makes
-  from the recorded results (a hand edit, or stale results, fails); every
-  other generated block (docs/, handoffs/README.md) is exactly what its
-  writer makes from its record, in each document experiments/lib/generated.py
-  names for it.
+- Every generated block (README's results section, docs/,
+  handoffs/README.md) is exactly what its writer makes from its record, in
+  each document the registry (experiments/lib/generated.py) names for it (a
+  hand edit, or a stale record, fails); every GENERATED marker in the docs
+  belongs to a registered block.
 - numbers.json is what experiments/report.py computes from the recorded
   .jsonl (a hand-edited number fails).
 - With a full run recorded, every placeholder resolves (build --strict).
@@ -21,10 +21,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "paper"))
-sys.path.insert(0, os.path.join(ROOT, "experiments"))
-import build  # noqa: E402
-from lib import generated  # noqa: E402
+from experiments import paper
+from experiments.lib import generated
 
 # A number standing alone: not part of an identifier (cpu20, c64, p99.9,
 # HTTP/1.1, wrk-p16) and not a list marker at the start of a line.
@@ -34,7 +32,7 @@ NUM = re.compile(r"(?<![\w./\-])\d+(?:[.,]\d+)*(?![\w])")
 def typed_numbers(md):
     text = re.sub(r"```.*?```", "", md, flags=re.S)           # fenced code
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)        # comments and TABLE/FIG markers
-    text = build.PLACEHOLDER.sub("", text)                    # {{key}} / {{key|ci}}
+    text = paper.PLACEHOLDER.sub("", text)                    # {{key}} / {{key|ci}}
     hits = []
     for line in text.splitlines():
         if line.startswith("    ") or line.lstrip().startswith("#"):
@@ -60,19 +58,10 @@ def test_prose_has_no_typed_numbers(name):
     assert not hits, f"typed numbers in paper/{name} (use a {{{{placeholder}}}}): {hits[:10]}"
 
 
-@pytest.mark.parametrize("doc", generated.BLOCKS["paper"])
-def test_readme_section_is_generated_from_the_results(doc):
-    readme = os.path.join(ROOT, doc)
-    text = open(readme).read()
-    assert build.BEGIN in text and build.END in text, f"{doc} lost its GENERATED markers"
-    have = text.split(build.BEGIN, 1)[1].split(build.END, 1)[0].strip()
-    want = build.readme_block(build.default_results(), readme, []).strip()
-    assert have == want, f"{doc}'s results section is not what `make paper` generates from the results"
-
 
 def test_numbers_json_is_computed_from_the_records(tmp_path):
-    import report
-    src = build.default_results()
+    from experiments import report
+    src = paper.default_results()
     if not os.path.exists(os.path.join(src, "numbers.json")):
         pytest.fail(f"no numbers.json in {src}: run experiments/report.py --dir {src}")
     for f in os.listdir(src):
@@ -87,21 +76,21 @@ def test_numbers_json_is_computed_from_the_records(tmp_path):
 
 
 def test_full_run_resolves_every_placeholder():
-    if not os.path.exists(os.path.join(build.FULL, "numbers.json")):
+    if not os.path.exists(os.path.join(paper.FULL, "numbers.json")):
         pytest.skip("no full run recorded yet (experiments/results/full): make experiments")
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "paper", "build.py"), "--strict",
-                        "--results", build.FULL, "--out", os.devnull], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "experiments.paper", "--strict",
+                        "--results", paper.FULL, "--out", os.devnull], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
 
 
 def test_placeholders_name_configurations_of_the_full_plan():
     # A `metric:label` placeholder must name a configuration the full run
     # makes, or the paper would print MISSING after an hour's run.
-    from lib import configs
+    from experiments.lib import configs
     labels = {configs.label(r) for rows in configs.full().values() for r in rows}
     bad = []
     for name in ("paper.md", "readme_results.md"):
-        for m in build.PLACEHOLDER.finditer(open(os.path.join(ROOT, "paper", name)).read()):
+        for m in paper.PLACEHOLDER.finditer(open(os.path.join(ROOT, "paper", name)).read()):
             key = m.group(1).strip()
             metric, _, label = key.partition(":")
             if label and metric in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util",
@@ -111,61 +100,71 @@ def test_placeholders_name_configurations_of_the_full_plan():
     assert not bad, f"placeholders naming configurations the full plan lacks: {bad}"
 
 
-WRITERS = [  # (block, the writer's module and function, its record)
-    ("bench", "bench", "write_readme", "experiments/results/bench/bench.json"),
-    # the same bench of the current code on a faster host, in a block of its own
-    ("bench-replica", "bench", "write_readme_replica", "experiments/results/bench-host3/bench.json"),
-    ("micro", "micro", "write_readme", "experiments/results/micro/micro.json"),
-    ("stats", "readme_stats", "write_readme", "experiments/results/readme_stats/stats.txt"),
-    ("placement", "placement", "write_readme", "experiments/results/placement/placement.json"),
-    ("loop-floor", "loop_floor", "write_readme", "experiments/results/loop-floor/loop_floor.json"),
-    ("freethreaded", "experiments.freethreaded", "write_readme",
-     "experiments/results/freethreaded/freethreaded.jsonl")]
+# How to remake each block's record, for the message when it is missing.
+REMAKE = {"paper": "make experiments", "bench": "make bench", "bench-replica": "make bench on another host",
+          "micro": "make micro-record", "stats": "scripts/readme_stats.sh",
+          "placement": "python3 -m experiments.placement", "loop-floor": "make loop-floor",
+          "freethreaded": "python3 -m experiments.freethreaded"}
 
 
-def test_every_generated_block_has_a_writer_and_a_home():
-    assert set(generated.BLOCKS) == {w[0] for w in WRITERS} | {"paper"}
-    for block, paths in generated.BLOCKS.items():
-        for p in paths:
+def test_every_generated_block_has_a_writer_a_record_and_a_home():
+    import importlib
+    assert set(generated.BLOCKS) == set(REMAKE)
+    for block, b in generated.BLOCKS.items():
+        assert callable(getattr(importlib.import_module(b.module), "readme_body", None)), \
+            f"{block}: {b.module} has no readme_body(record, doc)"
+        assert os.path.exists(generated.record(block)), f"{block}'s record {b.record} missing: {REMAKE[block]}"
+        for p in b.docs:
             assert os.path.exists(os.path.join(ROOT, p)), f"{block}'s document {p} is missing"
 
 
-@pytest.mark.parametrize("tool,writer,record,doc", [
-    pytest.param(tool, writer, record, doc, id=f"{block}-{doc}")
-    for block, tool, writer, record in WRITERS for doc in generated.BLOCKS[block]])
-def test_readme_tables_are_written_from_their_records(tool, writer, record, doc, tmp_path):
-    # The `make bench`, `make micro-record`, readme_stats, placement and loop-floor tables are the
-    # generators' output from the recorded runs: a hand-typed or hand-edited cell fails.
-    import importlib
-    mod = importlib.import_module(tool)
-    path = os.path.join(ROOT, record)
-    assert os.path.exists(path), f"{record} missing: run " + {"bench": "make bench", "micro": "make micro-record",
-                                                             "readme_stats": "scripts/readme_stats.sh",
-                                                             "placement": "experiments/placement.py",
-                                                             "loop_floor": "make loop-floor",
-                                                             "experiments.freethreaded":
-                                                             "/usr/bin/python3 -m experiments.freethreaded"}[tool]
-    copy = tmp_path / "doc.md"
-    shutil.copy(os.path.join(ROOT, doc), copy)
-    getattr(mod, writer)(path, str(copy))
-    assert copy.read_text() == open(os.path.join(ROOT, doc)).read(), \
-        f"{doc}'s {tool} table is not what experiments/{tool}.py's {writer} writes from {record}"
+def test_every_generated_marker_in_the_docs_is_registered():
+    known = {generated.begin(b) for b in generated.BLOCKS} | {generated.end(b) for b in generated.BLOCKS}
+    bad = []
+    for d, dirs, files in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("results", "build")]
+        for f in files:
+            if f.endswith(".md") and f != "paper.out.md":
+                path = os.path.join(d, f)
+                for line in open(path, encoding="utf-8", errors="replace"):
+                    if re.match(r"<!-- (BEGIN|END) GENERATED\b", line) and line.strip() not in known:
+                        bad.append(f"{os.path.relpath(path, ROOT)}: {line.strip()}")
+    assert not bad, f"GENERATED markers no block of experiments/lib/generated.py owns: {bad}"
+
+
+@pytest.mark.parametrize("block,doc", [
+    pytest.param(block, doc, id=f"{block}-{doc}")
+    for block, b in generated.BLOCKS.items() for doc in b.docs])
+def test_generated_blocks_are_written_from_their_records(block, doc):
+    # README's results section and the bench, micro-record, readme_stats,
+    # placement and loop-floor tables are their writers' output from the
+    # recorded runs: a hand-typed or hand-edited cell fails.
+    path = os.path.join(ROOT, doc)
+    text = open(path).read()
+    b, e = generated.begin(block), generated.end(block)
+    assert b in text and e in text, f"{doc} lost the {block} block's GENERATED markers"
+    have = text.split(b, 1)[1].split(e, 1)[0]
+    want = generated.body(block, path)
+    assert have.strip() == want.strip(), \
+        f"{doc}'s {block} block is not what `{generated.BLOCKS[block].command}` writes from {generated.BLOCKS[block].record}"
+    copy = generated.splice(text, b, e, want)
+    assert copy == text, f"{doc}'s {block} block differs from a rewrite in its blank lines"
 
 
 def test_micro_readme_writer_fills_the_block(tmp_path):
     # The writer itself, on a synthetic record: the block is replaced, not appended.
-    import micro
+    from experiments import micro
     summ = {name: {f: {"median": 1500.0, "min": 1000.0, "max": 2000.0} for f in micro.FIELDS}
             for name, _ in micro.ROWS[:2]}
     rec = {"meta": {"command": "make micro-record", "time": "t", "commit": "abc", "cpu_model": "cpu",
                     "nproc": 2, "kernel": "k", "rounds": 3}, "summary": summ}
     (tmp_path / "m.json").write_text(json.dumps(rec))
     readme = tmp_path / "R.md"
-    readme.write_text(f"a\n{micro.README_BEGIN}\nold row\n{micro.README_END}\nb\n")
+    readme.write_text(f"a\n{generated.begin('micro')}\nold row\n{generated.end('micro')}\nb\n")
     for _ in range(2):
-        micro.write_readme(str(tmp_path / "m.json"), str(readme))
+        generated.write("micro", str(tmp_path / "m.json"), [str(readme)])
     text = readme.read_text()
-    assert "old row" not in text and text.count(micro.README_BEGIN) == 1
+    assert "old row" not in text and text.count(generated.begin("micro")) == 1
     assert "| ring, worker spins, loop polls | 1.5k (1.0k–2.0k) |" in text
     assert text.startswith("a\n") and text.endswith("b\n")
 
@@ -173,7 +172,7 @@ def test_micro_readme_writer_fills_the_block(tmp_path):
 def test_a_file_without_the_markers_is_refused_and_left_whole(tmp_path):
     # A generator pointed at a document that lacks its block must say so and
     # leave the document as it was, not emptied.
-    from lib import generated
+    from experiments.lib import generated
     doc = tmp_path / "R.md"
     doc.write_text("hand-written text\n")
     with pytest.raises(SystemExit):
@@ -186,13 +185,13 @@ def test_a_record_include_brings_the_record_without_its_title(tmp_path):
     # run's folder (make loop-floor's): its body, less its "# " title; a
     # missing one is a visible MISSING, which --strict turns into an error.
     missing = []
-    text = build.fill("a\n<!-- RECORD:loop-floor/loop_floor.md -->\nb", build.default_results(), str(tmp_path),
+    text = paper.fill("a\n<!-- RECORD:loop-floor/loop_floor.md -->\nb", paper.default_results(), str(tmp_path),
                       missing)
     body = open(os.path.join(ROOT, "experiments", "results", "loop-floor", "loop_floor.md")).read()
     assert body.startswith("# ") and body.splitlines()[0] not in text
     assert body.split("\n", 2)[2].strip().splitlines()[0] in text and "RECORD:" not in text
     missing = []
-    text = build.fill("<!-- RECORD:loop-floor/nope.md -->", build.default_results(), str(tmp_path), missing)
+    text = paper.fill("<!-- RECORD:loop-floor/nope.md -->", paper.default_results(), str(tmp_path), missing)
     assert "MISSING" in text and "loop-floor/nope.md" in missing
 
 
@@ -202,10 +201,9 @@ def test_every_generated_file_is_what_the_records_make(tmp_path):
     # folder is regenerated from its .jsonl records and compared byte for
     # byte, and so is paper/paper.out.md from those files. A hand edit to a
     # number in paper.out.md, model.md or des.md (or stale outputs) fails.
-    src = build.default_results()
+    src = paper.default_results()
     if not os.path.exists(os.path.join(src, "numbers.json")):
         pytest.skip(f"no results in {src}")
-    exp = os.path.join(ROOT, "experiments")
     meta = [json.loads(x) for x in open(os.path.join(src, "meta.jsonl"))] if \
         os.path.exists(os.path.join(src, "meta.jsonl")) else []
     outputs = {"des.jsonl"}  # written by des.py, read by report.py: regenerated, not copied
@@ -213,13 +211,14 @@ def test_every_generated_file_is_what_the_records_make(tmp_path):
         if (f.endswith(".jsonl") and f not in outputs) or f == "plan.json":
             shutil.copy(os.path.join(src, f), tmp_path / f)
     quick = ["--quick"] if meta and meta[-1].get("quick") else []
-    subprocess.run([sys.executable, os.path.join(exp, "des.py"), "--dir", str(tmp_path), *quick],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "experiments.des", "--dir", str(tmp_path), *quick],
+                   check=True, capture_output=True, cwd=ROOT)
     if (tmp_path / "instruments.jsonl").exists() and os.path.exists(os.path.join(src, "instrument_cost.md")):
-        out = subprocess.run([sys.executable, os.path.join(exp, "instrument_cost.py"),
-                              str(tmp_path / "instruments.jsonl")], check=True, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-m", "experiments.instrument_cost",
+                              str(tmp_path / "instruments.jsonl")], check=True, capture_output=True, text=True,
+                             cwd=ROOT)
         (tmp_path / "instrument_cost.md").write_text(out.stdout)
-    import report
+    from experiments import report
     other = json.load(open(os.path.join(src, "numbers.json"))).get("compare_dir", {}).get("value")
     report.build(str(tmp_path), os.path.join(ROOT, other) if other else None, figs=False)
     made = sorted(f for f in os.listdir(tmp_path) if f.endswith(".md") or f in outputs)
@@ -228,5 +227,5 @@ def test_every_generated_file_is_what_the_records_make(tmp_path):
              or open(os.path.join(src, f)).read() != (tmp_path / f).read_text()]
     assert not stale, f"{os.path.relpath(src, ROOT)}: not what the records make: {stale}"
     have = open(os.path.join(ROOT, "paper", "paper.out.md")).read()
-    want = build.fill(open(os.path.join(ROOT, "paper", "paper.md")).read(), src, os.path.join(ROOT, "paper"), [])
-    assert have == want, "paper/paper.out.md is not what paper/build.py makes from the results (make paper)"
+    want = paper.fill(open(os.path.join(ROOT, "paper", "paper.md")).read(), src, os.path.join(ROOT, "paper"), [])
+    assert have == want, "paper/paper.out.md is not what experiments/paper.py makes from the results (make paper)"

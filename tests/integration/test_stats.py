@@ -1,22 +1,19 @@
 """The in-process instruments (--stats, --stats-json, --stats-window, SIGUSR1,
 SIGUSR2), against the real binary: the JSON carries the promised fields, the
 counts are exact, the handoff counters balance, and the outside view
-(/proc per-thread CPU, scripts/threadcpu.py) agrees with the inside one."""
+(/proc per-thread CPU, experiments.lib.threadcpu) agrees with the inside one."""
 import json
 import os
 import pathlib
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import ROOT, start_server
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import threadcpu  # noqa: E402
+from conftest import start_server
+from experiments.lib import threadcpu  # run from the checkout (python3 -m pytest): the harness's package
 
 REQ = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
 RESP_LEN = None  # learned from the first response

@@ -1,10 +1,9 @@
-#!/usr/bin/python3
 """Reduce an on-CPU `perf record` to µs of CPU per request, per thread, by
 syscall and by function: where the loop's and the Python thread's time
 goes.
 
     perf script -i perf.data -F comm,tid,period,ip,sym,dso | \\
-        perf_reduce.py [--requests N | --stats-json STATS | --wrk WRK --seconds S] [--markdown] [--json OUT]
+        python3 -m experiments.lib.perf_reduce [--requests N | --stats-json STATS | --wrk WRK --seconds S] [--markdown] [--json OUT]
 
 ON-CPU SAMPLES ONLY. The input must come from `perf record -e cpu-clock`
 (a software hrtimer event that ticks only while the thread is running; with
@@ -245,8 +244,7 @@ def main():
     stats = load_stats(a.stats_json) if a.stats_json else {}
     req_default = a.requests
     if req_default is None and a.wrk and a.seconds:
-        sys.path.insert(0, __file__.rsplit("/", 1)[0])
-        from threadcpu import parse_wrk
+        from experiments.lib.threadcpu import parse_wrk
         _, _, rps = parse_wrk(open(a.wrk).read())
         req_default = rps * a.seconds if rps else None
 

@@ -1,9 +1,8 @@
-#!/usr/bin/python3
 """Syscalls per request, per thread, by syscall: checks a handoff's syscall
 budget from outside the process (ring: ≪ 0.1 per request on the handoff path;
 dgram: send + recv on each side, plus the EAGAIN recv that ends a drain).
 
-    strace_per_request.py --pid PID --url http://127.0.0.1:PORT/ [-c 16] [-d 5]
+    python3 -m experiments.strace_per_request --pid PID --url http://127.0.0.1:PORT/ [-c 16] [-d 5]
                           [--tool strace|perf-trace] [--children] [--wrk-cpus 1] [--json OUT]
 
 It attaches one `strace -c -p TID` per thread (so the counts stay per thread;
@@ -29,8 +28,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threadcpu import descendants, parse_wrk  # noqa: E402
+from experiments.lib.threadcpu import descendants, parse_wrk
 
 
 def threads_of(pids):

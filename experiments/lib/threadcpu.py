@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Per-thread CPU sampler: a `ps -M` (per-thread CPU) for Linux.
 
-    threadcpu.py --pid PID [--children] [--interval 1] [--duration N]
+    python3 -m experiments.lib.threadcpu --pid PID [--children] [--interval 1] [--duration N]
                  [--requests N | --wrk WRK_OUTPUT] [--json OUT] [--source stat|schedstat]
 
 Every interval it reads /proc/PID/task/*/stat (utime + stime, clock ticks) for
