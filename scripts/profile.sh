@@ -2,7 +2,8 @@
 # On-CPU profile of cserve under wrk, reduced to µs of CPU per request per
 # thread, by syscall and by function (experiments/lib/perf_reduce.py).
 #
-#   scripts/profile.sh [-d SECS] [-c CONNS] [-P DEPTH] [-T TOP] [-o DIR] [-p PID -u URL] [-w WRK_CPUS] [-- CSERVE_ARGS...]
+#   scripts/profile.sh [-d SECS] [-c CONNS] [-t WRK_THREADS] [-s LUA] [-P DEPTH] [-T TOP] [-o DIR]
+#                      [-p PID -u URL] [-w WRK_CPUS] [-- CSERVE_ARGS...]
 #
 # Without -p it starts ./cserve (CSERVE_BIN) with CSERVE_ARGS on a free port
 # and stops it afterwards; with -p PID -u URL it profiles a running server
@@ -11,7 +12,8 @@
 # stats for the window: --stats-json is written again when the server
 # exits), report.txt, report.md. -P DEPTH: HTTP/1.1 pipelining, DEPTH requests per write
 # (experiments/wrk/pipeline.lua). -T TOP: functions
-# listed per thread (default 12).
+# listed per thread (default 12). -t: wrk's threads (default 1); -s LUA: a wrk
+# script for the request head (experiments/wrk/browser.lua, say; not with -P).
 #
 # Timeline: wrk runs WARM + SECS + 1 seconds; after WARM `perf record` starts,
 # and the command it records sends SIGUSR2 (a new cserve stats window), sleeps
@@ -28,12 +30,13 @@
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SECS=5 CONNS=16 OUT=/tmp/cserve-profile PID="" URL="" WRKCPUS="" WARM=2 FREQ=999 DEPTH=1 TOP=12
-while getopts d:c:o:p:u:w:F:P:T: opt; do
+SECS=5 CONNS=16 OUT=/tmp/cserve-profile PID="" URL="" WRKCPUS="" WARM=2 FREQ=999 DEPTH=1 TOP=12 THREADS=1 LUA=""
+while getopts d:c:o:p:u:w:F:P:T:t:s: opt; do
     case $opt in
         d) SECS=$OPTARG ;; c) CONNS=$OPTARG ;; o) OUT=$OPTARG ;;
         p) PID=$OPTARG ;; u) URL=$OPTARG ;; w) WRKCPUS=$OPTARG ;; F) FREQ=$OPTARG ;; P) DEPTH=$OPTARG ;; T) TOP=$OPTARG ;;
-        *) sed -n '2,17p' "$0"; exit 2 ;;
+        t) THREADS=$OPTARG ;; s) LUA=$OPTARG ;;
+        *) sed -n '2,19p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -63,7 +66,9 @@ IS_CSERVE=0
 grep -q '^cserve' "/proc/$PID/task/$PID/comm" 2>/dev/null && IS_CSERVE=1
 grep -q -- '--stats-json' "/proc/$PID/cmdline" 2>/dev/null || IS_CSERVE=0
 
-WRK="wrk -t1 -c$CONNS -d$((WARM + SECS + 1))s --latency"
+[ "$DEPTH" -gt 1 ] && [ -n "$LUA" ] && { echo "profile: -P and -s exclude each other" >&2; exit 2; }
+WRK="wrk -t$THREADS -c$CONNS -d$((WARM + SECS + 1))s --latency"
+[ -n "$LUA" ] && WRK="$WRK -s $LUA"
 # DEPTH requests per write: the experiments' own pipelining script
 [ "$DEPTH" -gt 1 ] && WRK="$WRK -s $ROOT/experiments/wrk/pipeline.lua"
 WRK="$WRK $URL"

@@ -1,0 +1,246 @@
+"""Small measured sweeps outside the main plan (experiments/loopbound.py,
+experiments/seed.py): one server per run, a wrk command of the sweep's own
+(threads, a Lua script and its arguments), per-thread CPU from inside
+(cserve --stats-json) and outside (/proc), and the window's steal and
+foreign CPU. Records have the shape run.py writes, so lib/model.py's
+metrics() and regime rule read them unchanged.
+
+Rounds are interleaved and shuffled (each round runs every configuration
+once, in an order drawn from the seed and the round). A run whose window lost
+more than model.DISTURB_LIMIT cores to steal and foreign CPU is run again at
+the end of the queue, up to `reruns` times; after that it is kept, marked
+"disturbed", and the summary takes its medians over the clean runs (over all
+of them, marked, where none was clean)."""
+import datetime
+import os
+import random
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from . import model, provenance, stats
+from .serverctl import (CSERVE, ROOT, WRK_DIR, free_port, parse_latency, read_stats, server_cmd, start,
+                        stats_summary, stop, threadcpu, wait_ready)
+
+APPS_DIR = os.path.join(ROOT, "apps")
+
+
+def cserve_cmd(cfg, port, stats_file):
+    """cserve's command line for a probe configuration: mode native | inline
+    | (handoff, bt); app "hello" (apps/hello.py) or "files" (apps/files.py)."""
+    cmd = [CSERVE, "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--stats-json", stats_file]
+    if cfg.get("mode") == "native":
+        return cmd + ["--app", "native-hello"]
+    if cfg.get("mode") == "inline":
+        cmd.append("--inline")
+    else:
+        cmd += ["--handoff", cfg["handoff"], "--blocking-threads", str(cfg.get("bt", 1))]
+    spec = {"hello": "hello:application", "files": "files:application"}[cfg["app"]]
+    return cmd + ["--chdir", APPS_DIR, spec]
+
+
+def command(cfg, port, stats_file):
+    if cfg["server"] == "cserve":
+        return cserve_cmd(cfg, port, stats_file)
+    return server_cmd(dict(cfg, conns=cfg["conns"]), port)  # a peer, as the main sweeps start it
+
+
+def wrk_cmd(cfg, port, seconds):
+    """wrk -tT -cC with the configuration's Lua script (experiments/wrk/) and its arguments."""
+    url = f"http://127.0.0.1:{port}{cfg.get('path', '/')}"
+    cmd = ["wrk", f"-t{cfg.get('wrk_threads', 1)}", f"-c{cfg['conns']}", f"-d{int(round(seconds))}s", "--latency"]
+    if cfg.get("script"):
+        cmd += ["-s", os.path.join(WRK_DIR, cfg["script"])]
+    cmd.append(url)
+    if cfg.get("script_args"):
+        cmd += ["--"] + [str(x) for x in cfg["script_args"]]
+    return cmd
+
+
+def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
+    """One run: the record (run.py's shape), or one with "error"."""
+    port = free_port()
+    tmpdir = tempfile.mkdtemp(prefix="cserve-probe-")
+    stats_file = os.path.join(tmpdir, "stats.json")
+    is_cserve = cfg["server"] == "cserve"
+    cmd = command(cfg, port, stats_file)
+    proc, log = start(cmd, os.path.join(tmpdir, "server.log"))
+    rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "label": label, "config": cfg, "server_cmd": shlex.join(cmd), "machine": {"nproc": os.cpu_count()}}
+    children = not is_cserve
+    try:
+        if not wait_ready(proc, port):
+            log.seek(0)
+            rec["error"] = "server did not start: " + log.read()[-2000:]
+            return rec
+        time.sleep(0.3)
+        total = warmup + duration + margin
+        wrk = wrk_cmd(cfg, port, total)
+        rec["wrk_cmd"] = shlex.join(wrk)
+        wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(warmup)
+        if is_cserve:
+            proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
+        ps0, t0 = provenance.proc_stat(), time.monotonic()
+        series = threadcpu.sample([proc.pid, wp.pid], interval or duration / 4, duration, children=children)
+        ps1, t1 = provenance.proc_stat(), time.monotonic()
+        own = sum(e["cpu_s"] for e in series.values())
+        rec["window_cpu"] = provenance.window_cpu(ps0, ps1, t1 - t0, own)
+        mtime = 0
+        if is_cserve:
+            try:
+                mtime = os.stat(stats_file).st_mtime_ns
+            except OSError:
+                mtime = 0
+            proc.send_signal(signal.SIGUSR1)  # write the window while wrk still loads
+        wout, _ = wp.communicate(timeout=total + 30)
+        rec["wrk_output"] = wout
+        n, secs, rps = threadcpu.parse_wrk(wout)
+        rec["wrk_requests"], rec["wrk_seconds"], rec["rps_wrk"] = n, secs, rps
+        rec["latency"] = parse_latency(wout)
+        st = read_stats(stats_file, mtime) if is_cserve else None
+        rec["stats_threads"], rec["stats_window"] = stats_summary(st)
+        rec["rps"] = (rec["stats_window"] or {}).get("rps") or rps
+        rec["threadcpu"] = threadcpu.summarise(series, rec["rps"], min_pct=1.0)
+        if not n:
+            rec["error"] = "client reported no requests: " + wout[-500:]
+    except Exception as e:  # record the failure, keep sweeping
+        rec["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        rec["server_exit"] = stop(proc)
+        log.seek(0)
+        tail = log.read()[-1500:]
+        log.close()
+        if "error" in rec:
+            rec["server_log_tail"] = tail
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return rec
+
+
+def run_metrics(rec):
+    """model.metrics(rec), with the client stage as its busiest wrk thread
+    (wrk -t2 is two stages of one core each, not one of two) and the client's
+    cores beside it; the regime recomputed on that."""
+    m = model.metrics(rec)
+    wrk = [t for t in rec.get("threadcpu") or [] if t["name"].startswith("wrk")]
+    m["client_cores"] = sum(t["median_pct"] for t in wrk) / 100 if wrk else None
+    if len(wrk) > 1:
+        m["client_util"] = max(t["median_pct"] for t in wrk) / 100
+        m["regime"], m["regime_also"] = model.regime_detail(m, rec["config"])
+    if rec["config"].get("script_args") and len(rec["config"]["script_args"]) > 1 \
+            and int(rec["config"]["script_args"][1]) > 1:
+        m["p50_us"] = m["p99_us"] = None  # wrk times a pipelined batch, not a request
+    return m
+
+
+def run_rounds(todo, rounds, seed, runner, reruns=2, rerun_cap=None, limit=model.DISTURB_LIMIT, log=print):
+    """todo: [(label, cfg)]. Runs `rounds` interleaved, shuffled rounds with
+    runner(cfg, label) -> record; reruns disturbed runs (see the module
+    docstring). Returns the records, each with round, attempt and, where
+    other tenants took more than `limit` cores in its window, "disturbed"."""
+    order = []
+    for rnd in range(rounds):
+        batch = list(todo)
+        random.Random(f"{seed}-{rnd}").shuffle(batch)
+        order += [(rnd, lab, cfg, 0) for lab, cfg in batch]
+    cap = len(order) // 4 if rerun_cap is None else rerun_cap
+    out, used, i = [], 0, 0
+    while order:
+        rnd, lab, cfg, attempt = order.pop(0)
+        i += 1
+        rec = runner(cfg, lab)
+        rec.update(round=rnd, attempt=attempt)
+        bad = "error" not in rec and model.disturbed(rec, limit)
+        what = ""
+        if bad:
+            rec["disturbed"] = True
+            if attempt < reruns and used < cap:
+                used += 1
+                order.append((rnd, lab, cfg, attempt + 1))
+                what = " (disturbed: rerun)"
+            else:
+                what = " (disturbed: kept, marked)"
+        out.append(rec)
+        log(f"[{i}/{i + len(order)}] r{rnd} {brief(rec)}{what}")
+    return out
+
+
+def brief(rec):
+    if "error" in rec:
+        return f"{rec['label']}: ERROR {rec['error'][:200]}"
+    m = run_metrics(rec)
+    w = rec.get("window_cpu") or {}
+
+    def p(x):
+        return "—" if x is None else f"{100 * x:.0f}%"
+    return (f"{rec['label']}: {rec['rps'] or 0:,.0f} rps  loop {p(m.get('loop_util'))} pool {p(m.get('pool_util'))} "
+            f"client {p(m.get('client_util'))}  steal {w.get('steal_cores', 0):.2f} foreign "
+            f"{w.get('foreign_cores', 0):.2f}  {m['regime']}")
+
+
+def _med(xs):
+    return stats.median([x for x in xs if x is not None])
+
+
+def summarise(records, extra=None):
+    """label -> row: medians over the clean runs (all runs, marked, where none
+    was clean) of the rate, the stages' utilisation, the client's cores,
+    steal, foreign and idle cores, the loop's and the pool's µs per request;
+    the majority regime over those runs, and the other stages that saturated.
+    extra(rec) -> {name: number}: more per-run figures, their medians added."""
+    groups = {}
+    for r in records:
+        groups.setdefault(r["label"], []).append(r)
+    out = {}
+    for lab, rs in groups.items():
+        ok = [r for r in rs if "error" not in r]
+        clean = [r for r in ok if not r.get("disturbed")]
+        use = clean or ok
+        ms = [run_metrics(r) for r in use]
+        row = {"label": lab, "config": rs[0]["config"], "runs": len(rs), "errors": len(rs) - len(ok),
+               "used": len(use), "disturbed_runs": sum(1 for r in ok if r.get("disturbed")),
+               "all_disturbed": bool(ok) and not clean}
+        for k in ("rps", "rps_wrk", "loop_util", "pool_util", "client_util", "client_cores", "cores", "steal",
+                  "foreign", "idle", "c_loop", "c_pool", "c_client", "loop_wait_us", "p50_us", "p99_us",
+                  "sock_err"):
+            vals = [m.get(k) for m in ms]
+            row[k] = _med(vals)
+            vv = [v for v in vals if v is not None]
+            row[k + "_range"] = (min(vv), max(vv)) if vv else (None, None)
+        if extra:
+            ex = [extra(r) for r in use]
+            for k in sorted({k for e in ex for k in e}):
+                row[k] = _med([e.get(k) for e in ex])
+        regs = [m["regime"] for m in ms]
+        if regs:
+            best = max(sorted(set(regs)), key=regs.count)
+            row["regime"], row["regime_n"], row["regime_of"] = best, regs.count(best), len(regs)
+            also = [a for m in ms if m["regime"] == best for a in m.get("regime_also") or []]
+            row["regime_also"] = sorted(set(also))
+        else:
+            row["regime"], row["regime_n"], row["regime_of"], row["regime_also"] = "error", 0, 0, []
+        out[lab] = row
+    return out
+
+
+def meta(command_line, binary=CSERVE):
+    """Provenance for a record file: commit (and dirty), machine, kernel, date, command."""
+    sha, dirty = provenance.git_commit()
+    mach = provenance.machine(binary)
+    mach.pop("cpu_flags", None)
+    return {"kind": "meta", "commit": sha, "dirty": dirty, "command": command_line,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": mach}
+
+
+def meta_line(m):
+    """One line of provenance for a generated .md."""
+    mach = m.get("machine") or {}
+    v = mach.get("versions") or {}
+    return (f"Machine: {mach.get('cpu_model')}, {mach.get('nproc')} vCPUs, kernel {mach.get('kernel')}; "
+            f"CPython {v.get('cpython')}, Granian {v.get('granian')}, {v.get('wrk')}; "
+            f"commit {m.get('commit', 'unknown')[:7]}{' (dirty tree)' if m.get('dirty') else ''}; "
+            f"{m.get('date')}; `{m.get('command')}`.")

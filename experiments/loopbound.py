@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""Is there a loop-bound configuration with a handoff on this machine? A
+sweep over the shapes where the loop's work per request grows and the
+pool's does not, for the ring and dgram handoffs at one blocking thread:
+
+  heads     browser-like request heads with 0 / 2 / 4 / 8 KiB of cookies
+            (experiments/wrk/heads.lua), one request in flight per
+            connection (c64) and pipelined 16 deep (c16): a larger recv and
+            a longer parse on the loop, the same environ work on the pool
+            (cserve passes the Cookie header as one string)
+  pipeline  small requests (wrk's two-line head) pipelined 16 and 32 deep
+            (experiments/wrk/pipeline.lua, c16): the client's cost per
+            request falls, so a server stage can fill
+  files     64 KiB and 1 MiB responses through wsgi.file_wrapper
+            (apps/files.py, c16): the loop sends them with sendfile, the
+            pool's part is a few µs whatever the size
+
+    /usr/bin/python3 -m experiments.loopbound [--quick] [--rounds 3] [--out DIR]
+    /usr/bin/python3 -m experiments.loopbound --report [--out DIR]   # the .md from the .jsonl
+
+Per run: the rate (cserve's own window), the loop's, the pool's and the
+client's share of a core, steal and foreign CPU, the loop's µs of CPU per
+request; the regime by the repo's rule (lib/model.py: a stage at >= 90 % of
+a core names it, the client included; else machine-bound when at most 0.1
+core is idle; else unsaturated). Rounds are interleaved and shuffled; a run
+whose window lost more than 0.05 core to steal and foreign CPU is rerun up
+to twice, then kept and marked (lib/probe.py). Writes DIR/loopbound.jsonl
+(a provenance line, then one line per run) and DIR/loopbound.md.
+Full: 3 rounds of 24 configurations, ~6 min plus reruns; --quick: 6
+configurations once, ~30 s, plumbing only.
+"""
+import argparse
+import json
+import os
+import shlex
+import sys
+
+from experiments.lib import model, probe
+from experiments.lib.serverctl import CSERVE, ROOT
+
+OUT = os.path.join(ROOT, "experiments", "results", "loopbound")
+HANDOFFS = ("ring", "dgram")
+COOKIES = (0, 2, 4, 8)      # KiB of Cookie header
+DEPTHS = (16, 32)           # pipelined small requests
+FILES = (64, 1024)          # KiB per file_wrapper response
+
+
+def cfg(handoff, family, **kw):
+    c = {"server": "cserve", "handoff": handoff, "bt": 1, "app": "hello", "wrk_threads": 1, "family": family}
+    c.update(kw)
+    return c
+
+
+def shape(c):
+    """The configuration's shape, without the handoff (a table's row group)."""
+    f = c["family"]
+    if f == "heads":
+        kb, depth = c["script_args"][0] // 1024, c["script_args"][1]
+        return f"head +{kb} KiB cookies{f' p{depth}' if depth > 1 else ''} c{c['conns']}"
+    if f == "pipeline":
+        return f"small requests p{c['script_args'][0]} c{c['conns']}"
+    return f"file_wrapper {c['kb'] if c['kb'] < 1024 else c['kb'] // 1024}{' KiB' if c['kb'] < 1024 else ' MiB'} c{c['conns']}"
+
+
+def label(c):
+    return f"{c['handoff']} {shape(c)}"
+
+
+def plan(quick):
+    out = []
+    for h in HANDOFFS:
+        if quick:
+            out += [cfg(h, "heads", script="heads.lua", script_args=[8192, 16], conns=16),
+                    cfg(h, "pipeline", script="pipeline.lua", script_args=[32], conns=16),
+                    cfg(h, "files", app="files", kb=1024, path="/?kb=1024", conns=16)]
+            continue
+        out += [cfg(h, "heads", script="heads.lua", script_args=[kb * 1024, 1], conns=64) for kb in COOKIES]
+        out += [cfg(h, "heads", script="heads.lua", script_args=[kb * 1024, 16], conns=16) for kb in COOKIES]
+        out += [cfg(h, "pipeline", script="pipeline.lua", script_args=[d], conns=16) for d in DEPTHS]
+        out += [cfg(h, "files", app="files", kb=kb, path=f"/?kb={kb}", conns=16) for kb in FILES]
+    return [(label(c), c) for c in out]
+
+
+# ------------------------------------------------------------------ the report
+
+def finding(rows):
+    """(found, text): the loop-bound rows with a handoff, or the measured
+    argument for why there is none (how far the loop got, and what bound
+    each family instead)."""
+    hand = [r for r in rows if r["config"].get("handoff") and r["regime"] != "error"]
+    lb = [r for r in hand if r["regime"] == "loop-bound"]
+    if lb:
+        names = "; ".join(f"`{r['label']}` (loop {pct(r['loop_util'])}, pool {pct(r['pool_util'])}, "
+                          f"client {pct(r['client_util'])}; {r['regime_n']}/{r['regime_of']} runs)" for r in lb)
+        return True, f"Loop-bound with a handoff on this machine: {names}."
+    if not hand:
+        return False, "No run with a handoff completed."
+    top = max(hand, key=lambda r: r["loop_util"] or 0)
+    regs = {}
+    for r in hand:
+        regs.setdefault(r["regime"], []).append(r["label"])
+    text = (f"No configuration with a handoff was loop-bound. The busiest loop was `{top['label']}`, at "
+            f"{pct(top['loop_util'])} of a core ({top['regime']}; pool {pct(top['pool_util'])}, client "
+            f"{pct(top['client_util'])}, idle {num(top['idle'], '{:.2f}')} core). The rows were "
+            + "; ".join(f"{k}: {len(v)}" for k, v in sorted(regs.items())) + ".")
+    return False, text
+
+
+def growth(rows):
+    """Per family and handoff: the loop's and the pool's µs per request at
+    the family's lightest and heaviest shape (what grows where)."""
+    out = []
+    for fam, key in (("heads", lambda c: (c["script_args"][1], c["script_args"][0])),
+                     ("pipeline", lambda c: c["script_args"][0]), ("files", lambda c: c["kb"])):
+        for h in HANDOFFS:
+            rs = sorted((r for r in rows if r["config"]["family"] == fam and r["config"].get("handoff") == h
+                         and r["c_loop"] is not None), key=lambda r: key(r["config"]))
+            if fam == "heads":  # compare within one client shape: the closed-loop one if present
+                depth = rs[0]["config"]["script_args"][1] if rs else None
+                rs = [r for r in rs if r["config"]["script_args"][1] == depth]
+            if len(rs) < 2:
+                continue
+            a, b = rs[0], rs[-1]
+            out.append(f"{h}, {shape(a['config'])} → {shape(b['config'])}: loop {num(a['c_loop'])} → "
+                       f"{num(b['c_loop'])} µs/request, pool {num(a['c_pool'])} → {num(b['c_pool'])}")
+    return out
+
+
+def pct(x):
+    return "—" if x is None else f"{100 * x:.0f} %"
+
+
+def num(x, fmt="{:.2f}"):
+    return "—" if x is None else fmt.format(x)
+
+
+def markdown(meta, rows, quick):
+    L = ["# Looking for a loop-bound configuration with a handoff", ""]
+    if quick:
+        L += ["**Smoke run, not a measurement** (`--quick`: one round, short windows, on whatever else the "
+              "machine was doing).", ""]
+    L += [probe.meta_line(meta), "",
+          f"{meta['rounds']} interleaved, shuffled rounds; {meta['warmup']} s warm-up, {meta['duration']} s "
+          f"window per run; wrk -t1. A run that lost more than {model.DISTURB_LIMIT} core to steal and "
+          "foreign CPU was rerun up to twice, then kept and marked (†: every run of the row was disturbed; "
+          "the medians are then over those). Medians (range) over the runs; the regime is the majority "
+          f"over them (stage ≥ {100 * model.SAT:.0f} % of a core, the client included; else machine-bound "
+          f"with ≤ {model.IDLE_MAX} core idle; else unsaturated).", "",
+          "| configuration | rps (range) | loop / pool / client | steal + foreign | idle | loop µs/req (pool) "
+          "| regime (runs) |", "|---|---:|---:|---:|---:|---:|---|"]
+    order = {lab: i for i, (lab, _) in enumerate(plan(False) + plan(True))}
+    for r in sorted(rows, key=lambda r: order.get(r["label"], 999)):
+        if r["regime"] == "error":
+            L.append(f"| {r['label']} | error | | | | | |")
+            continue
+        lo, hi = r["rps_range"]
+        lost = (r["steal"] or 0) + (r["foreign"] or 0)
+        also = f"; also {', '.join(r['regime_also'])}" if r["regime_also"] else ""
+        L.append(f"| {r['label']}{' †' if r['all_disturbed'] else ''} | {r['rps']:,.0f} ({lo:,.0f}–{hi:,.0f}) | "
+                 f"{pct(r['loop_util'])} / {pct(r['pool_util'])} / {pct(r['client_util'])} | {lost:.2f} | "
+                 f"{num(r['idle'])} | {num(r['c_loop'])} ({num(r['c_pool'])}) | "
+                 f"{r['regime']} ({r['regime_n']}/{r['regime_of']}{also}) |")
+    found, text = finding(rows)
+    L += ["", "**Finding.** " + text]
+    g = growth(rows)
+    if g:
+        L += ["", "Where the work grows, lightest to heaviest shape of each family:", ""] + [f"- {x}" for x in g]
+    dist = sum(r["disturbed_runs"] for r in rows)
+    L += ["", f"Runs disturbed by other tenants (kept, marked): {dist} of {sum(r['runs'] for r in rows)}."]
+    return "\n".join(L) + "\n"
+
+
+def load(path):
+    meta, recs = None, []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "meta":
+                meta = r
+            else:
+                recs.append(r)
+    return meta, recs
+
+
+def write_report(out):
+    meta, recs = load(os.path.join(out, "loopbound.jsonl"))
+    rows = list(probe.summarise(recs).values())
+    md = markdown(meta, rows, meta.get("quick"))
+    with open(os.path.join(out, "loopbound.md"), "w") as f:
+        f.write(md)
+    return md
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="6 configurations once, short windows (plumbing)")
+    ap.add_argument("--rounds", type=int, help="interleaved repeats (full 3, quick 1)")
+    ap.add_argument("--duration", type=float, help="measured seconds per run (full 2, quick 1)")
+    ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.3)")
+    ap.add_argument("--reruns", type=int, default=2, help="reruns of one disturbed run at most")
+    ap.add_argument("--seed", default="loopbound")
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--report", action="store_true", help="only rewrite the .md from the .jsonl")
+    a = ap.parse_args()
+    if a.report:
+        print(write_report(a.out))
+        return 0
+    if not os.access(CSERVE, os.X_OK):
+        sys.exit(f"no {CSERVE}: run make first")
+    a.rounds = a.rounds or (1 if a.quick else 3)
+    a.duration = a.duration or (1.0 if a.quick else 2.0)
+    a.warmup = a.warmup if a.warmup is not None else (0.3 if a.quick else 1.0)
+    todo = plan(a.quick)
+    per = a.warmup + a.duration + 0.5 + 1.0
+    print(f"loopbound: {len(todo) * a.rounds} runs, ~{len(todo) * a.rounds * per / 60:.1f} min plus reruns; "
+          f"results in {os.path.relpath(a.out, ROOT)}", file=sys.stderr)
+    meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.loopbound"] + sys.argv[1:]))
+    meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
+                 disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns)
+    recs = probe.run_rounds(todo, a.rounds, a.seed,
+                            lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
+                            reruns=0 if a.quick else a.reruns,
+                            log=lambda s: print(s, file=sys.stderr, flush=True))
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "loopbound.jsonl"), "w") as f:
+        f.write(json.dumps(meta) + "\n")
+        for r in recs:
+            f.write(json.dumps(dict(r, kind="run")) + "\n")
+    md = write_report(a.out)
+    print(md)
+    return 1 if any("error" in r for r in recs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

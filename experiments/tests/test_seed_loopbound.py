@@ -1,0 +1,175 @@
+"""Pure logic of experiments/loopbound.py and experiments/seed.py on synthetic
+records: the client stage of wrk -t2, the summary's clean-run medians and
+reruns, the loop-bound finding, the profile categories, and the verdicts on
+the seed note's claims. No server, no client; well under a second.
+Run as `python3 -m pytest experiments/tests` from the repository root."""
+from experiments import loopbound
+from experiments.lib import model, perfsplit, probe, seed_claims, seed_report
+
+
+def rec(loop=0.5, pool=0.3, wrk=(40.0,), rps=100000.0, lost=0.0, busy=1.0, label="x", cfg=None, nproc=2):
+    cfg = cfg or {"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "conns": 16, "client": "wrk",
+                  "family": "heads", "script_args": [0, 1]}
+    reqs = int(rps)
+    th = [{"name": "cserve-loop", "role": "loop", "cpu_s": loop, "utilisation": loop, "requests": reqs,
+           "counters": {}}]
+    if pool is not None:
+        th.append({"name": "cserve-pool-0", "role": "pool", "cpu_s": pool, "utilisation": pool, "requests": reqs,
+                   "counters": {"handoff": {"take_syscalls": reqs, "complete_syscalls": reqs}}})
+    return {"label": label, "config": cfg, "rps": rps, "rps_wrk": rps, "stats_threads": th,
+            "stats_window": {"window_s": 1.0, "rps": rps},
+            "threadcpu": [{"name": "wrk", "median_pct": p, "us_per_request": 1.0} for p in wrk],
+            "window_cpu": {"busy_cores": busy, "steal_cores": lost, "foreign_cores": 0.0},
+            "machine": {"nproc": nproc}}
+
+
+def test_two_wrk_threads_are_two_stages():
+    # Two wrk threads at 60 % each: 1.2 cores of client, but no thread saturated.
+    m = probe.run_metrics(rec(loop=0.5, pool=0.3, wrk=(60.0, 60.0), busy=1.5))
+    assert abs(m["client_cores"] - 1.2) < 1e-9 and abs(m["client_util"] - 0.6) < 1e-9
+    assert m["regime"] == "unsaturated"
+    # One at 95 %: client-bound.
+    assert probe.run_metrics(rec(wrk=(95.0, 20.0), busy=1.5))["regime"] == "client-bound"
+
+
+def test_regime_rule_order():
+    assert probe.run_metrics(rec(loop=0.95, pool=0.3, busy=1.7))["regime"] == "loop-bound"
+    m = probe.run_metrics(rec(loop=0.92, pool=0.3, wrk=(96.0,), busy=1.95))
+    assert m["regime"] == "client-bound" and m["regime_also"] == ["loop-bound"]
+    assert probe.run_metrics(rec(loop=0.6, pool=0.5, busy=1.95))["regime"] == "machine-bound"
+    assert probe.run_metrics(rec(loop=0.6, pool=0.5, busy=1.5))["regime"] == "unsaturated"
+
+
+def test_summary_medians_over_clean_runs():
+    rs = [rec(rps=100.0, label="a"), rec(rps=200.0, label="a"), dict(rec(rps=5.0, label="a"), disturbed=True)]
+    s = probe.summarise(rs)["a"]
+    assert s["rps"] == 150.0 and s["disturbed_runs"] == 1 and not s["all_disturbed"]
+    only_bad = [dict(rec(rps=5.0, label="b"), disturbed=True)]
+    assert probe.summarise(only_bad)["b"]["all_disturbed"]
+
+
+def test_reruns_then_kept_and_marked():
+    calls = []
+
+    def runner(cfg, lab):
+        calls.append(lab)
+        return rec(label=lab, lost=0.5)  # always disturbed
+    out = probe.run_rounds([("a", {}), ("b", {})], 1, "s", runner, reruns=2, rerun_cap=10, log=lambda s: None)
+    assert len(calls) == 6 and all(r["disturbed"] for r in out)
+    assert sorted(r["attempt"] for r in out if r["label"] == "a") == [0, 1, 2]
+    clean = probe.run_rounds([("a", {})], 3, "s", lambda c, lab: rec(label=lab), log=lambda s: None)
+    assert len(clean) == 3 and not any(r.get("disturbed") for r in clean)
+    assert model.DISTURB_LIMIT == 0.05
+
+
+def _row(label, regime, loop=0.5, cfg=None):
+    r = probe.summarise([rec(label=label, cfg=cfg)])[label]
+    r.update(regime=regime, loop_util=loop)
+    return r
+
+
+def test_loopbound_finding():
+    rows = [_row("ring a", "machine-bound", 0.7), _row("dgram b", "client-bound", 0.4)]
+    found, text = loopbound.finding(rows)
+    assert not found and "No configuration" in text and "ring a" in text
+    rows.append(_row("ring c", "loop-bound", 0.95))
+    found, text = loopbound.finding(rows)
+    assert found and "ring c" in text
+
+
+def test_perf_categories():
+    tcp = [("tcp_sendmsg", "[kernel.kallsyms]"), ("__sys_sendto", "[kernel.kallsyms]")]
+    unix = [("unix_dgram_sendmsg", "[kernel.kallsyms]"), ("__sys_sendto", "[kernel.kallsyms]")]
+    efd = [("eventfd_write", "[kernel.kallsyms]"), ("ksys_write", "[kernel.kallsyms]")]
+    assert perfsplit.category("sys:sendto", tcp) == "send"
+    assert perfsplit.category("sys:sendto", unix) == "handoff"
+    assert perfsplit.category("sys:recvfrom", [("unix_dgram_recvmsg", "k")]) == "handoff"
+    assert perfsplit.category("sys:recvfrom", [("tcp_recvmsg", "k")]) == "recv"
+    assert perfsplit.category("sys:write", efd) == "handoff"
+    assert perfsplit.category("sys:futex", []) == "handoff"
+    assert perfsplit.category("sys:epoll_wait", []) == "epoll"
+    assert perfsplit.category("user:python", []) == "user"
+    assert perfsplit.category("kernel:syscall return path", []) == "kernel other"
+    assert perfsplit.per_request({"user": 1.0}, 1_000_000) == {"user": 1.0}
+
+
+def test_seed_figures_add_up():
+    for k, v in seed_claims.LOOP_US.items():
+        parts = sum(x for c, x in v.items() if c != "total" and x is not None)
+        assert abs(parts - v["total"]) <= 0.15, k
+    for k, v in seed_claims.POOL_US.items():
+        assert abs(v["handoff"] + v["user"] + v["other"] - v["total"]) <= 0.15, k
+    for c, v in seed_claims.BY_CONNS.items():
+        r = v["pool"][0] / v["granian"][0]
+        assert seed_claims.RATIO_RANGE[0] - 0.01 <= r <= seed_claims.RATIO_RANGE[1] + 0.01, c
+    assert [k for k, _ in seed_claims.CLAIMS] == ["loop_saturated", "granian_io_saturated", "ratio", "dgram_cost",
+                                                  "bridge_cheaper", "ring_saves", "ring_ratio", "pool_next"]
+
+
+def _seed_rows(loop, pool, g_rps, d_rps, r_rps, regime="loop-bound"):
+    rows = {}
+    for kind, rps in (("dgram", d_rps), ("ring", r_rps), ("granian", g_rps)):
+        lab = f"{kind} c16"
+        rows[lab] = {"label": lab, "config": {"conns": 16, "kind": kind}, "regime": regime, "regime_n": 1,
+                     "regime_of": 1, "regime_also": [], "rps_wrk": rps, "io": loop, "py": pool, "idle": 0.0,
+                     "client_cores": 0.3, "steal": 0.0, "foreign": 0.0, "all_disturbed": False}
+    return rows
+
+
+def _prof(name, io_h, py_h, py_user):
+    io = "tokio-rt-worker" if name == "granian" else "cserve-loop"
+    py = "python3" if name == "granian" else "cserve-pool-0"
+    z = {c: 0.0 for c in perfsplit.CATEGORIES}
+    return {"name": name, "threads": {io: dict(z, handoff=io_h, cpu_s=1.0),
+                                      py: dict(z, handoff=py_h, user=py_user, cpu_s=0.5)}}
+
+
+def verdict_map(rows, profs):
+    return {k: v for k, _, _, _, v, _ in seed_report.verdicts(rows, profs, {})}
+
+
+def test_verdicts_when_the_note_holds():
+    rows = _seed_rows(0.98, 0.7, g_rps=180.0, d_rps=132.0, r_rps=165.0)
+    profs = [_prof("dgram", 1.2, 1.4, 3.7), _prof("ring", 0.1, 0.1, 3.6), _prof("granian", 0.07, 0.3, 4.0)]
+    v = verdict_map(rows, profs)
+    assert v["loop_saturated"] == "confirmed" and v["ratio"] == "confirmed"
+    assert v["dgram_cost"] == "confirmed" and v["bridge_cheaper"] == "confirmed"
+    assert v["ring_saves"] == "confirmed" and v["ring_ratio"] == "confirmed"
+    assert v["pool_next"] == "contradicted"  # the ring row is still loop-bound
+
+
+def test_verdicts_when_it_does_not():
+    rows = _seed_rows(0.5, 0.3, g_rps=100.0, d_rps=120.0, r_rps=150.0, regime="machine-bound")
+    profs = [_prof("dgram", 6.0, 0.2, 3.7), _prof("ring", 5.0, 0.2, 5.0), _prof("granian", 0.07, 0.3, 4.0)]
+    v = verdict_map(rows, profs)
+    assert v["loop_saturated"] == "contradicted" and v["granian_io_saturated"] == "contradicted"
+    assert v["ratio"] == "contradicted" and v["dgram_cost"] == "contradicted"
+    assert v["bridge_cheaper"] == "contradicted" and v["ring_saves"] == "contradicted"
+    assert v["pool_next"] == "not comparable"
+    assert verdict_map(rows, [])["dgram_cost"] == "not measured"
+
+
+def test_combine():
+    assert seed_report.combine([(16, "confirmed"), (64, "contradicted")]) == "partly confirmed"
+    assert seed_report.combine([(16, "n/a")]) == "not comparable"
+    assert seed_report.combine([]) == "not measured"
+
+
+def test_recorded_reports_are_what_their_records_make():
+    # A hand edit to a number in loopbound.md or seed.md (or a stale .md) fails.
+    import os
+    from experiments import seed
+    for d, name, make in (
+            (loopbound.OUT, "loopbound",
+             lambda meta, recs: loopbound.markdown(meta, list(probe.summarise(recs).values()), meta.get("quick"))),
+            (seed.OUT, "seed", None)):
+        path = os.path.join(d, f"{name}.jsonl")
+        if not os.path.exists(path):
+            continue
+        if name == "seed":
+            meta, runs, profs = seed.load(path)
+            want = seed_report.markdown(meta, probe.summarise(runs, extra=seed.io_py), profs)
+        else:
+            meta, recs = loopbound.load(path)
+            want = make(meta, recs)
+        assert open(os.path.join(d, f"{name}.md")).read() == want, f"{name}.md is not what {name}.jsonl makes"
