@@ -4,10 +4,14 @@ repeats and every error bar its range (min–max; a 95 % bootstrap interval from
 lib/stats.py's MIN_BOOT repeats on).
 
   rate_vs_connections     rate vs connections per handoff (closed-loop and pipelined client)
-  utilisation             per-thread utilisation, client included, for each connections row
+  utilisation             a heatmap: stage utilisation (loop, pool, client) and the machine's
+                          busy share for every configuration, saturated cells outlined
   latency_vs_offered      open-loop p50/p99/p99.9 against offered rate (oha)
-  regime_map              app cost × connections/handoff, coloured by the measured bound,
-                          with the model's loop/pool boundary
+  latency_percentiles     HDR-style: latency by percentile, a line per offered load (oha keeps
+                          p50, p99, p99.9 and the maximum)
+  regime_map              every configuration's measured bound: the app-cost sweep (with the
+                          model's loop/pool boundary where it falls in the range) and the rest
+                          by connections
   predicted_vs_measured   the model out of sample, one point per configuration
   handoff_timeline        who runs and who sleeps, ring vs dgram (timeline.py's trace)
 """
@@ -18,6 +22,26 @@ from experiments.lib import configs, extras, model, stats
 
 COLOURS = {"loop-bound": "#d62728", "pool-bound": "#1f77b4", "client-bound": "#7f7f7f",
            "machine-bound": "#ff7f0e", "unsaturated": "#ffffff"}
+
+
+HANDOFF_COLOURS = {"ring": "C0", "dgram": "C1", "condvar": "C2", "eventfd": "C4", "native": "C3", "inline": "C5"}
+PAPER_ORDER = ("calib", "connections", "appcost", "threads", "instruments", "peers", "frameworks", "browser")
+
+
+def _iv_words():
+    return f"median; bars: range, 95 % bootstrap CI from {stats.MIN_BOOT} repeats"
+
+
+def _conn_ticks(ax, conns):
+    ticks = sorted(set(conns))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
+    from matplotlib.ticker import NullLocator
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _colour(regime):
+    return COLOURS.get(regime, "#2ca02c")
 
 
 def _plt():
@@ -33,7 +57,7 @@ def _save(fig, d, name, made):
     fig.tight_layout()
     for ext in ("svg", "png"):
         p = os.path.join(d, "fig", f"{name}.{ext}")
-        fig.savefig(p, dpi=130)
+        fig.savefig(p, dpi=130, bbox_inches="tight", pad_inches=0.05)
         made.append(p)
 
 
@@ -59,36 +83,16 @@ def rate_vs_connections(plt, d, summ, made):
         lo = [s["rps"][0] - s["rps"][1] for _, s in pts]
         hi = [s["rps"][2] - s["rps"][0] for _, s in pts]
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o" if cl == "wrk" else "s", capsize=3,
-                    ls="-" if cl == "wrk" else "--", label=f"{h} ({cl})")
+                    ls="-" if cl == "wrk" else "--", label=f"{h} ({cl})", color=HANDOFF_COLOURS.get(h))
     ax.set_xscale("log", base=2)
+    _conn_ticks(ax, [s["config"]["conns"] for s in rows])
+    ax.set_yscale("log")  # native-hello's rate would flatten every other line on a linear axis
     ax.set_xlabel("connections")
-    ax.set_ylabel("requests/s (median, 95 % CI)")
-    ax.set_title("hello: rate vs connections")
+    ax.set_ylabel("requests/s (log scale)")
+    ax.set_title("hello: rate vs connections (solid: closed loop; dashed: pipelined)", fontsize=9)
     ax.grid(alpha=.3)
     ax.legend(fontsize=7)
     _save(fig, d, "rate_vs_connections", made)
-    plt.close(fig)
-
-
-def utilisation(plt, d, summ, made):
-    rows = [s for s in summ.values() if set(s["sweeps"]) & {"connections", "calib", "appcost"} and s["n"]]
-    if not rows:
-        return
-    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(rows)), 4))
-    x = range(len(rows))
-    w = 0.27
-    for i, (k, lab) in enumerate((("loop_util", "loop"), ("pool_util", "pool (sum)"), ("client_util", "client (wrk)"))):
-        ys = [100 * (s[k][0] or 0) for s in rows]
-        lo = [100 * ((s[k][0] or 0) - (s[k][1] or 0)) for s in rows]
-        hi = [100 * ((s[k][2] or 0) - (s[k][0] or 0)) for s in rows]
-        ax.bar([xi + (i - 1) * w for xi in x], ys, w, yerr=[lo, hi], capsize=2, label=lab)
-    ax.axhline(90, color="k", lw=0.8, ls=":", label="90 %: saturated")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels([s["label"].replace("cserve ", "") for s in rows], rotation=60, ha="right", fontsize=6)
-    ax.set_ylabel("% of one core (median, 95 % CI)")
-    ax.set_title("per-thread utilisation, client included")
-    ax.legend(fontsize=7)
-    _save(fig, d, "utilisation", made)
     plt.close(fig)
 
 
@@ -108,45 +112,10 @@ def latency_vs_offered(plt, d, extra, made):
     ax.set_yscale("log")
     ax.set_xlabel("offered requests/s (oha -q, open loop)")
     ax.set_ylabel("latency µs (coordinated-omission corrected)")
-    ax.set_title("latency vs offered load (one colour per server; dotted p50, solid p99, dashed p99.9)")
+    ax.set_title("latency vs offered load\n(colour: server; dotted p50, solid p99, dashed p99.9)", fontsize=8)
     ax.grid(alpha=.3)
     ax.legend(fontsize=6, ncol=2)
     _save(fig, d, "latency_vs_offered", made)
-    plt.close(fig)
-
-
-def regime_map(plt, d, summ, params, made):
-    rows = [s for s in summ.values() if set(s["sweeps"]) & {"appcost", "calib"} and s["n"]
-            and s["config"]["server"] == "cserve" and not s["config"].get("mode")
-            and configs.app_us(s["config"]["app"]) is not None]
-    if not rows:
-        return
-    key = (lambda s: f"{s['config']['handoff']} c{s['config']['conns']}")
-    hs = sorted({key(s) for s in rows})
-    fig, ax = plt.subplots(figsize=(6, 2 + 0.5 * len(hs)))
-    for i, h in enumerate(hs):
-        for s in rows:
-            if key(s) != h:
-                continue
-            us = configs.app_us(s["config"]["app"])
-            ax.scatter(us, i, s=140, color=COLOURS.get(s["regime"], "#2ca02c"), edgecolor="k",
-                       label=s["regime"])
-        # The model's boundary: the app cost N where c_pool(cpuN) = c_loop.
-        hd = h.split()[0]
-        cl = params["c_loop"].get(f"{hd}/wrk-p16")
-        c0, sl = model.pool_cost(params, hd, "cpu0"), params["slope"].get(hd)
-        if None not in (cl, c0, sl) and sl > 0:
-            b = (cl - c0) / sl
-            ax.plot([b, b], [i - 0.4, i + 0.4], color="k", lw=2)
-    hnd, lab = ax.get_legend_handles_labels()
-    uniq = dict(zip(lab, hnd))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
-    ax.set_yticks(range(len(hs)))
-    ax.set_yticklabels(hs)
-    ax.set_ylim(-0.7, len(hs) - 0.3)
-    ax.set_xlabel("app cost, µs of GIL-held Python per request (apps/cpu.py), pipelined client")
-    ax.set_title("measured bound (colour) and the model's loop/pool boundary (bar)")
-    _save(fig, d, "regime_map", made)
     plt.close(fig)
 
 
@@ -171,7 +140,7 @@ def predicted_vs_measured(plt, d, summ, made):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("model rps (costs from calib only)")
-    ax.set_ylabel("measured rps (median, 95 % CI)")
+    ax.set_ylabel("measured rps (median, range)")
     ax.set_title("the model out of sample")
     hnd, lab = ax.get_legend_handles_labels()
     uniq = dict(zip(lab, hnd))
@@ -200,6 +169,176 @@ def handoff_timeline(plt, d, extra, made):
     plt.close(fig)
 
 
+def _paper_rows(summ):
+    """Every configuration with included runs, once, in the paper's order:
+    by the first sweep (PAPER_ORDER) that shows it, then servers, handoffs,
+    app cost and connections."""
+    def first(s):
+        k = [PAPER_ORDER.index(w) for w in s["sweeps"] if w in PAPER_ORDER]
+        return min(k) if k else len(PAPER_ORDER)
+    from experiments import report
+    return sorted((s for s in summ.values() if s["n"]), key=lambda s: (first(s), report._row_order(s)))
+
+
+def _short(label):
+    return label.replace("cserve ", "").replace("build-noinst/cserve", "plain")
+
+
+def utilisation(plt, d, summ, made, nproc=2):
+    """Stage utilisation per configuration as a heatmap: a row per
+    configuration (every one, once), a column per stage (loop, pool summed,
+    client) and the machine's busy share; saturated cells outlined."""
+    rows = _paper_rows(summ)
+    if not rows:
+        return
+    cols = ("loop", "pool", "client", "machine")
+    half = (len(rows) + 1) // 2
+    parts = [rows[:half], rows[half:]] if len(rows) > 24 else [rows]
+    fig, axes = plt.subplots(1, len(parts), figsize=(7.6, 0.6 + 0.12 * len(parts[0])), squeeze=False)
+    import matplotlib.colors as mcolors
+    cmap = plt.get_cmap("YlOrRd")
+    norm = mcolors.Normalize(0, 1)
+    for ax, part in zip(axes[0], parts):
+        for y, s in enumerate(part):
+            busy = None if s["idle"][0] is None else (nproc - s["idle"][0]) / nproc
+            vals = (s["loop_util"][0], s["pool_util"][0], s["client_util"][0], busy)
+            for x, v in enumerate(vals):
+                if v is None:
+                    ax.add_patch(plt.Rectangle((x - .5, y - .5), 1, 1, facecolor="#eeeeee", edgecolor="white"))
+                    ax.text(x, y, "—", ha="center", va="center", fontsize=5, color="#888")
+                    continue
+                sat = v >= model.SAT if x < 3 else s["regime"] == "machine-bound"
+                ax.add_patch(plt.Rectangle((x - .5, y - .5), 1, 1, facecolor=cmap(norm(min(v, 1))),
+                                           edgecolor="k" if sat else "white", lw=1.2 if sat else .5))
+                ax.text(x, y, f"{100 * v:.0f}", ha="center", va="center", fontsize=5,
+                        color="white" if v > .75 else "black", fontweight="bold" if sat else "normal")
+            ax.text(3.65, y, s["regime"].replace("-bound", ""), va="center", fontsize=5,
+                    color="#333" if s["regime"] in COLOURS else "#2ca02c")
+        ax.set_xlim(-.5, 5.2)
+        ax.set_ylim(len(part) - .5, -.5)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels(cols, fontsize=6)
+        ax.xaxis.tick_top()
+        ax.set_yticks(range(len(part)))
+        ax.set_yticklabels([_short(s["label"]) for s in part], fontsize=5)
+        ax.tick_params(length=0)
+        for sp in ax.spines.values():
+            sp.set_visible(False)
+    fig.suptitle("% of one core per stage (median), machine: % of its vCPUs busy; "
+                 f"outlined: saturated (stage ≥ {100 * model.SAT:.0f} %)", fontsize=7)
+    _save(fig, d, "utilisation", made)
+    plt.close(fig)
+
+
+def regime_map(plt, d, summ, params, made):
+    """The measured bound of every configuration. Left: app cost (the
+    pipelined app-cost sweep), with the model's loop/pool boundary where it
+    falls in the swept range. Right: every other configuration, by
+    connections, one line per server/handoff/app/client."""
+    rows = [s for s in summ.values() if s["n"]]
+    if not rows:
+        return
+    def in_cost(s):
+        c = s["config"]
+        return (c["server"] == "cserve" and not c.get("mode") and c.get("client") == "wrk-p16" and not c.get("args")
+                and not c.get("binary") and c.get("bt", 1) == 1 and configs.app_us(c["app"]) is not None
+                and c["conns"] in (16, 64) and set(s["sweeps"]) & {"appcost", "calib"})
+    cost = [s for s in rows if in_cost(s)]
+    rest = [s for s in rows if not in_cost(s)]
+    series = (lambda s: _short(s["label"]).replace(f" c{s['config']['conns']} ", " ").replace(
+        f" c{s['config']['conns']}", ""))
+    keys_r = sorted({series(s) for s in rest})
+    keys_c = sorted({f"{s['config']['handoff']} c{s['config']['conns']}" for s in cost})
+    fig, (axc, axr) = plt.subplots(1, 2, figsize=(7.6, 0.9 + 0.15 * max(len(keys_r), 3 * len(keys_c))),
+                                   gridspec_kw={"width_ratios": [1.1, 1]})
+    seen = {}
+    for i, k in enumerate(keys_c):
+        pts = [s for s in cost if f"{s['config']['handoff']} c{s['config']['conns']}" == k]
+        for s in pts:
+            h = axc.scatter(configs.app_us(s["config"]["app"]), i, s=60, color=_colour(s["regime"]), edgecolor="k")
+            seen.setdefault(s["regime"], h)
+        hd = k.split()[0]
+        cl = params["c_loop"].get(f"{hd}/wrk-p16")
+        c0, sl = model.pool_cost(params, hd, "cpu0"), params["slope"].get(hd)
+        xmax = max(configs.app_us(s["config"]["app"]) for s in cost)
+        if None not in (cl, c0, sl) and sl > 0:
+            b = (cl - c0) / sl
+            if 0 <= b <= xmax:
+                axc.plot([b, b], [i - 0.4, i + 0.4], color="k", lw=2)
+            elif b < 0:
+                axc.annotate("model: pool first at every cost", (xmax, i + 0.3), fontsize=5.5, ha="right",
+                             va="top")
+    axc.set_yticks(range(len(keys_c)))
+    axc.set_yticklabels(keys_c, fontsize=7)
+    axc.set_ylim(len(keys_c) - 0.5, -0.7)
+    axc.set_xlabel("app cost, µs of GIL-held Python (pipelined client)", fontsize=7)
+    axc.set_title("app-cost sweep (bar: model's loop/pool boundary)", fontsize=8)
+    axc.grid(axis="x", alpha=.3)
+    for i, k in enumerate(keys_r):
+        for s in rest:
+            if series(s) == k:
+                h = axr.scatter(s["config"]["conns"], i, s=45, color=_colour(s["regime"]), edgecolor="k")
+                seen.setdefault(s["regime"], h)
+    axr.set_xscale("log", base=2)
+    _conn_ticks(axr, [s["config"]["conns"] for s in rest])
+    axr.set_yticks(range(len(keys_r)))
+    axr.set_yticklabels(keys_r, fontsize=5.5)
+    axr.set_ylim(len(keys_r) - 0.5, -0.5)
+    axr.set_xlabel("connections", fontsize=7)
+    axr.set_title("every other configuration", fontsize=8)
+    axr.grid(axis="x", alpha=.3)
+    order = [r for r in COLOURS if r in seen] + sorted(r for r in seen if r not in COLOURS)
+    fig.legend([seen[r] for r in order], order, fontsize=6, loc="lower center", ncol=len(order),
+               bbox_to_anchor=(0.5, -0.02), frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    _save(fig, d, "regime_map", made)
+    plt.close(fig)
+
+
+NINES = {"p50_us": 50, "p99_us": 99, "p999_us": 99.9, "max_us": 99.99}
+
+
+def latency_percentiles(plt, d, extra, made):
+    """HDR-style latency by percentile from the open-loop records: one panel
+    per server, one line per offered load. oha's records keep p50, p99,
+    p99.9 and the maximum only, so each line has those four points (the
+    maximum drawn at the 99.99th position); median over the repeats, bars
+    their range."""
+    ol = [r for r in extra.get("openloop", []) if "error" not in r]
+    if not ol:
+        return
+    groups = extras.openloop_groups(ol)
+    servers = sorted({r["server"] for r in ol})
+    fig, axes = plt.subplots(1, len(servers), figsize=(7.6, 2.9), sharey=True, squeeze=False)
+    cmap = plt.get_cmap("viridis")
+    x = {q: 1 / (1 - p / 100) for q, p in NINES.items()}
+    for ax, srv in zip(axes[0], servers):
+        loads = sorted(load for s, load in groups if s == srv)
+        for li, load in enumerate(loads):
+            rs = groups[srv, load]
+            pts = [(x[q], stats.median_ci([r.get(q) for r in rs])) for q in NINES]
+            pts = [(xx, m) for xx, m in pts if m[0] is not None]
+            ax.errorbar([xx for xx, _ in pts], [m[0] for _, m in pts],
+                        yerr=[[m[0] - m[1] for _, m in pts], [m[2] - m[0] for _, m in pts]],
+                        marker=".", capsize=1.5, lw=1, color=cmap(li / max(1, len(loads) - 1)),
+                        label=f"{load:.2f}× ({len(rs)})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(list(x.values()))
+        ax.set_xticklabels(["50", "99", "99.9", "max"], fontsize=7)
+        ax.set_xlabel("percentile", fontsize=7)
+        ax.set_title(srv, fontsize=8)
+        ax.grid(alpha=.3)
+        from matplotlib.ticker import NullLocator
+        ax.xaxis.set_minor_locator(NullLocator())
+    hnd, lab = axes[0][0].get_legend_handles_labels()
+    fig.legend(hnd, lab, fontsize=6, ncol=len(lab), loc="lower center", bbox_to_anchor=(0.5, -0.06),
+               title="offered load, × the closed-loop capacity (repeats)", title_fontsize=6, frameon=False)
+    axes[0][0].set_ylabel("latency µs (corrected)", fontsize=7)
+    _save(fig, d, "latency_percentiles", made)
+    plt.close(fig)
+
+
 def make_all(d, summ, params, extra):
     try:
         plt = _plt()
@@ -208,8 +347,11 @@ def make_all(d, summ, params, extra):
         return []
     made = []
     rate_vs_connections(plt, d, summ, made)
-    utilisation(plt, d, summ, made)
+    meta = [json.loads(x) for x in open(os.path.join(d, "meta.jsonl"))] if os.path.exists(
+        os.path.join(d, "meta.jsonl")) else []
+    utilisation(plt, d, summ, made, (meta[-1]["machine"]["nproc"] if meta else os.cpu_count()) or 2)
     latency_vs_offered(plt, d, extra, made)
+    latency_percentiles(plt, d, extra, made)
     regime_map(plt, d, summ, params, made)
     predicted_vs_measured(plt, d, summ, made)
     handoff_timeline(plt, d, extra, made)

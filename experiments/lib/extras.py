@@ -93,5 +93,24 @@ def numbers(extra, put, N):
         if r.get("kind") == "validation":
             put("des_abs_err_median", r["abs_err_median"], kind="pct")
             put("des_validated_on", r["n"], kind="{:d}")
+        elif r.get("kind") == "compare":
+            des_compare_numbers(r, put, N)
         elif r.get("kind") == "prediction":
             put(f"des_pred:{r['scenario']}", r["rps"], kind="{:,.0f}")
+            if r.get("binding"):  # the stage whose own bound the prediction is
+                N[f"des_binding:{r['scenario']}"] = {"value": r["binding"], "text": r["binding"],
+                                                     "text_ci": r["binding"]}
+                put(f"des_model:{r['scenario']}", r["model_rps"], kind="{:,.0f}")
+
+
+def des_compare_numbers(r, put, N):
+    """The DES beside the analytic model on the same runs (des.py's compare record)."""
+    put("des_cmp_runs", r["n"], kind="{:d}")
+    for who in ("des", "model"):
+        put(f"des_cmp_{who}_err_median", r[f"{who}_abs_err_median"], kind="pct")
+        put(f"des_cmp_{who}_err_p95", r[f"{who}_abs_err_p95"], kind="pct")
+        put(f"des_cmp_{who}_closer", r[f"{who}_closer"], kind="{:d}")
+    put("des_cmp_same", r["n"] - r["des_closer"] - r["model_closer"], kind="{:d}")
+    labs = r.get("des_closer_labels") or []
+    text = ", ".join(f"`{x}`" for x in labs) if labs else "none"
+    N["des_cmp_closer_list"] = {"value": labs, "text": text, "text_ci": text}

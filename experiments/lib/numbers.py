@@ -70,6 +70,57 @@ def regime_numbers(summ, put, N):
     put("count:two_saturated", len(both), kind="{:d}")
 
 
+def span_text(lo, hi, kind):
+    """"lo to hi", or the one value where the two print alike (never "94 % to 94 %")."""
+    a, b = _fmt(lo, kind), _fmt(hi, kind)
+    return a if a == b else f"{a} to {b}"
+
+
+def _series(parts):
+    """"a", "a and b", "a, b and c"."""
+    parts = list(parts)
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def reading_numbers(summ, put, N):
+    """Phrases for the prose whose grammar depends on the data: the regime
+    tally (no "1 were", no "0 were"), spans that collapse to one value, and
+    whether any configuration with a handoff saturated its loop."""
+    rows = [s for s in summ.values() if s["n"]]
+    regs = [s["regime"] for s in rows]
+    names = {"loop-bound": "loop-bound", "pool-bound": "pool-bound", "client-bound": "client-bound",
+             "machine-bound": "machine-bound", "unsaturated": "unsaturated"}
+    have = [f"{regs.count(r)} {names[r]}" for r in REGIMES if regs.count(r)]
+    other = len(regs) - sum(regs.count(r) for r in REGIMES)
+    if other:
+        have.append(f"{other} bound by one of a peer's own threads")
+    none = [names[r] for r in REGIMES if not regs.count(r)]
+    text = _series(have) if have else "none with included runs"
+    if none:
+        text += "; " + ("none was " + _series(none).replace(" and ", " or ") if len(none) > 1 else f"none was {none[0]}")
+    _words("regime_tally", text, N=N)
+    idle = [s["idle"][0] for s in rows if s["regime"] == "unsaturated" and s["idle"][0] is not None]
+    if idle:
+        _words("unsaturated_idle_span", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
+    ns = [s["n"] for s in rows]
+    if ns:
+        _words("n_span", span_text(min(ns), max(ns), "{:d}"), [min(ns), max(ns)], N)
+    sat = [s["loop_util"][0] for s in rows if s["regime"] == "loop-bound"]
+    if sat:
+        _words("loop_bound_util_span", span_text(min(sat), max(sat), "pct"), [min(sat), max(sat)], N)
+    # Loop-bound (or a loop at saturation beside another stage) with a pool thread behind it.
+    handoff = [s for s in rows if s["config"].get("server") == "cserve" and s["config"].get("handoff")
+               and not s["config"].get("mode")
+               and ("loop-bound" == s["regime"] or "loop-bound" in (s.get("regime_also") or []))]
+    put("count:loop_bound_with_handoff", len(handoff), kind="{:d}")
+    if handoff:
+        text = ("the loop saturated with a handoff in " + _series(f"`{s['label']}` ({s['regime']})"
+                                                                  for s in sorted(handoff, key=lambda s: s["label"])))
+    else:
+        text = "no configuration with a handoff saturated its loop"
+    _words("loop_bound_with_handoff", text, [s["label"] for s in handoff], N)
+
+
 def disturbance_numbers(summ, put, N):
     """How many runs other tenants disturbed (left out), and the steal and
     foreign CPU of those kept."""
@@ -193,6 +244,7 @@ def compute(summ, params, meta, extra, agreement=None):
         text = ", ".join(f"`{lab}`" for lab in labs) if labs else "none"
         N[f"list:{name}"] = {"value": labs, "text": text, "text_ci": text}
     regime_numbers(summ, put, N)
+    reading_numbers(summ, put, N)
     disturbance_numbers(summ, put, N)
     # How close the loop came to saturating with a pool thread behind it
     # (inline and native-hello run the app on the loop: not a handoff).
