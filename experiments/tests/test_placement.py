@@ -50,8 +50,10 @@ def test_rates_are_per_request_of_the_servers_window(record):
     data, _ = record
     for r in data["records"]:
         assert r["rps"] > 0 and not r["errors"], r
-        # the server's count for its window, against wrk's rate over the same length
-        assert 0.7 < r["requests"] / (r["rps"] * r["window_s"]) < 1.3, r
+        # the server's count for its window, against wrk's rate over the same length:
+        # a half-second window on a loaded machine drifts by tens of per cent, a
+        # wrong unit or window (per second, both directions) by a factor of 2 or more
+        assert 0.55 < r["requests"] / (r["rps"] * r["window_s"]) < 1.8, r
         assert r["loop_us_per_req"] > 0 and r["loop_writes_per_req"] > 0 and r["loop_passes_per_req"] > 0
         assert (r["pool_us_per_req"] is None) == (r["server"] == "native")
         assert set(r["sched_per_1k_requests"]) == ({"loop"} if r["server"] == "native" else {"loop", "pool"})
