@@ -186,9 +186,20 @@ run: deps
 	$(MAKE) all
 	./cserve --handoff=ring
 
-# The integration suite, against every handoff backend.
+# The integration suite, against every handoff backend. With pytest-xdist
+# (scripts/setup.sh installs it) on TEST_JOBS workers, each taking whole
+# modules (--dist loadfile): a module's tests share its servers and run in
+# order, as they do alone. TEST_JOBS=1: one process, as without xdist.
+TEST_JOBS ?= 4
+HAVE_XDIST := $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo 1)
+PYTEST_JOBS := $(if $(and $(HAVE_XDIST),$(filter-out 0 1,$(TEST_JOBS))),-n $(TEST_JOBS) --dist loadfile)
+# The modules in the order the workers take them: the longest first, so
+# that none of them starts last and runs on alone.
+INTEGRATION_FIRST := $(addprefix tests/integration/,test_reload.py test_metrics.py)
+INTEGRATION_MODULES := $(INTEGRATION_FIRST) \
+  $(filter-out $(INTEGRATION_FIRST),$(sort $(wildcard tests/integration/test_*.py)))
 integration-test: all
-	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q tests/integration
+	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q $(PYTEST_JOBS) $(INTEGRATION_MODULES)
 
 # core/conn/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
 # runs with the parser's unit tests.
@@ -205,8 +216,14 @@ unit-test: build/unit/jobs_clear
 layering:
 	/usr/bin/python3 scripts/layering.py
 
+# make test: the build, then the checks that only need CPU side by side
+# (two at a time; -O keeps each one's output together), then the
+# integration suite on its own, as its timeouts are measured in wall time.
+# scripts/time-make-test.sh times it and records the time.
 test: deps
-	$(MAKE) all layering unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
+	$(MAKE) all
+	$(MAKE) -j2 -O layering unit-test handoff-test mutants fuzz-short experiments-test experiments-quick
+	$(MAKE) integration-test
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
