@@ -3,6 +3,7 @@
 #   make               build ./cserve (release, jemalloc)
 #   make run           build and serve apps/hello.py on 127.0.0.1:8000 (ring handoff)
 #   make test          everything a submission must pass (installs missing packages first)
+#   make test-long     the checks too long for make test (the model's exhaustive searches); CI runs them
 #   make test-asan     the integration suite against an ASan+UBSan build
 #   make test-tsan     the handoffs and a short load run under TSan
 #   make test-freethreaded  build a free-threaded CPython 3.13 if needed, and the Python-facing tests on it
@@ -153,7 +154,7 @@ CORE_SRCS := $(wildcard core/*/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-asan test-tsan test-freethreaded deps integration-test soak experiments experiments-quick experiments-test \
+.PHONY: all run test test-long test-asan test-tsan test-freethreaded deps integration-test soak experiments experiments-quick experiments-test \
         profile paper clean bench layering
 
 all: cserve
@@ -216,14 +217,21 @@ unit-test: build/unit/jobs_clear
 layering:
 	/usr/bin/python3 scripts/layering.py
 
-# make test: the build, then the checks that only need CPU side by side
-# (two at a time; -O keeps each one's output together), then the
-# integration suite on its own, as its timeouts are measured in wall time.
-# scripts/time-make-test.sh times it and records the time.
+# make test: the builds and the checks whose verdict does not depend on
+# timing side by side (two at a time; -O keeps each one's output
+# together), then the handoffs' tests and the mutants (the litmus and batch
+# tests time their threads), then the integration suite, whose timeouts
+# are measured in wall time. scripts/time-make-test.sh times it and records
+# the time.
 test: deps
-	$(MAKE) all
-	$(MAKE) -j2 -O layering unit-test handoff-test mutants fuzz-short experiments-test experiments-quick
+	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick
+	$(MAKE) handoff-test mutants
 	$(MAKE) integration-test
+
+# What make test leaves out for its length, CI runs: the searches of every
+# interleaving of the ring's protocol model (handoffs/tests/check_model.sh).
+test-long: deps
+	$(MAKE) handoff-model-long
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
