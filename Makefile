@@ -217,14 +217,14 @@ unit-test: build/unit/jobs_clear
 layering:
 	/usr/bin/python3 scripts/layering.py
 
-# make test: the builds and the checks whose verdict does not depend on
-# timing side by side (two at a time; -O keeps each one's output
+# make test: the builds (the server, the handoffs' test binaries) and the
+# checks whose verdict does not depend on timing side by side (two at a time; -O keeps each one's output
 # together), then the handoffs' tests and the mutants (the litmus and batch
 # tests time their threads), then the integration suite, whose timeouts
 # are measured in wall time. scripts/time-make-test.sh times it and records
 # the time.
 test: deps
-	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick
+	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick $(HANDOFF_TEST_BINS)
 	$(MAKE) handoff-test mutants
 	$(MAKE) integration-test
 

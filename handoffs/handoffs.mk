@@ -99,6 +99,10 @@ handoff-model: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh ha
 handoff-model-long: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/check_model.sh --exhaustive $(HANDOFF_TEST_DIR)/model-long
 
+# The binaries handoff-test runs (make test builds them beside other work).
+HANDOFF_TEST_BINS := $(addprefix $(HANDOFF_TEST_DIR)/,stress-tsan stress ring_litmus spsc_test-tsan \
+                       spin_policy_test batch_test submit_error)
+
 handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model handoff-submit-error
 
 # ~30 s on a 2-vCPU guest: 14 mutant builds, each failing the tests named for it.
