@@ -3,6 +3,7 @@
 #   make               build ./cserve (release, jemalloc)
 #   make run           build and serve apps/hello.py on 127.0.0.1:8000 (ring handoff)
 #   make test          everything a submission must pass (installs missing packages first)
+#   make test-long     the checks too long for make test (the model's exhaustive searches); CI runs them
 #   make test-asan     the integration suite against an ASan+UBSan build
 #   make test-tsan     the handoffs and a short load run under TSan
 #   make test-freethreaded  build a free-threaded CPython 3.13 if needed, and the Python-facing tests on it
@@ -153,7 +154,7 @@ CORE_SRCS := $(wildcard core/*/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-asan test-tsan test-freethreaded deps integration-test soak experiments experiments-quick experiments-test \
+.PHONY: all run test test-long test-asan test-tsan test-freethreaded deps integration-test soak experiments experiments-quick experiments-test \
         profile paper clean bench layering
 
 all: cserve
@@ -186,9 +187,20 @@ run: deps
 	$(MAKE) all
 	./cserve --handoff=ring
 
-# The integration suite, against every handoff backend.
+# The integration suite, against every handoff backend. With pytest-xdist
+# (scripts/setup.sh installs it) on TEST_JOBS workers, each taking whole
+# modules (--dist loadfile): a module's tests share its servers and run in
+# order, as they do alone. TEST_JOBS=1: one process, as without xdist.
+TEST_JOBS ?= 4
+HAVE_XDIST := $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo 1)
+PYTEST_JOBS := $(if $(and $(HAVE_XDIST),$(filter-out 0 1,$(TEST_JOBS))),-n $(TEST_JOBS) --dist loadfile)
+# The modules in the order the workers take them: the longest first, so
+# that none of them starts last and runs on alone.
+INTEGRATION_FIRST := $(addprefix tests/integration/,test_reload.py test_metrics.py)
+INTEGRATION_MODULES := $(INTEGRATION_FIRST) \
+  $(filter-out $(INTEGRATION_FIRST),$(sort $(wildcard tests/integration/test_*.py)))
 integration-test: all
-	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q tests/integration
+	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q $(PYTEST_JOBS) $(INTEGRATION_MODULES)
 
 # core/conn/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
 # runs with the parser's unit tests.
@@ -205,8 +217,21 @@ unit-test: build/unit/jobs_clear
 layering:
 	/usr/bin/python3 scripts/layering.py
 
+# make test: the builds (the server, the handoffs' test binaries) and the
+# checks whose verdict does not depend on timing side by side (two at a time; -O keeps each one's output
+# together), then the handoffs' tests and the mutants (the litmus and batch
+# tests time their threads), then the integration suite, whose timeouts
+# are measured in wall time. scripts/time-make-test.sh times it and records
+# the time.
 test: deps
-	$(MAKE) all layering unit-test handoff-test mutants fuzz-short integration-test experiments-test experiments-quick
+	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick $(HANDOFF_TEST_BINS)
+	$(MAKE) handoff-test mutants
+	$(MAKE) integration-test
+
+# What make test leaves out for its length, CI runs: the searches of every
+# interleaving of the ring's protocol model (handoffs/tests/check_model.sh).
+test-long: deps
+	$(MAKE) handoff-model-long
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Install what the build, the tests and the experiments need, only when missing.
 # python3-venv and python3-pip: the virtualenv and `pip install .` tests;
-# nginx-light: the reverse-proxy test (tests/integration/test_nginx.py). A
-# Debian nginx package may start its own service on install; the tests run
-# their own nginx with a private prefix and never touch that one.
+# python3-pytest-xdist: make integration-test spreads the modules over
+# several processes (TEST_JOBS); nginx-light: the reverse-proxy test
+# (tests/integration/test_nginx.py). A Debian nginx package may start its
+# own service on install; the tests run their own nginx with a private
+# prefix and never touch that one.
 #
 # Idempotent and fast when everything is present: `dpkg -s` checks each
 # package, and `apt-get update` runs only if something has to be installed.
@@ -21,7 +23,7 @@ export DEBIAN_FRONTEND=noninteractive
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 PKGS="build-essential pkg-config python3-dev libjemalloc-dev libbenchmark-dev
-clang libclang-rt-14-dev spin wrk hyperfine python3-pytest python3-flask
+clang libclang-rt-14-dev spin wrk hyperfine python3-pytest python3-pytest-xdist python3-flask
 python3-django python3-matplotlib gunicorn uwsgi uwsgi-plugin-python3
 linux-perf strace python3-venv python3-pip nginx-light"
 

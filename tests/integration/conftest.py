@@ -140,6 +140,16 @@ def handoff(request):
 
 
 @pytest.fixture
+def logfile():
+    """A fresh empty file, for an app that records what it saw into the file
+    named by ?log= (apps/recording_apps.py)."""
+    fd, path = tempfile.mkstemp(prefix="cserve-applog-")
+    os.close(fd)
+    yield path
+    os.unlink(path)
+
+
+@pytest.fixture
 def server_factory():
     """server_factory(*args, app=..., handoff=..., killed=False) -> Server.
     At teardown each is stopped with SIGTERM and must exit 0 with a clean log

@@ -1,7 +1,7 @@
-"""Faults: clients that vanish or crawl, apps that misbehave, signals under
-load. The server must keep serving, leak nothing (fds back to baseline, RSS
-bounded over repeated rounds), call every iterable's close(), and shut down
-cleanly. CSERVE_SOAK=1 runs the long forms (10x rounds).
+"""Faults: clients that vanish or crawl, apps that misbehave or never answer,
+running out of file descriptors, signals under load. The server must keep
+serving, leak nothing (fds back to baseline, RSS bounded over repeated
+rounds), call every iterable's close(), and shut down cleanly. CSERVE_SOAK=1 runs the long forms (10x rounds).
 
 Figures (memory per idle connection, RSS growth, retries) are printed: run
 with -s to see them.
@@ -21,11 +21,13 @@ import pytest
 
 import loadgen
 from conftest import BIN
-from httpclient import Reader, get
+from httpclient import Reader, get, req
 from loadgen import fd_count, rss_kib, settled_fds, wait_until
 
 SOAK = os.environ.get("CSERVE_SOAK") == "1"
 APP = "fault_apps:app"
+WSGI_APP = "wsgi_apps:application"
+RECORDING_APP = "recording_apps:app"
 SAN = loadgen.sanitizer(BIN)
 
 
@@ -43,6 +45,11 @@ def hello_ok(port, path="/hello", timeout=5.0):
     r = get(port, path, timeout=timeout)
     assert r.status == 200 and r.body == b"Hello, World!", r
     return r
+
+
+def recording_hello_ok(port):
+    r = get(port, "/hello", timeout=5)
+    assert r.status == 200 and r.body == b"hello", r
 
 
 def rst_close(sock):
@@ -164,7 +171,6 @@ def test_ten_thousand_idle_connections(server_factory):
         for s in socks:
             s.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
 
 
 @pytest.mark.parametrize("how", ["fin", "rst"])
@@ -485,6 +491,23 @@ def test_app_that_leaks_does_not_stop_the_server(server_factory):
     hello_ok(srv.port)
 
 
+def test_app_that_never_answers_is_cut_off(server_factory, handoff):
+    """A request whose app never answers does not hold its client forever:
+    the app's time is bounded by --io-timeout like every other stall."""
+    # killed: the app is still asleep at the end, past any graceful stop
+    srv = server_factory("--io-timeout", "1", app=WSGI_APP, handoff=handoff, killed=True)
+    with srv.connect(timeout=10) as s:
+        s.sendall(b"GET /sleep?s=30 HTTP/1.1\r\nHost: x\r\n\r\n")
+        t0 = time.monotonic()
+        r = Reader(s)
+        with pytest.raises((EOFError, ConnectionResetError)):
+            r.read_response()
+        assert time.monotonic() - t0 < 5
+    # the stuck thread does not take the server with it (other workers, or
+    # the same one once the sleep ends, serve the next request)
+    srv.proc.kill()
+
+
 def test_sigterm_exits_within_graceful_timeout_while_app_blocks(server_factory):
     srv = server_factory("--graceful-timeout", "1", app=APP)
     fd, logpath = tempfile.mkstemp(prefix="cserve-close-")
@@ -661,6 +684,61 @@ def test_sigterm_under_load_drops_nothing(server_factory):
     processed = [rid for rid in st["retryable"] if re.search(rf"id={re.escape(rid)}(?![\d-])", access)]
     assert not processed, (f"requests that got zero response bytes were processed by the "
                            f"server (access log): {processed[:5]} — their responses were lost")
+
+
+# ---- out of file descriptors ---------------------------------------------------------
+
+def test_out_of_fds_pauses_accepts_and_keeps_serving(server_factory):
+    """With RLIMIT_NOFILE at 64 the server runs out of descriptors: accept(2)
+    fails with EMFILE, the server logs it and pauses accepting (instead of
+    spinning on a listener that stays readable), keeps serving the
+    connections it has, and accepts the waiting ones once descriptors are
+    free again."""
+    limit = 64
+
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    # Sorting the connections below waits 0.2 s on each waiting one (seconds
+    # in all), so the served ones sit idle meanwhile: a keep-alive timeout
+    # far longer than that keeps them open for the second round.
+    srv = server_factory("--keepalive-timeout", "60", app=RECORDING_APP, preexec_fn=low_nofile)
+    recording_hello_ok(srv.port)
+    socks = []
+    for i in range(limit + 16):
+        s = srv.connect(timeout=10)
+        s.sendall(req("GET", f"/hello?i={i}"))
+        socks.append(s)
+    assert wait_until(lambda: "pausing accepts for 100 ms" in srv.log_text(), 5), srv.log_text()[-2000:]
+    assert "accept: Too many open files; pausing accepts for 100 ms" in srv.log_text()
+
+    def answered(s, timeout):
+        s.settimeout(timeout)
+        try:
+            return Reader(s).read_response().status == 200
+        except socket.timeout:
+            return False
+    t_first = time.monotonic()
+    served = [s for s in socks if answered(s, 0.2)]
+    waiting = [s for s in socks if s not in served]
+    print(f"\n  RLIMIT_NOFILE {limit}: {len(served)} connections served, {len(waiting)} waiting")
+    assert served and waiting, (len(served), len(waiting))
+    # the connections it has keep being served
+    for s in served[:5]:
+        s.settimeout(5)
+        s.sendall(req("GET", "/hello"))
+        assert Reader(s).read_response().body == b"hello"
+    # free descriptors: the waiting connections are accepted and answered
+    for s in served:
+        s.close()
+    for s in waiting:
+        assert answered(s, 5), "a connection waiting for a descriptor was never served"
+        s.close()
+    # paused, not spinning: at most one EMFILE per 100 ms pause (a loop that
+    # retried accept at once would log thousands)
+    pauses = srv.log_text().count("pausing accepts for 100 ms")
+    elapsed = time.monotonic() - t_first + 1.0
+    assert pauses <= elapsed / 0.1 + 5, f"{pauses} EMFILE warnings in {elapsed:.1f}s: accepts not paused"
+    recording_hello_ok(srv.port)
 
 
 # ---- SIGKILL of a worker ----------------------------------------------------------

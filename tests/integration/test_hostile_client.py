@@ -11,6 +11,9 @@ one client can cost").
    requests behind it.
 3. --inline reads a request body ahead of the app only up to its (smaller)
    default body limit, and answers a larger one with 413.
+4. A client reading a large response slowly does not hold up another
+   client's requests: the loop writes the big body only as its socket
+   drains.
 """
 import socket
 import time
@@ -19,8 +22,10 @@ import pytest
 
 import loadgen
 from conftest import BIN
+from httpclient import Reader, req
 
 APP = "hostile_apps:application"
+RECORDING_APP = "recording_apps:app"
 # Under a sanitizer RSS is not the program's memory: the bounds are
 # reported, not asserted (loadgen.sanitizer).
 SAN = loadgen.sanitizer(BIN)
@@ -223,3 +228,55 @@ def test_inline_cuts_a_streamed_response_past_its_bound(server_factory):
         while chunk := s.recv(1 << 20):
             data += chunk
     assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"0\r\n\r\n"), data[-20:]
+
+
+# ---- 4: a slow reader beside a fast client ------------------------------------------
+
+def test_slow_reader_of_a_large_response_does_not_stall_others(server_factory):
+    """A client reading a 32 MiB response at ~2 MB/s while another makes
+    requests: the loop writes the big body only as the socket drains
+    (EPOLLOUT), so the fast client's requests are answered at once. A
+    blocking write would hold the loop (and the fast client) until the slow
+    reader caught up. (Two pool threads: the big response's thread waits
+    for its block to be written, as a streaming WSGI server's thread does.)"""
+    srv = server_factory("--blocking-threads", "2", app=RECORDING_APP)
+    size = 32 << 20
+    slow = srv.connect(timeout=20)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    try:
+        slow.sendall(req("GET", f"/big?size={size}"))
+        got = [0]
+        first = slow.recv(65536)
+        got[0] = len(first)
+        worst = 0.0
+        t_end = time.monotonic() + 1.5
+        n = 0
+        with srv.connect(timeout=5) as fast:
+            rd = Reader(fast)
+            while time.monotonic() < t_end:
+                got[0] += len(slow.recv(65536))
+                t = time.monotonic()
+                fast.sendall(req("GET", "/hello"))
+                assert rd.read_response().body == b"hello"
+                worst = max(worst, time.monotonic() - t)
+                n += 1
+                time.sleep(0.03)
+        mid = got[0]
+        while True:
+            d = slow.recv(1 << 20)
+            if not d:
+                break
+            got[0] += len(d)
+            if got[0] >= size + len(first.partition(b"\r\n\r\n")[0]) + 4:
+                break
+    finally:
+        slow.close()
+    print(f"\n  slow reader had {mid} bytes while {n} fast requests took at worst {worst * 1000:.0f} ms")
+    assert mid < size // 2, "the slow reader was not slow: the test proves nothing"
+    assert n >= 10
+    # A loop blocked on the slow reader's write would hold the fast request
+    # to its 5 s socket timeout; the bound leaves room for a scheduling
+    # stall on a loaded machine among the dozens of round trips.
+    assert worst < (1.0 if SAN else 0.5), f"a fast request waited {worst:.2f}s behind the slow reader"
+    head = first.partition(b"\r\n\r\n")[0]
+    assert got[0] == len(head) + 4 + size

@@ -3,6 +3,9 @@
 Behaviour that crosses the handoff (bodies streamed to wsgi.input, pipelined
 responses, streamed responses) runs over every backend through the
 module-scoped `hsrv` fixture; pure request-parsing checks run on ring only.
+A body over --max-body-size (answered with a lingering close, or cut where a
+chunked body crosses it), --io-timeout on a response nobody reads, and the
+framing of bodies under --inline run on servers of their own.
 """
 import email.utils
 import hashlib
@@ -11,19 +14,24 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 
 import pytest
 
-from conftest import APPS, HANDOFFS, start_server
+import loadgen
+from conftest import APPS, BIN, HANDOFFS, start_server
 from httpclient import (Reader, chunked, get, raw_exchange, read_all, read_chunk, read_head,
                         req, request)
+from loadgen import fd_count, settled_fds, wait_until
 
 if str(APPS) not in sys.path:
     sys.path.insert(0, str(APPS))
 from wsgi_apps import pattern  # noqa: E402
 
 APP = "wsgi_apps:application"
+RECORDING_APP = "recording_apps:app"
+SAN = loadgen.sanitizer(BIN)
 
 
 def _serve(request, *args, **kw):
@@ -75,6 +83,16 @@ def timeouts():
 def _json(resp):
     assert resp.status == 200, resp
     return json.loads(resp.body)
+
+
+def lines(path):
+    with open(path) as f:
+        return f.read().split("\n")[:-1]
+
+
+def hello_ok(port):
+    r = get(port, "/hello", timeout=5)
+    assert r.status == 200 and r.body == b"hello", r
 
 
 # ------------------------------------------------------------ keep-alive
@@ -588,7 +606,6 @@ def test_default_timeouts(server_factory):
     silent new connection (header, 10 s) and a stalled upload (io, 60 s)
     are both still open then. --help states all three."""
     import subprocess
-    from conftest import BIN
     out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10).stdout
     for opt, d in (("--header-timeout", 10), ("--keepalive-timeout", 5), ("--io-timeout", 60)):
         assert re.search(rf"{opt} S .*\(default {d}\)", out), f"--help: {opt} default {d}"
@@ -617,3 +634,168 @@ def test_default_timeouts(server_factory):
     finally:
         for s in (silent, upload, idle):
             s.close()
+
+
+# ---------------------------------------------- a body over --max-body-size, read or not
+
+def test_lingering_close_delivers_413_despite_a_large_unread_body(server_factory):
+    """A Content-Length over --max-body-size is answered 413 before the body
+    is read. The client is still sending megabytes: closing at once with that
+    input unread makes the kernel send a reset, which can destroy the 413 in
+    the client's receive queue and fails the client's sends at once.
+    Lingering (shut the write side, discard input up to 2 s) lets the client
+    send on, read the response and then a clean EOF."""
+    srv = server_factory("--max-body-size", "1000", app=RECORDING_APP)
+    for _ in range(3):  # a reset loses the race only sometimes: try a few
+        s = srv.connect(timeout=10)
+        s.sendall(b"POST /read HTTP/1.1\r\nHost: l\r\nContent-Length: 50000000\r\n\r\n")
+        sent = [0]
+
+        def pump():
+            block = b"b" * 65536
+            try:
+                while sent[0] < 8 << 20:
+                    sent[0] += s.send(block)
+            except OSError:
+                pass
+        t = threading.Thread(target=pump, daemon=True)
+        t.start()
+        t.join(timeout=5)  # the server reads (and discards) while it lingers
+        data = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        except ConnectionResetError as e:
+            raise AssertionError(f"reset after {len(data)} response bytes: no lingering close") from e
+        s.close()
+        assert data.startswith(b"HTTP/1.1 413 "), data[:200]
+        # the server kept reading while it lingered (a plain close stops
+        # the client's sends at once)
+        assert sent[0] > 1 << 20, f"only {sent[0]} bytes of body could be sent"
+        assert b"connection: close" in data.lower()
+    hello_ok(srv.port)
+
+
+def test_chunked_body_crossing_max_body_size_after_preread(server_factory, logfile):
+    """A chunked body has no length up front: the server finds it is over
+    --max-body-size only while streaming it, past the 64 KiB read before the
+    app runs. The app's wsgi.input.read raises OSError there (never more
+    than the limit delivered), and as nothing was sent yet the client gets a
+    413, then the connection closes. A server that does not count a chunked
+    body hands the app all 300 kB and answers 200."""
+    limit = 200_000
+    srv = server_factory("--max-body-size", str(limit), app=RECORDING_APP)
+    body = chunked(b"c" * 300_000, sizes=[16384] * 18 + [5088])
+    with srv.connect(timeout=10) as s:
+        s.sendall(req("POST", f"/read?id=1&log={logfile}", [("Transfer-Encoding", "chunked")], body))
+        rd = Reader(s)
+        r = rd.read_response()
+        assert r.status == 413, r
+        assert rd.closed(timeout=5), "connection left open after the 413"
+    assert wait_until(lambda: lines(logfile), 5)
+    rec = lines(logfile)[0].split()
+    assert rec[:3] == ["raised", "1", "OSError"], rec
+    assert 65536 < int(rec[3]) <= limit, f"the app read {rec[3]} bytes of a body limited to {limit}"
+    hello_ok(srv.port)
+
+
+# ------------------------------------------------ --io-timeout on a response nobody reads
+
+def test_io_timeout_closes_a_response_the_client_never_reads(server_factory):
+    """A 64 MiB response to a client that never reads: once the socket buffers
+    are full the write makes no progress, and --io-timeout 1 closes the
+    connection (logged at debug level) while other clients are served. A
+    server without the write timeout holds it (and the job) forever."""
+    io = 1.0
+    srv = server_factory("--io-timeout", str(io), "--log-level", "debug", app=RECORDING_APP)
+    base = settled_fds(srv.proc.pid)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    mark = len(srv.log_text())
+    t0 = time.monotonic()
+    s.sendall(req("GET", "/big?size=67108864"))
+    assert wait_until(lambda: fd_count(srv.proc.pid) > base, 5, 0.01)
+    hello_ok(srv.port)  # served while the big write is stalled
+    closed = wait_until(lambda: fd_count(srv.proc.pid) <= base, io + 10, 0.02)
+    took = time.monotonic() - t0
+    s.close()
+    print(f"\n  unread 64 MiB response closed {took:.2f}s after the request (--io-timeout {io})")
+    assert closed, f"the stalled response was still open {took:.1f}s later"
+    assert took >= io, f"closed after {took:.2f}s, before --io-timeout {io}"
+    assert took <= io + (6 if SAN else 3), f"closed {took:.2f}s after the request, --io-timeout {io}"
+    assert "no progress for the I/O timeout" in srv.log_text()[mark:], srv.log_text()[mark:][-2000:]
+    hello_ok(srv.port)
+
+
+# ----------------------------------------- --inline: framing does not depend on the mode
+# (a body sent after "Expect: 100-continue" framed as the next request would
+# be a desync: request smuggling)
+
+def _post_head(path, length, extra=""):
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n{extra}\r\n").encode()
+
+
+def test_inline_expect_continue_reads_the_body(server_factory):
+    srv = server_factory("--inline", app=APP)
+    with srv.connect() as s:
+        s.sendall(_post_head("/raw_echo", 5, "Expect: 100-continue\r\n"))
+        s.settimeout(3)
+        interim = s.recv(4096)
+        assert interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), interim
+        s.sendall(b"hello")
+        r = Reader(s)
+        r.buf = interim[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == b"hello"
+        s.sendall(b"GET /raw_echo HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == b""
+
+
+def test_inline_expect_continue_body_is_not_a_request(server_factory):
+    """The body of an Expect: 100-continue POST holds a request line: it must
+    reach the app as bytes, never be served as a request of its own."""
+    srv = server_factory("--inline", app=APP)
+    inner = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    with srv.connect() as s:
+        s.sendall(_post_head("/raw_echo", len(inner), "Expect: 100-continue\r\n"))
+        time.sleep(0.3)  # the head alone first, as a client waiting for 100 does
+        s.sendall(inner)
+        s.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        r = Reader(s)
+        first = r.read_response()
+        assert first.status == 200 and first.body == inner
+        second = r.read_response()
+        assert second.status == 200
+        env = json.loads(second.body)
+        assert env["PATH_INFO"] == "/after", env["PATH_INFO"]
+        assert r.closed()
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_inline_body_then_next_request(server_factory, chunked):
+    """A body that arrives in pieces after its head, then the next request on
+    the same connection: each is framed where it really ends."""
+    srv = server_factory("--inline", app=APP)
+    body = b"0123456789" * 50
+    if chunked:
+        head = b"POST /raw_echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        wire = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:7], body[7:300], body[300:])) + b"0\r\n\r\n"
+    else:
+        head = _post_head("/raw_echo", len(body))
+        wire = body
+    with srv.connect() as s:
+        s.sendall(head)
+        for i in range(0, len(wire), 97):
+            time.sleep(0.01)
+            s.sendall(wire[i:i + 97])
+        s.sendall(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = Reader(s)
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == body
+        resp = r.read_response()
+        assert resp.status == 200 and json.loads(resp.body)["PATH_INFO"] == "/next"

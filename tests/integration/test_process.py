@@ -1,6 +1,8 @@
 """Process behaviour (issue "cserve core"): graceful SIGTERM with requests in
 flight, idle SIGTERM, --workers 2 (both serve, a killed worker is respawned,
-SIGTERM to the supervisor stops every worker)."""
+SIGTERM to the supervisor stops every worker), and the connections waiting
+in the accept backlog at SIGTERM, served even while accepts are paused for
+want of descriptors."""
 import json
 import os
 import signal
@@ -9,9 +11,11 @@ import time
 
 import pytest
 
+from conftest import BIN, ROOT, Server, free_port
 from httpclient import Reader, get, req
 
 APP = "wsgi_apps:application"
+RECORDING_APP = "recording_apps:app"
 
 
 def _gone(pid):
@@ -34,6 +38,11 @@ def _wait_gone(pid, timeout=5.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def _hello_ok(port):
+    r = get(port, "/hello", timeout=5)
+    assert r.status == 200 and r.body == b"hello", r
 
 
 def _pid_of(port, timeout=3.0):
@@ -77,7 +86,8 @@ def test_sigterm_stops_accepting_new_connections(server_factory):
     """After SIGTERM the listener closes (connections are refused) while an
     in-flight request still runs. Polled with a deadline, not assumed to
     happen within a fixed delay; a connection that got in before the close
-    sat in the backlog and may be served (test_promises.py)."""
+    sat in the backlog and may be served
+    (test_connections_in_the_backlog_at_sigterm_are_served)."""
     srv = server_factory("--graceful-timeout", "10", app=APP)
     with srv.connect(timeout=10) as busy:
         busy.sendall(req("GET", "/sleep?s=3.0"))
@@ -117,6 +127,78 @@ def test_sigterm_idle_server_exits_0_promptly(server_factory):
 def test_sigint_idle_server_exits_0(server_factory):
     srv = server_factory()
     assert srv.stop(signal.SIGINT, timeout=10) == 0
+
+
+# ------------------------------------------------- the accept backlog at SIGTERM
+
+def test_connections_in_the_backlog_at_sigterm_are_served(server_factory):
+    """Connections the kernel accepted for us before SIGTERM are ours: the
+    server takes them from the backlog before closing the listener and
+    serves their requests (with Connection: close). Closing the listener
+    without that resets them. The server is stopped (SIGSTOP) so the
+    connections wait in the backlog while SIGTERM arrives."""
+    srv = server_factory("--graceful-timeout", "10", app=RECORDING_APP)
+    _hello_ok(srv.port)
+    os.kill(srv.proc.pid, signal.SIGSTOP)
+    socks = []
+    try:
+        # SIGTERM first, so the loop sees it before the listener's readiness
+        srv.proc.send_signal(signal.SIGTERM)
+        for i in range(5):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.sendall(req("GET", f"/hello?i={i}"))
+            socks.append(s)
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    for i, s in enumerate(socks):
+        rd = Reader(s)
+        try:
+            r = rd.read_response()
+        except (EOFError, ConnectionResetError) as e:
+            raise AssertionError(f"backlog connection {i} dropped at SIGTERM: {e!r}") from None
+        assert r.status == 200 and r.body == b"hello", r
+        assert r.header("connection", "").lower() == "close"
+        assert rd.closed(timeout=5)
+        s.close()
+    assert srv.proc.wait(timeout=10) == 0
+
+
+def test_sigterm_takes_the_backlog_while_accepts_are_paused(tmp_path):
+    """SIGTERM while accepts are paused (out of descriptors): the server still
+    tries to accept before it closes the listener, so a connection already in
+    the backlog is served once descriptors have been freed, not reset."""
+    port = free_port()
+    srv = Server(["prlimit", "--nofile=40:40", BIN, "--bind", f"127.0.0.1:{port}",
+                  "--app", "native-hello", "--header-timeout", "30"], port, cwd=str(ROOT))
+    held = []
+    waiting = socket.socket()
+    try:
+        srv.wait_ready()
+        # Idle connections until the server has no descriptor left (its
+        # accept after the last one fails): the next one waits in the backlog.
+        while "pausing accepts" not in srv.log_text():
+            assert len(held) < 60, srv.log_text()
+            held.append(srv.connect())
+            time.sleep(0.02)
+        waiting = srv.connect()
+        waiting.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        for s in held[:10]:  # free descriptors, well within the 100 ms pause (more than the backlog ahead of `waiting`)
+            s.close()
+        time.sleep(0.02)
+        srv.proc.send_signal(signal.SIGTERM)
+        waiting.settimeout(5)
+        try:
+            resp = waiting.recv(4096)
+        except ConnectionResetError:
+            resp = b"reset"
+        assert resp.startswith(b"HTTP/1.1 200 "), resp
+        waiting.close()  # its lingering close ends
+        assert srv.proc.wait(timeout=15) == 0
+    finally:
+        for s in held:
+            s.close()
+        waiting.close()
+        srv.close()
 
 
 # ------------------------------------------------------------- --workers 2

@@ -280,3 +280,96 @@ def test_threadcpu_agrees_with_cpu_s(server_factory, tmp_path):
     print(f"\n  loop CPU: /proc {outside:.4f}s, in-process {loop['cpu_s']:.4f}s, "
           f"{abs(outside - loop['cpu_s']) / loop['cpu_s'] * 100:.2f} % apart")
     assert abs(outside - loop["cpu_s"]) <= 0.02 * loop["cpu_s"], (outside, loop["cpu_s"])
+
+
+# ----------------------------------------------------- SIGUSR1 with --workers
+
+def _loop_requests(st):
+    return sum(th["requests"] for w in st["workers"] for th in w["threads"] if th["role"] == "loop")
+
+
+def _wait_json(path, since_ns=0, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.stat(path).st_mtime_ns > since_ns:
+                with open(path) as f:
+                    return json.load(f)  # written whole and renamed into place
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{path} not (re)written within {timeout}s")
+
+
+def _hello_n(srv, n):
+    from httpclient import request
+    for _ in range(n):  # a connection each: SO_REUSEPORT spreads them over the workers
+        resp = request(srv.port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=10)
+        assert (resp.version, resp.status) == ("HTTP/1.1", 200), resp
+
+
+def test_sigusr1_with_workers_merges_every_worker(server_factory, tmp_path):
+    """SIGUSR1 with --workers 2: one --stats-json file with both workers in it
+    (the supervisor merges their parts; each writing the whole file would
+    overwrite the other's), counts that add up, and no part left behind."""
+    path = tmp_path / "stats.json"
+    srv = server_factory("--workers", "2", "--stats-json", str(path))
+    _hello_n(srv, 60)
+    time.sleep(0.2)
+    srv.proc.send_signal(signal.SIGUSR1)
+    st = _wait_json(path)
+    assert len(st["workers"]) == 2, st.keys()
+    assert _loop_requests(st) == 60
+    m1 = os.stat(path).st_mtime_ns
+    _hello_n(srv, 40)
+    time.sleep(0.2)
+    srv.proc.send_signal(signal.SIGUSR1)
+    st = _wait_json(path, since_ns=m1)
+    assert len(st["workers"]) == 2 and _loop_requests(st) == 100
+    assert srv.proc.poll() is None, "SIGUSR1 must not stop the server"
+    assert srv.stop() == 0
+    st = json.load(open(path))
+    assert len(st["workers"]) == 2 and _loop_requests(st) == 100
+    assert not list(tmp_path.glob("stats.json.*")), list(tmp_path.iterdir())  # no part left behind
+
+
+# ----------------------------------------------- the ring's spin counters and gauges
+
+def _handoff_by_role(st):
+    (w,) = st["workers"]
+    return {th["role"]: th["counters"]["handoff"] for th in w["threads"]}
+
+
+def test_ring_spin_counters_and_gauges_are_reported(server_factory, tmp_path):
+    """The ring's spin counters and gauges (handoffs/handoff.h) are in the
+    report, and a gauge (the adaptive spin budget) is reported as its value,
+    not as its change over the window."""
+    path = tmp_path / "stats.json"
+    srv = server_factory("--stats-json", str(path), "--blocking-threads", "1", handoff="ring")
+    _hello_n(srv, 60)  # one at a time: the pool thread waits between them
+    time.sleep(0.2)
+    srv.proc.send_signal(signal.SIGUSR1)
+    from loadgen import wait_until
+    a = _handoff_by_role(_wait_json(path))
+    for key in ("loop_spins", "loop_spin_hits", "loop_spin_budget_ns"):
+        assert isinstance(a["loop"][key], int), (key, a["loop"])
+    for key in ("spin_hits", "spin_budget_ns"):
+        assert isinstance(a["pool"][key], int), (key, a["pool"])
+    assert a["pool"]["spin_hits"] <= a["pool"]["taken"]
+    budget = a["pool"]["spin_budget_ns"]
+    assert budget > 0, "the adaptive budget (the default) learnt nothing from 60 waits"
+    # A new window with no traffic: counters start again from 0, but the
+    # budget (unchanged: the pool thread took nothing) is still what it is.
+    m = os.stat(path).st_mtime_ns
+    windows = srv.log_text().count("stats: new measurement window")
+    srv.proc.send_signal(signal.SIGUSR2)
+    # SIGUSR1 only once the new window is open: sent while SIGUSR2 is still
+    # pending, it would be read first (the lower signal number) and report
+    # the old window
+    assert wait_until(lambda: srv.log_text().count("stats: new measurement window") > windows, 10), \
+        "SIGUSR2 opened no new window"
+    srv.proc.send_signal(signal.SIGUSR1)
+    b = _handoff_by_role(_wait_json(path, since_ns=m))
+    assert b["pool"]["taken"] == 0 and b["pool"]["spin_hits"] == 0
+    assert b["pool"]["spin_budget_ns"] == budget, (budget, b["pool"])
+    assert srv.stop() == 0

@@ -1,5 +1,5 @@
 """An app that records every request it runs, for tests that must prove a
-request was never run (test_core_followups.py). The log file is named by the
+request was never run (test_backpressure.py). The log file is named by the
 CSERVE_TEST_RUNLOG environment variable; ?s=SECONDS makes the request slow."""
 import os
 import time

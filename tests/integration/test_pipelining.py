@@ -1,16 +1,27 @@
-"""Defects found reviewing the connection core (issue 8), one test each.
+"""Pipelined requests on one connection, through the pool threads.
 
-1. A response that ends the connection (Connection: close, a cut-short body,
-   an HTTP/1.0 body delimited by the close) in the middle of a pipeline was
-   followed on the wire by the responses of the requests pipelined behind it:
-   after a cut-short or close-delimited body the client reads them as part of
-   that body (a desync), and after "Connection: close" the server must send
-   nothing more (RFC 9112 §9.6).
+- A response that ends the connection (Connection: close, a cut-short body,
+  an HTTP/1.0 body delimited by the close) is the last thing on the wire:
+  the responses of the requests pipelined behind it are not sent (after a
+  cut-short or close-delimited body the client would read them as part of
+  that body, a desync; after "Connection: close" the server must send
+  nothing more, RFC 9112 §9.6), it is not held back waiting for them, and
+  the pool thread running one of them is freed at once.
+- Each pipelined request has the whole --io-timeout for itself.
+- A long pipeline costs few writes and few hand-off wake-ups: responses
+  leave together and parsed requests reach the pool in batches.
+
+(Where the loop answers requests itself, --app native-hello and --inline:
+test_pipeline_coalesce.py.)
 """
+import json
 import socket
+import threading
 import time
 
 import pytest
+
+from httpclient import Reader
 
 APP = "wsgi_apps:application"
 
@@ -34,7 +45,7 @@ def _get(path, version="1.1", extra=""):
     return f"GET {path} HTTP/{version}\r\nHost: x\r\n{extra}\r\n".encode()
 
 
-# ------------------------------------------- 1: a closing response mid-pipeline
+# ------------------------------------------------ a closing response mid-pipeline
 
 @pytest.mark.parametrize("middle, version, extra, after_head", [
     # cut short: declares 100 bytes, sends 10, the server must close after them
@@ -64,8 +75,6 @@ def test_nothing_follows_a_closing_response_in_a_pipeline(server_factory, middle
         assert body == after_head, rest
 
 
-# ------------------------ 2: a streaming request left behind a closing response
-
 def test_closing_response_frees_the_pool_thread_behind_it(server_factory):
     """A request pipelined behind a closing response that already posted a
     flush waited for its acknowledgement until the client closed or the
@@ -89,23 +98,6 @@ def test_closing_response_frees_the_pool_thread_behind_it(server_factory):
     assert took < 1.0, took
 
 
-# ------------------------------- 3: the app's silence timer behind a pipeline
-
-def test_pipelined_request_gets_its_own_io_timeout(server_factory):
-    """--io-timeout bounds the app's silence. A request that finished is
-    progress: the one pipelined behind it has the whole timeout again, as it
-    would on its own. It was measured from the first one's start, so two
-    pipelined requests of 0.8 s each under a 1.2 s timeout lost the second."""
-    srv = server_factory("--io-timeout", "1.2", app=APP)
-    with srv.connect() as s:
-        s.sendall(_get("/sleep?s=0.8") + _get("/sleep?s=0.8", extra="Connection: close\r\n"))
-        data, closed = _read_to_close(s, timeout=6)
-    assert closed
-    assert data.count(b"HTTP/1.1 200") == 2 and data.endswith(b"slept"), data
-
-
-# ------------------------ 4: a closing response does not wait for the pipeline
-
 @pytest.mark.parametrize("closing", [
     [_get("/app_close")],                  # the current response closes
     [_get("/hello"), _get("/app_close")],  # a coalesced one behind it closes
@@ -123,3 +115,64 @@ def test_closing_response_is_not_held_for_requests_behind_it(server_factory, clo
         took = time.monotonic() - t0
     assert closed and data.count(b"HTTP/1.1 200") == len(closing), data
     assert took < 1.5, took
+
+
+# --------------------------------------------- the app's silence timer per request
+
+def test_pipelined_request_gets_its_own_io_timeout(server_factory):
+    """--io-timeout bounds the app's silence. A request that finished is
+    progress: the one pipelined behind it has the whole timeout again, as it
+    would on its own. It was measured from the first one's start, so two
+    pipelined requests of 0.8 s each under a 1.2 s timeout lost the second."""
+    srv = server_factory("--io-timeout", "1.2", app=APP)
+    with srv.connect() as s:
+        s.sendall(_get("/sleep?s=0.8") + _get("/sleep?s=0.8", extra="Connection: close\r\n"))
+        data, closed = _read_to_close(s, timeout=6)
+    assert closed
+    assert data.count(b"HTTP/1.1 200") == 2 and data.endswith(b"slept"), data
+
+
+# --------------------------------------------------------------- a long pipeline
+
+def _pipeline(srv, n):
+    req = b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+    s = srv.connect(timeout=20)
+
+    def send():
+        for i in range(0, n, 100):
+            s.sendall(req * min(100, n - i))
+
+    t = threading.Thread(target=send)
+    t.start()
+    r = Reader(s)
+    for _ in range(n):
+        resp = r.read_response()
+        assert resp.status == 200 and resp.body == b"hello"
+    t.join()
+    s.close()
+
+
+def test_pipeline_batches_writes_and_wakes(server_factory, tmp_path, handoff):
+    """A long pipeline does not cost a write and a hand-off wake-up per
+    request."""
+    n = 3000
+    path = tmp_path / "stats.json"
+    srv = server_factory("--stats-json", str(path), app=APP, handoff=handoff)
+    _pipeline(srv, n)
+    time.sleep(0.2)
+    assert srv.stop() == 0
+    st = json.loads(path.read_text())
+    threads = st["workers"][0]["threads"]
+    loop = [t for t in threads if t["role"] == "loop"][0]
+    pool = [t for t in threads if t["role"] == "pool"]
+    assert loop["requests"] == n
+    writes = loop["counters"]["writes"]
+    ho = loop["counters"]["handoff"]
+    loop_wakes = sum(p["counters"]["handoff"]["loop_wakes"] for p in pool)
+    print(f"writes/req {writes / n:.3f} pool wakes/req {ho['wakes_sent'] / n:.3f} "
+          f"loop wakes/req {loop_wakes / n:.3f} submit syscalls/req {ho['submit_syscalls'] / n:.3f}")
+    # Responses leave together, not one write each.
+    assert writes / n < 0.25, writes
+    # Parsed requests reach the pool thread in batches: no wake-up each. (How
+    # the pool wakes the loop, and a dgram submit's send, are the backend's.)
+    assert ho["wakes_sent"] / n < 0.25, ho

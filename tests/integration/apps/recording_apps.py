@@ -1,5 +1,6 @@
-"""Apps for test_promises.py: each route records what happened to it in the
-file named by ?log= (one line per event), so a test can see what the app saw.
+"""Apps that record what happened to each request (test_backpressure.py,
+test_http.py and others): each route writes one line per event to the file
+named by ?log=, so a test can see what the app saw.
 
   /sleep?s=&id=      records "start <id>", sleeps, answers "slept <id>"
   /read?id=          reads wsgi.input to the end with read(65536); records
