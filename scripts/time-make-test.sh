@@ -3,8 +3,8 @@
 # it, and when it passes record the time: RECORD (default
 # experiments/results/test-time.txt) gets one line per run (the date, the
 # commit, the machine, the load average before and after, the wall time),
-# and the block between the test-time markers in tests/README.md is
-# rewritten from the newest line. A failing `make test` records nothing and
+# and the test-time block in tests/README.md is rewritten from the newest
+# line. A failing `make test` records nothing and
 # exits with its status; its output is kept in a log named on stderr.
 set -eu
 cd "$(dirname "$0")/.."
@@ -31,15 +31,8 @@ mkdir -p "$(dirname "$record")"
 printf '%s\tcommit %s\t%s vCPUs (%s), %s GiB\tload before %s, after %s\tmake test: %d s (%d min %02d s)\n' \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$cpus" "$cpu_model" "$mem_gib" \
     "$load_before" "$load_after" "$secs" $((secs / 60)) $((secs % 60)) >>"$record"
-line="\`make test\` took $((secs / 60)) min $((secs % 60)) s on a $cpus-vCPU machine ($(date -u +%Y-%m-%d), load average $load_before before, $load_after after), as \`scripts/time-make-test.sh\` recorded it in \`$record\`."
-/usr/bin/python3 - "$line" <<'EOF'
-import sys
-path, begin, end = "tests/README.md", "<!-- BEGIN test-time -->", "<!-- END test-time -->"
-text = open(path).read()
-i, j = text.find(begin), text.find(end)
-if i < 0 or j < i:
-    sys.exit(f"{path}: no {begin} ... {end} block")
-open(path, "w").write(text[:i] + begin + "\n" + sys.argv[1] + "\n" + end + text[j + len(end):])
-EOF
+# the block is made from the record by experiments/test_time.py (the registry
+# of generated blocks: experiments/lib/generated.py)
+[ "$record" = experiments/results/test-time.txt ] && /usr/bin/python3 -m experiments.test_time --readme
 tail -n 1 "$record"
 rm -f "$log"

@@ -36,6 +36,9 @@ BLOCKS = {
     # scripts/readme_stats.sh records the run, then calls experiments.readme_stats
     "stats": Block(["docs/instruments.md"], "scripts/readme_stats.sh",
                    "experiments.readme_stats", "experiments/results/readme_stats/stats.txt"),
+    # how long `make test` took, as scripts/time-make-test.sh recorded it
+    "test-time": Block(["README.md", "tests/README.md"], "scripts/time-make-test.sh",
+                       "experiments.test_time", "experiments/results/test-time.txt"),
     # GIL vs free-threaded cserve vs Granian on the free-threaded CPython
     "freethreaded": Block(["docs/python.md"], "python3 -m experiments.freethreaded --readme",
                           "experiments.freethreaded", "experiments/results/freethreaded/freethreaded.jsonl"),
