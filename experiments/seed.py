@@ -204,6 +204,8 @@ def main():
     ap.add_argument("--seed", default="seed")
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--report", action="store_true", help="only rewrite seed.md from seed.jsonl")
+    ap.add_argument("--profiles-only", action="store_true",
+                    help="keep seed.jsonl's runs, take the profiles again, rewrite seed.md")
     a = ap.parse_args()
     if a.report:
         print(write_report(a.out))
@@ -215,6 +217,10 @@ def main():
     a.warmup = a.warmup if a.warmup is not None else (0.3 if a.quick else 1.0)
     a.profile_seconds = a.profile_seconds or (1 if a.quick else 4)
     todo = plan(a.quick)
+    if a.profiles_only:
+        meta, recs, _ = load(os.path.join(a.out, "seed.jsonl"))
+        recs = [{k: v for k, v in r.items() if k != "kind"} for r in recs]
+        todo = []
     have_granian = subprocess.run([PY, "-c", "import granian"], capture_output=True).returncode == 0
     if not have_granian:
         print("seed: granian not installed for /usr/bin/python3 (make deps): its rows are skipped", file=sys.stderr)
@@ -223,10 +229,15 @@ def main():
     print(f"seed: {len(todo) * a.rounds} runs, ~{len(todo) * a.rounds * per / 60:.1f} min plus reruns and "
           f"profiles; results in {os.path.relpath(a.out, ROOT)}", file=sys.stderr)
     os.makedirs(a.out, exist_ok=True)
-    meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.seed"] + sys.argv[1:]))
-    meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
-                disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns, profile_seconds=a.profile_seconds)
-    recs = probe.run_rounds(todo, a.rounds, a.seed, lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
+    if not a.profiles_only:
+        meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.seed"] + sys.argv[1:]))
+        meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
+                    disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns, profile_seconds=a.profile_seconds)
+    else:
+        pm = probe.meta("")  # the profiles' own commit and date, beside the runs'
+        meta["profiles"] = {"commit": pm["commit"], "dirty": pm["dirty"], "date": pm["date"],
+                            "command": "/usr/bin/python3 -m experiments.seed --profiles-only"}
+    recs = recs if a.profiles_only else probe.run_rounds(todo, a.rounds, a.seed, lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
                             reruns=0 if a.quick else a.reruns,
                             log=lambda s: print(s, file=sys.stderr, flush=True))
     profs = []

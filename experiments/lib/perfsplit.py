@@ -4,7 +4,7 @@ into the categories the seed note's tables use: the socket's recv, its send,
 epoll, the handoff's syscalls, user space, and the kernel's rest, each in µs
 of CPU per request.
 
-scripts/perf_reduce.py names each sample's syscall (or user-space library);
+experiments/lib/perf_reduce.py names each sample's syscall (or user-space library);
 this adds the split of one syscall between two callers, which the seed note
 made by subtraction: a sendto or recvfrom on the handoff's socketpair
 (unix_* frames in the chain) or an eventfd read or write is the handoff's,
@@ -13,7 +13,6 @@ handoff's (the ring's park and wake, a pool's spin-then-park; Granian's
 blocking-thread backoff is the same thing). A sample that landed in a
 syscall's entry before the socket layer has no unix_/tcp_ frame and stays
 with recv/send: the handoff's share is a slight undercount on dgram."""
-import importlib.util
 import os
 
 from .serverctl import ROOT
@@ -26,10 +25,8 @@ HANDOFF = {"futex", "sched_yield", "futex_wait", "futex_wake"}
 
 
 def _perf_reduce():
-    spec = importlib.util.spec_from_file_location("perf_reduce", os.path.join(ROOT, "scripts", "perf_reduce.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from experiments.lib import perf_reduce
+    return perf_reduce
 
 
 def category(bucket, frames):
