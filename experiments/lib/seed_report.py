@@ -148,7 +148,7 @@ def verdicts(rows, profs, meta):
         here.append(f"c{c}: dgram {x:.2f}×")
     out.append(("ratio", claims["ratio"], f"{S.RATIO_RANGE[0]:.2f}–{S.RATIO_RANGE[1]:.2f}×",
                 "; ".join(here) or "—", combine(per),
-                f"matches within {lo:.2f}–{hi:.2f}× (the note's range ± {RATIO_TOL:.2f}); dgram is the note's "
+                f"the rule: a match is within {lo:.2f}–{hi:.2f}× (the note's range ± {RATIO_TOL:.2f}); dgram is the note's "
                 "handoff; rates by wrk for both servers; cserve's rows are its instrumented build"))
 
     # The dgram handoff's cost on each side.
@@ -161,7 +161,7 @@ def verdicts(rows, profs, meta):
         po_ok = 1 / COST_FACTOR <= py["handoff"] / S.POOL_US["pool"]["handoff"] <= COST_FACTOR
         v = "confirmed" if lo_ok and po_ok else "contradicted" if not (lo_ok or po_ok) else "partly confirmed"
         here = f"loop {io['handoff']:.2f} µs, pool {py['handoff']:.2f} µs (c64 profile){sc}"
-        why = f"matches within a factor of {COST_FACTOR:g} either way; a different kernel and machine price the syscalls"
+        why = f"the rule: a match is within a factor of {COST_FACTOR:g} either way; a different kernel and machine price the syscalls"
     else:
         v, here, why = "not measured", "no dgram profile" + sc, "perf profile missing"
     out.append(("dgram_cost", claims["dgram_cost"],
@@ -189,7 +189,7 @@ def verdicts(rows, profs, meta):
         v = "confirmed" if d_h > 0 and r_h <= SAVE_SHARE * d_h else "contradicted"
         here = (f"ring loop {rio['handoff']:.2f} + pool {rpy['handoff']:.2f} µs against dgram "
                 f"{dio['handoff']:.2f} + {dpy['handoff']:.2f} µs")
-        why = f"saves most: the ring's handoff µs at most {SAVE_SHARE:.0%} of dgram's"
+        why = f"the rule: it saves most when the ring's handoff µs are at most {SAVE_SHARE:.0%} of dgram's"
     else:
         v, here, why = "not measured", "ring or dgram profile missing", "perf profile missing"
     out.append(("ring_saves", claims["ring_saves"], "a prediction (not measured in the note)", here, v, why))
@@ -204,7 +204,7 @@ def verdicts(rows, profs, meta):
         here.append(f"c{c}: ring {x:.2f}×")
     over = [x for x in here if float(x.split()[-1][:-1]) > 0.9 + RATIO_TOL]
     out.append(("ring_ratio", claims["ring_ratio"], "about 0.9× (a prediction)", "; ".join(here) or "—",
-                combine(per), f"met when at least {0.9 - RATIO_TOL:.2f}×"
+                combine(per), f"the rule: met when at least {0.9 - RATIO_TOL:.2f}×"
                 + ("; the ring row is past the prediction, not just at it" if over else "")))
 
     # With the ring, the pool the bound.
