@@ -6,7 +6,7 @@
  * another thread is a well-defined (possibly slightly stale) read, not a data
  * race (TSan agrees). Keep each writer's counters on cache lines of its own.
  * Nobody but the writer stores to a counter: a measurement window subtracts a
- * snapshot taken at its start instead of resetting (see core/server/stats.c). */
+ * snapshot taken at its start instead of resetting (see core/base/stats.c). */
 #ifndef CSERVE_COUNTER_H
 #define CSERVE_COUNTER_H
 

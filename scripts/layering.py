@@ -34,26 +34,23 @@ C_RULES = {
     "handoffs": ["lib"],
     # Pure: bytes in, verdicts and bytes out. No loop, no job, no Python.
     "core/http": ["lib"],
-    # The loop and the connection: HTTP, the handoff, and the job through its
-    # interface only; of the server, what every worker's loop reads (options,
-    # the log, the instruments) and what it answers to (signals, lifecycle).
-    "core/conn": ["core/http", "lib", "handoffs",
-                  "core/python/job.h",
-                  "core/server/options.h", "core/server/log.h", "core/server/stats.h",
-                  "core/server/signals.h", "core/server/lifecycle.h", "core/metrics/metrics.h"],
+    # What every layer of a worker reads: the configuration, the log, the
+    # per-thread instruments, the signals (delivered through a pipe).
+    "core/base": ["lib", "handoffs"],
+    # The loop and the connection: HTTP, the handoff, the job through its
+    # interface only, and the base; the worker's replacement reaches it
+    # through struct loop_owner, so nothing of the server is included.
+    "core/conn": ["core/http", "core/base", "lib", "handoffs",
+                  "core/python/job.h", "core/metrics/metrics.h"],
     # The interpreter, the pool and the WSGI bridge: HTTP (views, framing,
-    # response heads), the handoff the pool takes jobs from; of the server,
-    # the options, the log and the instruments.
-    "core/python": ["core/http", "lib", "handoffs",
-                    "core/server/options.h", "core/server/log.h", "core/server/stats.h"],
+    # response heads), the handoff the pool takes jobs from, the base.
+    "core/python": ["core/http", "core/base", "lib", "handoffs"],
     # The live instruments: each loop's snapshot (the loop's own struct) into
-    # shared memory, the thread that serves it, the verdict; of the server,
-    # the log, the options and the instruments it reports.
-    "core/metrics": ["lib", "handoffs", "core/conn/loop.h", "core/conn/conn.h", "core/conn/timer.h",
-                     "core/http/buffer.h", "core/python/job.h",
-                     "core/server/options.h", "core/server/log.h", "core/server/stats.h"],
-    # Start-up and the process tree assemble everything.
-    "core/server": ["core/http", "core/conn", "core/python", "core/metrics", "handoffs", "lib"],
+    # shared memory, the thread that serves it, the verdict.
+    "core/metrics": ["core/base", "lib", "handoffs", "core/conn/loop.h", "core/conn/conn.h",
+                     "core/conn/timer.h", "core/http/buffer.h", "core/python/job.h"],
+    # Start-up and the process tree assemble everything; nothing includes it.
+    "core/server": ["core/http", "core/base", "core/conn", "core/python", "core/metrics", "handoffs", "lib"],
 }
 C_ROOTS = ("core", "handoffs", "lib")
 

@@ -16,7 +16,7 @@
 #include "../http/http_forwarded.h"
 #include "../http/http_parser.h"
 #include "../python/job.h"
-#include "../server/log.h"
+#include "../base/log.h"
 
 static int log_fd = -1;
 static const char *log_path; /* NULL: stderr */

@@ -27,8 +27,8 @@
 #include "conn_write.h"
 #include "jobs.h"
 #include "loop.h"
-#include "../server/log.h"
-#include "../server/options.h"
+#include "../base/log.h"
+#include "../base/options.h"
 
 /* ---- life and death ---- */
 

@@ -20,7 +20,7 @@
 #include "conn_state.h"
 #include "conn_write.h"
 #include "loop.h"
-#include "../server/options.h"
+#include "../base/options.h"
 
 #define BODY_WINDOW 65536
 #define RAW_READ 16384

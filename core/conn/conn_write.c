@@ -16,8 +16,8 @@
 #include "jobs.h"
 #include "loop.h"
 #include "../http/httpdate.h"
-#include "../server/log.h"
-#include "../server/options.h"
+#include "../base/log.h"
+#include "../base/options.h"
 
 void conn_queue(struct conn *c, const char *a, size_t alen)
 {

@@ -13,8 +13,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "../server/lifecycle.h"
-#include "../server/log.h"
+#include "../base/log.h"
 #include "loop.h"
 
 #define DEVRELOAD_QUIET_MS 300
@@ -65,6 +64,6 @@ void devreload_tick(struct loop *l)
     l->reload_at_ms = 0;
     if (l->stats_parent > 0 && getppid() == l->stats_parent)
         kill(l->stats_parent, SIGHUP); /* the supervisor replaces its worker */
-    else if (l->life)
-        lifecycle_reload(l->life);
+    else if (l->owner)
+        l->owner->reload(l->owner->ctx);
 }

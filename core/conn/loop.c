@@ -18,17 +18,16 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "../server/log.h"
+#include "../base/log.h"
 #include "access_log.h"
 #include "devreload.h"
-#include "../server/lifecycle.h"
-#include "../server/signals.h"
+#include "../base/signals.h"
 #include "conn.h"
 #include "jobs.h"
 #include "loop.h"
 #include "../metrics/metrics.h"
-#include "../server/options.h"
-#include "../server/stats.h"
+#include "../base/options.h"
+#include "../base/stats.h"
 #include "watchdog.h"
 
 #define MAX_EVENTS 256
@@ -174,10 +173,10 @@ static void on_signal(struct loop *l)
             log_info("stats: new measurement window");
             break;
         case SIGHUP:
-            if (l->life && !l->stopping)
-                lifecycle_reload(l->life);
-            else if (l->life && l->handover) /* the supervisor this becomes reloads */
-                l->life->reload_pending = true;
+            if (l->owner && !l->stopping)
+                l->owner->reload(l->owner->ctx);
+            else if (l->owner && l->handover) /* the supervisor this becomes reloads */
+                l->owner->reload_later(l->owner->ctx);
             break;
         case SIGWINCH:
             access_log_reopen();
@@ -185,8 +184,8 @@ static void on_signal(struct loop *l)
         default:
             /* Its successor accepts on the listener too: stop, drain, and
              * let worker_run hand the process over to supervising it. */
-            if ((int)si.signo == WORKER_READY_SIGNAL && l->life && !l->stopping &&
-                lifecycle_ready(l->life, (pid_t)si.pid)) {
+            if ((int)si.signo == WORKER_READY_SIGNAL && l->owner && !l->stopping &&
+                l->owner->ready(l->owner->ctx, (pid_t)si.pid)) {
                 l->handover = (pid_t)si.pid;
                 log_info("reload: the new worker (pid %d) serves; this one drains", (int)l->handover);
                 l->retiring = true;
@@ -344,8 +343,8 @@ unsigned loop_run(struct loop *l)
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
         expire_timers(l);
-        if (l->life && !l->stopping)
-            lifecycle_tick(l->life, l->now_ms, counter_get(&l->lstats.requests));
+        if (l->owner && !l->stopping)
+            l->owner->tick(l->owner->ctx, l->now_ms, counter_get(&l->lstats.requests));
         watchdog_check(l);
         devreload_tick(l);
         if (l->now_ms >= l->mx_next_ms)

@@ -11,14 +11,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../server/stats.h"
+#include "../base/stats.h"
 #include "conn.h"
 #include "timer.h"
 
 struct options;
 struct handoff;
-struct lifecycle;
 struct metrics_counts;
+
+/* What the loop asks of the process around it about this worker's
+ * replacement (--max-requests, --workers-lifetime, --workers-max-rss, SIGHUP,
+ * --app-timeout, --reload). The server implements it (core/server/lifecycle.c)
+ * and hands it down, so the loop includes nothing from the layer that
+ * assembles it. */
+struct loop_owner {
+    void *ctx;
+    /* once a pass: are the limits reached? */
+    void (*tick)(void *ctx, uint64_t now_ms, uint64_t requests);
+    /* ask for a replacement, once; why is logged */
+    void (*replace)(void *ctx, const char *why);
+    /* SIGHUP (or --reload) reached this worker */
+    void (*reload)(void *ctx);
+    /* SIGHUP came while this worker drains for its successor: the
+     * supervisor this process becomes reloads */
+    void (*reload_later)(void *ctx);
+    /* WORKER_READY_SIGNAL from `from`: true when it is this worker's
+     * successor, which now serves */
+    bool (*ready)(void *ctx, pid_t from);
+};
 
 struct loop {
     const struct options *opt;
@@ -57,7 +77,7 @@ struct loop {
     const char *stats_path;    /* --stats-json: the file this worker writes (its part with --workers) */
     int stats_parent;          /* --workers: the supervisor's pid, told when the part is written */
     struct loop_stats lstats;
-    struct lifecycle *life;    /* when this worker is replaced (lifecycle.h) */
+    const struct loop_owner *owner; /* this worker's replacement; NULL: none */
     pid_t handover;            /* stopping because this successor serves (one worker alone) */
     int stop_signal;           /* SIGTERM/SIGINT received (0: none) */
     bool handover_recycle;     /* the successor asked to be recycled while this one drained */

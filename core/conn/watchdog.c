@@ -13,13 +13,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "../server/lifecycle.h"
-#include "../server/log.h"
+#include "../base/log.h"
 #include "conn.h"
 #include "loop.h"
-#include "../server/options.h"
-#include "../server/signals.h"
-#include "../server/stats.h"
+#include "../base/options.h"
+#include "../base/signals.h"
+#include "../base/stats.h"
 
 #define WATCHDOG_PERIOD_MS 250
 
@@ -52,7 +51,7 @@ void watchdog_check(struct loop *l)
                   "waiting on it; this worker will be replaced",
                   w, (double)(l->now_ms - since) / 1000.0, closed);
         pthread_kill(pthread_self(), WATCHDOG_DUMP_SIGNAL);
-        if (l->life && !l->stopping)
-            lifecycle_replace(l->life, "a pool thread is stuck in the app (--app-timeout)");
+        if (l->owner && !l->stopping)
+            l->owner->replace(l->owner->ctx, "a pool thread is stuck in the app (--app-timeout)");
     }
 }

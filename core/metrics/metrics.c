@@ -18,7 +18,7 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "../server/log.h"
+#include "../base/log.h"
 #include "../conn/loop.h"
 #include "metrics_internal.h"
 #include "verdict.h"

@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 #include "../../lib/counter.h"
-#include "../server/stats.h"
+#include "../base/stats.h"
 
 struct options;
 struct loop;

@@ -25,10 +25,10 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "../server/log.h"
+#include "../base/log.h"
 #include "metrics.h"
 #include "metrics_internal.h"
-#include "../server/options.h"
+#include "../base/options.h"
 #include "verdict.h"
 
 #define MAX_CONNS 32

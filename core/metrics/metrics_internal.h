@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "metrics.h"
-#include "../server/stats.h"
+#include "../base/stats.h"
 
 enum { HLOOP_G_N = 1, HWORKER_G_N = 1 }; /* HANDOFF_*_GAUGES: one each */
 

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../server/options.h"
+#include "../base/options.h"
 
 #ifndef CSERVE_PYTHON_HOME /* built without the Makefile: let CPython search */
 #define CSERVE_PYTHON_HOME ""

@@ -17,8 +17,8 @@
 #include "../../handoffs/handoff.h"
 #include "../../lib/futex.h"
 #include "job.h"
-#include "../server/log.h"
-#include "../server/stats.h"
+#include "../base/log.h"
+#include "../base/stats.h"
 
 /* The pool thread this OS thread is, if any: set once by job_thread_init. */
 static _Thread_local struct {

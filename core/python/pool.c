@@ -14,10 +14,10 @@
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "job.h"
-#include "../server/log.h"
-#include "../server/options.h"
+#include "../base/log.h"
+#include "../base/options.h"
 #include "pool.h"
-#include "../server/stats.h"
+#include "../base/stats.h"
 #include "wsgi.h"
 
 struct pool_thread {

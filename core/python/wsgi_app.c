@@ -14,8 +14,8 @@
 
 #include "interp.h"
 #include "job.h"
-#include "../server/log.h"
-#include "../server/options.h"
+#include "../base/log.h"
+#include "../base/options.h"
 #include "wsgi.h"
 
 #define FLUSH_AT (256 * 1024) /* a buffered body this large is written before more is added */

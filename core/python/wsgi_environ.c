@@ -9,7 +9,7 @@
 
 #include "job.h"
 #include "../http/http_forwarded.h"
-#include "../server/options.h"
+#include "../base/options.h"
 
 /* The bridge's state. wsgi_app.c fills it at start-up; it is defined here,
  * beside the environ that reads most of it, so that wsgi_app.c, which

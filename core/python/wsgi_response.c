@@ -11,8 +11,8 @@
 
 #include "../http/http_chars.h"
 #include "job.h"
-#include "../server/options.h"
-#include "../server/log.h"
+#include "../base/options.h"
+#include "../base/log.h"
 #include "../http/response_head.h"
 
 const char *latin1_view(PyObject *s, Py_ssize_t *len, const char *what)

@@ -22,10 +22,11 @@
 #include <unistd.h>
 
 #include "../conn/access_log.h"
-#include "log.h"
+#include "../conn/loop.h"
+#include "../base/log.h"
 #include "../metrics/metrics.h"
-#include "options.h"
-#include "signals.h"
+#include "../base/options.h"
+#include "../base/signals.h"
 
 extern char **environ;
 
@@ -280,4 +281,35 @@ void lifecycle_reload(struct lifecycle *lc)
 bool lifecycle_ready(struct lifecycle *lc, pid_t from)
 {
     return lc->successor > 0 && from == lc->successor;
+}
+
+static void owner_tick(void *lc, uint64_t now_ms, uint64_t requests)
+{
+    lifecycle_tick(lc, now_ms, requests);
+}
+
+static void owner_replace(void *lc, const char *why)
+{
+    lifecycle_replace(lc, why);
+}
+
+static void owner_reload(void *lc)
+{
+    lifecycle_reload(lc);
+}
+
+static void owner_reload_later(void *lc)
+{
+    ((struct lifecycle *)lc)->reload_pending = true;
+}
+
+static bool owner_ready(void *lc, pid_t from)
+{
+    return lifecycle_ready(lc, from);
+}
+
+struct loop_owner lifecycle_owner(struct lifecycle *lc)
+{
+    return (struct loop_owner){.ctx = lc, .tick = owner_tick, .replace = owner_replace, .reload = owner_reload,
+                               .reload_later = owner_reload_later, .ready = owner_ready};
 }

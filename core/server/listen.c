@@ -22,8 +22,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "options.h"
+#include "../base/log.h"
+#include "../base/options.h"
 
 #define SD_LISTEN_FDS_START 3 /* sd_listen_fds(3): passed sockets start at fd 3 */
 

@@ -1,5 +1,5 @@
 /* options.c — parse and validate the command line (gunicorn/Granian naming). */
-#include "options.h"
+#include "options_parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -21,7 +21,7 @@
 #endif
 #include "../conn/access_log.h"
 #include "../python/interp.h"
-#include "log.h"
+#include "../base/log.h"
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',

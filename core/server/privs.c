@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "listen.h"
-#include "options.h"
+#include "../base/options.h"
 
 static struct {
     bool set;

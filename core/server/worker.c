@@ -17,14 +17,14 @@
 #include "../conn/devreload.h"
 #include "lifecycle.h"
 #include "listen.h"
-#include "log.h"
+#include "../base/log.h"
 #include "../conn/loop.h"
 #include "../metrics/metrics.h"
-#include "options.h"
+#include "../base/options.h"
 #include "../python/pool.h"
 #include "proctitle.h"
-#include "signals.h"
-#include "stats.h"
+#include "../base/signals.h"
+#include "../base/stats.h"
 #include "worker.h"
 #include "../python/wsgi.h"
 
@@ -89,7 +89,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     loop->stats_parent = part ? (int)getppid() : 0;
     struct lifecycle life;
     lifecycle_init(&life, opt, part ? getppid() : 0, listen_fd, clock_coarse_ms());
-    loop->life = &life;
+    const struct loop_owner owner = lifecycle_owner(&life);
+    loop->owner = &owner;
 
     struct pool *pool = NULL;
     PyThreadState *main_state = NULL;

@@ -36,6 +36,10 @@ BLOCKS = {
     # scripts/readme_stats.sh records the run, then calls experiments.readme_stats
     "stats": Block(["docs/instruments.md"], "scripts/readme_stats.sh",
                    "experiments.readme_stats", "experiments/results/readme_stats/stats.txt"),
+    # what --metrics-bind costs
+    "metrics-overhead": Block(["docs/instruments.md"], "python3 -m experiments.metrics_overhead --readme",
+                              "experiments.metrics_overhead",
+                              "experiments/results/metrics_overhead/overhead.txt"),
     # how long `make test` took, as scripts/time-make-test.sh recorded it
     "test-time": Block(["README.md", "tests/README.md"], "scripts/time-make-test.sh",
                        "experiments.test_time", "experiments/results/test-time.txt"),

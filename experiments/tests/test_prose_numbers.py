@@ -104,7 +104,8 @@ def test_placeholders_name_configurations_of_the_full_plan():
 REMAKE = {"paper": "make experiments", "bench": "make bench", "bench-replica": "make bench on another host",
           "micro": "make micro-record", "stats": "scripts/readme_stats.sh",
           "placement": "python3 -m experiments.placement", "loop-floor": "make loop-floor",
-          "freethreaded": "python3 -m experiments.freethreaded", "test-time": "scripts/time-make-test.sh"}
+          "freethreaded": "python3 -m experiments.freethreaded", "test-time": "scripts/time-make-test.sh",
+          "metrics-overhead": "python3 -m experiments.metrics_overhead"}
 
 
 def test_every_generated_block_has_a_writer_a_record_and_a_home():

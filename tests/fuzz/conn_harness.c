@@ -14,7 +14,7 @@
 #include "../../core/conn/jobs.h"
 #include "../../core/conn/loop.h"
 #include "../../core/http/httpdate.h"
-#include "../../core/server/options.h"
+#include "../../core/base/options.h"
 #include "../../core/http/response_head.h"
 #include "conn_app.h"
 #include "fuzz_check.h"

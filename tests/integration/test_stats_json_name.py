@@ -1,4 +1,4 @@
-"""--stats-json is valid JSON whatever the app's name holds (core/server/stats.c).
+"""--stats-json is valid JSON whatever the app's name holds (core/base/stats.c).
 
 The default app's name is a path (the apps/ folder next to the binary), and a
 path may hold '"' or '\\': they must be escaped (RFC 8259 §7), not written as

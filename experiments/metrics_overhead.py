@@ -10,7 +10,8 @@ mode, the median with the min-max, and the median of the per-round ratios
 writes the same to experiments/results/metrics_overhead/overhead.txt with
 the machine and the commit.
 
-    /usr/bin/python3 scripts/metrics_overhead.py [--rounds 5] [--duration 5]"""
+    /usr/bin/python3 -m experiments.metrics_overhead [--rounds 5] [--duration 5]
+    /usr/bin/python3 -m experiments.metrics_overhead --readme    # docs/instruments.md's block"""
 import argparse
 import os
 import pathlib
@@ -23,6 +24,8 @@ import subprocess
 import threading
 import time
 import urllib.request
+
+from experiments.lib import generated
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -122,13 +125,28 @@ def scrape_cost(path, count):
     return 1e6 * (busy_cpu - idle_per_s * busy_s) / count, 1e6 * idle_per_s
 
 
+RECORD = ROOT / "experiments/results/metrics_overhead/overhead.txt"
+
+
+def readme_body(record, doc=None):
+    """The "metrics-overhead" block (experiments/lib/generated.py): the
+    record's first line (what ran, where) and its summary lines."""
+    lines = pathlib.Path(record).read_text().splitlines()
+    summary = [ln for ln in lines[1:] if not ln.startswith("round ")]
+    return "\n".join(["", lines[0] + ":", ""] + [f"- {ln}" for ln in summary] + [""])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--readme", action="store_true", help="only rewrite the block in docs/instruments.md")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--max-steal", type=float, default=0.05, help="cores (default 0.05)")
     ap.add_argument("--scrapes", type=int, default=2000, help="scrapes timed per endpoint (default 2000)")
     a = ap.parse_args()
+    if a.readme:
+        generated.write("metrics-overhead")
+        return
     subprocess.run(["make", "-s", "all"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     rates = {False: [], True: []}
     cpus = {False: [], True: []}
@@ -148,7 +166,7 @@ def main():
             cpus[metrics].append(us)
             pair[metrics] = (rps, us)
             line = (f"round {i + 1} {'with' if metrics else 'without'} --metrics-bind: {rps:.0f} requests/s, "
-                    f"steal {steal:.3f} core" + ("  (over the bound)" if steal > a.max_steal else "") +
+                    f"{us:.2f} server CPU µs per request, steal {steal:.3f} core" + ("  (over the bound)" if steal > a.max_steal else "") +
                     (f" ({scrapes} scrapes)" if metrics else ""))
             print(line, flush=True)
             lines.append(line)
@@ -158,7 +176,7 @@ def main():
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                            capture_output=True, text=True).stdout.strip()
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    head = (f"scripts/metrics_overhead.py at commit {rev}{' (modified)' if dirty else ''}, "
+    head = (f"python3 -m experiments.metrics_overhead at commit {rev}{' (modified)' if dirty else ''}, "
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: {cpu}, {os.cpu_count()} CPUs, "
             f"kernel {platform.release()}; wrk -t1 -c64 -d{a.duration}s, {a.rounds} interleaved rounds each, "
             f"/metrics scraped every second while on; a round losing > {a.max_steal} core to steal is rerun "
@@ -186,8 +204,9 @@ def main():
     for path in ("/metrics", "/stats.json"):
         per_scrape, idle = scrape_cost(path, a.scrapes)
         costs[path] = per_scrape
-        summary.append(f"{path}: {per_scrape:.0f} CPU µs per scrape ({a.scrapes} scrapes, idle server; "
-                       f"the idle server with --metrics-bind spends {idle:.0f} CPU µs per second)")
+        summary.append(f"{path}: {per_scrape:.0f} CPU µs per scrape ({a.scrapes} scrapes of an idle server, "
+                       f"less its own CPU while idle: {idle:.0f} µs per second, counted in clock ticks of "
+                       f"{1e6 / os.sysconf('SC_CLK_TCK'):.0f} µs)")
     summary.append(f"one /metrics scrape per second costs {costs['/metrics'] / 1e4:.3f}% of one core")
     out = ROOT / "experiments/results/metrics_overhead"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-/* options.h — the command line, parsed once at start-up into one struct. */
+/* options.h — the configuration: the command line, parsed once at start-up
+ * (core/server/options.c) into one struct that every layer reads. */
 #ifndef CSERVE_OPTIONS_H
 #define CSERVE_OPTIONS_H
 
@@ -68,12 +69,5 @@ struct options {
     bool check_config;                 /* print the configuration, import the app, exit */
     bool reload;                       /* --reload: a changed .py file reloads the worker */
 };
-
-/* Parse the CSERVE_<NAME> environment variables, then argv (which wins), into
- * o. On --help/--version prints and exits 0; on a bad option prints one line
- * naming the problem (and the variable it came from) and exits 2. */
-void options_parse(struct options *o, int argc, char **argv);
-/* --check-config: the effective configuration, one "name: value" a line. */
-void options_print(const struct options *o, FILE *out);
 
 #endif

@@ -1,0 +1,17 @@
+/* options_parse.h — the command line and the CSERVE_<NAME> environment,
+ * parsed into struct options (core/base/options.h). */
+#ifndef CSERVE_OPTIONS_PARSE_H
+#define CSERVE_OPTIONS_PARSE_H
+
+#include <stdio.h>
+
+#include "../base/options.h"
+
+/* Parse the CSERVE_<NAME> environment variables, then argv (which wins), into
+ * o. On --help/--version prints and exits 0; on a bad option prints one line
+ * naming the problem (and the variable it came from) and exits 2. */
+void options_parse(struct options *o, int argc, char **argv);
+/* --check-config: the effective configuration, one "name: value" a line. */
+void options_print(const struct options *o, FILE *out);
+
+#endif
