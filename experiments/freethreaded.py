@@ -53,7 +53,6 @@ import os
 import platform
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -61,8 +60,8 @@ import tempfile
 import time
 
 from experiments.lib import generated, provenance
-from experiments.lib.serverctl import (client_cmd, free_port, read_stats, server_cmd, start, stop,
-                                       threadcpu, wait_ready)
+from experiments.lib.serverctl import (client_cmd, free_port, load_window, read_stats, server_cmd, start,
+                                       stop, threadcpu, wait_ready)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
@@ -231,23 +230,10 @@ def run_one(r, a, tmp):
         wrk = client_cmd(r, port, total)
         rec["wrk_cmd"] = shlex.join(wrk)
         wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(a.warmup)
-        if cserve:
-            proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
-        ps0, t0 = provenance.proc_stat(), time.monotonic()
-        series = threadcpu.sample([proc.pid, wp.pid], a.duration / 4, a.duration, children=True)
-        ps1, t1 = provenance.proc_stat(), time.monotonic()
+        series, rec["window_cpu"], mtime = load_window(proc, wp, a.warmup, a.duration, a.duration / 4, True,
+                                                       stats_file if cserve else None)
         rec["rss_kib"] = rss_kib(proc.pid)
         rec["processes"] = len(threadcpu.descendants(proc.pid))
-        own = sum(e["cpu_s"] for e in series.values())
-        rec["window_cpu"] = provenance.window_cpu(ps0, ps1, t1 - t0, own)
-        mtime = 0
-        if cserve:
-            try:
-                mtime = os.stat(stats_file).st_mtime_ns
-            except OSError:
-                pass
-            proc.send_signal(signal.SIGUSR1)  # write the window while wrk still loads
         out, _ = wp.communicate(timeout=total + 30)
         n, secs, rps = threadcpu.parse_wrk(out)
         rec.update(rps=rps, wrk_requests=n, errors="Socket errors" in out or "Non-2xx" in out)

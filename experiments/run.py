@@ -42,8 +42,9 @@ import tempfile
 import time
 
 from experiments.lib import configs, model, provenance
-from experiments.lib.serverctl import (CSERVE, PY, client_cmd, free_port, parse_latency, pin_threads,
-                           read_stats, server_cmd, start, stats_summary, stop, threadcpu, wait_ready)
+from experiments.lib.serverctl import (CSERVE, PY, client_cmd, free_port, load_window, parse_latency,
+                                       pin_threads, read_stats, server_cmd, start, stats_summary, stop,
+                                       threadcpu, wait_ready)
 
 
 def run_one(run, a):
@@ -73,22 +74,8 @@ def run_one(run, a):
             wrk = ["taskset", "-c", pl["wrk"]] + wrk
         rec["wrk_cmd"] = shlex.join(wrk)
         wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(a.warmup)
-        if is_cserve:
-            proc.send_signal(signal.SIGUSR2)  # new window: warm-up excluded
-        ps0, t0 = provenance.proc_stat(), time.monotonic()
-        # The client is sampled too: on two vCPUs it can be the bound.
-        series = threadcpu.sample([proc.pid, wp.pid], a.interval, a.duration, children=children)
-        ps1, t1 = provenance.proc_stat(), time.monotonic()
-        own = sum(e["cpu_s"] for e in series.values())
-        rec["window_cpu"] = provenance.window_cpu(ps0, ps1, t1 - t0, own)
-        mtime = 0
-        if is_cserve:
-            try:
-                mtime = os.stat(stats_file).st_mtime_ns
-            except OSError:
-                mtime = 0
-            proc.send_signal(signal.SIGUSR1)  # write the window, while wrk still loads
+        series, rec["window_cpu"], mtime = load_window(proc, wp, a.warmup, a.duration, a.interval, children,
+                                                       stats_file if is_cserve else None)
         wout, _ = wp.communicate(timeout=total + 30)
         rec["wrk_output"] = wout
         n, secs, rps = threadcpu.parse_wrk(wout)

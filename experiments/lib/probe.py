@@ -16,13 +16,12 @@ import os
 import random
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 
 from . import model, provenance, stats
-from .serverctl import (CSERVE, ROOT, WRK_DIR, free_port, parse_latency, read_stats, server_cmd, start,
+from .serverctl import (CSERVE, ROOT, WRK_DIR, free_port, load_window, parse_latency, read_stats, server_cmd, start,
                         stats_summary, stop, threadcpu, wait_ready)
 
 APPS_DIR = os.path.join(ROOT, "apps")
@@ -81,21 +80,8 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
         wrk = wrk_cmd(cfg, port, total)
         rec["wrk_cmd"] = shlex.join(wrk)
         wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(warmup)
-        if is_cserve:
-            proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
-        ps0, t0 = provenance.proc_stat(), time.monotonic()
-        series = threadcpu.sample([proc.pid, wp.pid], interval or duration / 4, duration, children=children)
-        ps1, t1 = provenance.proc_stat(), time.monotonic()
-        own = sum(e["cpu_s"] for e in series.values())
-        rec["window_cpu"] = provenance.window_cpu(ps0, ps1, t1 - t0, own)
-        mtime = 0
-        if is_cserve:
-            try:
-                mtime = os.stat(stats_file).st_mtime_ns
-            except OSError:
-                mtime = 0
-            proc.send_signal(signal.SIGUSR1)  # write the window while wrk still loads
+        series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
+                                                       children, stats_file if is_cserve else None)
         wout, _ = wp.communicate(timeout=total + 30)
         rec["wrk_output"] = wout
         n, secs, rps = threadcpu.parse_wrk(wout)

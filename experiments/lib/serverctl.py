@@ -10,6 +10,7 @@ import subprocess
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from . import provenance
 from . import threadcpu  # noqa: F401  (re-exported for the harness)
 
 PY = "/usr/bin/python3"  # the interpreter cserve embeds; peers run on it too
@@ -185,6 +186,33 @@ def parse_latency(text):
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     out["non_2xx"] = int(non2xx.group(1)) if non2xx else 0
     return out
+
+
+def load_window(proc, wp, warmup, duration, interval, children, stats_file=None):
+    """The measured window of one run, while the client wp loads the server
+    proc: wait out the warm-up, then (cserve, stats_file given) start a new
+    stats window, sample every thread of both (the client too: on two vCPUs
+    it can be the bound) for duration seconds, and (cserve) have the server
+    write its window while the client still loads. Returns (series,
+    window_cpu, mtime): threadcpu's samples, provenance.window_cpu's steal
+    and foreign CPU over the window, and the stats file's mtime before the
+    write, for read_stats."""
+    time.sleep(warmup)
+    if stats_file:
+        proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
+    ps0, t0 = provenance.proc_stat(), time.monotonic()
+    series = threadcpu.sample([proc.pid, wp.pid], interval, duration, children=children)
+    ps1, t1 = provenance.proc_stat(), time.monotonic()
+    own = sum(e["cpu_s"] for e in series.values())
+    window_cpu = provenance.window_cpu(ps0, ps1, t1 - t0, own)
+    mtime = 0
+    if stats_file:
+        try:
+            mtime = os.stat(stats_file).st_mtime_ns
+        except OSError:
+            mtime = 0
+        proc.send_signal(signal.SIGUSR1)  # write the window while wrk still loads
+    return series, window_cpu, mtime
 
 
 def read_stats(path, since_mtime, timeout=5.0):
