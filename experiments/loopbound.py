@@ -115,14 +115,15 @@ def growth(rows):
         for h in HANDOFFS:
             rs = sorted((r for r in rows if r["config"]["family"] == fam and r["config"].get("handoff") == h
                          and r["c_loop"] is not None), key=lambda r: key(r["config"]))
-            if fam == "heads":  # compare within one client shape: the closed-loop one if present
-                depth = rs[0]["config"]["script_args"][1] if rs else None
-                rs = [r for r in rs if r["config"]["script_args"][1] == depth]
-            if len(rs) < 2:
-                continue
-            a, b = rs[0], rs[-1]
-            out.append(f"{h}, {shape(a['config'])} → {shape(b['config'])}: loop {num(a['c_loop'])} → "
-                       f"{num(b['c_loop'])} µs/request, pool {num(a['c_pool'])} → {num(b['c_pool'])}")
+            # heads: one line per client shape (closed-loop, pipelined), each within its own shape
+            groups = ([[r for r in rs if r["config"]["script_args"][1] == d]
+                       for d in sorted({r["config"]["script_args"][1] for r in rs})] if fam == "heads" else [rs])
+            for g in groups:
+                if len(g) < 2:
+                    continue
+                a, b = g[0], g[-1]
+                out.append(f"{h}, {shape(a['config'])} → {shape(b['config'])}: loop {num(a['c_loop'])} → "
+                           f"{num(b['c_loop'])} µs/request, pool {num(a['c_pool'])} → {num(b['c_pool'])}")
     return out
 
 
@@ -148,7 +149,9 @@ def markdown(meta, rows, quick):
           f"with ≤ {model.IDLE_MAX} core idle; else unsaturated).", "",
           "| configuration | rps (range) | loop / pool / client | steal + foreign | idle | loop µs/req (pool) "
           "| regime (runs) |", "|---|---:|---:|---:|---:|---:|---|"]
-    order = {lab: i for i, (lab, _) in enumerate(plan(False) + plan(True))}
+    order = {}
+    for i, (lab, _) in enumerate(plan(False) + plan(True)):  # the full plan's order; quick labels repeat it
+        order.setdefault(lab, i)
     for r in sorted(rows, key=lambda r: order.get(r["label"], 999)):
         if r["regime"] == "error":
             L.append(f"| {r['label']} | error | | | | | |")
@@ -166,7 +169,9 @@ def markdown(meta, rows, quick):
     if g:
         L += ["", "Where the work grows, lightest to heaviest shape of each family:", ""] + [f"- {x}" for x in g]
     dist = sum(r["disturbed_runs"] for r in rows)
-    L += ["", f"Runs disturbed by other tenants (kept, marked): {dist} of {sum(r['runs'] for r in rows)}."]
+    marked = sum(1 for r in rows if r["all_disturbed"])
+    L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows)} (each rerun; a row's "
+          f"medians leave its disturbed runs out unless all were, marked †: {marked} rows)."]
     return "\n".join(L) + "\n"
 
 

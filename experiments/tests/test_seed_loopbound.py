@@ -139,18 +139,38 @@ def test_verdicts_when_the_note_holds():
 
 
 def test_verdicts_when_it_does_not():
-    rows = _seed_rows(0.5, 0.3, g_rps=100.0, d_rps=120.0, r_rps=150.0, regime="machine-bound")
+    rows = _seed_rows(0.5, 0.3, g_rps=100.0, d_rps=120.0, r_rps=150.0, regime="client-bound")
     profs = [_prof("dgram", 6.0, 0.2, 3.7), _prof("ring", 5.0, 0.2, 5.0), _prof("granian", 0.07, 0.3, 4.0)]
     v = verdict_map(rows, profs)
     assert v["loop_saturated"] == "contradicted" and v["granian_io_saturated"] == "contradicted"
     assert v["ratio"] == "contradicted" and v["dgram_cost"] == "contradicted"
     assert v["bridge_cheaper"] == "contradicted" and v["ring_saves"] == "contradicted"
     assert v["pool_next"] == "not comparable"
+    # dgram already past 0.9x Granian: the ring has no gap to close, so the prediction is untested
+    assert v["ring_ratio"] == "not comparable"
     assert verdict_map(rows, [])["dgram_cost"] == "not measured"
+
+
+def test_which_thread_bounds_is_untested_where_nothing_saturated():
+    for regime in ("unsaturated", "machine-bound"):
+        v = verdict_map(_seed_rows(0.7, 0.3, g_rps=100.0, d_rps=70.0, r_rps=80.0, regime=regime), [])
+        assert v["loop_saturated"] == "not comparable" and v["granian_io_saturated"] == "not comparable"
+        assert v["pool_next"] == "not comparable"
+    # a saturated loop beside a client that saturated first still counts
+    rows = _seed_rows(0.95, 0.4, g_rps=100.0, d_rps=70.0, r_rps=80.0, regime="client-bound")
+    for r in rows.values():
+        r["regime_also"] = ["loop-bound"]
+    v = verdict_map(rows, [])
+    assert v["loop_saturated"] == "confirmed" and v["pool_next"] == "contradicted"
+    # a missing Python-thread figure is not slack
+    for r in rows.values():
+        r["py"] = None
+    assert verdict_map(rows, [])["loop_saturated"] == "not comparable"
 
 
 def test_combine():
     assert seed_report.combine([(16, "confirmed"), (64, "contradicted")]) == "partly confirmed"
+    assert seed_report.combine([(16, "n/a"), (64, "contradicted")]) == "contradicted (at 1 of 2 connection counts)"
     assert seed_report.combine([(16, "n/a")]) == "not comparable"
     assert seed_report.combine([]) == "not measured"
 
