@@ -190,6 +190,8 @@ def write_report(out):
     md = seed_report.markdown(meta, rows, profs)
     with open(os.path.join(out, "seed.md"), "w") as f:
         f.write(md)
+    with open(os.path.join(out, "seed.brief.md"), "w") as f:  # what the paper includes
+        f.write(seed_report.brief(meta, rows, profs, md))
     return md
 
 

@@ -397,3 +397,19 @@ def markdown(meta, rows, profs):
           "connection count) were " + (", ".join(f"{k}: {v}" for k, v in sorted(regs.items())) or "not measured")
           + "; a claim about which thread bounds the server holds here only where a thread saturated."]
     return "\n".join(L) + "\n"
+
+
+def brief(meta, rows, profs, full):
+    """What the paper prints of full (markdown()'s text): the per-thread table
+    at 16 connections, the I/O thread's µs per request, and the verdicts
+    without their reasons; seed.md has the rest."""
+    blocks = full.split("\n\n")
+    keep = []
+    for i, b in enumerate(blocks):
+        if b.startswith("**Per thread") or b.startswith("**The I/O thread's"):
+            keep += [b, blocks[i + 1]]  # the heading, then its table
+    L = keep + ["**The note's claims**, each with its verdict here (the reasons, the rules and every other "
+                "table: `experiments/results/seed/seed.md`):",
+                "| claim | here | verdict |\n|---|---|---|\n" + "\n".join(
+                    f"| {claim} | {here} | **{v}** |" for _, claim, _, here, v, _ in verdicts(rows, profs, meta))]
+    return "\n\n".join(L) + "\n"
