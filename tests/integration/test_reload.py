@@ -329,8 +329,10 @@ def test_every_draining_worker_is_waited_for(tmp_path):
                        app="reload_app:application", chdir=tmp_path)
     try:
         slow = [socket.create_connection(("127.0.0.1", srv.port), timeout=20) for _ in range(4)]
-        for s in slow:  # on both workers, whatever the port's hashing
-            s.sendall(b"GET /slow4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        # on both workers, whatever the port's hashing; long enough to outlast
+        # two reloads on a loaded machine, so the replaced workers still drain
+        for s in slow:
+            s.sendall(b"GET /slow10 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         time.sleep(0.3)
         for v in ("v2", "v3"):
             write_app(tmp_path, v)
