@@ -42,9 +42,8 @@ import tempfile
 import time
 
 from experiments.lib import configs, model, provenance
-from experiments.lib.serverctl import (CSERVE, PY, client_cmd, free_port, load_window, parse_latency,
-                                       pin_threads, read_stats, server_cmd, start, stats_summary, stop,
-                                       threadcpu, wait_ready)
+from experiments.lib.serverctl import (CSERVE, PY, client_cmd, finish_window, free_port, load_window,
+                                       pin_threads, server_cmd, start, stop, wait_ready)
 
 
 def run_one(run, a):
@@ -76,22 +75,9 @@ def run_one(run, a):
         wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         series, rec["window_cpu"], mtime = load_window(proc, wp, a.warmup, a.duration, a.interval, children,
                                                        stats_file if is_cserve else None)
-        wout, _ = wp.communicate(timeout=total + 30)
-        rec["wrk_output"] = wout
-        n, secs, rps = threadcpu.parse_wrk(wout)
-        rec["wrk_requests"], rec["wrk_seconds"], rec["rps_wrk"] = n, secs, rps
-        rec["latency"] = parse_latency(wout)
-        st = read_stats(stats_file, mtime) if is_cserve else None
-        rec["stats_threads"], rec["stats_window"] = stats_summary(st)
+        st = finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
         if st:
             rec["stats_meta"] = {k: st.get(k) for k in ("version", "handoff", "inline", "app", "instruments")}
-        rps_window = (rec["stats_window"] or {}).get("rps")
-        # rps: the server's own window where it has one (cserve), else the client's
-        # whole run; cross-server comparisons use rps_wrk, the same instrument for all.
-        rec["rps"] = rps_window or rps
-        rec["threadcpu"] = threadcpu.summarise(series, rec["rps"], min_pct=1.0)
-        if not n:
-            rec["error"] = "client reported no requests: " + wout[-500:]
     except Exception as e:  # record the failure, keep sweeping
         rec["error"] = f"{type(e).__name__}: {e}"
     finally:

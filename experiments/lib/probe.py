@@ -21,8 +21,8 @@ import tempfile
 import time
 
 from . import model, provenance, stats
-from .serverctl import (CSERVE, ROOT, WRK_DIR, free_port, load_window, parse_latency, read_stats, server_cmd, start,
-                        stats_summary, stop, threadcpu, wait_ready)
+from .serverctl import (CSERVE, ROOT, WRK_DIR, finish_window, free_port, load_window, server_cmd, start, stop,
+                        wait_ready)
 
 APPS_DIR = os.path.join(ROOT, "apps")
 
@@ -82,17 +82,7 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
         wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
                                                        children, stats_file if is_cserve else None)
-        wout, _ = wp.communicate(timeout=total + 30)
-        rec["wrk_output"] = wout
-        n, secs, rps = threadcpu.parse_wrk(wout)
-        rec["wrk_requests"], rec["wrk_seconds"], rec["rps_wrk"] = n, secs, rps
-        rec["latency"] = parse_latency(wout)
-        st = read_stats(stats_file, mtime) if is_cserve else None
-        rec["stats_threads"], rec["stats_window"] = stats_summary(st)
-        rec["rps"] = (rec["stats_window"] or {}).get("rps") or rps
-        rec["threadcpu"] = threadcpu.summarise(series, rec["rps"], min_pct=1.0)
-        if not n:
-            rec["error"] = "client reported no requests: " + wout[-500:]
+        finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
     except Exception as e:  # record the failure, keep sweeping
         rec["error"] = f"{type(e).__name__}: {e}"
     finally:

@@ -215,6 +215,26 @@ def load_window(proc, wp, warmup, duration, interval, children, stats_file=None)
     return series, window_cpu, mtime
 
 
+def finish_window(rec, wp, timeout, series, stats_file=None, mtime=0):
+    """After load_window: the client's output and counts, its latency, the
+    server's own stats window (cserve, stats_file given), and each thread's
+    share of a core, into rec. rps is the server's own window where it has
+    one, else the client's whole run; cross-server comparisons use rps_wrk,
+    the same instrument for all. Returns the stats read (None without)."""
+    wout, _ = wp.communicate(timeout=timeout)
+    rec["wrk_output"] = wout
+    n, secs, rps = threadcpu.parse_wrk(wout)
+    rec["wrk_requests"], rec["wrk_seconds"], rec["rps_wrk"] = n, secs, rps
+    rec["latency"] = parse_latency(wout)
+    st = read_stats(stats_file, mtime) if stats_file else None
+    rec["stats_threads"], rec["stats_window"] = stats_summary(st)
+    rec["rps"] = (rec["stats_window"] or {}).get("rps") or rps
+    rec["threadcpu"] = threadcpu.summarise(series, rec["rps"], min_pct=1.0)
+    if not n:
+        rec["error"] = "client reported no requests: " + wout[-500:]
+    return st
+
+
 def read_stats(path, since_mtime, timeout=5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
