@@ -133,7 +133,9 @@ def run_cell(srv, conns, pipe, a, client_prefix=(), window=None, keep_stats=Fals
     window starts and again as it ends (before cserve is asked for its
     counters). keep_stats: the server's stats for the window go into the
     record too, as "stats" (None if it wrote none)."""
-    total = math.ceil(a.warmup + a.duration)  # wrk takes whole seconds
+    # wrk takes whole seconds; half a second more than warm-up and window, so
+    # the window ends while the client still loads (serverctl.wrk_duration)
+    total = math.ceil(a.warmup + a.duration + 0.5)
     wrk = ["wrk", "-t1", f"-c{conns}", f"-d{total}s", f"http://127.0.0.1:{srv.port}/"]
     if pipe > 1:
         wrk[1:1] = ["-s", PIPELINE_LUA]

@@ -58,7 +58,8 @@ def run_one(run, a):
     proc, log = start(cmd, os.path.join(tmpdir, "server.log"))
     rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "label": configs.label(run), "config": run, "server_cmd": shlex.join(cmd)}
-    children = not is_cserve  # gunicorn/granian run the app in a child process
+    # gunicorn/granian run the app in a child process, cserve --workers N in N
+    children = not is_cserve or run.get("workers", 1) > 1
     try:
         if not wait_ready(proc, port):
             log.seek(0)

@@ -102,9 +102,14 @@ def quick():
 
 def label(run):
     client = run.get("client", "wrk")
+    # workers and a peer's threads only where they are not 1, so the
+    # one-process labels stay what every recorded run calls them
+    shape = (f" w{run['workers']}" if run.get("workers", 1) > 1 else "")
     if run["server"] != "cserve":
-        return f"{run['server']} {run['app']} c{run['conns']} {client}"
+        shape += f" bt{run['bt']}" if run.get("bt", 1) > 1 else ""
+        return f"{run['server']}{shape} {run['app']} c{run['conns']} {client}"
     mode = run.get("mode") or f"{run['handoff']} bt{run.get('bt', 1)}"
+    mode += shape
     extra = " ".join(run.get("args", []) + ([run["binary"]] if run.get("binary") else []))
     extra = f" {extra}" if extra else ""
     return f"cserve {mode}{extra} {run['app']} c{run['conns']} {client}"

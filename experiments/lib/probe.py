@@ -21,24 +21,31 @@ import tempfile
 import time
 
 from . import model, provenance, stats
-from .serverctl import (CSERVE, ROOT, WRK_DIR, finish_window, free_port, load_window, server_cmd, start, stop,
-                        wait_ready)
+from .serverctl import (CSERVE, ROOT, WRK_DIR, app_spec, finish_window, free_port, load_window, server_cmd,
+                        start, stop, wait_ready, wrk_duration)
 
 APPS_DIR = os.path.join(ROOT, "apps")
 
 
 def cserve_cmd(cfg, port, stats_file):
     """cserve's command line for a probe configuration: mode native | inline
-    | (handoff, bt); app "hello" (apps/hello.py) or "files" (apps/files.py)."""
-    cmd = [CSERVE, "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--stats-json", stats_file]
+    | (handoff, bt); app "hello" (apps/hello.py), "files" (apps/files.py) or
+    any app the main sweeps know (serverctl.app_spec); binary (default
+    ./cserve) and workers as in the main sweeps."""
+    binary = os.path.join(ROOT, cfg["binary"]) if cfg.get("binary") else CSERVE
+    cmd = [binary, "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--stats-json", stats_file]
+    if cfg.get("workers", 1) > 1:
+        cmd += ["--workers", str(cfg["workers"])]
     if cfg.get("mode") == "native":
         return cmd + ["--app", "native-hello"]
     if cfg.get("mode") == "inline":
         cmd.append("--inline")
     else:
         cmd += ["--handoff", cfg["handoff"], "--blocking-threads", str(cfg.get("bt", 1))]
-    spec = {"hello": "hello:application", "files": "files:application"}[cfg["app"]]
-    return cmd + ["--chdir", APPS_DIR, spec]
+    if cfg["app"] in ("hello", "files"):
+        return cmd + ["--chdir", APPS_DIR, f"{cfg['app']}:application"]
+    d, spec, _ = app_spec(cfg["app"])
+    return cmd + ["--chdir", os.path.join(ROOT, d), spec]
 
 
 def command(cfg, port, stats_file):
@@ -50,7 +57,7 @@ def command(cfg, port, stats_file):
 def wrk_cmd(cfg, port, seconds):
     """wrk -tT -cC with the configuration's Lua script (experiments/wrk/) and its arguments."""
     url = f"http://127.0.0.1:{port}{cfg.get('path', '/')}"
-    cmd = ["wrk", f"-t{cfg.get('wrk_threads', 1)}", f"-c{cfg['conns']}", f"-d{int(round(seconds))}s", "--latency"]
+    cmd = ["wrk", f"-t{cfg.get('wrk_threads', 1)}", f"-c{cfg['conns']}", wrk_duration(seconds), "--latency"]
     if cfg.get("script"):
         cmd += ["-s", os.path.join(WRK_DIR, cfg["script"])]
     cmd.append(url)
@@ -69,7 +76,7 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
     proc, log = start(cmd, os.path.join(tmpdir, "server.log"))
     rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "label": label, "config": cfg, "server_cmd": shlex.join(cmd), "machine": {"nproc": os.cpu_count()}}
-    children = not is_cserve
+    children = not is_cserve or cfg.get("workers", 1) > 1  # a peer's app, or cserve's workers, in children
     try:
         if not wait_ready(proc, port):
             log.seek(0)

@@ -2,6 +2,7 @@
 cserve and its peers, readiness, thread pinning, wrk's output, and cserve's
 --stats-json window. Shared by run.py, openloop.py, startup.py and timeline.py."""
 import json
+import math
 import os
 import re
 import signal
@@ -48,6 +49,8 @@ def server_cmd(run, port, stats_file=None):
     if s == "cserve":
         binary = os.path.join(ROOT, run["binary"]) if run.get("binary") else CSERVE
         cmd = [binary, "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+        if run.get("workers", 1) > 1:
+            cmd += ["--workers", str(run["workers"])]
         if stats_file:
             cmd += ["--stats-json", stats_file]
         cmd += run.get("args", [])
@@ -62,29 +65,39 @@ def server_cmd(run, port, stats_file=None):
         return cmd
     wd = os.path.join(ROOT, d or "apps")
     spec = spec or "hello:application"
+    workers, bt = run.get("workers", 1), run.get("bt", 1)
     if s == "granian":
         # run["python"]: another interpreter's Granian (a free-threaded venv's);
         # bt and workers as cserve's --blocking-threads and --workers.
         return [run.get("python", PY), "-m", "granian", "--interface", "wsgi",
-                "--workers", str(run.get("workers", 1)), "--blocking-threads", str(run.get("bt", 1)),
+                "--workers", str(workers), "--blocking-threads", str(bt),
                 "--runtime-threads", "1", "--no-ws", "--log-level", "warning", "--host", "127.0.0.1",
                 "--port", str(port), "--working-dir", wd, spec]
     if s == "uwsgi":
         # --http11-socket: uWSGI's HTTP parser in the worker, no router
         # process, and keep-alive (--http-socket closes each connection after
         # one response, which costs the client a connect per request).
+        # More than one process: under a master, as uWSGI is deployed.
         return ["uwsgi", "--http11-socket", f"127.0.0.1:{port}", "--plugin", "python3", "--chdir", wd,
-                "--wsgi", spec, "--processes", "1", "--threads", "1", "--disable-logging",
-                "--listen", "1024", "--die-on-term"]
+                "--wsgi", spec, "--processes", str(workers), "--threads", str(bt), "--disable-logging",
+                "--listen", "1024", "--die-on-term"] + (["--master"] if workers > 1 else [])
     if s == "gunicorn":
-        return [PY, "-m", "gunicorn", "-k", "gthread", "--workers", "1", "--threads", "1",
+        return [PY, "-m", "gunicorn", "-k", "gthread", "--workers", str(workers), "--threads", str(bt),
                 "-b", f"127.0.0.1:{port}", "--chdir", wd, "--log-level", "warning", "--backlog", "1024", spec]
     raise ValueError(s)
 
 
+def wrk_duration(seconds):
+    """wrk's -d for a load that must last at least `seconds`. wrk takes whole
+    seconds; rounding down (4.5 -> 4) would end the load inside the margin
+    after the window, so the window's last /proc sample would race the
+    client's exit and miss its CPU, which then reads as foreign CPU."""
+    return f"-d{math.ceil(seconds - 1e-9)}s"
+
+
 def client_cmd(run, port, seconds):
     url = f"http://127.0.0.1:{port}{app_spec(run['app'])[2]}"
-    cmd = ["wrk", "-t1", f"-c{run['conns']}", f"-d{int(round(seconds))}s", "--latency"]
+    cmd = ["wrk", "-t1", f"-c{run['conns']}", wrk_duration(seconds), "--latency"]
     client = run.get("client", "wrk")
     if client == "wrk-p16":
         cmd += ["-s", os.path.join(WRK_DIR, "pipeline.lua"), url, "--", "16"]

@@ -345,3 +345,57 @@ def test_open_loop_knee_is_the_clients_where_oha_saturates():
     assert extras.knee_owner(pts, 20000) == "the client's"
     pts[2]["client_cores"] = 0.7
     assert extras.knee_owner(pts, 20000) == "the server's"
+
+
+@pytest.mark.parametrize("seconds, want", [(4.5, "-d5s"), (4.0, "-d4s"), (2.1, "-d3s"), (1.8, "-d2s")])
+def test_the_client_loads_past_the_window_not_a_rounded_down_second_short(seconds, want):
+    # warm-up 1 + window 3 + margin 0.5 = 4.5 s: wrk -d4s would stop inside
+    # the margin, and the window's last /proc sample would miss the client's
+    # CPU (it read as foreign CPU, and the run was rerun as disturbed).
+    from experiments.lib import probe, serverctl
+    run = {"server": "cserve", "handoff": "ring", "app": "hello", "conns": 16, "client": "wrk"}
+    assert want in serverctl.client_cmd(run, 8000, seconds)
+    assert want in probe.wrk_cmd(dict(run, path="/"), 8000, seconds)
+
+
+def test_worker_and_thread_counts_reach_every_server_and_the_label():
+    from experiments.lib import serverctl
+    one = {"server": "granian", "app": "hello", "conns": 64, "client": "wrk"}
+    assert configs.label(one) == "granian hello c64 wrk"  # the recorded one-process labels stay
+    assert configs.label(dict(one, workers=2, bt=16)) == "granian w2 bt16 hello c64 wrk"
+    cs = {"server": "cserve", "handoff": "ring", "bt": 16, "workers": 2, "app": "hello", "conns": 64,
+          "client": "wrk"}
+    assert configs.label(cs) == "cserve ring bt16 w2 hello c64 wrk"
+    assert configs.label(dict(cs, workers=1, bt=1)) == "cserve ring bt1 hello c64 wrk"
+
+    def flag(cmd, name):
+        return cmd[cmd.index(name) + 1]
+    c = serverctl.server_cmd(cs, 8000)
+    assert flag(c, "--workers") == "2" and flag(c, "--blocking-threads") == "16"
+    assert "--workers" not in serverctl.server_cmd(dict(cs, workers=1), 8000)
+    g = serverctl.server_cmd(dict(one, workers=2, bt=16), 8000)
+    assert flag(g, "--workers") == "2" and flag(g, "--blocking-threads") == "16"
+    u = serverctl.server_cmd(dict(one, server="uwsgi", workers=2, bt=16), 8000)
+    assert flag(u, "--processes") == "2" and flag(u, "--threads") == "16" and "--master" in u
+    assert "--http11-socket" in u
+    gu = serverctl.server_cmd(dict(one, server="gunicorn", workers=2, bt=16), 8000)
+    assert flag(gu, "--workers") == "2" and flag(gu, "--threads") == "16" and flag(gu, "-k") == "gthread"
+
+
+def test_production_findings_call_a_ratio_apart_only_when_its_interval_leaves_out_one():
+    from experiments import production
+
+    def r(server, rates, app="flask"):
+        cfg = production.cfg(server, app, 1)
+        return [{"label": configs.label(cfg), "config": cfg, "rps": x, "rps_wrk": x, "latency": {"p50_us": 900.0},
+                 "threadcpu": [], "window_cpu": {"foreign_cores": 0.0, "steal_cores": 0.0}, "wrk_output": ""}
+                for x in rates]
+    recs = r("cserve", [100.0 + i for i in range(10)]) + r("granian", [80.0 + i for i in range(10)]) + \
+        r("uwsgi", [95.0 + 2 * i for i in range(10)])
+    text = " ".join(production.findings(production.summarise(recs)))
+    assert "by rate cserve, uwsgi, granian" in text
+    assert "cserve ÷ granian 1.24× (CI" in text and "apart)" in text
+    assert "cserve ÷ uwsgi" in text and "not apart" in text
+    md = production.markdown({"commit": "abc", "date": "d", "command": "c", "machine": {}, "rounds": 10,
+                              "warmup": 1, "duration": 3}, recs, False)
+    assert "| Flask | cserve | 10 of 10 | 104 [" in md  # ten clean runs: a bootstrap interval, not a range

@@ -1,0 +1,329 @@
+#!/usr/bin/python3
+"""The production shape: every server with two worker processes, as a team
+deploys it, on three apps, against the same closed-loop client.
+
+  servers  cserve (the uninstrumented build, ring handoff), Granian, gunicorn
+           (gthread worker) and uWSGI (--http11-socket: keep-alive, under a
+           master), each with 2 workers
+  apps     Flask and Django (apps/flask_hello.py, apps/django_hello): one
+           thread per worker, since the GIL runs their Python one thread at a
+           time; and an app that waits on I/O (apps/gil_release.py, 1 ms of
+           time.sleep with the GIL released: a database or upstream call) on
+           16 threads per worker
+  client   wrk -t1 -c64 --latency
+
+    /usr/bin/python3 -m experiments.production [--quick] [--rounds 10] [--out DIR]
+    /usr/bin/python3 -m experiments.production --report [--out DIR]   # the .md from the .jsonl
+    /usr/bin/python3 -m experiments.production --readme               # the generated blocks
+
+Per run: wrk's rate and latency percentiles (p50, p90, p99), its socket
+errors and non-2xx responses; the server's CPU over all its processes and the
+client's, from /proc; steal and foreign CPU in the window. Rounds are
+interleaved and shuffled; a run whose window lost more than 0.05 core to
+steal and foreign CPU is rerun up to twice, then kept and marked
+(lib/probe.py). Ten rounds give each row a 95 % bootstrap interval
+(lib/stats.py; fewer rounds print ranges). Writes DIR/production.jsonl (a
+provenance line, then one line per run) and DIR/production.md.
+Full: 10 rounds of 12 configurations, ~15 min plus reruns; --quick: the
+I/O app on cserve and Granian once, plumbing only.
+"""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from experiments.lib import configs, generated, model, probe, stats
+from experiments.lib.serverctl import PY, ROOT, app_spec
+
+OUT = os.path.join(ROOT, "experiments", "results", "production")
+SERVERS = ("cserve", "granian", "gunicorn", "uwsgi")
+WORKERS = 2
+IO_US = 1000            # the I/O app's wait per request
+APPS = (("flask", 1), ("django", 1), (f"gil-sleep{IO_US}", 16))  # (app, threads per worker)
+CONNS = 64
+NOINST = configs.NOINST
+
+
+def cfg(server, app, bt):
+    c = {"server": server, "app": app, "bt": bt, "workers": WORKERS, "conns": CONNS, "client": "wrk",
+         "wrk_threads": 1, "path": app_spec(app)[2]}
+    if server == "cserve":
+        c.update(handoff="ring", binary=NOINST)
+    return c
+
+
+def app_name(app):
+    return f"I/O wait ({IO_US // 1000} ms, GIL released)" if app.startswith("gil-sleep") else app.capitalize()
+
+
+def plan(quick):
+    if quick:
+        app, bt = APPS[2]
+        return [cfg(s, app, bt) for s in ("cserve", "granian")]
+    return [cfg(s, app, bt) for app, bt in APPS for s in SERVERS]
+
+
+def available(c):
+    """Why a configuration cannot run here (None: it can)."""
+    if c["server"] == "cserve" and not os.access(os.path.join(ROOT, c["binary"]), os.X_OK):
+        return f"no {c['binary']} (make BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve)"
+    if c["server"] in ("granian", "gunicorn") and \
+            subprocess.run([PY, "-c", f"import {c['server']}"], capture_output=True).returncode:
+        return f"{c['server']} is not installed for {PY} (make deps)"
+    if c["server"] == "uwsgi" and not shutil.which("uwsgi"):
+        return "no uwsgi (scripts/setup-experiments.sh)"
+    mod = {"flask": "flask", "django": "django"}.get(c["app"])
+    if mod and subprocess.run([PY, "-c", f"import {mod}"], capture_output=True).returncode:
+        return f"{mod} is not installed for {PY} (make deps)"
+    return None
+
+
+# ------------------------------------------------------------------ the report
+
+def extra(rec):
+    lat = rec.get("latency") or {}
+    return {"p90_us": lat.get("p90_us"), "non_2xx": lat.get("non_2xx")}
+
+
+def summarise(recs):
+    """label -> probe.summarise's row, plus the rate's median and interval over
+    the clean runs (a 95 % bootstrap CI from ten up, else the range), the
+    clean runs' rates (for ratios) and p90."""
+    rows = probe.summarise(recs, extra=extra)
+    by = {}
+    for r in recs:
+        by.setdefault(r["label"], []).append(r)
+    for lab, row in rows.items():
+        ok = [r for r in by[lab] if "error" not in r]
+        use = [r for r in ok if not r.get("disturbed")] or ok
+        row["rates"] = [r["rps_wrk"] for r in use if r.get("rps_wrk")]
+        row["rate_ci"] = stats.median_ci(row["rates"])
+        row["sock_err_max"] = max((model.socket_errors(r) or 0 for r in use), default=None)
+        row["non_2xx_max"] = max(((r.get("latency") or {}).get("non_2xx") or 0 for r in use), default=None)
+    return rows
+
+
+def _ms(us):
+    if us is None:
+        return "—"
+    return f"{us / 1000:.2f}" if us < 10000 else f"{us / 1000:.1f}" if us < 100000 else f"{us / 1000:,.0f}"
+
+
+def _interval(ci, fmt):
+    m, lo, hi = ci
+    if m is None:
+        return "—"
+    return f"{fmt.format(m)} ({fmt.format(lo)}–{fmt.format(hi)})" if lo is not None else fmt.format(m)
+
+
+def ratio_text(num, den):
+    r, lo, hi = stats.ratio_ci(num, den)
+    if r is None:
+        return "—"
+    kind = stats.interval_kind(len(num), len(den))
+    return f"{r:.2f}× [{lo:.2f}, {hi:.2f}]" if kind == "CI" else f"{r:.2f}× ({lo:.2f}–{hi:.2f})"
+
+
+def by_app(rows):
+    """[(app, {server: row})] in the plan's order."""
+    out = {}
+    for c in plan(False) + plan(True):
+        lab = configs.label(c)
+        if lab in rows:
+            out.setdefault(c["app"], {})[c["server"]] = rows[lab]
+    return list(out.items())
+
+
+def findings(rows):
+    """Per app: the servers by rate, and each peer against cserve by the
+    ratio of medians with its interval; 'separated' where the interval
+    leaves out 1."""
+    out = []
+    for app, srv in by_app(rows):
+        ranked = sorted((s for s in srv if srv[s]["rates"]), key=lambda s: -srv[s]["rps_wrk"])
+        if not ranked:
+            continue
+        parts = []
+        cs = srv.get("cserve")
+        for s in ranked:
+            if s == "cserve" or not cs or not cs["rates"]:
+                continue
+            r, lo, hi = stats.ratio_ci(cs["rates"], srv[s]["rates"])
+            kind = stats.interval_kind(len(cs["rates"]), len(srv[s]["rates"]))
+            sep = "apart" if (lo > 1 or hi < 1) else "not apart"
+            parts.append(f"cserve ÷ {s} {r:.2f}× ({kind} {lo:.2f}–{hi:.2f}: {sep})")
+        out.append(f"{app_name(app)}: by rate {', '.join(ranked)}" + (f"; {'; '.join(parts)}" if parts else "")
+                   + ".")
+    return out
+
+
+def table(rows, compact=False):
+    if compact:
+        L = ["| app | server | rate (range or [95 % CI]) | cserve ÷ it | p50 / p99 ms | socket errors |",
+             "|---|---|---:|---:|---:|---:|"]
+    else:
+        L = ["| app | server | runs used | rate: median (range) or [95 % CI] | cserve ÷ it | p50 / p90 / p99 ms "
+             "| server cores | client cores | socket errors (max) | non-2xx (max) | steal + foreign |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for app, srv in by_app(rows):
+        cs = srv.get("cserve")
+        for s in SERVERS:
+            r = srv.get(s)
+            if r is None:
+                continue
+            if r["regime"] == "error" or not r["rates"]:
+                L.append(f"| {app_name(app)} | {s} | error |" + " |" * (4 if compact else 8))
+                continue
+            m, lo, hi = r["rate_ci"]
+            kind = stats.interval_kind(len(r["rates"]))
+            rate = f"{m:,.0f} [{lo:,.0f}, {hi:,.0f}]" if kind == "CI" else f"{m:,.0f} ({lo:,.0f}–{hi:,.0f})"
+            ratio = "—" if s == "cserve" or not cs else ratio_text(cs["rates"], r["rates"])
+            mark = " †" if r["all_disturbed"] else ""
+            if compact:
+                L.append(f"| {app_name(app)} | {s}{mark} | {rate} | {ratio} | {_ms(r['p50_us'])} / {_ms(r['p99_us'])} "
+                         f"| {r['sock_err_max']:,} |")
+            else:
+                lost = (r["steal"] or 0) + (r["foreign"] or 0)
+                L.append(f"| {app_name(app)} | {s}{mark} | {r['used']} of {r['runs']} | {rate} | {ratio} | "
+                         f"{_ms(r['p50_us'])} / {_ms(r['p90_us'])} / {_ms(r['p99_us'])} | "
+                         f"{probe_num(r['cores'])} | {probe_num(r['client_cores'])} | {r['sock_err_max']:,} | "
+                         f"{r['non_2xx_max']:,} | {lost:.2f} |")
+    return L
+
+
+def probe_num(x):
+    return "—" if x is None else f"{x:.2f}"
+
+
+def markdown(meta, recs, quick):
+    rows = summarise(recs)
+    L = ["# The production shape: two workers each, Flask, Django and an I/O-bound app", ""]
+    if quick:
+        L += ["**Smoke run, not a measurement** (`--quick`: one round, short windows, on whatever else the "
+              "machine was doing).", ""]
+    L += [probe.meta_line(meta), "",
+          f"Every server with {WORKERS} worker processes; Flask and Django on one thread per worker, the I/O "
+          f"app ({IO_US // 1000} ms of `time.sleep`, the GIL released) on 16 threads per worker. cserve is the "
+          "uninstrumented build with the ring handoff; uWSGI runs `--http11-socket` (keep-alive) under a "
+          "master; gunicorn the gthread worker. Client: `wrk -t1 -c64 --latency`, the rate is wrk's. "
+          f"{meta['rounds']} interleaved, shuffled rounds; {meta['warmup']} s warm-up, {meta['duration']} s "
+          f"window per run. A run that lost more than {model.DISTURB_LIMIT} core to steal and foreign CPU "
+          "was rerun up to twice, then kept and marked (†: every run of the row was disturbed; the medians "
+          "are then over those). Rates: median with a 95 % bootstrap interval from ten clean runs up "
+          "(in brackets), else the range (in parentheses); cserve ÷ it: the ratio of the medians, its "
+          "interval the same way. Latency and cores: medians over the runs used. The server's cores "
+          "are summed over all its processes and threads.", ""]
+    L += table(rows)
+    f = findings(rows)
+    if f:
+        L += ["", "**Findings.** " + " ".join(f)]
+    dist = sum(r["disturbed_runs"] for r in rows.values())
+    L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows.values())} (each rerun "
+          f"up to twice; a row's medians leave its disturbed runs out unless all were)."]
+    # One command line per server, the I/O app's where it ran (the port differs per run).
+    by_srv = {}
+    for r in recs:
+        if r.get("server_cmd") and (r["config"]["app"].startswith("gil-sleep") or r["config"]["server"] not in by_srv):
+            by_srv[r["config"]["server"]] = r["server_cmd"]
+    if by_srv:
+        L += ["", "Commands (the I/O app's; the port differs per run):", ""]
+        L += [f"- {s}: `{_relative(by_srv[s])}`" for s in SERVERS if s in by_srv]
+    return "\n".join(L) + "\n"
+
+
+def _relative(cmd):
+    return cmd.replace(ROOT + "/", "")
+
+
+def load(path):
+    meta, recs = None, []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "meta":
+                meta = r
+            else:
+                recs.append(r)
+    return meta, recs
+
+
+def write_report(out):
+    meta, recs = load(os.path.join(out, "production.jsonl"))
+    md = markdown(meta, recs, meta.get("quick"))
+    with open(os.path.join(out, "production.md"), "w") as f:
+        f.write(md)
+    return md
+
+
+def readme_body(record, doc):
+    """The generated block: the compact table, the findings and where the rest is."""
+    meta, recs = load(record)
+    rows = summarise(recs)
+    rel = os.path.relpath(os.path.join(os.path.dirname(record), "production.md"), os.path.dirname(doc))
+    L = [f"`/usr/bin/python3 -m experiments.production`, {meta['date']}, commit {meta['commit'][:7]}, "
+         f"{meta['machine'].get('nproc')} vCPUs ({meta['machine'].get('cpu_model')}); "
+         f"{meta['rounds']} interleaved rounds, wrk -t1 -c64. Every server with {WORKERS} workers; "
+         f"Flask and Django on one thread per worker, the I/O app on 16. "
+         f"Per-run latency, cores and commands: [{os.path.basename(rel)}]({rel}).", ""]
+    L += table(rows, compact=True)
+    f = findings(rows)
+    if f:
+        L += ["", " ".join(f)]
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="2 configurations once, short windows (plumbing)")
+    ap.add_argument("--rounds", type=int, help="interleaved repeats (full 10, quick 1)")
+    ap.add_argument("--duration", type=float, help="measured seconds per run (full 3, quick 1)")
+    ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.5)")
+    ap.add_argument("--reruns", type=int, default=2, help="reruns of one disturbed run at most")
+    ap.add_argument("--seed", default="production")
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--report", action="store_true", help="only rewrite the .md from the .jsonl")
+    ap.add_argument("--readme", action="store_true", help="rewrite the generated blocks from the record")
+    a = ap.parse_args()
+    if a.report:
+        print(write_report(a.out))
+        return 0
+    if a.readme:
+        for p in generated.write("production", os.path.join(a.out, "production.jsonl")):
+            print(f"production: wrote the block in {os.path.relpath(p, ROOT)}")
+        return 0
+    a.rounds = a.rounds or (1 if a.quick else 10)
+    a.duration = a.duration or (1.0 if a.quick else 3.0)
+    a.warmup = a.warmup if a.warmup is not None else (0.5 if a.quick else 1.0)
+    todo = []
+    for c in plan(a.quick):
+        why = available(c)
+        if why:
+            print(f"production: skip {configs.label(c)}: {why}", file=sys.stderr)
+            continue
+        todo.append((configs.label(c), c))
+    if not todo:
+        sys.exit("production: nothing can run here")
+    per = a.warmup + a.duration + 0.5 + 2.0
+    print(f"production: {len(todo) * a.rounds} runs, ~{len(todo) * a.rounds * per / 60:.1f} min plus reruns; "
+          f"results in {os.path.relpath(a.out, ROOT)}", file=sys.stderr)
+    meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.production"] + sys.argv[1:]))
+    meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
+                disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns)
+    recs = probe.run_rounds(todo, a.rounds, a.seed,
+                            lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
+                            reruns=0 if a.quick else a.reruns,
+                            log=lambda s: print(s, file=sys.stderr, flush=True))
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "production.jsonl"), "w") as f:
+        f.write(json.dumps(meta) + "\n")
+        for r in recs:
+            f.write(json.dumps(dict(r, kind="run")) + "\n")
+    print(write_report(a.out))
+    return 1 if any("error" in r for r in recs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
