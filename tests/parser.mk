@@ -2,7 +2,7 @@
 # top-level Makefile, which defines CC and CFLAGS_BASE).
 #
 #   make unit-test                  C unit tests under ASan+UBSan, twice: the
-#                                   portable scanners and the SSE4.2 ones
+#                                   portable scanners and (x86-64) the SSE2 ones
 #   make fuzz-short                 every fuzzer for FUZZ_SHORT_SECONDS (5)
 #   make fuzz FUZZ_SECONDS=N        every fuzzer for N seconds (60)
 
@@ -29,10 +29,11 @@ uses_conn = $(if $(filter $(1),$(CONN_USERS)),$(CONN_SRCS))
 
 UNIT_TESTS     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 UNIT_CFLAGS    := $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# build/unit/: the portable scanners (CSERVE_NO_SIMD); build/unit/simd/: the
+# SSE2 ones the server is built with on x86-64.
 UNIT_BINS      := $(UNIT_TESTS:%=build/unit/%)
-# The same tests against the SSE4.2 fast paths (only where the CPU has them).
-HAVE_SSE42     := $(shell grep -qw sse4_2 /proc/cpuinfo 2>/dev/null && echo 1)
-UNIT_BINS_SIMD := $(if $(HAVE_SSE42),$(UNIT_TESTS:%=build/unit/sse42/%))
+HAVE_SSE2      := $(shell $(CC) -dM -E - </dev/null 2>/dev/null | grep -q __SSE2__ && echo 1)
+UNIT_BINS_SIMD := $(if $(HAVE_SSE2),$(UNIT_TESTS:%=build/unit/simd/%))
 
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -49,12 +50,12 @@ FUZZ_SHORT_SECONDS ?= 5
 build/unit/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
               $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
+	$(CC) $(UNIT_CFLAGS) -DCSERVE_NO_SIMD -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
-build/unit/sse42/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
+build/unit/simd/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
                     $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(UNIT_CFLAGS) -msse4.2 -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
 unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD)
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done

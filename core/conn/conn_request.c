@@ -329,6 +329,11 @@ static struct job *next_whole(struct conn *c, size_t *len)
     const struct options *opt = l->opt;
     if (c->consumed >= c->rbuf.len)
         return NULL;
+    /* The loop reads nothing while it pipelines, and this is called after
+     * every message and write: a partial head behind the whole ones would
+     * be parsed again each time, for as many bytes as it has. */
+    if (c->tail_len == c->rbuf.len && c->tail_from == c->consumed)
+        return NULL;
     const char *p = c->rbuf.data + c->consumed;
     size_t avail = c->rbuf.len - c->consumed;
     struct job *job = job_get(l);
@@ -336,6 +341,10 @@ static struct job *next_whole(struct conn *c, size_t *len)
         return NULL;
     int status = 0;
     int n = http_parse_request(p, avail, opt->max_header_size, &job->req, &status);
+    if (n == HTTP_PARTIAL) {
+        c->tail_from = c->consumed;
+        c->tail_len = c->rbuf.len;
+    }
     uint64_t body = 0;
     bool ok = n > 0 && http_request_framing(&job->req, &job->framing) == 0 &&
               http_split_target(job->req.method, job->req.method_len, job->req.target,
@@ -564,6 +573,7 @@ enum verdict conn_finish(struct conn *c)
         close_after = true;
     c->consumed = 0;
     c->scanned = 0;
+    c->tail_len = 0;
     conn_window_return(c, job);
     job_put(l, job);
     if (c->rbuf.len == 0) {

@@ -12,23 +12,34 @@
 
 #include "http_chars.h"
 
-#ifdef __SSE4_2__
-#include <nmmintrin.h>
+/* The scanners below take 16 bytes per step with SSE2, which every x86-64
+ * CPU has, so the default build uses them; CSERVE_NO_SIMD (the unit tests'
+ * second build) and other CPUs use the table loops, which also finish every
+ * tail. A step loads only when 16 bytes remain before end. */
+#if defined(__SSE2__) && !defined(CSERVE_NO_SIMD)
+#include <emmintrin.h>
+#define HTTP_SIMD 1
+
+/* Index of the first set lane of a byte mask, 16 when none is. */
+static inline int first_lane(__m128i stop)
+{
+    unsigned m = (unsigned)_mm_movemask_epi8(stop);
+    return m ? __builtin_ctz(m) : 16;
+}
 #endif
 
-/* Skip request-target bytes (VCHAR, obs-text). The SIMD path checks 16 bytes
- * per instruction and stops at the first byte outside the ranges; the table
- * loop finishes the tail (and is the whole story without SSE4.2). */
+/* Skip request-target bytes (VCHAR 0x21-0x7E, obs-text 0x80-0xFF): stop at
+ * a byte <= 0x20 or at DEL. SSE2 compares bytes as signed, so "<= 0x20"
+ * is asked as min_epu8(b, 0x20) == b, which is unsigned. */
 static inline const unsigned char *skip_target_chars(const unsigned char *p,
                                                      const unsigned char *end)
 {
-#ifdef __SSE4_2__
-    static const char ranges[16] = "\x21\x7e\x80\xff";
-    const __m128i r = _mm_loadu_si128((const __m128i *)ranges);
+#ifdef HTTP_SIMD
+    const __m128i sp = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f);
     while (end - p >= 16) {
         __m128i b = _mm_loadu_si128((const __m128i *)p);
-        int i = _mm_cmpestri(r, 4, b, 16,
-                             _SIDD_UBYTE_OPS | _SIDD_CMP_RANGES | _SIDD_NEGATIVE_POLARITY);
+        __m128i stop = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(b, sp), b), _mm_cmpeq_epi8(b, del));
+        int i = first_lane(stop);
         p += i;
         if (i != 16) return p;
     }
@@ -38,17 +49,17 @@ static inline const unsigned char *skip_target_chars(const unsigned char *p,
 }
 
 /* Skip field-value bytes (HTAB, SP, VCHAR, obs-text); stops at CR, LF, any
- * other control byte, NUL or DEL. */
+ * other control byte, NUL or DEL: a byte < 0x20 other than HTAB, or 0x7F. */
 static inline const unsigned char *skip_value_chars(const unsigned char *p,
                                                     const unsigned char *end)
 {
-#ifdef __SSE4_2__
-    static const char ranges[16] = "\x09\x09\x20\x7e\x80\xff";
-    const __m128i r = _mm_loadu_si128((const __m128i *)ranges);
+#ifdef HTTP_SIMD
+    const __m128i ctl = _mm_set1_epi8(0x1f), tab = _mm_set1_epi8(0x09), del = _mm_set1_epi8(0x7f);
     while (end - p >= 16) {
         __m128i b = _mm_loadu_si128((const __m128i *)p);
-        int i = _mm_cmpestri(r, 6, b, 16,
-                             _SIDD_UBYTE_OPS | _SIDD_CMP_RANGES | _SIDD_NEGATIVE_POLARITY);
+        __m128i below = _mm_cmpeq_epi8(_mm_min_epu8(b, ctl), b); /* b < 0x20 */
+        __m128i stop = _mm_or_si128(_mm_andnot_si128(_mm_cmpeq_epi8(b, tab), below), _mm_cmpeq_epi8(b, del));
+        int i = first_lane(stop);
         p += i;
         if (i != 16) return p;
     }
