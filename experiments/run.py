@@ -146,12 +146,20 @@ def plan(a):
                 continue
             seen[lab] = name
             todo.append((name, r))
-    # Interleaved, shuffled: one round = every configuration once.
+    # Interleaved, shuffled: one round = every configuration once, and the
+    # headline rows' extra runs (configs.headline) spread over the rounds;
+    # an extra run's repeat number counts on from a.repeats.
+    heads = {configs.label(r) for r in configs.headline()} if a.headline_repeats > a.repeats else set()
+    extra = {}
+    for name, r in todo:
+        if configs.label(r) in heads:
+            for k in range(a.headline_repeats - a.repeats):
+                extra.setdefault(k % a.repeats, []).append((a.repeats + k, name, r))
     order = []
     for rep in range(a.repeats):
-        rnd = list(todo)
+        rnd = [(rep, name, r) for name, r in todo] + extra.get(rep, [])
         random.Random(f"{a.seed}-{rep}").shuffle(rnd)
-        order += [(rep, name, r) for name, r in rnd]
+        order += rnd
     return order
 
 
@@ -160,6 +168,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="each dimension once, short windows")
     ap.add_argument("--sweep", action="append", help="run only these sweeps (repeatable)")
     ap.add_argument("--repeats", type=int, help="repeats per configuration (full 5, quick 2)")
+    ap.add_argument("--headline-repeats", type=int,
+                    help=f"runs of each row the headlines cite (lib/configs.py: headline; full "
+                         f"{configs.HEADLINE_REPEATS}, quick: the plain repeats)")
     ap.add_argument("--seed", default="cserve", help="shuffle seed (recorded)")
     ap.add_argument("--duration", type=float, help="measured seconds per run (full 3, quick 1)")
     ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.3)")
@@ -180,6 +191,7 @@ def main():
     a.duration = a.duration or (1.0 if a.quick else 3.0)
     a.warmup = a.warmup if a.warmup is not None else (0.3 if a.quick else 1.0)
     a.repeats = a.repeats or (2 if a.quick else 5)
+    a.headline_repeats = a.headline_repeats or (a.repeats if a.quick else configs.HEADLINE_REPEATS)
     a.interval = a.interval or a.duration / 4
 
     order = plan(a)
@@ -205,6 +217,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     mach = provenance.machine(CSERVE)
     meta = {"commit": sha, "dirty": dirty, "quick": a.quick, "seed": a.seed, "repeats": a.repeats,
+            "headline_repeats": max(a.headline_repeats, a.repeats),
             "durations": {"warmup": a.warmup, "window": a.duration, "margin": a.margin},
             "disturb": {"limit": a.disturb_limit, "reruns": a.reruns, "rerun_cap": a.rerun_cap},
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

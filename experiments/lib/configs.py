@@ -85,6 +85,21 @@ def full():
     return S
 
 
+# The rows the headlines cite (README's results block and the paper's
+# abstract): the full run gives each HEADLINE_REPEATS runs instead of the
+# plan's repeats, the extra ones spread over the same interleaved rounds,
+# so their medians carry a bootstrap interval (lib/stats.py: MIN_BOOT).
+HEADLINE_REPEATS = 10
+
+
+def headline():
+    return [cs(handoff="ring", conns=c) for c in (16, 64, 256)] + [cs(handoff="dgram", conns=64)] + \
+        [peer("granian", conns=c) for c in (16, 64, 256)] + \
+        [cs(mode="native", client="wrk-p16", conns=16), cs(handoff="ring", conns=64, binary=NOINST)] + \
+        [cs(handoff="ring", app=a, conns=16) for a in ("flask", "django")] + \
+        [peer("granian", app=a, conns=16) for a in ("flask", "django")]
+
+
 def quick():
     """Each dimension once, tiny: the plumbing end to end, not a measurement."""
     S = {}

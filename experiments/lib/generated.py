@@ -43,6 +43,9 @@ BLOCKS = {
     # how long `make test` took, as scripts/time-make-test.sh recorded it
     "test-time": Block(["README.md", "tests/README.md"], "scripts/time-make-test.sh",
                        "experiments.test_time", "experiments/results/test-time.txt"),
+    # two workers each: cserve, Granian, gunicorn and uWSGI on Flask, Django and an I/O-bound app
+    "production": Block(["README.md"], "python3 -m experiments.production --readme",
+                        "experiments.production", "experiments/results/production/production.jsonl"),
     # GIL vs free-threaded cserve vs Granian on the free-threaded CPython
     "freethreaded": Block(["docs/python.md"], "python3 -m experiments.freethreaded --readme",
                           "experiments.freethreaded", "experiments/results/freethreaded/freethreaded.jsonl"),

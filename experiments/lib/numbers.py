@@ -296,6 +296,7 @@ def compute(summ, params, meta, extra, agreement=None):
             N[k] = {"value": v, "text": v, "text_ci": v}
         put("nproc", m["machine"]["nproc"], kind="{:d}")
         put("repeats", m["repeats"], kind="{:d}")
+        put("headline_repeats", max(m.get("headline_repeats") or 0, m["repeats"]), kind="{:d}")
         put("window_s", m["durations"]["window"], kind="{:g} s")
         for k, v in (m["machine"].get("versions") or {}).items():
             if v:

@@ -142,7 +142,8 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
 
 def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round():
     from experiments import run
-    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, seed="t", wrk_cpus=None, pin=None)
+    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", wrk_cpus=None,
+                              pin=None)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     uniq = set(labels)
@@ -151,6 +152,27 @@ def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_r
     assert all(sorted(x) == sorted(uniq) for x in rounds)  # every round: each configuration once
     assert rounds[0] != rounds[1]                           # shuffled differently per round
     assert [configs.label(r) for _, _, r in run.plan(a)] == labels  # reproducible from the seed
+
+
+def test_headline_rows_get_their_extra_runs_inside_the_interleaved_rounds():
+    from experiments import run
+    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=configs.HEADLINE_REPEATS,
+                              seed="t", wrk_cpus=None, pin=None)
+    order = run.plan(a)
+    labels = [configs.label(r) for _, _, r in order]
+    heads = {configs.label(r) for r in configs.headline()}
+    assert heads <= set(labels)  # every headline row is a configuration of the plan
+    for lab in set(labels):
+        assert labels.count(lab) == (configs.HEADLINE_REPEATS if lab in heads else 5), lab
+    # Spread, not appended: each fifth of the order (one round) holds every
+    # configuration, and each headline row twice.
+    n = len(order) // 5
+    for k in range(5):
+        chunk = labels[k * n:(k + 1) * n]
+        assert set(chunk) == set(labels)
+        assert all(chunk.count(h) == configs.HEADLINE_REPEATS // 5 for h in heads)
+    reps = sorted(rep for rep, _, r in order if configs.label(r) == "cserve ring bt1 hello c64 wrk")
+    assert reps == list(range(configs.HEADLINE_REPEATS))  # the extra runs' repeat numbers count on
 
 
 def test_timeline_reduction_skips_a_span_whose_switch_in_was_lost():

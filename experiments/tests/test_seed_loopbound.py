@@ -193,3 +193,17 @@ def test_recorded_reports_are_what_their_records_make():
             meta, recs = loopbound.load(path)
             want = make(meta, recs)
         assert open(os.path.join(d, f"{name}.md")).read() == want, f"{name}.md is not what {name}.jsonl makes"
+
+
+def test_the_production_record_is_what_its_runs_make():
+    # production.md (the full table) and production.brief.md (the paper's)
+    # from production.jsonl: a hand edit or a stale file fails.
+    import os
+    from experiments import production
+    path = os.path.join(production.OUT, "production.jsonl")
+    if not os.path.exists(path):
+        return
+    meta, recs = production.load(path)
+    assert open(os.path.join(production.OUT, "production.md")).read() == \
+        production.markdown(meta, recs, meta.get("quick"))
+    assert open(os.path.join(production.OUT, "production.brief.md")).read() == production.brief_md(meta, recs)
