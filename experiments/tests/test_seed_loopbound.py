@@ -193,6 +193,10 @@ def test_recorded_reports_are_what_their_records_make():
             meta, recs = loopbound.load(path)
             want = make(meta, recs)
         assert open(os.path.join(d, f"{name}.md")).read() == want, f"{name}.md is not what {name}.jsonl makes"
+        if name == "loopbound":
+            assert open(os.path.join(d, "loopbound.brief.md")).read() == \
+                loopbound.brief_md(meta, list(probe.summarise(recs).values())), \
+                "loopbound.brief.md is not what loopbound.jsonl makes"
 
 
 def test_the_production_record_is_what_its_runs_make():
