@@ -31,12 +31,10 @@ import argparse
 import json
 import os
 import shlex
-import shutil
-import subprocess
 import sys
 
 from experiments.lib import configs, generated, model, probe, stats
-from experiments.lib.serverctl import PY, ROOT, app_spec
+from experiments.lib.serverctl import ROOT, app_spec, unavailable
 
 OUT = os.path.join(ROOT, "experiments", "results", "production")
 SERVERS = ("cserve", "granian", "gunicorn", "uwsgi")
@@ -66,26 +64,17 @@ def plan(quick):
     return [cfg(s, app, bt) for app, bt in APPS for s in SERVERS]
 
 
-def available(c):
-    """Why a configuration cannot run here (None: it can)."""
-    if c["server"] == "cserve" and not os.access(os.path.join(ROOT, c["binary"]), os.X_OK):
-        return f"no {c['binary']} (make BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve)"
-    if c["server"] in ("granian", "gunicorn") and \
-            subprocess.run([PY, "-c", f"import {c['server']}"], capture_output=True).returncode:
-        return f"{c['server']} is not installed for {PY} (make deps)"
-    if c["server"] == "uwsgi" and not shutil.which("uwsgi"):
-        return "no uwsgi (scripts/setup-experiments.sh)"
-    mod = {"flask": "flask", "django": "django"}.get(c["app"])
-    if mod and subprocess.run([PY, "-c", f"import {mod}"], capture_output=True).returncode:
-        return f"{mod} is not installed for {PY} (make deps)"
-    return None
-
-
 # ------------------------------------------------------------------ the report
 
 def extra(rec):
+    """p90, and the requests in flight by Little's law: the rate times the
+    mean latency. A closed-loop client keeps one request per connection in
+    flight, so a server that serves all of them shows about the connection
+    count; one that serves a few connections while the rest wait, fewer."""
     lat = rec.get("latency") or {}
-    return {"p90_us": lat.get("p90_us"), "non_2xx": lat.get("non_2xx")}
+    rate, avg = rec.get("rps_wrk"), lat.get("avg_us")
+    return {"p90_us": lat.get("p90_us"), "non_2xx": lat.get("non_2xx"),
+            "in_flight": rate * avg / 1e6 if rate and avg else None}
 
 
 def summarise(recs):
@@ -162,12 +151,12 @@ def findings(rows):
 
 def table(rows, compact=False):
     if compact:
-        L = ["| app | server | rate (range or [95 % CI]) | cserve ÷ it | p50 / p99 ms | socket errors |",
-             "|---|---|---:|---:|---:|---:|"]
+        L = ["| app | server | rate (range or [95 % CI]) | cserve ÷ it | p50 / p99 ms | in flight | socket errors |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     else:
         L = ["| app | server | runs used | rate: median (range) or [95 % CI] | cserve ÷ it | p50 / p90 / p99 ms "
-             "| server cores | client cores | socket errors (max) | non-2xx (max) | steal + foreign |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| in flight | server cores | client cores | socket errors (max) | non-2xx (max) | steal + foreign |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for app, srv in by_app(rows):
         cs = srv.get("cserve")
         for s in SERVERS:
@@ -175,7 +164,7 @@ def table(rows, compact=False):
             if r is None:
                 continue
             if r["regime"] == "error" or not r["rates"]:
-                L.append(f"| {app_name(app)} | {s} | error |" + " |" * (4 if compact else 8))
+                L.append(f"| {app_name(app)} | {s} | error |" + " |" * (4 if compact else 9))
                 continue
             m, lo, hi = r["rate_ci"]
             kind = stats.interval_kind(len(r["rates"]))
@@ -184,18 +173,18 @@ def table(rows, compact=False):
             mark = " †" if r["all_disturbed"] else ""
             if compact:
                 L.append(f"| {app_name(app)} | {s}{mark} | {rate} | {ratio} | {_ms(r['p50_us'])} / {_ms(r['p99_us'])} "
-                         f"| {r['sock_err_max']:,} |")
+                         f"| {probe_num(r['in_flight'], '{:.0f}')} | {r['sock_err_max']:,} |")
             else:
                 lost = (r["steal"] or 0) + (r["foreign"] or 0)
                 L.append(f"| {app_name(app)} | {s}{mark} | {r['used']} of {r['runs']} | {rate} | {ratio} | "
                          f"{_ms(r['p50_us'])} / {_ms(r['p90_us'])} / {_ms(r['p99_us'])} | "
-                         f"{probe_num(r['cores'])} | {probe_num(r['client_cores'])} | {r['sock_err_max']:,} | "
-                         f"{r['non_2xx_max']:,} | {lost:.2f} |")
+                         f"{probe_num(r['in_flight'], '{:.0f}')} | {probe_num(r['cores'])} | "
+                         f"{probe_num(r['client_cores'])} | {r['sock_err_max']:,} | {r['non_2xx_max']:,} | {lost:.2f} |")
     return L
 
 
-def probe_num(x):
-    return "—" if x is None else f"{x:.2f}"
+def probe_num(x, fmt="{:.2f}"):
+    return "—" if x is None else fmt.format(x)
 
 
 def markdown(meta, recs, quick):
@@ -214,8 +203,11 @@ def markdown(meta, recs, quick):
           "was rerun up to twice, then kept and marked (†: every run of the row was disturbed; the medians "
           "are then over those). Rates: median with a 95 % bootstrap interval from ten clean runs up "
           "(in brackets), else the range (in parentheses); cserve ÷ it: the ratio of the medians, its "
-          "interval the same way. Latency and cores: medians over the runs used. The server's cores "
-          "are summed over all its processes and threads.", ""]
+          "interval the same way. Latency and cores: medians over the runs used. In flight: the rate "
+          "times wrk's mean latency (Little's law), the requests the server had at once; with one "
+          f"request per connection it is about {CONNS} when every connection is served, fewer when "
+          "some wait while others are served. The server's cores are summed over all its processes "
+          "and threads.", ""]
     L += table(rows)
     f = findings(rows)
     if f:
@@ -259,7 +251,8 @@ def brief(meta, recs, link):
          f"({meta['machine'].get('cpu_model')}); {meta['rounds']} interleaved rounds, `wrk -t1 -c64`. Every "
          f"server with {WORKERS} workers; Flask and Django on one thread per worker, the I/O app "
          f"({IO_US // 1000} ms wait, the GIL released) on 16. Rate: median with a 95 % bootstrap interval "
-         "[in brackets] from ten clean runs, else the range (in parentheses). p90, cores, steal and the "
+         "[in brackets] from ten clean runs, else the range (in parentheses). In flight: rate × mean "
+         f"latency, about {CONNS} when every connection is served. p90, cores, steal and the "
          f"commands: [{os.path.basename(link)}]({link}).", ""]
     L += table(rows, compact=True)
     f = findings(rows)
@@ -316,7 +309,7 @@ def main():
     a.warmup = a.warmup if a.warmup is not None else (0.5 if a.quick else 1.0)
     todo = []
     for c in plan(a.quick):
-        why = available(c)
+        why = unavailable(c)
         if why:
             print(f"production: skip {configs.label(c)}: {why}", file=sys.stderr)
             continue

@@ -42,8 +42,8 @@ import tempfile
 import time
 
 from experiments.lib import configs, model, provenance
-from experiments.lib.serverctl import (CSERVE, PY, client_cmd, finish_window, free_port, load_window,
-                                       pin_threads, server_cmd, start, stop, wait_ready)
+from experiments.lib.serverctl import (CSERVE, client_cmd, finish_window, free_port, load_window,
+                                       pin_threads, server_cmd, start, stop, unavailable, wait_ready)
 
 
 def run_one(run, a):
@@ -118,18 +118,15 @@ def rerun_decision(rec, attempt, reruns_used, a):
 def plan(a):
     S = configs.quick() if a.quick else configs.full()
     names = a.sweep or list(S)
-    have_granian = subprocess.run([PY, "-c", "import granian"], capture_output=True).returncode == 0
     todo, seen = [], {}
     a.membership = {}
     for name in names:
         if name not in S:
             sys.exit(f"unknown sweep {name!r}; have {', '.join(S)}")
         for r in S[name]:
-            if r["server"] == "granian" and not have_granian:
-                print(f"skip {configs.label(r)}: granian not installed for {PY} (make deps)", file=sys.stderr)
-                continue
-            if r["server"] in ("uwsgi", "gunicorn") and not shutil.which(r["server"]):
-                print(f"skip {configs.label(r)}: no {r['server']}", file=sys.stderr)
+            why = unavailable(r)
+            if why:
+                print(f"skip {configs.label(r)}: {why}", file=sys.stderr)
                 continue
             if a.wrk_cpus or a.pin:
                 pl = dict(r.get("placement") or {})

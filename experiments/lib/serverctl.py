@@ -1,10 +1,12 @@
 """Starting a server under test and talking to it: the command lines for
 cserve and its peers, readiness, thread pinning, wrk's output, and cserve's
 --stats-json window. Shared by run.py, openloop.py, startup.py and timeline.py."""
+import functools
 import json
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -93,6 +95,29 @@ def wrk_duration(seconds):
     after the window, so the window's last /proc sample would race the
     client's exit and miss its CPU, which then reads as foreign CPU."""
     return f"-d{math.ceil(seconds - 1e-9)}s"
+
+
+@functools.lru_cache(maxsize=None)
+def _importable(module, python=PY):
+    try:
+        return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
+    except OSError:  # no such interpreter
+        return False
+
+
+def unavailable(run):
+    """Why server_cmd(run) could not run on this machine (None: it can): a
+    missing build, server or framework, with what installs it."""
+    s = run["server"]
+    if s == "cserve" and run.get("binary") and not os.access(os.path.join(ROOT, run["binary"]), os.X_OK):
+        return f"no {run['binary']} (make BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve)"
+    if s in ("granian", "gunicorn") and not _importable(s, run.get("python", PY)):
+        return f"{s} is not installed for {run.get('python', PY)} (make deps)"
+    if s == "uwsgi" and not shutil.which("uwsgi"):
+        return "no uwsgi (scripts/setup-experiments.sh)"
+    if run["app"] in ("flask", "django") and not _importable(run["app"]):
+        return f"{run['app']} is not installed for {PY} (make deps)"
+    return None
 
 
 def client_cmd(run, port, seconds):

@@ -140,8 +140,9 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
     assert stats.overlap((1, 0.9, 1.1), (1.05, 1.0, 1.2)) and not stats.overlap((1, 0.9, 1.0), (2, 1.9, 2.1))
 
 
-def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round():
+def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round(monkeypatch):
     from experiments import run
+    monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", wrk_cpus=None,
                               pin=None)
     order = run.plan(a)
@@ -154,8 +155,9 @@ def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_r
     assert [configs.label(r) for _, _, r in run.plan(a)] == labels  # reproducible from the seed
 
 
-def test_headline_rows_get_their_extra_runs_inside_the_interleaved_rounds():
+def test_headline_rows_get_their_extra_runs_inside_the_interleaved_rounds(monkeypatch):
     from experiments import run
+    monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=configs.HEADLINE_REPEATS,
                               seed="t", wrk_cpus=None, pin=None)
     order = run.plan(a)
@@ -421,3 +423,11 @@ def test_production_findings_call_a_ratio_apart_only_when_its_interval_leaves_ou
     md = production.markdown({"commit": "abc", "date": "d", "command": "c", "machine": {}, "rounds": 10,
                               "warmup": 1, "duration": 3}, recs, False)
     assert "| Flask | cserve | 10 of 10 | 104 [" in md  # ten clean runs: a bootstrap interval, not a range
+
+
+def test_a_configuration_that_cannot_run_here_says_what_is_missing():
+    from experiments.lib import serverctl
+    cs = {"server": "cserve", "handoff": "ring", "app": "hello", "conns": 16, "client": "wrk"}
+    assert "no nope/cserve (make BUILD=build-noinst" in serverctl.unavailable(dict(cs, binary="nope/cserve"))
+    peer = {"server": "granian", "app": "hello", "conns": 16, "client": "wrk"}
+    assert "not installed for /nonexistent/python" in serverctl.unavailable(dict(peer, python="/nonexistent/python"))
