@@ -30,7 +30,7 @@ import sys
 from experiments.lib import configs, model, stats
 from experiments import report
 
-SPIN = {"ring": 10.0}  # pool spin budget in µs before parking (cserve's default --spin)
+SPIN = {"ring": 10.0}  # a fixed pool spin budget (µs) standing in for the ring's adaptive default
 
 
 class Thread:

@@ -222,12 +222,12 @@ def markdown(meta, recs, quick):
             by_srv[r["config"]["server"]] = r["server_cmd"]
     if by_srv:
         L += ["", "Commands (the I/O app's; the port differs per run):", ""]
-        L += [f"- {s}: `{_relative(by_srv[s])}`" for s in SERVERS if s in by_srv]
+        L += [f"- {s}: `{_relative(by_srv[s], meta.get('root', ROOT))}`" for s in SERVERS if s in by_srv]
     return "\n".join(L) + "\n"
 
 
-def _relative(cmd):
-    return cmd.replace(ROOT + "/", "")
+def _relative(cmd, root):
+    return cmd.replace(root + "/", "")
 
 
 def load(path):

@@ -169,6 +169,10 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
         s["rps_wrk_all"] = [m["rps_wrk"] for _, m in ok]
         s["regime"], s["regime_n"], s["regime_of"] = majority(ok)
         s["regime_also"] = also_saturated(ok, s["regime"])
+        # Runs whose loop saturated, whatever the configuration's majority:
+        # a minority of loop-bound runs is shown, not voted away.
+        s["runs_loop_saturated"] = sum(1 for _, m in ok if m and (m["regime"] == "loop-bound"
+                                                                or "loop-bound" in (m.get("regime_also") or [])))
         preds = []
         for r, m in ok:
             pr, bound, _ = model.predict(params, cfg, m, nproc)
@@ -182,6 +186,7 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
         # (model.bound_tested): a machine bound on an unsaturated run is an
         # upper limit, not a prediction.
         s["pred_err_tested"] = [p / meas - 1 for p, b, meas, reg in scored if model.bound_tested(b, reg)]
+        s["pred_tested_bounds"] = [b for p, b, meas, reg in scored if model.bound_tested(b, reg)]
         out[lab] = s
     return out
 
@@ -380,6 +385,40 @@ def compare(summ_a, summ_b):
     return head + "\n".join(lines) + "\n", ag
 
 
+def ratio_agreement(na, nb):
+    """The between-server and between-handoff ratios of two runs, side by
+    side: whether each run's range or interval holds the other's median, and
+    whether the two put the ratio on the same side of 1× (above, below, or
+    spanning it): the claim "A is faster than B" survives the second run
+    only then. Returns (markdown, how many hold, how many on the same side,
+    how many on the same side and not spanning it, how many compared)."""
+    def side(x):
+        return "above" if x["lo"] is not None and x["lo"] > 1 else \
+            "below" if x["hi"] is not None and x["hi"] < 1 else "spans"
+    keys = sorted(k for k in na if k.startswith("ratio_") and ":" not in k
+                  and isinstance(na[k].get("value"), float) and isinstance(nb.get(k, {}).get("value"), float))
+    if not keys:
+        return "", 0, 0, 0, 0
+    rows, hold, same, firm = [], 0, 0, 0
+    for k in keys:
+        a, b = na[k], nb[k]
+        holds = a["lo"] is not None and b["lo"] is not None and a["lo"] <= b["value"] <= a["hi"] \
+            and b["lo"] <= a["value"] <= b["hi"]
+        hold += holds
+        same += side(a) == side(b)
+        firm += side(a) == side(b) != "spans"
+        rows.append(f"| {k.removeprefix('ratio_')} | {a['text_ci']} | {b['text_ci']} | "
+                    f"{100 * stats.rel_diff(a['value'], b['value']):+.0f} % | {'yes' if holds else 'no'} | "
+                    f"{side(a)} / {side(b)} |")
+    lines = ["", f"The ratios in both runs (run A's interval or range; run B's): in {hold} of {len(keys)} each "
+             f"run's interval or range holds the other's median; in {same} of {len(keys)} the two put the ratio "
+             f"on the same side of 1× (above it, below it, or spanning it), and in {firm} of these both exclude "
+             "1×: a direction both runs show.", "",
+             "| ratio | run A | run B | Δ | each holds the other's median | side of 1× (A / B) |",
+             "|---|---:|---:|---:|---|---|"]
+    return "\n".join(lines + rows) + "\n", hold, same, firm, len(keys)
+
+
 def extras_md(extra):
     out = {}
     ol = [r for r in extra.get("openloop", []) if "error" not in r]
@@ -448,12 +487,24 @@ def build(d, compare_dir=None, figs=True):
                      "`python3 -m experiments.report --dir experiments/results/full --compare experiments/results/full-2`).\n")
     if compare_dir:
         sw = load(compare_dir)
-        sb = summarise(sw, model.fit(sw.get("calib", [])), nproc, load_plan(compare_dir, sw))
+        pb = model.fit(sw.get("calib", []))
+        sb = summarise(sw, pb, nproc, load_plan(compare_dir, sw))
         text, ag = compare(summ, sb)
+        # The ratios the prose cites, computed in each run: on another host
+        # every rate may move while the ratios hold, or not.
+        ra = numbers_mod.compute(summ, params, meta, {}, None)
+        rb = numbers_mod.compute(sb, pb, load_jsonl(compare_dir, "meta"), {}, None)
+        rtext, rhold, rsame, rfirm, rof = ratio_agreement(ra, rb)
+        text += rtext
         agreement = {"agree": ag["of"] - ag["differ"], "of": ag["of"], "differ": ag["differ"], "flips": ag["flips"],
                      "overlap": ag["overlap"],
                      "n_a": sorted({s["n"] for s in summ.values() if s["n"]}),
                      "n_b": sorted({s["n"] for s in sb.values() if s["n"]}),
+                     # the other run's own day, commit and steal, so its conditions are shown beside it
+                     "other_meta": (load_jsonl(compare_dir, "meta") or [{}])[-1],
+                     "other_steal": [s["steal"][0] for s in sb.values() if s["n"] and s["steal"][0] is not None],
+                     "other_ratios": {k: v for k, v in rb.items() if k.startswith("ratio_") and ":" not in k},
+                     "ratios_hold": rhold, "ratios_side": rsame, "ratios_firm": rfirm, "ratios_of": rof,
                      # relative to the repository root (numbers.json travels with the repo)
                      "other": os.path.relpath(os.path.abspath(compare_dir),
                                               os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}

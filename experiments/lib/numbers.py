@@ -119,6 +119,13 @@ def reading_numbers(summ, put, N):
     else:
         text = "no configuration with a handoff saturated its loop"
     _words("loop_bound_with_handoff", text, [s["label"] for s in handoff], N)
+    # The same question run by run: a configuration's label is its runs'
+    # majority, so a minority of runs with a saturated loop is counted here.
+    runs = [(s, s.get("runs_loop_saturated", 0)) for s in rows if s["config"].get("server") == "cserve"
+            and s["config"].get("handoff") and not s["config"].get("mode")]
+    put("runs_loop_saturated_with_handoff", sum(k for _, k in runs), kind="{:d}")
+    put("runs_with_handoff", sum(s["n"] for s, _ in runs), kind="{:d}")
+    put("configs_loop_saturated_some_run", sum(1 for _, k in runs if k), kind="{:d}")
 
 
 def disturbance_numbers(summ, put, N):
@@ -268,6 +275,9 @@ def compute(summ, params, meta, extra, agreement=None):
         put("model_tested_abs_err_median", q[0.5], kind="pct")
         put("model_tested_abs_err_p95", q[0.95], kind="pct")
     put("model_tested_runs", len(tested), kind="{:d}")
+    bounds = [b for s in summ.values() for b in s.get("pred_tested_bounds", [])]
+    for b in ("pool", "loop", "machine", "client"):
+        put(f"model_tested_runs:{b}", bounds.count(b), kind="{:d}")
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:
         put("model_at_or_above", sum(e >= 0 for e in errs), kind="{:d}")
@@ -305,7 +315,7 @@ def compute(summ, params, meta, extra, agreement=None):
     if agreement:
         put("agree", agreement["agree"], kind="{:d}")
         put("agree_of", agreement["of"], kind="{:d}")
-        for k in ("differ", "flips", "overlap"):
+        for k in ("differ", "flips", "overlap", "ratios_hold", "ratios_side", "ratios_firm", "ratios_of"):
             if k in agreement:
                 put(f"agree_{k}", agreement[k], kind="{:d}")
         for k in ("n_a", "n_b"):
@@ -315,6 +325,16 @@ def compute(summ, params, meta, extra, agreement=None):
                 N[f"agree_{k}"] = {"value": agreement[k], "text": t, "text_ci": t}
         put("const:agree_diff", stats.DIFF, kind="pct")
         N["compare_dir"] = {"value": agreement["other"], "text": agreement["other"], "text_ci": agreement["other"]}
+        om = agreement.get("other_meta") or {}
+        for k, v in (("started", (om.get("started") or "")[:10]), ("commit", (om.get("commit") or "")[:12]),
+                     ("cpu_model", (om.get("machine") or {}).get("cpu_model"))):
+            if v:
+                N[f"agree_other_{k}"] = {"value": v, "text": v, "text_ci": v}
+        for k, v in (agreement.get("other_ratios") or {}).items():
+            N[f"agree_other:{k}"] = v
+        if agreement.get("other_steal"):
+            put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
+            put("agree_other_steal_max", max(agreement["other_steal"]), kind="{:.2f}")
 
     # The method's constants, so the prose never types them either.
     from . import model as _model

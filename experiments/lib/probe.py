@@ -214,7 +214,9 @@ def meta(command_line, binary=CSERVE):
     sha, dirty = provenance.git_commit()
     mach = provenance.machine(binary)
     mach.pop("cpu_flags", None)
-    return {"kind": "meta", "commit": sha, "dirty": dirty, "command": command_line,
+    # root: the checkout the record was made in, so its commands can be shown
+    # relative to it wherever the record is read.
+    return {"kind": "meta", "commit": sha, "dirty": dirty, "command": command_line, "root": ROOT,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": mach}
 

@@ -344,6 +344,24 @@ def test_agreement_counts_median_differences_and_regime_flips_not_overlaps():
     assert (ag["of"], ag["differ"], ag["flips"]) == (3, 1, 1)
 
 
+def test_ratios_agree_across_runs_only_when_each_spread_holds_the_other_median():
+    from experiments import report
+
+    def r(v, lo, hi):
+        return {"value": v, "lo": lo, "hi": hi, "text_ci": f"{v}"}
+    a = {"ratio_x": r(2.0, 1.5, 2.5), "ratio_y": r(1.0, 0.9, 1.1), "ratio_z": r(1.2, 1.0, 1.4),
+         "ratio_x:n": {"value": [5, 5]}, "rps:q": r(1.0, 1.0, 1.0)}
+    b = {"ratio_x": r(2.2, 2.1, 2.3),   # A's range holds B's median, B's does not hold A's: not agreed
+         "ratio_y": r(1.05, 0.8, 1.2),  # each holds the other's: agreed
+         "ratio_z": {"value": None, "text_ci": "not measured in this run"}}  # not in both: not counted
+    text, hold, same, firm, of = report.ratio_agreement(a, b)
+    assert (hold, same, firm, of) == (1, 2, 1, 2)  # x: both above 1x though B's range misses A's median; y: both span it
+    assert "| x | 2.0 | 2.2 | +10 % | no | above / above |" in text
+    assert "| y | 1.0 | 1.05 | +5 % | yes | spans / spans |" in text
+    c = {"ratio_y": r(1.3, 1.2, 1.4)}
+    assert report.ratio_agreement({"ratio_y": a["ratio_y"]}, c)[2:4] == (0, 0)  # spans 1x in A, above it in B
+
+
 def test_socket_errors_are_read_from_wrk():
     r = rec(loop=0.5, client=0.5)
     r["wrk_output"] = "  Socket errors: connect 0, read 95012, write 3, timeout 7\nRequests/sec: 1"
