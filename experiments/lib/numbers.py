@@ -168,7 +168,7 @@ def provenance_numbers(summ, meta, N):
     _words("provenance_commits", text, sorted(commits), N)
 
 
-def compute(summ, params, meta, extra, agreement=None):
+def compute(summ, params, meta, extra):
     N = {}
 
     def put(key, v, lo=None, hi=None, kind="{:.2f}", iv="range"):
@@ -312,30 +312,6 @@ def compute(summ, params, meta, extra, agreement=None):
             if v:
                 v = v.split(" Copyright")[0]  # wrk -v: the version, not the notice
                 N[f"version:{k}"] = {"value": v, "text": v, "text_ci": v}
-    if agreement:
-        put("agree", agreement["agree"], kind="{:d}")
-        put("agree_of", agreement["of"], kind="{:d}")
-        for k in ("differ", "flips", "overlap", "ratios_hold", "ratios_side", "ratios_firm", "ratios_of"):
-            if k in agreement:
-                put(f"agree_{k}", agreement[k], kind="{:d}")
-        for k in ("n_a", "n_b"):
-            if agreement.get(k):
-                t = "–".join(str(x) for x in (agreement[k][0], agreement[k][-1])) \
-                    if agreement[k][0] != agreement[k][-1] else str(agreement[k][0])
-                N[f"agree_{k}"] = {"value": agreement[k], "text": t, "text_ci": t}
-        put("const:agree_diff", stats.DIFF, kind="pct")
-        N["compare_dir"] = {"value": agreement["other"], "text": agreement["other"], "text_ci": agreement["other"]}
-        om = agreement.get("other_meta") or {}
-        for k, v in (("started", (om.get("started") or "")[:10]), ("commit", (om.get("commit") or "")[:12]),
-                     ("cpu_model", (om.get("machine") or {}).get("cpu_model"))):
-            if v:
-                N[f"agree_other_{k}"] = {"value": v, "text": v, "text_ci": v}
-        for k, v in (agreement.get("other_ratios") or {}).items():
-            N[f"agree_other:{k}"] = v
-        if agreement.get("other_steal"):
-            put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
-            put("agree_other_steal_max", max(agreement["other_steal"]), kind="{:.2f}")
-
     # The method's constants, so the prose never types them either.
     from . import model as _model
     put("const:saturation", _model.SAT, kind="pct")
@@ -352,3 +328,33 @@ def compute(summ, params, meta, extra, agreement=None):
     from . import extras
     extras.numbers(extra, put, N)
     return N
+
+
+def agreement_numbers(N, agreement):
+    """Add to N (compute()'s result) what report --compare found against a
+    second run: its medians and labels, its ratios, its day and steal."""
+    def put(key, v, kind):
+        if v is not None:
+            N[key] = {"value": v, "lo": None, "hi": None, "text": _fmt(v, kind), "text_ci": _fmt(v, kind)}
+    put("agree", agreement["agree"], kind="{:d}")
+    put("agree_of", agreement["of"], kind="{:d}")
+    for k in ("differ", "flips", "overlap", "ratios_hold", "ratios_side", "ratios_firm", "ratios_of"):
+        if k in agreement:
+            put(f"agree_{k}", agreement[k], kind="{:d}")
+    for k in ("n_a", "n_b"):
+        if agreement.get(k):
+            t = "–".join(str(x) for x in (agreement[k][0], agreement[k][-1])) \
+                if agreement[k][0] != agreement[k][-1] else str(agreement[k][0])
+            N[f"agree_{k}"] = {"value": agreement[k], "text": t, "text_ci": t}
+    put("const:agree_diff", stats.DIFF, kind="pct")
+    N["compare_dir"] = {"value": agreement["other"], "text": agreement["other"], "text_ci": agreement["other"]}
+    om = agreement.get("other_meta") or {}
+    for k, v in (("started", (om.get("started") or "")[:10]), ("commit", (om.get("commit") or "")[:12]),
+                 ("cpu_model", (om.get("machine") or {}).get("cpu_model"))):
+        if v:
+            N[f"agree_other_{k}"] = {"value": v, "text": v, "text_ci": v}
+    for k, v in (agreement.get("other_ratios") or {}).items():
+        N[f"agree_other:{k}"] = v
+    if agreement.get("other_steal"):
+        put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
+        put("agree_other_steal_max", max(agreement["other_steal"]), kind="{:.2f}")
