@@ -502,7 +502,11 @@ def build(d, compare_dir=None, figs=True):
             # the other run's own day, commit and steal, so its conditions are shown beside it
             "other_meta": (meta_b or [{}])[-1],
             "other_steal": [s["steal"][0] for s in sb.values() if s["n"] and s["steal"][0] is not None],
-            "other_ratios": {k: v for k, v in rb.items() if k.startswith("ratio_") and ":" not in k},
+            # its ratios, and whether its loop saturated with a handoff
+            "other_numbers": {k: v for k, v in rb.items() if (k.startswith("ratio_") and ":" not in k)
+                              or k in ("runs_loop_saturated_with_handoff", "runs_with_handoff",
+                                       "configs_loop_saturated_some_run", "loop_bound_with_handoff",
+                                       "loop_util_max_with_pool", "regime_tally")},
             "ratios_hold": rhold, "ratios_side": rsame, "ratios_firm": rfirm, "ratios_of": rof,
             # relative to the repository root (numbers.json travels with the repo)
             "other": os.path.relpath(os.path.abspath(compare_dir),

@@ -353,7 +353,7 @@ def agreement_numbers(N, agreement):
                  ("cpu_model", (om.get("machine") or {}).get("cpu_model"))):
         if v:
             N[f"agree_other_{k}"] = {"value": v, "text": v, "text_ci": v}
-    for k, v in (agreement.get("other_ratios") or {}).items():
+    for k, v in (agreement.get("other_numbers") or {}).items():
         N[f"agree_other:{k}"] = v
     if agreement.get("other_steal"):
         put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
