@@ -185,8 +185,9 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
         # Only runs that satisfy the predicted bound's assumption test it
         # (model.bound_tested): a machine bound on an unsaturated run is an
         # upper limit, not a prediction.
-        s["pred_err_tested"] = [p / meas - 1 for p, b, meas, reg in scored if model.bound_tested(b, reg)]
-        s["pred_tested_bounds"] = [b for p, b, meas, reg in scored if model.bound_tested(b, reg)]
+        tested = [(p / meas - 1, b) for p, b, meas, reg in scored if model.bound_tested(b, reg)]
+        s["pred_err_tested"] = [e for e, _ in tested]
+        s["pred_tested_bounds"] = [b for _, b in tested]
         out[lab] = s
     return out
 
@@ -404,12 +405,13 @@ def ratio_agreement(na, nb):
         a, b = na[k], nb[k]
         holds = a["lo"] is not None and b["lo"] is not None and a["lo"] <= b["value"] <= a["hi"] \
             and b["lo"] <= a["value"] <= b["hi"]
+        sa, sb = side(a), side(b)
         hold += holds
-        same += side(a) == side(b)
-        firm += side(a) == side(b) != "spans"
+        same += sa == sb
+        firm += sa == sb != "spans"
         rows.append(f"| {k.removeprefix('ratio_')} | {a['text_ci']} | {b['text_ci']} | "
                     f"{100 * stats.rel_diff(a['value'], b['value']):+.0f} % | {'yes' if holds else 'no'} | "
-                    f"{side(a)} / {side(b)} |")
+                    f"{sa} / {sb} |")
     lines = ["", f"The ratios in both runs (run A's interval or range; run B's): in {hold} of {len(keys)} each "
              f"run's interval or range holds the other's median; in {same} of {len(keys)} the two put the ratio "
              f"on the same side of 1× (above it, below it, or spanning it), and in {firm} of these both exclude "

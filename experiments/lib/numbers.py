@@ -82,6 +82,12 @@ def _series(parts):
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def _with_handoff(s):
+    """A cserve configuration with a pool thread behind the loop (inline and
+    native-hello run the app on the loop: no handoff)."""
+    return s["config"].get("server") == "cserve" and s["config"].get("handoff") and not s["config"].get("mode")
+
+
 def reading_numbers(summ, put, N):
     """Phrases for the prose whose grammar depends on the data: the regime
     tally (no "1 were", no "0 were"), spans that collapse to one value, and
@@ -109,8 +115,7 @@ def reading_numbers(summ, put, N):
     if sat:
         _words("loop_bound_util_span", span_text(min(sat), max(sat), "pct"), [min(sat), max(sat)], N)
     # Loop-bound (or a loop at saturation beside another stage) with a pool thread behind it.
-    handoff = [s for s in rows if s["config"].get("server") == "cserve" and s["config"].get("handoff")
-               and not s["config"].get("mode")
+    handoff = [s for s in rows if _with_handoff(s)
                and ("loop-bound" == s["regime"] or "loop-bound" in (s.get("regime_also") or []))]
     put("count:loop_bound_with_handoff", len(handoff), kind="{:d}")
     if handoff:
@@ -121,8 +126,7 @@ def reading_numbers(summ, put, N):
     _words("loop_bound_with_handoff", text, [s["label"] for s in handoff], N)
     # The same question run by run: a configuration's label is its runs'
     # majority, so a minority of runs with a saturated loop is counted here.
-    runs = [(s, s.get("runs_loop_saturated", 0)) for s in rows if s["config"].get("server") == "cserve"
-            and s["config"].get("handoff") and not s["config"].get("mode")]
+    runs = [(s, s.get("runs_loop_saturated", 0)) for s in rows if _with_handoff(s)]
     put("runs_loop_saturated_with_handoff", sum(k for _, k in runs), kind="{:d}")
     put("runs_with_handoff", sum(s["n"] for s, _ in runs), kind="{:d}")
     put("configs_loop_saturated_some_run", sum(1 for _, k in runs if k), kind="{:d}")
@@ -253,10 +257,8 @@ def compute(summ, params, meta, extra):
     regime_numbers(summ, put, N)
     reading_numbers(summ, put, N)
     disturbance_numbers(summ, put, N)
-    # How close the loop came to saturating with a pool thread behind it
-    # (inline and native-hello run the app on the loop: not a handoff).
-    with_pool = [s for s in summ.values() if s["n"] and s["config"].get("server") == "cserve"
-                 and s["config"].get("handoff") and not s["config"].get("mode") and s["loop_util"][0] is not None]
+    # How close the loop came to saturating with a pool thread behind it.
+    with_pool = [s for s in summ.values() if s["n"] and _with_handoff(s) and s["loop_util"][0] is not None]
     if with_pool:
         top = max(with_pool, key=lambda s: s["loop_util"][0])
         put("loop_util_max_with_pool", *top["loop_util"], kind="pct")
