@@ -29,6 +29,8 @@ def application(environ, start_response):
         start_response("200 OK", [("Content-Length", str(len(body)))])
         return [body]
     if environ["PATH_INFO"].startswith("/slow"):
+        with open("slow.pids", "a") as f:  # which worker holds a slow request
+            f.write(f"{os.getpid()}\\n")
         time.sleep(float(environ["PATH_INFO"][5:]))
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(BODY)))])
@@ -320,27 +322,36 @@ def test_a_reload_while_the_lone_worker_drains_is_not_lost(tmp_path):
 
 
 def test_every_draining_worker_is_waited_for(tmp_path):
-    """Two reloads while a slow request drains on the first worker: the
-    supervisor keeps track of both replaced workers, and a stop waits for
+    """Two reloads while slow requests drain on both first workers: the
+    supervisor keeps track of every replaced worker, and a stop waits for
     them; none is left behind."""
     write_app(tmp_path, "v1")
-    # Threads enough that a GET never queues behind a slow request.
-    srv = start_server("--workers", "2", "--blocking-threads", "6", "--graceful-timeout", "20",
+    # Threads enough that a GET never queues behind the slow requests.
+    srv = start_server("--workers", "2", "--blocking-threads", "16", "--graceful-timeout", "20",
                        app="reload_app:application", chdir=tmp_path)
+    pids_file = tmp_path / "slow.pids"
     try:
-        slow = [socket.create_connection(("127.0.0.1", srv.port), timeout=20) for _ in range(4)]
-        # on both workers, whatever the port's hashing; long enough to outlast
-        # two reloads on a loaded machine, so the replaced workers still drain
-        for s in slow:
-            s.sendall(b"GET /slow10 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        time.sleep(0.3)
+        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10), srv.log_text()
+        # Which worker accepts a connection is the kernel's choice: open
+        # slow requests until both workers hold one (the app names its pid).
+        slow = []
+        while len(slow) < 12:
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=25)
+            # long enough to outlast two reloads on a loaded machine
+            s.sendall(b"GET /slow12 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            slow.append(s)
+            assert wait_until(lambda: pids_file.exists() and
+                              len(pids_file.read_text().split()) == len(slow), 10)
+            if len(set(pids_file.read_text().split())) == 2:
+                break
+        assert len(set(pids_file.read_text().split())) == 2, "12 connections reached one worker"
         for v in ("v2", "v3"):
             write_app(tmp_path, v)
             srv.proc.send_signal(signal.SIGHUP)
             assert wait_until(lambda: all(get(srv.port)[1] == v.encode() for _ in range(4)), 20), \
                 srv.log_text()[-3000:]
         family = _pids(srv.proc.pid)
-        assert len(family) >= 4, family  # two serving, at least two draining
+        assert len(family) >= 4, family  # two serving, the first two draining (v2 may still be leaving)
         srv.proc.send_signal(signal.SIGTERM)
         for s in slow:
             assert s.recv(16).startswith(b"HTTP/1.1 200")
