@@ -171,8 +171,7 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
         s["regime_also"] = also_saturated(ok, s["regime"])
         # Runs whose loop saturated, whatever the configuration's majority:
         # a minority of loop-bound runs is shown, not voted away.
-        s["runs_loop_saturated"] = sum(1 for _, m in ok if m and (m["regime"] == "loop-bound"
-                                                                or "loop-bound" in (m.get("regime_also") or [])))
+        s["runs_loop_saturated"] = sum(1 for _, m in ok if m and model.saturated(m, "loop-bound"))
         preds = []
         for r, m in ok:
             pr, bound, _ = model.predict(params, cfg, m, nproc)

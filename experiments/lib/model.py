@@ -154,6 +154,12 @@ def regime(m, cfg):
     return regime_detail(m, cfg)[0]
 
 
+def saturated(r, regime_name):
+    """Did the stage named by `regime_name` saturate in r (a run's metrics or
+    a table row): as its regime, or beside the one that names it?"""
+    return r["regime"] == regime_name or regime_name in (r.get("regime_also") or [])
+
+
 def bound_tested(bound, regime_name):
     """Does a run in `regime_name` satisfy the assumptions of the model's
     `bound` ("loop", "pool", "machine")? A stage bound is tested on runs

@@ -11,7 +11,7 @@ Keys:
   derived keys below         ratios with bootstrap intervals, the crossover,
                             the model's error, counts of regimes, provenance.
 Each entry: {"value": float|str, "lo", "hi", "text"}."""
-from . import configs, stats
+from . import configs, model, stats
 
 FMT = {"rps": "{:,.0f}", "rps_wrk": "{:,.0f}", "p50_us": "{:.0f} µs", "p99_us": "{:.0f} µs",
        "loop_util": "pct", "pool_util": "pct", "client_util": "pct", "cores": "{:.2f}",
@@ -115,8 +115,7 @@ def reading_numbers(summ, put, N):
     if sat:
         _words("loop_bound_util_span", span_text(min(sat), max(sat), "pct"), [min(sat), max(sat)], N)
     # Loop-bound (or a loop at saturation beside another stage) with a pool thread behind it.
-    handoff = [s for s in rows if _with_handoff(s)
-               and ("loop-bound" == s["regime"] or "loop-bound" in (s.get("regime_also") or []))]
+    handoff = [s for s in rows if _with_handoff(s) and model.saturated(s, "loop-bound")]
     put("count:loop_bound_with_handoff", len(handoff), kind="{:d}")
     if handoff:
         text = ("the loop saturated with a handoff in " + _series(f"`{s['label']}` ({s['regime']})"
@@ -315,16 +314,15 @@ def compute(summ, params, meta, extra):
                 v = v.split(" Copyright")[0]  # wrk -v: the version, not the notice
                 N[f"version:{k}"] = {"value": v, "text": v, "text_ci": v}
     # The method's constants, so the prose never types them either.
-    from . import model as _model
-    put("const:saturation", _model.SAT, kind="pct")
+    put("const:saturation", model.SAT, kind="pct")
     put("const:pipeline_depth", 16, kind="{:d}")
     put("const:ci_level", 0.95, kind="pct")
     put("const:bootstrap_resamples", stats.B, kind="{:d}")
     put("const:min_boot", stats.MIN_BOOT, kind="{:d}")
-    put("const:disturb_limit", _model.DISTURB_LIMIT, kind="{:.2f}")
-    put("const:idle_max", _model.IDLE_MAX, kind="{:.2f}")
+    put("const:disturb_limit", model.DISTURB_LIMIT, kind="{:.2f}")
+    put("const:idle_max", model.IDLE_MAX, kind="{:.2f}")
     if meta:
-        put("const:machine_busy", meta[-1]["machine"]["nproc"] - _model.IDLE_MAX, kind="{:.1f}")
+        put("const:machine_busy", meta[-1]["machine"]["nproc"] - model.IDLE_MAX, kind="{:.1f}")
     provenance_numbers(summ, meta, N)
 
     from . import extras

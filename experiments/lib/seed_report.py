@@ -241,9 +241,9 @@ def verdicts(rows, profs, meta):
         if not r:
             continue
         here.append(f"c{c}: loop {pct(r.get('io'))}, pool {pct(r.get('py'))}, {r['regime']}")
-        if r["regime"] == "pool-bound" or "pool-bound" in (r.get("regime_also") or []):
+        if model.saturated(r, "pool-bound"):
             per.append((c, "confirmed"))
-        elif r["regime"] == "loop-bound" or "loop-bound" in (r.get("regime_also") or []):
+        elif model.saturated(r, "loop-bound"):
             per.append((c, "contradicted"))
         else:
             per.append((c, "n/a"))
