@@ -108,15 +108,15 @@ def _importable(module, python=PY):
 def unavailable(run):
     """Why server_cmd(run) could not run on this machine (None: it can): a
     missing build, server or framework, with what installs it."""
-    s = run["server"]
+    s, py = run["server"], run.get("python", PY)  # py: the interpreter that imports the app
     if s == "cserve" and run.get("binary") and not os.access(os.path.join(ROOT, run["binary"]), os.X_OK):
         return f"no {run['binary']} (make BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve)"
-    if s in ("granian", "gunicorn") and not _importable(s, run.get("python", PY)):
-        return f"{s} is not installed for {run.get('python', PY)} (make deps)"
+    if s in ("granian", "gunicorn") and not _importable(s, py):
+        return f"{s} is not installed for {py} (make deps)"
     if s == "uwsgi" and not shutil.which("uwsgi"):
         return "no uwsgi (scripts/setup-experiments.sh)"
-    if run["app"] in ("flask", "django") and not _importable(run["app"]):
-        return f"{run['app']} is not installed for {PY} (make deps)"
+    if run["app"] in ("flask", "django") and not _importable(run["app"], py):
+        return f"{run['app']} is not installed for {py} (make deps)"
     return None
 
 
