@@ -330,21 +330,21 @@ def test_every_draining_worker_is_waited_for(tmp_path):
     srv = start_server("--workers", "2", "--blocking-threads", "16", "--graceful-timeout", "20",
                        app="reload_app:application", chdir=tmp_path)
     pids_file = tmp_path / "slow.pids"
+
+    def holders():  # the pid of the worker serving each slow request so far
+        return pids_file.read_text().split() if pids_file.exists() else []
     try:
         assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10), srv.log_text()
         # Which worker accepts a connection is the kernel's choice: open
-        # slow requests until both workers hold one (the app names its pid).
+        # slow requests until both workers hold one.
         slow = []
-        while len(slow) < 12:
+        while len(set(holders())) < 2:
+            assert len(slow) < 12, "12 connections reached one worker"
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=25)
             # long enough to outlast two reloads on a loaded machine
             s.sendall(b"GET /slow12 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             slow.append(s)
-            assert wait_until(lambda: pids_file.exists() and
-                              len(pids_file.read_text().split()) == len(slow), 10)
-            if len(set(pids_file.read_text().split())) == 2:
-                break
-        assert len(set(pids_file.read_text().split())) == 2, "12 connections reached one worker"
+            assert wait_until(lambda: len(holders()) == len(slow), 10)
         for v in ("v2", "v3"):
             write_app(tmp_path, v)
             srv.proc.send_signal(signal.SIGHUP)
