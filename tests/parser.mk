@@ -11,7 +11,7 @@
 PARSER_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
 
 PARSER_SRCS := core/http/http_parser.c core/http/http_framing.c core/http/http_target.c \
-               core/http/http_chunked.c core/http/http_chars.c
+               core/http/http_chunked.c core/http/http_chars.c core/http/http_host.c
 PARSER_HDRS := core/http/http_parser.h core/http/http_chars.h
 
 # The real connection code without its system calls, for the connection
