@@ -86,4 +86,9 @@ fuzz-short: $(FUZZ_BINS)
 fuzz: $(FUZZ_BINS)
 	$(call run_fuzzer,$(FUZZ_SECONDS))
 
+# The proxy fields' test includes http_forwarded.c for its statics (the
+# connection code above links it): rebuild it when that file changes.
+build/unit/test_http_forwarded build/unit/simd/test_http_forwarded: core/http/http_forwarded.c \
+    core/http/http_forwarded.h
+
 .DEFAULT_GOAL := $(PARSER_MK_SAVED_GOAL)

@@ -136,6 +136,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);
         return 2;
     }
+    if (forwarded_fields_parse(opt.forwarded_headers, why, sizeof why) != 0) {
+        fprintf(stderr, "cserve: error: --forwarded-headers: %s (see cserve --help)\n", why);
+        return 2;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     if (signals_init() != 0) {

@@ -30,7 +30,7 @@ enum {
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
-    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
+    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
     OPT_RELOAD, OPT_METRICS_BIND,
 };
 
@@ -71,6 +71,7 @@ static const struct option long_options[] = {
     {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
+    {"forwarded-headers", required_argument, NULL, OPT_FORWARDED_HEADERS},
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
     {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
     {"reload", no_argument, NULL, OPT_RELOAD},
@@ -106,10 +107,16 @@ static void usage(FILE *out)
 "                             virtualenv cserve is installed in). It must be made by the\n"
 "                             Python cserve embeds (see --version)\n"
 "\n"
-"      --forwarded-allow-ips LIST  peers whose Forwarded / X-Forwarded-{Proto,For,Host}\n"
-"                             set wsgi.url_scheme, REMOTE_ADDR and the host: IPs and CIDR\n"
-"                             networks, 'unix' (unix: socket peers), '*' (any; default\n"
-"                             127.0.0.1,::1,unix); from other peers they change nothing\n"
+"      --forwarded-allow-ips LIST  the proxies in front, whose --forwarded-headers are\n"
+"                             believed: IPs, CIDR networks, 'unix' (peers on a unix:\n"
+"                             socket), '*' (any peer). Default: none, as any client can\n"
+"                             send those fields (the nginx recipe passes 'unix')\n"
+"      --forwarded-headers LIST  the fields those proxies set, the only ones read:\n"
+"                             x-forwarded-for (REMOTE_ADDR: its rightmost address not\n"
+"                             itself a listed proxy), x-forwarded-proto (the scheme),\n"
+"                             x-forwarded-host (the host), or instead forwarded (RFC\n"
+"                             7239: for, proto, host). Default:\n"
+"                             x-forwarded-for,x-forwarded-proto\n"
 "      --root-path PREFIX     the app is mounted at PREFIX: SCRIPT_NAME, and stripped from\n"
 "                             PATH_INFO when a path starts with it (e.g. /api)\n"
 "\n"
@@ -397,6 +404,7 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
+        case OPT_FORWARDED_HEADERS: o->forwarded_headers = optarg; break;
         case OPT_ROOT_PATH:
             if (optarg[0] != '/' || strpbrk(optarg, "?#%"))
                 die_usage("--root-path needs a path starting with '/', without ?, # or %%: '%s'", optarg);
@@ -504,7 +512,8 @@ void options_parse(struct options *o, int argc, char **argv)
     o->io_timeout_ms = 60000;
     o->graceful_timeout_ms = 30000;
     o->socket_mode = -1;
-    o->forwarded_allow_ips = "127.0.0.1,::1,unix";
+    o->forwarded_allow_ips = "";
+    o->forwarded_headers = "x-forwarded-for,x-forwarded-proto";
 
     parse_env(o, argv[0]);
     int first = parse_args(o, argc, argv);
@@ -569,5 +578,7 @@ void options_print(const struct options *o, FILE *out)
             o->app_timeout_ms / 1e3, or_none(o->pid_file));
     fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
     fprintf(out, "metrics-bind: %s\n", or_none(o->metrics_bind));
-    fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
+    fprintf(out, "forwarded-allow-ips: %s\nforwarded-headers: %s\nroot-path: %s\n",
+            *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-",
+            *o->forwarded_headers ? o->forwarded_headers : "-", or_none(o->root_path));
 }

@@ -48,6 +48,7 @@ TABLE = {
     "stats-window": ("2", "stats-window: 2", {}),
     "metrics-bind": ("127.0.0.1:9109", "metrics-bind: 127.0.0.1:9109", {}),
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
+    "forwarded-headers": ("forwarded", "forwarded-headers: forwarded", {}),
     "root-path": ("/api", "root-path: /api", {}),
     "app-timeout": ("30", "app-timeout: 30.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
