@@ -193,7 +193,7 @@ static void usage(FILE *out)
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
-"option on the command line wins over its variable.\n");
+"option on the command line wins over its variable; given twice, the last wins.\n");
 }
 
 /* The variable being parsed, named in error messages (empty: the command line). */
@@ -247,8 +247,13 @@ static unsigned parse_seconds_ms(const char *opt, const char *s)
     return (unsigned)ceil(v * 1000.0);
 }
 
+/* Where --bind and --socket-mode came from: a unix socket's mode from the
+ * environment does not stop a TCP --bind on the command line. */
+static bool bind_from_cli, socket_mode_from_env;
+
 static void parse_bind(struct options *o, const char *s)
 {
+    bind_from_cli = env_source[0] == '\0';
     if (strncmp(s, "unix:", 5) == 0) {
         if (!s[5] || strlen(s + 5) >= 108)
             die_usage("--bind unix:PATH needs a path shorter than 108 bytes: '%s'", s);
@@ -258,6 +263,7 @@ static void parse_bind(struct options *o, const char *s)
     const char *colon = strrchr(s, ':');
     if (!colon)
         die_usage("--bind needs HOST:PORT or unix:PATH, not '%s'", s);
+    o->bind_unix = NULL; /* the last --bind wins, and the command line over CSERVE_BIND */
     size_t hlen = (size_t)(colon - s);
     const char *host = s;
     if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') { /* [::1]:8000 */
@@ -291,7 +297,7 @@ static void parse_spin(struct options *o, const char *s)
     }
 }
 
-static bool app_from_env; /* a positional app on the command line replaces CSERVE_APP */
+static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
 /* One getopt pass over argv (the command line, or one variable made into
@@ -312,6 +318,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             if (errno || end == optarg || *end || m < 0 || m > 0777)
                 die_usage("--socket-mode needs octal permissions from 0 to 777 (e.g. 660), not '%s'", optarg);
             o->socket_mode = (int)m;
+            socket_mode_from_env = env_source[0] != '\0';
             break;
         }
         case OPT_USER: o->user = optarg; break;
@@ -352,6 +359,8 @@ static int parse_args(struct options *o, int argc, char **argv)
                 o->native_hello = false;
             } else
                 die_usage("--app needs native-hello or MODULE:CALLABLE, not '%s'", optarg);
+            /* --app on the command line and a positional app are two apps */
+            app_from_env = env_source[0] != '\0';
             break;
         case OPT_BACKLOG: o->backlog = (int)parse_count("--backlog", optarg, 1, INT_MAX); break;
         case OPT_MAX_HEADER:
@@ -487,8 +496,6 @@ static void parse_env(struct options *o, const char *argv0)
         snprintf(env_source, sizeof env_source, "%s", name);
         if (parse_args(o, 2, args) < 2)
             die_usage("'%s' is not a value this option takes", v);
-        if (lo->val == OPT_APP)
-            app_from_env = true;
     }
     env_source[0] = '\0';
 }
@@ -527,6 +534,8 @@ void options_parse(struct options *o, int argc, char **argv)
         o->app_spec = argv[first];
         o->native_hello = false;
     }
+    if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli)
+        o->socket_mode = -1; /* CSERVE_SOCKET_MODE was for the unix socket the command line replaced */
     if (o->socket_mode >= 0 && !o->bind_unix)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
