@@ -192,6 +192,12 @@ int main(int argc, char **argv)
     else
         snprintf(how, sizeof how, "handoff %s, %u blocking thread%s", opt.handoff->name,
                  opt.blocking_threads, opt.blocking_threads == 1 ? "" : "s");
+    /* Root without --user runs the app's code, and anything that reaches it
+     * through a request, as root; --user root says it on purpose. Said once
+     * serving, so an error before that stays the one line it is. */
+    if (geteuid() == 0 && !opt.user)
+        log_warn("running as root without --user: the app runs as root. Give --user USER (and --group "
+                 "GROUP): cserve binds as root, then serves as USER");
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");
