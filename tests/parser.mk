@@ -11,7 +11,7 @@
 PARSER_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
 
 PARSER_SRCS := core/http/http_parser.c core/http/http_framing.c core/http/http_target.c \
-               core/http/http_chunked.c core/http/http_chars.c
+               core/http/http_chunked.c core/http/http_chars.c core/http/http_host.c
 PARSER_HDRS := core/http/http_parser.h core/http/http_chars.h
 
 # The real connection code without its system calls, for the connection
@@ -85,5 +85,10 @@ fuzz-short: $(FUZZ_BINS)
 
 fuzz: $(FUZZ_BINS)
 	$(call run_fuzzer,$(FUZZ_SECONDS))
+
+# The proxy fields' test includes http_forwarded.c for its statics (the
+# connection code above links it): rebuild it when that file changes.
+build/unit/test_http_forwarded build/unit/simd/test_http_forwarded: core/http/http_forwarded.c \
+    core/http/http_forwarded.h
 
 .DEFAULT_GOAL := $(PARSER_MK_SAVED_GOAL)

@@ -64,7 +64,8 @@ struct options {
     unsigned workers_max_rss_mb;       /* 0 = no limit */
     unsigned app_timeout_ms;           /* watchdog; 0 = off */
     const char *pid_file;
-    const char *forwarded_allow_ips;   /* peers whose proxy headers are believed */
+    const char *forwarded_allow_ips;   /* peers whose proxy headers are believed; "" none */
+    const char *forwarded_headers;     /* ... and which of their fields are read */
     const char *root_path;             /* SCRIPT_NAME: where the app is mounted; NULL = "" */
     bool check_config;                 /* print the configuration, import the app, exit */
     bool reload;                       /* --reload: a changed .py file reloads the worker */

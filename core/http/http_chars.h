@@ -5,6 +5,7 @@
 extern const unsigned char http_tchar[256];       /* token characters */
 extern const unsigned char http_field_vchar[256]; /* HTAB, SP, VCHAR, obs-text */
 extern const unsigned char http_target_char[256]; /* VCHAR, obs-text */
+extern const unsigned char http_host_char[256];   /* reg-name, but pct-encoded */
 
 /* The value of a hex digit, or -1. */
 static inline int http_hex_value(unsigned char c)

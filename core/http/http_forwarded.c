@@ -1,14 +1,22 @@
-/* http_forwarded.c — what a trusted proxy says about the client: the scheme,
- * the client's address and the host it asked for, from RFC 7239 Forwarded
- * or the X-Forwarded-{Proto,For,Host} fields, believed only when the
- * connection's peer is in --forwarded-allow-ips. From any other peer the
- * fields change nothing: any client can send them. Pure: the WSGI bridge
- * (wsgi_environ.c) and the access log both read a request through it.
+/* http_forwarded.c — what a trusted proxy says about the client: its
+ * address, the scheme and (only when asked) the host it asked for. Believed
+ * only when the connection's peer is in --forwarded-allow-ips (none by
+ * default), and read only from the fields --forwarded-headers names (by
+ * default X-Forwarded-For and X-Forwarded-Proto, what the nginx recipe in
+ * docs/deploying.md sets): a field the proxy does not set itself passes
+ * through from the client unchanged, so reading it would let any client
+ * choose. `Forwarded` (RFC 7239) and X-Forwarded-* are never mixed: one
+ * family is the one source. Pure: the WSGI bridge (wsgi_environ.c) and the
+ * access log both read a request through it, so they name the same client.
  *
  * The client's address is found from the right: each proxy appends the
- * address it got the request from, so the rightmost entry not itself a
- * trusted proxy is the nearest one nobody trusted vouches for beyond. The
- * scheme and host come from the nearest proxy's own entry (the last). */
+ * address it got the request from, so the rightmost entry is what the
+ * trusted peer vouches for; entries that are themselves trusted proxies
+ * (an address in the list: '*' and 'unix' trust a peer, never an entry)
+ * are passed over, and the first other one is the client. The leftmost
+ * entries, which a client can write, are reached only through proxies the
+ * list trusts. The scheme and the host come from the nearest proxy's own
+ * entry (the last). */
 #include "http_forwarded.h"
 
 #include <arpa/inet.h>
@@ -31,6 +39,16 @@ static struct {
     bool any;               /* '*' */
     bool unix_peers;        /* 'unix': peers on a unix: socket */
 } trust;
+
+enum { F_XFF = 1, F_XPROTO = 2, F_XHOST = 4, F_RFC7239 = 8 };
+static const struct {
+    const char *name;
+    unsigned bit;
+} field_names[] = {
+    {"x-forwarded-for", F_XFF}, {"x-forwarded-proto", F_XPROTO}, {"x-forwarded-host", F_XHOST},
+    {"forwarded", F_RFC7239},
+};
+static unsigned fields = F_XFF | F_XPROTO;
 
 static bool parse_addr(const char *s, size_t len, int *family, unsigned char out[16])
 {
@@ -107,6 +125,41 @@ int forwarded_trust_parse(const char *list, char *err, size_t errcap)
     return 0;
 }
 
+int forwarded_fields_parse(const char *list, char *err, size_t errcap)
+{
+    unsigned got = 0;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        const char *next = p[len] ? p + len + 1 : p + len;
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        size_t i = 0;
+        for (; len && i < sizeof field_names / sizeof *field_names; i++)
+            if (strlen(field_names[i].name) == len && strncasecmp(p, field_names[i].name, len) == 0)
+                break;
+        if (len && i == sizeof field_names / sizeof *field_names) {
+            snprintf(err, errcap, "'%.*s' is not forwarded, x-forwarded-for, x-forwarded-proto or "
+                                  "x-forwarded-host", (int)len, p);
+            return -1;
+        }
+        if (len)
+            got |= field_names[i].bit;
+        p = next;
+    }
+    if ((got & F_RFC7239) && (got & ~(unsigned)F_RFC7239)) {
+        snprintf(err, errcap, "forwarded and x-forwarded-* say the same things: name one family, "
+                              "the one the proxy sets");
+        return -1;
+    }
+    fields = got;
+    return 0;
+}
+
 static bool in_net(const struct net *n, int family, const unsigned char *a)
 {
     if (n->family != family)
@@ -120,10 +173,11 @@ static bool in_net(const struct net *n, int family, const unsigned char *a)
     return (n->addr[full] & mask) == (a[full] & mask);
 }
 
+/* An entry in X-Forwarded-For or a for= node: trusted only when it is in
+ * a listed network ('*' and 'unix' vouch for the peer alone: with them the
+ * rightmost entry, the one the peer appended, is the client). */
 static bool trusted_text(const char *s, size_t len)
 {
-    if (trust.any)
-        return true;
     int family;
     unsigned char a[16];
     if (!parse_addr(s, len, &family, a))
@@ -136,9 +190,11 @@ static bool trusted_text(const char *s, size_t len)
 
 bool forwarded_trusted(const char *peer)
 {
+    if (!fields)
+        return false;
     if (!*peer) /* a unix: socket's peer has no address */
         return trust.unix_peers || trust.any;
-    return trusted_text(peer, strlen(peer));
+    return trust.any || trusted_text(peer, strlen(peer));
 }
 
 static void trim(struct span *s)
@@ -238,32 +294,37 @@ bool forwarded_read(const struct http_request *req, const char *peer, struct for
     if (!forwarded_trusted(peer))
         return false;
     struct walk w;
-    walk_start(&w, req, "forwarded");
     struct span el;
-    bool nearest = true, have_fwd = false;
-    while (walk_prev(&w, &el)) {
-        have_fwd = true;
-        struct span v;
-        if (nearest) {
-            if (fwd_param(el, "proto", &v))
-                out->proto = v;
-            if (fwd_param(el, "host", &v))
-                out->host = v;
-            nearest = false;
+    if (fields & F_RFC7239) {
+        walk_start(&w, req, "forwarded");
+        bool nearest = true;
+        while (walk_prev(&w, &el)) {
+            struct span v;
+            if (nearest) {
+                if (fwd_param(el, "proto", &v))
+                    out->proto = v;
+                if (fwd_param(el, "host", &v))
+                    out->host = v;
+                nearest = false;
+            }
+            if (!fwd_param(el, "for", &v))
+                break;
+            out->client = node_addr(v);
+            if (!trusted_text(out->client.p, out->client.len))
+                break;
         }
-        if (!fwd_param(el, "for", &v))
-            break;
-        out->client = node_addr(v);
-        if (!trusted_text(out->client.p, out->client.len))
-            break;
     }
-    if (!have_fwd) {
+    if (fields & F_XPROTO) {
         walk_start(&w, req, "x-forwarded-proto");
         if (walk_prev(&w, &el))
             out->proto = el;
+    }
+    if (fields & F_XHOST) {
         walk_start(&w, req, "x-forwarded-host");
         if (walk_prev(&w, &el))
             out->host = el;
+    }
+    if (fields & F_XFF) {
         walk_start(&w, req, "x-forwarded-for");
         while (walk_prev(&w, &el)) {
             out->client = el;
@@ -271,7 +332,7 @@ bool forwarded_read(const struct http_request *req, const char *peer, struct for
                 break;
         }
     }
-    /* Only what the fields may hold: http/https, an address, a host name. */
+    /* Only what the fields may hold: http/https, an address, host[:port]. */
     bool https = out->proto.len == 5 && strncasecmp(out->proto.p, "https", 5) == 0;
     bool http = out->proto.len == 4 && strncasecmp(out->proto.p, "http", 4) == 0;
     if (!https && !http)
@@ -287,13 +348,7 @@ bool forwarded_read(const struct http_request *req, const char *peer, struct for
     } else {
         out->client = (struct span){0};
     }
-    for (size_t i = 0; i < out->host.len; i++) {
-        char ch = out->host.p[i];
-        if (!(ch == '.' || ch == '-' || ch == ':' || ch == '[' || ch == ']' || ch == '_' ||
-              (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) {
-            out->host = (struct span){0};
-            break;
-        }
-    }
+    if (!http_host_valid(out->host.p, out->host.len))
+        out->host = (struct span){0};
     return true;
 }

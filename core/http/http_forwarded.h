@@ -21,11 +21,18 @@ struct forwarded {
 };
 
 /* --forwarded-allow-ips: IPs, CIDR networks, "unix" (a unix: socket's
- * peer, whose address is ""), "*". Returns 0, or -1 with why in err. */
+ * peer, whose address is ""), "*" (any peer); "" trusts none. Returns 0,
+ * or -1 with why in err. */
 int forwarded_trust_parse(const char *list, char *err, size_t errcap);
+/* --forwarded-headers: which fields a trusted peer's word is read from:
+ * x-forwarded-for, x-forwarded-proto, x-forwarded-host, or forwarded (RFC
+ * 7239; not with the others). Until called: x-forwarded-for and
+ * x-forwarded-proto. Returns 0, or -1 with why in err. */
+int forwarded_fields_parse(const char *list, char *err, size_t errcap);
 bool forwarded_trusted(const char *peer);
 /* What the request's fields say, when peer is trusted (returns false and
- * leaves *out empty otherwise). Spans point into the request. */
+ * leaves *out empty otherwise). Spans point into the request; host, when
+ * set, is host[:port] (http_host_valid). */
 bool forwarded_read(const struct http_request *req, const char *peer, struct forwarded *out);
 
 #endif

@@ -137,7 +137,9 @@ int http_request_framing(const struct http_request *req, struct http_framing *ou
         if (have_cl || !http11 || te_bad || !last_is_chunked || chunked_count != 1) return 400;
         if (te_unknown) return 501;
     }
+    /* RFC 9112 §3.2: a missing, repeated or invalid Host is a 400. */
     if (host_count > 1 || (http11 && host_count == 0)) return 400;
+    if (host_count && !http_host_valid(out->host, out->host_len)) return 400;
     if (expect_bad) return 417;
 
     if (have_te) {

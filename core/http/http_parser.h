@@ -67,7 +67,8 @@ struct http_framing {
  *       members that differ (identical ones are one value); Transfer-Encoding
  *       whose final coding is not chunked, or chunked more than once, or on an
  *       HTTP/1.0 request; HTTP/1.1 without exactly one Host, or more than one
- *       Host in any version; 
+ *       Host in any version, or a Host that is not uri-host [":" port]
+ *       (http_host_valid);
  *   501 a transfer coding other than chunked (gzip, deflate, compress, unknown);
  *   417 an Expect other than 100-continue. */
 int http_request_framing(const struct http_request *req, struct http_framing *out);
@@ -82,9 +83,10 @@ struct http_target {
 };
 
 /* origin-form ("/p?q"); absolute-form ("http://host[:port]/p?q", scheme http
- * or https, case-insensitive; an empty path is "/"); asterisk-form ("*") only
- * with OPTIONS. Returns 0, or 400 for anything else (authority-form, a
- * relative path, a fragment '#', bytes outside VCHAR). */
+ * or https, case-insensitive; an empty path is "/"; the authority as
+ * http_host_valid says, and not empty); asterisk-form ("*") only with
+ * OPTIONS. Returns 0, or 400 for anything else (authority-form, a relative
+ * path, a fragment '#', bytes outside VCHAR, userinfo, an invalid host). */
 int http_split_target(const char *method, size_t method_len, const char *target,
                       size_t target_len, struct http_target *out);
 
@@ -93,6 +95,13 @@ int http_split_target(const char *method, size_t method_len, const char *target,
  * the Host field. */
 bool http_target_authority(const char *target, size_t target_len, const char **authority,
                            size_t *authority_len);
+
+/* Whether host[0..len) is uri-host [":" port] (RFC 9110 §7.2, RFC 3986
+ * §3.2.2): a reg-name (unreserved, sub-delims, %XX), an IPv4 address, or an
+ * IP-literal in brackets (IPv6, IPvFuture); a port of digits up to 65535.
+ * The empty value is valid (a target without an authority); a port without
+ * a host (":80") is not. */
+bool http_host_valid(const char *host, size_t len);
 
 /* Percent-decode in[0..len) into out (out may equal in). An invalid escape
  * ("%zz", "%4" at the end) is copied as it is. Returns the output length. */

@@ -70,8 +70,10 @@ int http_split_target(const char *method, size_t method_len, const char *target,
     const char *a = authority;
     while (a < end && *a != '/' && *a != '?') a++;
     /* An http(s) URI with an empty host is invalid (RFC 9110 §4.2.1); so is
-     * userinfo, which RFC 9110 §4.2.4 forbids senders to generate. */
-    if (a == authority || memchr(authority, '@', (size_t)(a - authority)) != NULL) return 400;
+     * userinfo, which RFC 9110 §4.2.4 forbids senders to generate ('@' is
+     * no host byte), and any other authority that is not host[:port]: it
+     * overrides the Host field, so it is held to the same rule. */
+    if (a == authority || !http_host_valid(authority, (size_t)(a - authority))) return 400;
     split_path_query(a, end, out);
     return 0;
 }

@@ -3,7 +3,6 @@
  * open the sockets, then serve as one worker or as the supervisor of
  * several. */
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -24,6 +23,7 @@
 #include "../metrics/metrics.h"
 #include "../base/signals.h"
 #include "options_parse.h"
+#include "pidfile.h"
 #include "privs.h"
 #include "proctitle.h"
 #include "supervisor.h"
@@ -60,36 +60,6 @@ static void raise_fd_limit(void)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-}
-
-/* --pid-file: written once the server listens, removed at exit by the
- * process that wrote it (a reload keeps the pid: see lifecycle.h). */
-static const char *pid_file;
-static pid_t pid_file_owner;
-
-static void pid_file_remove(void)
-{
-    if (pid_file && pid_file_owner == getpid())
-        unlink(pid_file);
-}
-
-static int pid_file_write(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "cserve: error: --pid-file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[32];
-    int n = snprintf(line, sizeof line, "%d\n", (int)getpid());
-    bool ok = write(fd, line, (size_t)n) == n;
-    close(fd);
-    if (!ok)
-        return -1;
-    pid_file = path;
-    pid_file_owner = getpid();
-    atexit(pid_file_remove);
-    return 0;
 }
 
 /* A worker exec'd by a supervisor (or by a worker it replaces): the
@@ -134,6 +104,10 @@ int main(int argc, char **argv)
     char why[160];
     if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
         fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);
+        return 2;
+    }
+    if (forwarded_fields_parse(opt.forwarded_headers, why, sizeof why) != 0) {
+        fprintf(stderr, "cserve: error: --forwarded-headers: %s (see cserve --help)\n", why);
         return 2;
     }
 
@@ -182,6 +156,10 @@ int main(int argc, char **argv)
         printf("app imports: %s\n", python ? "yes" : "(native-hello: no Python)");
         return 0;
     }
+    /* A running server's pid file is not taken over: `kill -HUP $(cat FILE)`
+     * must reach that server. Written below, once this one listens. */
+    if (opt.pid_file)
+        pidfile_check(opt.pid_file);
     /* Before root is dropped: /var/log is root's. */
     if (opt.access_log &&
         access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
@@ -200,7 +178,7 @@ int main(int argc, char **argv)
         wsgi_init(&opt, apps);
     if (!dropping && listen_open_all(&opt, opt.workers, fds) != 0)
         return 1;
-    if (opt.pid_file && pid_file_write(opt.pid_file) != 0)
+    if (opt.pid_file && pidfile_write(opt.pid_file) != 0)
         return 1;
 
     char how[600];
@@ -214,6 +192,12 @@ int main(int argc, char **argv)
     else
         snprintf(how, sizeof how, "handoff %s, %u blocking thread%s", opt.handoff->name,
                  opt.blocking_threads, opt.blocking_threads == 1 ? "" : "s");
+    /* Root without --user runs the app's code, and anything that reaches it
+     * through a request, as root; --user root says it on purpose. Said once
+     * serving, so an error before that stays the one line it is. */
+    if (geteuid() == 0 && !opt.user)
+        log_warn("running as root without --user: the app runs as root. Give --user USER (and --group "
+                 "GROUP): cserve binds as root, then serves as USER");
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");

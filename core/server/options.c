@@ -30,7 +30,7 @@ enum {
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
-    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
+    OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
     OPT_RELOAD, OPT_METRICS_BIND,
 };
 
@@ -71,6 +71,7 @@ static const struct option long_options[] = {
     {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
+    {"forwarded-headers", required_argument, NULL, OPT_FORWARDED_HEADERS},
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
     {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
     {"reload", no_argument, NULL, OPT_RELOAD},
@@ -106,10 +107,16 @@ static void usage(FILE *out)
 "                             virtualenv cserve is installed in). It must be made by the\n"
 "                             Python cserve embeds (see --version)\n"
 "\n"
-"      --forwarded-allow-ips LIST  peers whose Forwarded / X-Forwarded-{Proto,For,Host}\n"
-"                             set wsgi.url_scheme, REMOTE_ADDR and the host: IPs and CIDR\n"
-"                             networks, 'unix' (unix: socket peers), '*' (any; default\n"
-"                             127.0.0.1,::1,unix); from other peers they change nothing\n"
+"      --forwarded-allow-ips LIST  the proxies in front, whose --forwarded-headers are\n"
+"                             believed: IPs, CIDR networks, 'unix' (peers on a unix:\n"
+"                             socket), '*' (any peer). Default: none, as any client can\n"
+"                             send those fields (the nginx recipe passes 'unix')\n"
+"      --forwarded-headers LIST  the fields those proxies set, the only ones read:\n"
+"                             x-forwarded-for (REMOTE_ADDR: its rightmost address not\n"
+"                             itself a listed proxy), x-forwarded-proto (the scheme),\n"
+"                             x-forwarded-host (the host), or instead forwarded (RFC\n"
+"                             7239: for, proto, host). Default:\n"
+"                             x-forwarded-for,x-forwarded-proto\n"
 "      --root-path PREFIX     the app is mounted at PREFIX: SCRIPT_NAME, and stripped from\n"
 "                             PATH_INFO when a path starts with it (e.g. /api)\n"
 "\n"
@@ -162,7 +169,9 @@ static void usage(FILE *out)
 "                             on it, replace the worker (default: off; not with --inline)\n"
 "      --reload               for development: a .py file changed in the app's folders\n"
 "                             reloads the worker, as SIGHUP does (one worker only)\n"
-"      --pid-file FILE        write the server's pid to FILE (removed at exit)\n"
+"      --pid-file FILE        write the server's pid to FILE, held while it runs: a\n"
+"                             second server with the same FILE refuses to start;\n"
+"                             removed at exit if it still holds this pid\n"
 "      --check-config         print the effective configuration, import the app, exit\n"
 "\n"
 "Logs and instruments:\n"
@@ -186,7 +195,7 @@ static void usage(FILE *out)
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
-"option on the command line wins over its variable.\n");
+"option on the command line wins over its variable; given twice, the last wins.\n");
 }
 
 /* The variable being parsed, named in error messages (empty: the command line). */
@@ -240,8 +249,13 @@ static unsigned parse_seconds_ms(const char *opt, const char *s)
     return (unsigned)ceil(v * 1000.0);
 }
 
+/* Where --bind and --socket-mode came from: a unix socket's mode from the
+ * environment does not stop a TCP --bind on the command line. */
+static bool bind_from_cli, socket_mode_from_env;
+
 static void parse_bind(struct options *o, const char *s)
 {
+    bind_from_cli = env_source[0] == '\0';
     if (strncmp(s, "unix:", 5) == 0) {
         if (!s[5] || strlen(s + 5) >= 108)
             die_usage("--bind unix:PATH needs a path shorter than 108 bytes: '%s'", s);
@@ -251,6 +265,7 @@ static void parse_bind(struct options *o, const char *s)
     const char *colon = strrchr(s, ':');
     if (!colon)
         die_usage("--bind needs HOST:PORT or unix:PATH, not '%s'", s);
+    o->bind_unix = NULL; /* the last --bind wins, and the command line over CSERVE_BIND */
     size_t hlen = (size_t)(colon - s);
     const char *host = s;
     if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') { /* [::1]:8000 */
@@ -284,7 +299,7 @@ static void parse_spin(struct options *o, const char *s)
     }
 }
 
-static bool app_from_env; /* a positional app on the command line replaces CSERVE_APP */
+static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
 /* One getopt pass over argv (the command line, or one variable made into
@@ -305,6 +320,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             if (errno || end == optarg || *end || m < 0 || m > 0777)
                 die_usage("--socket-mode needs octal permissions from 0 to 777 (e.g. 660), not '%s'", optarg);
             o->socket_mode = (int)m;
+            socket_mode_from_env = env_source[0] != '\0';
             break;
         }
         case OPT_USER: o->user = optarg; break;
@@ -345,6 +361,8 @@ static int parse_args(struct options *o, int argc, char **argv)
                 o->native_hello = false;
             } else
                 die_usage("--app needs native-hello or MODULE:CALLABLE, not '%s'", optarg);
+            /* --app on the command line and a positional app are two apps */
+            app_from_env = env_source[0] != '\0';
             break;
         case OPT_BACKLOG: o->backlog = (int)parse_count("--backlog", optarg, 1, INT_MAX); break;
         case OPT_MAX_HEADER:
@@ -397,6 +415,7 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
+        case OPT_FORWARDED_HEADERS: o->forwarded_headers = optarg; break;
         case OPT_ROOT_PATH:
             if (optarg[0] != '/' || strpbrk(optarg, "?#%"))
                 die_usage("--root-path needs a path starting with '/', without ?, # or %%: '%s'", optarg);
@@ -479,8 +498,6 @@ static void parse_env(struct options *o, const char *argv0)
         snprintf(env_source, sizeof env_source, "%s", name);
         if (parse_args(o, 2, args) < 2)
             die_usage("'%s' is not a value this option takes", v);
-        if (lo->val == OPT_APP)
-            app_from_env = true;
     }
     env_source[0] = '\0';
 }
@@ -504,7 +521,8 @@ void options_parse(struct options *o, int argc, char **argv)
     o->io_timeout_ms = 60000;
     o->graceful_timeout_ms = 30000;
     o->socket_mode = -1;
-    o->forwarded_allow_ips = "127.0.0.1,::1,unix";
+    o->forwarded_allow_ips = "";
+    o->forwarded_headers = "x-forwarded-for,x-forwarded-proto";
 
     parse_env(o, argv[0]);
     int first = parse_args(o, argc, argv);
@@ -518,6 +536,8 @@ void options_parse(struct options *o, int argc, char **argv)
         o->app_spec = argv[first];
         o->native_hello = false;
     }
+    if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli)
+        o->socket_mode = -1; /* CSERVE_SOCKET_MODE was for the unix socket the command line replaced */
     if (o->socket_mode >= 0 && !o->bind_unix)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
@@ -569,5 +589,7 @@ void options_print(const struct options *o, FILE *out)
             o->app_timeout_ms / 1e3, or_none(o->pid_file));
     fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
     fprintf(out, "metrics-bind: %s\n", or_none(o->metrics_bind));
-    fprintf(out, "forwarded-allow-ips: %s\nroot-path: %s\n", o->forwarded_allow_ips, or_none(o->root_path));
+    fprintf(out, "forwarded-allow-ips: %s\nforwarded-headers: %s\nroot-path: %s\n",
+            *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-",
+            *o->forwarded_headers ? o->forwarded_headers : "-", or_none(o->root_path));
 }

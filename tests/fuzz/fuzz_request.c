@@ -43,6 +43,13 @@ static void check_framing_and_target(const struct http_request *req, const char 
         FUZZ_ASSERT(f.body != HTTP_BODY_CHUNKED || req->minor_version == 1);
         FUZZ_ASSERT(f.host != NULL || req->minor_version == 0);
         if (f.host) FUZZ_ASSERT(fuzz_inside(f.host, f.host_len, buf, n));
+        /* a framed Host is host[:port]: nothing that ends an authority or
+         * that an app could mistake for more than a host */
+        static const char not_host[] = "/?#@\"<>\\^`{|}";
+        for (size_t i = 0; f.host && i < f.host_len; i++) {
+            unsigned char c = (unsigned char)f.host[i];
+            FUZZ_ASSERT(c > 0x20 && c < 0x7f && !memchr(not_host, c, sizeof not_host - 1));
+        }
     }
 
     struct http_target t;

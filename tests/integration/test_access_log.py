@@ -82,7 +82,7 @@ def test_common_and_json_formats(tmp_path):
 def test_the_client_is_the_one_a_trusted_proxy_names(tmp_path):
     log = tmp_path / "access.log"
     raw = b"GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"
-    srv = start_server(f"--access-log={log}")
+    srv = start_server(f"--access-log={log}", "--forwarded-allow-ips", "127.0.0.1")
     try:
         send(srv.port, raw)
         assert lines(log, 1)[0].startswith("203.0.113.9 - - [")
@@ -93,6 +93,25 @@ def test_the_client_is_the_one_a_trusted_proxy_names(tmp_path):
     try:
         send(srv.port, raw)
         assert lines(log2, 1)[0].startswith("127.0.0.1 - - [")
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("trust", [[], ["--forwarded-allow-ips", "127.0.0.1"]])
+def test_the_logged_client_is_remote_addr_whatever_a_client_forges(tmp_path, trust):
+    """A client's own Forwarded and X-Forwarded-For (leftmost, under the
+    entry the trusted peer vouches for) choose neither REMOTE_ADDR nor the
+    logged client, and the two agree."""
+    log = tmp_path / "access.log"
+    xff = b"X-Forwarded-For: 6.6.6.6, 203.0.113.9\r\n" if trust else b"X-Forwarded-For: 6.6.6.6\r\n"
+    raw = (b"GET /environ HTTP/1.1\r\nHost: x\r\nForwarded: for=6.6.6.6;proto=https\r\n" + xff +
+           b"Connection: close\r\n\r\n")
+    srv = start_server(f"--access-log={log}", "--access-log-format", "json", *trust, app="wsgi_apps:application")
+    try:
+        body = send(srv.port, raw).split(b"\r\n\r\n", 1)[1]
+        remote = json.loads(body)["REMOTE_ADDR"]
+        assert remote == ("203.0.113.9" if trust else "127.0.0.1")
+        assert json.loads(lines(log, 1)[0])["client"] == remote
     finally:
         srv.close()
 

@@ -1,7 +1,8 @@
 """Deployment options (issue "Run where Python users run", item 5):
 --socket-mode; unix: binds that refuse a non-socket or a live socket,
 replace a stale one and remove their own at exit; --user/--group after
-binding; a listening socket inherited from systemd (LISTEN_FDS/LISTEN_PID)."""
+binding, and a warning naming it when root runs the app without it; a
+listening socket inherited from systemd (LISTEN_FDS/LISTEN_PID)."""
 import os
 import pwd
 import grp
@@ -324,6 +325,36 @@ def test_user_owns_its_unix_socket_and_removes_it():
         if os.path.exists(path):
             os.unlink(path)
         os.rmdir(d)
+
+
+ROOT_WARNING = "running as root without --user"
+
+
+@root_only
+def test_as_root_without_user_a_warning_names_the_fix():
+    p, addr = serve_info(env=clean_env())
+    try:
+        assert info(p, addr)["euid"] == 0
+        lines = [l for l in p.text().splitlines() if ROOT_WARNING in l]
+        assert len(lines) == 1 and "warning" in lines[0] and "--user USER" in lines[0], p.text()
+        assert p.stop() == 0, p.text()
+    finally:
+        p.close()
+
+
+@root_only
+@pytest.mark.parametrize("how", ["--user", "not root"])
+def test_no_root_warning_when_the_app_does_not_run_as_root(how):
+    # --user drops root before the app runs; a server started as another
+    # user never had it.
+    kw = {} if how == "--user" else {"user": "nobody", "group": "nogroup", "extra_groups": []}
+    p, addr = serve_info(["--user", "nobody"] if how == "--user" else [], env=clean_env(), **kw)
+    try:
+        assert info(p, addr)["euid"] == pwd.getpwnam("nobody").pw_uid
+        assert ROOT_WARNING not in p.text(), p.text()
+        assert p.stop() == 0, p.text()
+    finally:
+        p.close()
 
 
 def test_unknown_user_refused_before_listening():

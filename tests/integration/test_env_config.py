@@ -1,6 +1,7 @@
-"""Every long option can be set as CSERVE_<NAME>; the command line wins;
---check-config prints the effective configuration and whether the app
-imports. The table below must name every option --help lists, so an option
+"""Every long option can be set as CSERVE_<NAME>; the command line wins over
+the variable, option by option, and of two values on the command line the
+last one (--bind unix: or HOST:PORT alike); --check-config prints the
+effective configuration and whether the app imports. The table below must name every option --help lists, so an option
 added without its variable (or without a row here) fails."""
 import os
 import re
@@ -48,12 +49,56 @@ TABLE = {
     "stats-window": ("2", "stats-window: 2", {}),
     "metrics-bind": ("127.0.0.1:9109", "metrics-bind: 127.0.0.1:9109", {}),
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
+    "forwarded-headers": ("forwarded", "forwarded-headers: forwarded", {}),
     "root-path": ("/api", "root-path: /api", {}),
     "app-timeout": ("30", "app-timeout: 30.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
     "reload": ("1", "reload: yes", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
+
+# option -> (a command-line value unlike both the default and TABLE's, the
+#            --check-config line it must give over TABLE's variable)
+COMMAND_LINE = {
+    "bind": ("127.0.0.1:8124", "bind: 127.0.0.1:8124"),
+    "chdir": ("/tmp", "chdir: /tmp"),
+    "socket-mode": ("600", "socket-mode: 600"),
+    "user": ("root", "user: root"),
+    "group": ("root", "group: root"),
+    "virtualenv": (None, "virtualenv: {venv}"),
+    "app": (f"{APPS}/wsgi_apps.py:application", f"app: {APPS}/wsgi_apps.py:application"),
+    "workers": ("2", "workers: 2"),
+    "blocking-threads": ("2", "blocking-threads: 2"),
+    "handoff": ("dgram", "handoff: dgram"),
+    "spin": ("5", "spin: 5 iterations, 0 ns"),
+    "loop-spin": ("3", "loop-spin: 3000 ns"),
+    "loop-doze": ("13", "loop-doze: 13000 ns"),
+    "queue-size": ("128", "queue-size: 128"),
+    "backlog": ("78", "backlog: 78"),
+    "max-header-size": ("2048", "max-header-size: 2048"),
+    "max-body-size": ("54321", "max-body-size: 54321"),
+    "header-timeout": ("5", "header-timeout: 5.000"),
+    "keepalive-timeout": ("7", "keepalive-timeout: 7.000"),
+    "io-timeout": ("9", "io-timeout: 9.000"),
+    "graceful-timeout": ("10", "graceful-timeout: 10.000"),
+    "max-requests": ("2000", "max-requests: 2000"),
+    "max-requests-jitter": ("60", "max-requests-jitter: 60"),
+    "workers-lifetime": ("7200", "workers-lifetime: 7200.000"),
+    "workers-max-rss": ("256", "workers-max-rss: 256"),
+    "pid-file": ("/tmp/cserve-cli.pid", "pid-file: /tmp/cserve-cli.pid"),
+    "access-log": ("/tmp/cserve-cli-access.log", "access-log: /tmp/cserve-cli-access.log"),
+    "log-level": ("error", "log-level: error"),
+    "stats-json": ("/tmp/cserve-cli-stats.json", "stats-json: /tmp/cserve-cli-stats.json"),
+    "stats-window": ("3", "stats-window: 3"),
+    "metrics-bind": ("127.0.0.1:9110", "metrics-bind: 127.0.0.1:9110"),
+    "forwarded-allow-ips": ("unix", "forwarded-allow-ips: unix"),
+    "forwarded-headers": ("x-forwarded-proto", "forwarded-headers: x-forwarded-proto"),
+    "root-path": ("/v2", "root-path: /v2"),
+    "app-timeout": ("40", "app-timeout: 40.000"),
+    "access-log-format": ("common", "access-log-format: common"),
+}
+# Flags: the command line can only turn them on, as their variable does.
+FLAGS = {"inline", "stats", "reload"}
 
 
 def help_options():
@@ -65,10 +110,10 @@ def env_name(option):
     return "CSERVE_" + option.upper().replace("-", "_")
 
 
-def check_config(env):
+def check_config(env, *args):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CSERVE_")}
     clean.update(env)
-    return subprocess.run([BIN, "--check-config"], capture_output=True, text=True, env=clean, timeout=30)
+    return subprocess.run([BIN, "--check-config", *args], capture_output=True, text=True, env=clean, timeout=30)
 
 
 def test_the_table_covers_every_option_in_help():
@@ -97,6 +142,55 @@ def test_each_option_is_read_from_its_variable(option, venv):
     r = check_config(env)
     assert r.returncode == 0, r.stderr
     assert line in r.stdout.splitlines(), r.stdout
+
+
+def test_every_option_has_a_command_line_row():
+    assert set(COMMAND_LINE) | FLAGS == set(TABLE)
+
+
+@pytest.fixture(scope="module")
+def venv2(tmp_path_factory):
+    d = tmp_path_factory.mktemp("venv2") / "v"
+    py = os.environ.get("PYTHON", "/usr/bin/python3")
+    subprocess.run([py, "-m", "venv", "--without-pip", str(d)], check=True)
+    return str(d)
+
+
+@pytest.mark.parametrize("option", sorted(COMMAND_LINE))
+def test_each_option_on_the_command_line_wins_over_its_variable(option, venv, venv2):
+    env_value, env_line, extra = TABLE[option]
+    if env_value is None:
+        env_value, env_line = venv, env_line.format(venv=venv)
+    value, line = COMMAND_LINE[option]
+    if value is None:
+        value, line = venv2, line.format(venv=venv2)
+    assert line != env_line
+    r = check_config({env_name(option): env_value, **extra}, f"--{option}={value}")
+    assert r.returncode == 0, r.stderr
+    assert line in r.stdout.splitlines(), r.stdout
+
+
+@pytest.mark.parametrize("env,args,line", [
+    # a TCP --bind on the command line replaces a unix: CSERVE_BIND, and the
+    # variable's socket mode, meant for that socket, with it
+    ({"CSERVE_BIND": "unix:/tmp/cserve-env-test.sock"}, ["--bind", "127.0.0.1:8125"], "bind: 127.0.0.1:8125"),
+    ({"CSERVE_BIND": "unix:/tmp/cserve-env-test.sock", "CSERVE_SOCKET_MODE": "660"}, ["--bind", "127.0.0.1:8125"],
+     "socket-mode: -"),
+    ({"CSERVE_BIND": "127.0.0.1:8125"}, ["--bind", "unix:/tmp/cserve-cli.sock"], "bind: unix:/tmp/cserve-cli.sock"),
+    # of two --bind, the last
+    ({}, ["--bind", "unix:/tmp/cserve-cli.sock", "--bind", "127.0.0.1:8126"], "bind: 127.0.0.1:8126"),
+    ({}, ["--bind", "127.0.0.1:8126", "--bind", "unix:/tmp/cserve-cli.sock"], "bind: unix:/tmp/cserve-cli.sock"),
+    ({}, ["--workers", "2", "--workers", "3"], "workers: 3"),
+])
+def test_the_last_value_wins_and_a_bind_of_either_kind_replaces_the_other(env, args, line):
+    r = check_config(env, *args)
+    assert r.returncode == 0, r.stderr
+    assert line in r.stdout.splitlines(), r.stdout
+
+
+def test_an_app_given_twice_on_the_command_line_is_refused_whatever_cserve_app_says():
+    r = check_config({"CSERVE_APP": "native-hello"}, "--app", "native-hello", f"{APPS}/wsgi_apps.py:application")
+    assert r.returncode == 2 and "given twice" in r.stderr, r.stderr
 
 
 def test_the_command_line_wins_over_the_variable():

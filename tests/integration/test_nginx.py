@@ -5,8 +5,11 @@ proxy with its own temporary prefix, workers as www-data, and the upstream
 and server blocks read from docs/deploying.md (the fenced block after its
 recipe marker), so the documented recipe is the tested one: only the socket
 path, the listen address, the upstream keepalive_timeout and the static
-folder are replaced. cserve sits on a unix socket it hands to
-nobody:www-data with --socket-mode 660, as the doc sets it up. Checks: the
+folder are replaced. cserve runs with the options of the doc's own command
+line (only the socket path, the user, the timeout and the app replaced), on a
+unix socket it hands to nobody:www-data with --socket-mode 660. Checks: no
+client chooses its REMOTE_ADDR, scheme or host with hostile Forwarded and
+X-Forwarded-* fields, in the environ or the access log; the
 app sees the Host the client sent, port included; static files come from
 nginx; a multi-megabyte chunked upload echoed byte for byte; a streamed
 (generator) response; upstream keep-alive reuse (cserve's accept count);
@@ -18,6 +21,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import shutil
 import ssl
 import subprocess
@@ -50,6 +54,23 @@ def recipe():
     m = re.match(r"\s*```nginx\n(.*?)\n```", text.split(RECIPE_MARKER, 1)[1], re.S)
     assert m, f"no ```nginx block right after the recipe marker in {DOC}"
     return m.group(1)
+
+
+def cserve_command(sock, log, stats):
+    """The cserve command line the doc runs behind nginx, with this machine's
+    socket, user, timeout and app (each value replaced must stand in it once)
+    and the test's instruments added."""
+    text = open(DOC).read()
+    found = [l.strip() for l in text.splitlines() if l.strip().startswith("/srv/myapp/venv/bin/cserve --bind unix:")]
+    assert len(found) == 1, f"{DOC}: no single cserve command line on its unix socket: {found}"
+    args = shlex.split(found[0].removesuffix("&"))[1:]
+    line = " ".join(args)
+    for old, new in [("--bind unix:/run/myapp/cserve.sock", f"--bind unix:{sock}"), ("--user myapp", "--user nobody"),
+                     ("--keepalive-timeout 75", f"--keepalive-timeout {CSERVE_KEEPALIVE}"),
+                     ("--chdir /srv/myapp app:app", f"--chdir {APPS} wsgi_apps:application")]:
+        assert f" {line} ".count(f" {old} ") == 1, f"the command in {DOC} no longer has {old!r}"
+        line = f" {line} ".replace(f" {old} ", f" {new} ").strip()
+    return [BIN, "--stats-json", stats, f"--access-log={log}", "--access-log-format", "json", *line.split()]
 
 
 def localise(conf, sock, port, static, tls=None):
@@ -109,15 +130,14 @@ def stack():
         tls = (free_port(), cert, key)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(CONF.format(d=d, recipe=localise(recipe(), sock, port, static, tls)))
-    srv = Proc([BIN, "--bind", f"unix:{sock}", "--socket-mode", "660", "--user", "nobody", "--group", "www-data",
-                "--keepalive-timeout", str(CSERVE_KEEPALIVE), "--stats-json", stats, "--chdir", str(APPS),
-                "wsgi_apps:application"], env=clean_env())
+    access_log = os.path.join(d, "access.jsonl")
+    srv = Proc(cserve_command(sock, access_log, stats), env=clean_env())
     wait_connect(srv, sock).close()
     ngx = Proc([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"], env=clean_env())
     try:
         wait_connect(ngx, ("127.0.0.1", port)).close()
         yield {"port": port, "srv": srv, "ngx": ngx, "dir": d, "stats": stats, "sock": sock,
-               "tls_port": tls[0] if tls else None}
+               "tls_port": tls[0] if tls else None, "access_log": access_log}
     finally:
         ngx.stop()
         srv.stop()
@@ -166,9 +186,9 @@ def test_app_sees_the_host_the_client_sent_port_included(stack):
 
 
 def test_the_app_sees_the_client_and_scheme_nginx_vouches_for(stack):
-    # nginx is a unix-socket peer, trusted by default: its X-Forwarded-For
-    # gives the client's address, and its X-Forwarded-Proto ($scheme)
-    # replaces whatever scheme the client claimed.
+    # nginx is a unix-socket peer, trusted by the recipe's --forwarded-allow-ips
+    # unix: its X-Forwarded-For gives the client's address, and its
+    # X-Forwarded-Proto ($scheme) replaces whatever scheme the client claimed.
     c = _conn(stack)
     c.request("GET", "/environ", headers={"X-Forwarded-Proto": "https"})
     r = c.getresponse()
@@ -194,6 +214,59 @@ def test_behind_nginx_terminating_tls_the_app_sees_https(stack):
     assert r.status == 200
     assert env["wsgi.url_scheme"] == "https" and env["HTTPS"] == "on", env
     assert env["HTTP_HOST"] == f"127.0.0.1:{stack['tls_port']}"
+
+
+HOSTILE = [("Forwarded", "for=6.6.6.6;proto=https;host=evil.example"), ("X-Forwarded-For", "6.6.6.6"),
+           ("X-Forwarded-Proto", "https"), ("X-Forwarded-Host", "evil.example"), ("X-Real-IP", "6.6.6.6")]
+
+
+def _logged_client(stack, target):
+    """The client the access log names for the one request to target."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        recs = [json.loads(l) for l in open(stack["access_log"]).read().splitlines() if l.strip()]
+        mine = [r for r in recs if r["target"] == target]
+        if mine:
+            assert len(mine) == 1, mine
+            return mine[0]["client"]
+        time.sleep(0.02)
+    raise AssertionError(f"no access log line for {target}:\n" + open(stack["access_log"]).read())
+
+
+def test_no_client_chooses_its_address_scheme_or_host(stack):
+    """Hostile fields of both families, sent through the recipe's nginx
+    (which appends to X-Forwarded-For, replaces X-Forwarded-Proto and
+    passes Forwarded and X-Forwarded-Host through): the app and the access
+    log see the client, scheme and host nginx saw."""
+    target = "/environ?hostile=plain"
+    c = _conn(stack)
+    c.request("GET", target, headers=dict(HOSTILE))
+    r = c.getresponse()
+    env = json.loads(r.read())
+    assert r.status == 200
+    assert env["REMOTE_ADDR"] == "127.0.0.1", env
+    assert env["wsgi.url_scheme"] == "http" and "HTTPS" not in env, env
+    assert env["HTTP_HOST"] == f"127.0.0.1:{stack['port']}", env
+    assert "evil" not in env["SERVER_NAME"], env
+    assert env["HTTP_X_FORWARDED_FOR"] == "6.6.6.6, 127.0.0.1"  # nginx appended the peer it saw
+    assert _logged_client(stack, target) == "127.0.0.1"
+
+
+def test_over_tls_no_client_turns_the_scheme_back_to_http(stack):
+    if not stack["tls_port"]:
+        pytest.skip("openssl is not installed: no certificate for nginx's TLS listener")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    target = "/environ?hostile=tls"
+    c = http.client.HTTPSConnection("127.0.0.1", stack["tls_port"], timeout=30, context=ctx)
+    c.request("GET", target, headers={"Forwarded": "for=6.6.6.6;proto=http", "X-Forwarded-Proto": "http",
+                                      "X-Forwarded-For": "6.6.6.6"})
+    r = c.getresponse()
+    env = json.loads(r.read())
+    assert r.status == 200
+    assert env["wsgi.url_scheme"] == "https" and env["REMOTE_ADDR"] == "127.0.0.1", env
+    assert _logged_client(stack, target) == "127.0.0.1"
 
 
 def test_static_files_come_from_nginx(stack):

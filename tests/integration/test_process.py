@@ -2,7 +2,8 @@
 flight, idle SIGTERM, --workers 2 (both serve, a killed worker is respawned,
 SIGTERM to the supervisor stops every worker), and the connections waiting
 in the accept backlog at SIGTERM, served even while accepts are paused for
-want of descriptors."""
+want of descriptors; --pid-file held by one live server and removed at exit
+only while it holds that server's pid."""
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Server, free_port
+from conftest import BIN, ROOT, Server, free_port, start_server
 from httpclient import Reader, get, req
 
 APP = "wsgi_apps:application"
@@ -272,3 +273,69 @@ def test_workers_2_sigterm_to_supervisor_stops_all(server_factory):
         assert _wait_gone(p, 5), f"orphan worker {p} still running"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_second_server_refuses_a_running_servers_pid_file(tmp_path, workers):
+    pid_file = tmp_path / "cserve.pid"
+    first = start_server("--pid-file", str(pid_file), "--workers", workers)
+    try:
+        assert int(pid_file.read_text()) == first.proc.pid
+        port = free_port()
+        second = start_server("--pid-file", str(pid_file), port=port, wait=False)
+        try:
+            assert second.proc.wait(timeout=20) == 2, second.log_text()
+            assert f"pid {first.proc.pid}" in second.log_text(), second.log_text()
+            with pytest.raises(OSError):  # refused before it listened
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        finally:
+            second.killed = True
+            second.close()
+        # the file still names the running server, so kill -HUP $(cat FILE) reaches it
+        assert int(pid_file.read_text()) == first.proc.pid
+        assert get(first.port, "/").status == 200
+    finally:
+        first.close()
+    assert not pid_file.exists()
+
+
+def test_a_pid_file_no_server_holds_is_taken_over(tmp_path):
+    # Left by a server killed with SIGKILL, or holding a pid some other
+    # live process has since: no running cserve holds it.
+    pid_file = tmp_path / "cserve.pid"
+    dead = start_server("--pid-file", str(pid_file), killed=True)
+    dead.proc.kill()
+    dead.proc.wait()
+    dead.close()
+    assert int(pid_file.read_text()) == dead.proc.pid
+    srv = start_server("--pid-file", str(pid_file))
+    try:
+        assert int(pid_file.read_text()) == srv.proc.pid
+    finally:
+        srv.close()
+    pid_file.write_text(f"{os.getpid()}\n")  # a live process, but not a server
+    srv = start_server("--pid-file", str(pid_file))
+    try:
+        assert int(pid_file.read_text()) == srv.proc.pid
+    finally:
+        srv.close()
+    assert not pid_file.exists()
+
+
+@pytest.mark.parametrize("how", ["rewritten", "replaced"])
+def test_at_exit_a_pid_file_that_no_longer_holds_our_pid_is_left(tmp_path, how):
+    pid_file = tmp_path / "cserve.pid"
+    srv = start_server("--pid-file", str(pid_file))
+    try:
+        assert int(pid_file.read_text()) == srv.proc.pid
+        if how == "rewritten":  # the same file, another pid in it
+            with open(pid_file, "r+") as f:
+                f.truncate(0)
+                f.write("4194000\n")
+        else:  # another file in its place
+            other = tmp_path / "other.pid"
+            other.write_text("4194000\n")
+            os.replace(other, pid_file)
+    finally:
+        srv.close()
+    assert pid_file.read_text() == "4194000\n"
