@@ -70,7 +70,6 @@ struct hsample {
 static struct {
     const struct options *opt;
     int listen_fd, wake_fd;
-    char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     pthread_t thread;
     bool running;
     atomic_bool stop;
@@ -86,82 +85,6 @@ static struct {
     struct verdict_input vin;
     unsigned vworker;          /* the busiest worker, whose figures decided */
 } M = {.listen_fd = -1, .wake_fd = -1, .fork_lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* ---- the listener ---- */
-
-static int bind_unix(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    unlink(path); /* a stale socket of an earlier run */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, MAX_CONNS) != 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    snprintf(M.unix_path, sizeof M.unix_path, "%s", path);
-    return fd;
-}
-
-static bool loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-    return false;
-}
-
-/* HOST:PORT on loopback only: the figures say much about the server, and
- * the listener has no authentication (put a proxy in front to publish it). */
-static int bind_tcp(const char *spec, char *why, size_t cap)
-{
-    char host[256];
-    const char *colon = strrchr(spec, ':');
-    if (!colon || colon == spec || !colon[1] || (size_t)(colon - spec) >= sizeof host) {
-        snprintf(why, cap, "'%s' is not HOST:PORT or unix:PATH", spec);
-        return -1;
-    }
-    memcpy(host, spec, (size_t)(colon - spec));
-    host[colon - spec] = '\0';
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
-    }
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
-    int rc = getaddrinfo(host, colon + 1, &hints, &res);
-    if (rc != 0) {
-        snprintf(why, cap, "%s: %s", spec, gai_strerror(rc));
-        return -1;
-    }
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        if (!loopback(ai->ai_addr)) {
-            snprintf(why, cap, "%s is not a loopback address (metrics are served on loopback only)", host);
-            continue;
-        }
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, MAX_CONNS) == 0)
-            break;
-        snprintf(why, cap, "%s: %s", spec, strerror(errno));
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    return fd;
-}
 
 /* ---- reading the slots ---- */
 
@@ -928,30 +851,18 @@ static void after_fork_child(void)
             close(M.clients[i].fd);
     M.listen_fd = M.wake_fd = -1;
     M.running = M.paused = false;
-    M.unix_path[0] = '\0';
     pthread_mutex_unlock(&M.fork_lock);
 }
 
-int metrics_start(const struct options *opt, unsigned slots)
+int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
 {
-    char why[320] = "";
     M.opt = opt;
+    M.listen_fd = listen_fd;
     if (metrics_shm_create(slots) != 0) {
         fprintf(stderr, "cserve: error: --metrics-bind: shared memory: %s\n", strerror(errno));
         return -1;
     }
     const char *spec = opt->metrics_bind;
-    if (strncmp(spec, "unix:", 5) == 0) {
-        M.listen_fd = bind_unix(spec + 5);
-        if (M.listen_fd < 0)
-            snprintf(why, sizeof why, "%s: %s", spec, strerror(errno));
-    } else {
-        M.listen_fd = bind_tcp(spec, why, sizeof why);
-    }
-    if (M.listen_fd < 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: %s\n", why[0] ? why : strerror(errno));
-        return -1;
-    }
     M.nslots = metrics_nslots();
     M.data = calloc(M.nslots, sizeof *M.data);
     M.have = calloc(M.nslots, sizeof *M.have);
@@ -989,11 +900,9 @@ void metrics_stop(void)
     for (unsigned i = 0; i < MAX_CONNS; i++)
         if (M.clients[i].fd >= 0)
             client_close(&M.clients[i]);
-    close(M.listen_fd);
+    close(M.listen_fd); /* its unix: path, if any, is listen_cleanup's (the binder's) */
     close(M.wake_fd);
     M.listen_fd = M.wake_fd = -1;
-    if (M.unix_path[0])
-        unlink(M.unix_path);
     for (unsigned i = 0; i < HISTORY; i++)
         free(M.hist[i].w);
     free(M.data);

@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from deploy_support import http_get
+from deploy_support import Proc, clean_env, http_get, one_line_error, wait_connect
 from httpclient import Reader
-from conftest import ROOT, free_port, start_server
+from conftest import BIN, ROOT, free_port, start_server
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import loadgen  # noqa: E402
@@ -401,23 +401,95 @@ def test_bad_input_on_the_metrics_listener(server_factory):
     assert get(mport, "/metrics")[0] == 200
 
 
-def test_unix_socket_and_refused_addresses(server_factory, tmp_path):
+def test_unix_socket_serves_and_is_removed_at_exit(server_factory, tmp_path):
     path = tmp_path / "m.sock"
     srv = server_factory("--metrics-bind", f"unix:{path}")
     deadline = time.monotonic() + 10
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     s = socket.socket(socket.AF_UNIX)
-    s.connect(str(path))
+    s.connect(str(path))  # the path appears only once the socket listens
     status, body = http_get(s, "/stats.json")
     assert status == 200
     json.loads(body)
     srv.stop()
     assert not path.exists(), "the metrics socket is removed at exit"
-    bin_ = os.environ.get("CSERVE_BIN", str(ROOT / "cserve"))
-    p = subprocess.run([bin_, "--bind", f"127.0.0.1:{free_port()}", "--metrics-bind", "0.0.0.0:9"],
-                       capture_output=True, text=True, timeout=30)
-    assert p.returncode == 2 and "loopback" in p.stderr
+
+
+@pytest.mark.parametrize("spec", ["0.0.0.0:9100", "[::]:9100", "no-port", "unix:", ":9100", "localhost:x"])
+@pytest.mark.parametrize("how", ["--check-config", "start"])
+def test_refused_addresses_before_anything_listens(spec, how):
+    """What the start refuses --check-config refuses too, and the start
+    refuses it before the app's port listens: one line, exit 2. An empty
+    unix: path (an abstract socket, open to every local user) is one."""
+    port = free_port()
+    args = [BIN, "--bind", f"127.0.0.1:{port}", "--metrics-bind", spec]
+    if how == "--check-config":
+        args.append("--check-config")
+    p = Proc(args, env=clean_env())
+    try:
+        assert p.wait_exit(timeout=20) == 2, p.text()
+        line = one_line_error(p)
+        assert "--metrics-bind" in line and "error" in line, line
+    finally:
+        p.close()
+
+
+def _metrics_at(tmp_path, path):
+    return Proc([BIN, "--bind", f"127.0.0.1:{free_port()}", "--metrics-bind", f"unix:{path}"], env=clean_env())
+
+
+@pytest.mark.parametrize("what", ["file", "symlink", "live-socket"])
+def test_unix_path_that_is_not_ours_is_refused_and_left(tmp_path, what):
+    """--metrics-bind unix:PATH goes through --bind's checked binder: a
+    regular file, a symlink or another server's live socket at PATH is
+    refused (exit 2) and left exactly as it was."""
+    path = tmp_path / "m.sock"
+    other = None
+    if what == "file":
+        path.write_text("precious")
+    elif what == "symlink":
+        (tmp_path / "target").write_text("precious")
+        os.symlink(tmp_path / "target", path)
+    else:
+        other = socket.socket(socket.AF_UNIX)
+        other.bind(str(path))
+        other.listen(8)
+    p = _metrics_at(tmp_path, path)
+    try:
+        assert p.wait_exit(timeout=20) == 2, p.text()
+        line = one_line_error(p)
+        assert "--metrics-bind" in line, line
+        if what == "file":
+            assert path.read_text() == "precious"
+        elif what == "symlink":
+            assert os.readlink(path) == str(tmp_path / "target")
+            assert (tmp_path / "target").read_text() == "precious"
+        else:
+            assert "listening" in line
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(str(path))  # the other server still has its socket
+            c.close()
+    finally:
+        p.close()
+        if other:
+            other.close()
+
+
+def test_unix_socket_removed_at_exit_only_if_still_its_own(tmp_path):
+    """At exit the metrics socket is removed only if PATH still holds it:
+    what replaced it meanwhile stays."""
+    path = tmp_path / "m.sock"
+    p = _metrics_at(tmp_path, path)
+    try:
+        c = wait_connect(p, str(path))
+        c.close()
+        os.rename(path, tmp_path / "moved.sock")
+        path.write_text("someone else's")
+        assert p.stop() == 0, p.text()
+        assert path.read_text() == "someone else's"
+    finally:
+        p.close()
 
 
 # ---- through a reload -------------------------------------------------------------------------
