@@ -2,7 +2,7 @@
  *
  * Each worker owns one slot of a MAP_SHARED region and publishes a snapshot
  * into it from its loop thread twice a second (metrics_tick): its counters,
- * its threads' CPU clocks, its queues. The metrics thread (metrics_http.c),
+ * its threads' CPU clocks, its queues. The metrics thread (metrics_serve.c),
  * in another process or in this one, copies a slot out under a seqlock. */
 #include "metrics.h"
 
@@ -26,6 +26,12 @@
 struct metrics_counts metrics_counts;
 
 const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+#define NAME(n) #n,
+const char *const metrics_loop_names[LOOP_C_N] = {LOOP_STATS_COUNTERS(NAME)};
+const char *const metrics_pool_names[POOL_C_N] = {POOL_STATS_COUNTERS(NAME)};
+const char *const metrics_hloop_names[HLOOP_C_N] = {HANDOFF_LOOP_COUNTERS(NAME)};
+const char *const metrics_hworker_names[HWORKER_C_N] = {HANDOFF_WORKER_COUNTERS(NAME)};
+#undef NAME
 
 #define WORDS (sizeof(struct metrics_data) / sizeof(uint64_t))
 _Static_assert(sizeof(struct metrics_data) % sizeof(uint64_t) == 0, "a snapshot is whole words");

@@ -8,7 +8,7 @@
  * One thread of the process that started the server (the supervisor, or the
  * lone worker, which stays that process when a reload makes it its
  * successor's supervisor) reads the slots and serves HTTP on a listener of
- * its own (metrics_http.c). */
+ * its own (metrics_serve.c). */
 #ifndef CSERVE_METRICS_H
 #define CSERVE_METRICS_H
 
