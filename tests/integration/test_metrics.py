@@ -744,6 +744,54 @@ def test_metrics_follow_a_reloaded_lone_worker(server_factory):
     assert w["pid"] == pid1 and w["requests_by_class"]["2xx"] >= 10
 
 
+def _metrics_region(pid):
+    """The supervisor's shared metrics region (its memfd), mapped here."""
+    import mmap
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/memfd:cserve-metrics"):
+            f = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDWR)
+            try:
+                return mmap.mmap(f, os.fstat(f).st_size)
+            finally:
+                os.close(f)
+    raise AssertionError("no metrics region in the supervisor")
+
+
+def test_worker_killed_while_publishing_is_taken_over(server_factory):
+    """A worker killed while it holds its slot's seqlock leaves the slot
+    locked in its name (count odd, its pid beside it): its successor takes
+    the slot over and publishes, and the worker is back in /stats.json.
+    The kill lands inside a publish of a few microseconds only by chance,
+    so the test stops the worker, leaves its slot in that state and kills
+    it."""
+    import struct
+    srv, mport = metrics_server(server_factory, "--workers", "2")
+    wait_metrics(mport, workers=2)
+    pid0 = [w["pid"] for w in stats(mport)["workers"] if w["worker"] == 0][0]
+    region = _metrics_region(srv.proc.pid)
+    try:
+        header = 64  # magic, nslots, padded to a cache line; slot 0's sequence word first
+        os.kill(pid0, signal.SIGSTOP)
+        word = struct.unpack_from("<Q", region, header)[0]
+        count = (word & 0xFFFFFFFF) | 1
+        struct.pack_into("<Q", region, header, pid0 << 32 | count)
+        os.kill(pid0, signal.SIGKILL)
+    finally:
+        region.close()
+    deadline = time.monotonic() + 20
+    while True:
+        workers = {w["worker"]: w["pid"] for w in stats(mport)["workers"]}
+        if workers.get(0, pid0) != pid0:
+            break
+        assert time.monotonic() < deadline, f"worker 0 never published again: {workers}"
+        time.sleep(0.2)
+    assert {w["worker"] for w in stats(mport)["workers"]} == {0, 1}
+
+
 # ---- the dashboard in a browser -----------------------------------------------------------------
 
 def chromium():
