@@ -121,10 +121,10 @@ static double get_hworker(const struct metrics_data *d, const struct metrics_thr
     (void)d;
     return (double)t->hworker[k];
 }
-static double get_hworker_gauge(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
+static double get_hworker_gauge_s(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
 {
     (void)d;
-    return (double)t->hworker_gauge[k];
+    return (double)t->hworker_gauge[k] / 1e9;
 }
 static double get_queue(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
 {
@@ -212,15 +212,16 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
             thread_family(f, v, name, "counter", "the handoff's pool-side counter of the same name", "pool",
                           get_hworker, k, true);
         }
-        head(f, "cserve_handoff_loop_spin_budget_nanoseconds", "gauge", "the loop's adaptive spin budget now");
+        /* The budgets are kept in nanoseconds; Prometheus' base unit is the second. */
+        head(f, "cserve_handoff_loop_spin_budget_seconds", "gauge", "the loop's adaptive spin budget now");
         for (unsigned i = 0; i < v->nslots; i++)
             if (v->have[i] && v->data[i].has_handoff && v->data[i].nthreads) {
-                fputs("cserve_handoff_loop_spin_budget_nanoseconds", f);
+                fputs("cserve_handoff_loop_spin_budget_seconds", f);
                 thread_labels(f, &v->data[i], &v->data[i].threads[0]);
-                fprintf(f, " %llu\n", (unsigned long long)v->data[i].hloop_gauge[0]);
+                fprintf(f, " %.9f\n", (double)v->data[i].hloop_gauge[0] / 1e9);
             }
-        thread_family(f, v, "cserve_handoff_worker_spin_budget_nanoseconds", "gauge",
-                      "each pool thread's adaptive spin budget now", "pool", get_hworker_gauge, 0, false);
+        thread_family(f, v, "cserve_handoff_worker_spin_budget_seconds", "gauge",
+                      "each pool thread's adaptive spin budget now", "pool", get_hworker_gauge_s, 0, false);
     }
     thread_family(f, v, "cserve_queue_depth", "gauge",
                   "requests submitted to each pool thread and not yet done (the one it runs included)", "pool",
