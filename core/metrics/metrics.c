@@ -400,6 +400,7 @@ void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double p
     uint64_t samples = counter_get(&metrics_counts.samples) - me.win_samples;
     if (samples)
         in.queued_frac = (double)(counter_get(&metrics_counts.samples_queued) - me.win_queued) / (double)samples;
+    in.queued_max = in.queued_frac; /* the table is one worker's */
     uint64_t busy, total;
     if (me.win_proc && metrics_proc_stat(&busy, &total) && total > me.win_total)
         in.machine_busy = (double)(busy - me.win_busy) / (double)(total - me.win_total);

@@ -156,11 +156,14 @@ static void decide(struct metrics_view *v)
                 in.pool_util = pu;
                 in.pool_ready = ready;
             }
-            /* Threads are short only if every worker's are. */
+            /* Threads are short only if every worker's are; requests
+             * queue if any worker's do. */
             if (b->pool_threads && (!in.pool_threads || q < in.queued_frac)) {
                 in.queued_frac = q;
                 in.pool_threads = (unsigned)b->pool_threads;
             }
+            if (b->pool_threads && q > in.queued_max)
+                in.queued_max = q;
             first = false;
         }
     }

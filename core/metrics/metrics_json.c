@@ -37,13 +37,12 @@ void metrics_render_json(FILE *f, const struct metrics_view *v)
     stats_json_string(f, v->verdict.advice);
     fprintf(f, ", \"why\": ");
     stats_json_string(f, v->verdict.why);
-    fprintf(f, ", \"precedence\": \"loop-bound > gil-bound > threads-short > machine-bound > not-loaded\", "
-               "\"figures\": {\"window_s\": %.3f, \"loop_util\": %.4f, \"pool_util\": %.4f, "
-               "\"pool_ready\": %.4f, \"queued_frac\": %.4f, \"machine_busy\": %.4f, \"worker\": %u, "
-               "\"pool_threads\": %u}},\n",
+    fprintf(f, ", \"precedence\": \"loop-bound > gil-bound > threads-short > machine-bound > pool-queued > "
+               "not-loaded\", \"figures\": {\"window_s\": %.3f, \"loop_util\": %.4f, \"pool_util\": %.4f, "
+               "\"pool_ready\": %.4f, \"queued_frac\": %.4f, \"queued_max\": %.4f, \"machine_busy\": %.4f, "
+               "\"worker\": %u, \"pool_threads\": %u}},\n",
             v->vin.window_s, v->vin.loop_util, v->vin.pool_util, v->vin.pool_ready, v->vin.queued_frac,
-            v->vin.machine_busy, v->vworker,
-            v->vin.pool_threads);
+            v->vin.queued_max, v->vin.machine_busy, v->vworker, v->vin.pool_threads);
     fprintf(f, " \"workers\": [");
     bool first = true;
     for (unsigned i = 0; i < v->nslots; i++) {

@@ -263,7 +263,7 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
 
     head(f, "cserve_regime", "gauge",
          "which stage bounds the server over the last few seconds (1: the verdict); precedence: "
-         "loop-bound, gil-bound, threads-short, machine-bound, not-loaded");
+         "loop-bound, gil-bound, threads-short, machine-bound, pool-queued, not-loaded");
     for (int r = 0; r < REGIME_N; r++)
         fprintf(f, "cserve_regime{regime=\"%s\"} %d\n", verdict_name((enum regime)r),
                 v->verdict.regime == (enum regime)r);
@@ -280,6 +280,9 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
     head(f, "cserve_verdict_queued_ratio", "gauge",
          "share of samples in which every pool thread had a request waiting");
     fprintf(f, "cserve_verdict_queued_ratio %.4f\n", v->vin.queued_frac);
+    head(f, "cserve_verdict_queued_max_ratio", "gauge",
+         "the same share in the worker where it is largest");
+    fprintf(f, "cserve_verdict_queued_max_ratio %.4f\n", v->vin.queued_max);
     head(f, "cserve_verdict_machine_busy_ratio", "gauge", "share of all CPUs busy (/proc/stat; -1: unknown)");
     fprintf(f, "cserve_verdict_machine_busy_ratio %.4f\n", v->vin.machine_busy);
 }
