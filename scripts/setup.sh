@@ -14,8 +14,11 @@
 # installed for /usr/bin/python3 — the interpreter cserve embeds — and a
 # failure there is a warning, not an error: only experiments/ needs it. The
 # same for prometheus_client (its parser reads /metrics in
-# tests/integration/test_metrics.py) and chromium (the dashboard test loads
-# the page headless): where they cannot be installed those tests skip.
+# tests/integration/test_metrics.py), prometheus (for promtool, which lints
+# /metrics there; Debian ships promtool only in that package, about 100 MB
+# installed; its service is enabled, where systemd runs, like nginx's) and
+# chromium (the dashboard test loads the page headless): where they cannot
+# be installed those tests skip.
 set -eu
 
 PY=${PYTHON:-/usr/bin/python3}
@@ -61,4 +64,11 @@ if command -v chromium >/dev/null 2>&1; then
     echo "setup: chromium present"
 elif ! "$(dirname "$0")/apt-install-missing.sh" setup chromium; then
     echo "setup: WARNING: chromium could not be installed; test_metrics skips the dashboard test" >&2
+fi
+
+# promtool (Debian's prometheus package), for `promtool check metrics`.
+if command -v promtool >/dev/null 2>&1; then
+    echo "setup: promtool present"
+elif ! "$(dirname "$0")/apt-install-missing.sh" setup prometheus; then
+    echo "setup: WARNING: prometheus (promtool) could not be installed; test_metrics skips its promtool check" >&2
 fi

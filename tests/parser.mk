@@ -57,6 +57,10 @@ build/unit/simd/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) 
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
+# test_verdict.c builds core/metrics/verdict.c in (#include): a change there
+# must rebuild it.
+build/unit/test_verdict build/unit/simd/test_verdict: core/metrics/verdict.c core/metrics/verdict.h
+
 unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD)
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
 

@@ -16,6 +16,7 @@
 #include "jobs.h"
 #include "loop.h"
 #include "../http/httpdate.h"
+#include "../http/response_head.h"
 #include "../base/log.h"
 #include "../base/options.h"
 
@@ -152,22 +153,6 @@ enum verdict conn_send(struct conn *c)
     }
 }
 
-static const char *reason_phrase(int status)
-{
-    switch (status) {
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 417: return "Expectation Failed";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Internal Server Error";
-    }
-}
-
 /* The loop answers the request itself, and closes after: only while the
  * loop holds the job (or there is none). */
 enum verdict conn_fail(struct conn *c, int status)
@@ -177,7 +162,7 @@ enum verdict conn_fail(struct conn *c, int status)
         job_put(l, c->job);
         c->job = NULL;
     }
-    const char *reason = reason_phrase(status);
+    const char *reason = http_reason_phrase(status);
     free(c->err_resp);
     c->err_resp = malloc(512);
     if (!c->err_resp)

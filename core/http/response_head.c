@@ -7,6 +7,26 @@
 #define APPEND_LIT(out, lit) do { memcpy((out)->data + (out)->len, lit, sizeof lit - 1); \
                                   (out)->len += sizeof lit - 1; } while (0)
 
+const char *http_reason_phrase(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Internal Server Error";
+    }
+}
+
 void response_head_start(struct buffer *out, const char *status, size_t status_len)
 {
     APPEND_LIT(out, "HTTP/1.1 ");

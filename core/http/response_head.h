@@ -8,6 +8,11 @@
 
 #include "buffer.h"
 
+/* The reason phrase of a status the server answers with itself (RFC 9110
+ * §15): "Bad Request" for 400; "Internal Server Error" for one it never
+ * sends. */
+const char *http_reason_phrase(int status);
+
 /* Room every head needs beyond the app's own fields. */
 #define RESPONSE_HEAD_FIXED 128
 

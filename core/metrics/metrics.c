@@ -2,7 +2,7 @@
  *
  * Each worker owns one slot of a MAP_SHARED region and publishes a snapshot
  * into it from its loop thread twice a second (metrics_tick): its counters,
- * its threads' CPU clocks, its queues. The metrics thread (metrics_http.c),
+ * its threads' CPU clocks, its queues. The metrics thread (metrics_serve.c),
  * in another process or in this one, copies a slot out under a seqlock. */
 #include "metrics.h"
 
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +27,12 @@
 struct metrics_counts metrics_counts;
 
 const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+#define NAME(n) #n,
+const char *const metrics_loop_names[LOOP_C_N] = {LOOP_STATS_COUNTERS(NAME)};
+const char *const metrics_pool_names[POOL_C_N] = {POOL_STATS_COUNTERS(NAME)};
+const char *const metrics_hloop_names[HLOOP_C_N] = {HANDOFF_LOOP_COUNTERS(NAME)};
+const char *const metrics_hworker_names[HWORKER_C_N] = {HANDOFF_WORKER_COUNTERS(NAME)};
+#undef NAME
 
 #define WORDS (sizeof(struct metrics_data) / sizeof(uint64_t))
 _Static_assert(sizeof(struct metrics_data) % sizeof(uint64_t) == 0, "a snapshot is whole words");
@@ -40,22 +47,37 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
  *
  * The seqlock, and why its orders are enough. No fences: GCC's TSan cannot
  * check atomic_thread_fence, so each data word carries the order itself.
- *   writer: CAS seq s -> s+1 (s even), each data word stored with release,
- *           seq = s+2 (release).
+ * The sequence word holds a count in its low 32 bits, odd while a writer
+ * holds the slot, and that writer's pid in its high 32 bits (0 when free).
+ *   writer: CAS seq (0, s) -> (pid, s+1) (s even), each data word stored
+ *           with release, seq = (0, s+2) (release).
  *   reader: s1 = seq (acquire), each data word loaded with acquire,
- *           s2 = seq (relaxed); the copy stands if s1 == s2 and s1 is even.
- * If s1 is the writer's s+2, that acquire synchronises with its release,
- * so the data loads see that version or a later one. If a data load saw a
- * later version's store, that store is a release after the later writer's
- * CAS to an odd seq, and the load is an acquire before the reader's s2
- * load: the odd seq happens-before s2's load, so s2 != s1 and the copy is
- * thrown away. Every data word is an atomic, so a torn copy is discarded
- * rather than being a data race; on x86-64 release stores and acquire loads
- * are plain moves. The CAS makes the writer side a try-lock: during a
- * reload the old and the new worker of a slot both run, and only the one
- * named by `owner` (the newest) publishes. */
+ *           s2 = seq (relaxed); the copy stands if s1 == s2 and s1's count
+ *           is even.
+ * If s1 is the writer's (0, s+2), that acquire synchronises with its
+ * release, so the data loads see that version or a later one. If a data
+ * load saw a later version's store, that store is a release after the
+ * later writer's CAS to an odd count, and the load is an acquire before
+ * the reader's s2 load: the odd word happens-before s2's load, so s2 != s1
+ * and the copy is thrown away. Every data word is an atomic, so a torn copy
+ * is discarded rather than being a data race; on x86-64 release stores and
+ * acquire loads are plain moves. The CAS makes the writer side a try-lock:
+ * during a reload the old and the new worker of a slot both run, and the
+ * one named by `owner` (the newest) publishes; the one it replaces stops
+ * at its next tick (a publish of its already past that check is its last).
+ *
+ * A writer killed while it holds the slot never releases it. The pid in
+ * the word says who holds it: a writer that finds it held by a process
+ * that no longer exists takes it over with a CAS that keeps the count odd
+ * ((dead, s+1) -> (pid, s+1)), writes a whole snapshot and releases it as
+ * its own ((0, s+2)). Readers cannot tell the two writers apart and need
+ * not: the count stayed odd from the dead writer's CAS to the release. */
+#define SEQ_COUNT(w) ((uint32_t)(w))
+#define SEQ_HOLDER(w) ((pid_t)((w) >> 32))
+#define SEQ_WORD(holder, count) ((uint64_t)(uint32_t)(holder) << 32 | (uint32_t)(count))
+
 struct metrics_slot {
-    _Atomic uint64_t seq;
+    _Atomic uint64_t seq;  /* (holder pid, count): see above */
     _Atomic int64_t owner; /* pid of the worker that publishes here */
     char pad[CACHE_LINE - 16];
     _Atomic uint64_t words[WORDS];
@@ -140,7 +162,7 @@ bool metrics_read_slot(unsigned i, struct metrics_data *out)
         uint64_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (s1 == 0)
             return false; /* never published */
-        if (s1 & 1) {
+        if (SEQ_COUNT(s1) & 1) {
             usleep(100);
             continue;
         }
@@ -160,25 +182,40 @@ bool metrics_read_slot(unsigned i, struct metrics_data *out)
     return false;
 }
 
+/* A pid that no longer names a process of ours: gone (ESRCH), or reused
+ * by another user's (EPERM). A killed worker is reaped by its supervisor
+ * before its successor starts, so its pid is gone by then; the one left
+ * is a pid reused by a process of ours, which keeps the slot locked until
+ * that process ends. */
+static bool writer_gone(pid_t pid)
+{
+    return pid > 0 && kill(pid, 0) != 0 && (errno == ESRCH || errno == EPERM);
+}
+
 /* Returns false when another process owns the slot now (it replaced this
- * worker), or a writer holds it. */
+ * worker), or a live writer holds it. */
 static bool publish(unsigned i, const struct metrics_data *d)
 {
     struct metrics_slot *s = &region->slots[i];
-    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-    if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&s->seq, &seq, seq + 1, memory_order_relaxed,
-                                                              memory_order_relaxed))
+    pid_t me = getpid();
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != (int64_t)me)
         return false;
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != (int64_t)getpid()) {
-        atomic_store_explicit(&s->seq, seq, memory_order_relaxed); /* nothing was written */
+    uint64_t w = atomic_load_explicit(&s->seq, memory_order_relaxed), held;
+    if (!(SEQ_COUNT(w) & 1))
+        held = SEQ_WORD(me, SEQ_COUNT(w) + 1);
+    else if (SEQ_HOLDER(w) != me && writer_gone(SEQ_HOLDER(w)))
+        held = SEQ_WORD(me, SEQ_COUNT(w)); /* killed while it wrote: take it over */
+    else
         return false;
-    }
-    const uint64_t *w = (const uint64_t *)d;
+    if (!atomic_compare_exchange_strong_explicit(&s->seq, &w, held, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return false;
+    const uint64_t *words = (const uint64_t *)d;
     size_t n = offsetof(struct metrics_data, threads) / sizeof(uint64_t) +
                (size_t)d->nthreads * (sizeof(struct metrics_thread) / sizeof(uint64_t));
     for (size_t k = 0; k < n; k++)
-        atomic_store_explicit(&s->words[k], w[k], memory_order_release);
-    atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+        atomic_store_explicit(&s->words[k], words[k], memory_order_release);
+    atomic_store_explicit(&s->seq, SEQ_WORD(0, SEQ_COUNT(held) + 1), memory_order_release);
     return true;
 }
 
@@ -363,6 +400,7 @@ void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double p
     uint64_t samples = counter_get(&metrics_counts.samples) - me.win_samples;
     if (samples)
         in.queued_frac = (double)(counter_get(&metrics_counts.samples_queued) - me.win_queued) / (double)samples;
+    in.queued_max = in.queued_frac; /* the table is one worker's */
     uint64_t busy, total;
     if (me.win_proc && metrics_proc_stat(&busy, &total) && total > me.win_total)
         in.machine_busy = (double)(busy - me.win_busy) / (double)(total - me.win_total);

@@ -8,7 +8,7 @@
  * One thread of the process that started the server (the supervisor, or the
  * lone worker, which stays that process when a reload makes it its
  * successor's supervisor) reads the slots and serves HTTP on a listener of
- * its own (metrics_http.c). */
+ * its own (metrics_serve.c). */
 #ifndef CSERVE_METRICS_H
 #define CSERVE_METRICS_H
 
@@ -56,10 +56,11 @@ static inline void metrics_count_response(struct metrics_counts *m, int status, 
     counter_add(&m->latency_ns, ns);
 }
 
-/* main: before any worker starts. Makes the shared region (slots: workers),
- * binds --metrics-bind and starts the thread that serves it. Prints the
- * error and returns -1 when it cannot. */
-int metrics_start(const struct options *opt, unsigned slots);
+/* main: before any worker starts. Makes the shared region (slots: workers)
+ * and starts the thread that serves listen_fd, the --metrics-bind listener
+ * (bound by the server's own binder: ../server/listen.c), which it then
+ * owns. Prints the error and returns -1 when it cannot. */
+int metrics_start(const struct options *opt, unsigned slots, int listen_fd);
 /* main, at the end: stop the thread, close the listener. */
 void metrics_stop(void);
 /* The region's descriptor for an exec'd worker (-1: metrics off). */

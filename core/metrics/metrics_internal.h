@@ -1,13 +1,18 @@
 /* metrics_internal.h — one worker's published snapshot, as the metrics
- * thread reads it back (metrics.c writes it, metrics_http.c serves it). */
+ * thread reads it back (metrics.c writes it), and what the thread's files
+ * share: the view the endpoints render (metrics_history.c fills it,
+ * metrics_prometheus.c and metrics_json.c render it, metrics_serve.c
+ * serves it). */
 #ifndef CSERVE_METRICS_INTERNAL_H
 #define CSERVE_METRICS_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "metrics.h"
 #include "../base/stats.h"
+#include "verdict.h"
 
 enum { HLOOP_G_N = 1, HWORKER_G_N = 1 }; /* HANDOFF_*_GAUGES: one each */
 
@@ -55,5 +60,37 @@ unsigned metrics_nslots(void);
 bool metrics_read_slot(unsigned i, struct metrics_data *out);
 
 extern const char *const metrics_class_names[METRICS_CLASSES];
+/* The names of the snapshot's counter arrays (loop[], pool[], hloop[],
+ * hworker[]): struct loop_stats', struct pool_stats' and the handoff's. */
+extern const char *const metrics_loop_names[LOOP_C_N];
+extern const char *const metrics_pool_names[POOL_C_N];
+extern const char *const metrics_hloop_names[HLOOP_C_N];
+extern const char *const metrics_hworker_names[HWORKER_C_N];
+
+/* What the endpoints render: the latest read of every slot, and the
+ * verdict over the last few seconds of samples. */
+struct metrics_view {
+    const struct options *opt;
+    unsigned nslots;
+    struct metrics_data *data; /* [nslots], the latest reads */
+    bool *have;                /* [nslots]: data[i] holds a read */
+    struct verdict verdict;
+    struct verdict_input vin;  /* the figures it rests on */
+    unsigned vworker;          /* the busiest worker, whose figures decided */
+};
+
+/* metrics_history.c. Allocates the view and the history for the region's
+ * slots (0, or -1 with errno); the first verdict is over no samples. */
+int metrics_history_init(struct metrics_view *v, const struct options *opt);
+void metrics_history_free(struct metrics_view *v);
+/* Twice a second: read every slot into the history and the view, and
+ * decide the verdict again. */
+void metrics_history_sample(struct metrics_view *v);
+/* Before rendering: the freshest read of every slot, not the last sample's. */
+void metrics_view_refresh(struct metrics_view *v);
+
+/* metrics_prometheus.c, metrics_json.c: the endpoints' bodies. */
+void metrics_render_prometheus(FILE *f, const struct metrics_view *v);
+void metrics_render_json(FILE *f, const struct metrics_view *v);
 
 #endif

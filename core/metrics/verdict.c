@@ -9,7 +9,9 @@
  * the machine is the bound only when no stage is. Threads count as short
  * only while they wait off the CPU: queued threads that are runnable but
  * not running (a full machine) are short of a CPU, which more threads
- * would not give them. */
+ * would not give them. Requests that queue for the pool most of the window
+ * while its threads are none of these (partly on the GIL, partly waiting)
+ * still mean the pool is the bound: never "not loaded". */
 #include "verdict.h"
 
 #include <stdio.h>
@@ -19,6 +21,7 @@ static const char *const names[REGIME_N] = {
     [REGIME_GIL_BOUND] = "gil-bound",
     [REGIME_THREADS_SHORT] = "threads-short",
     [REGIME_MACHINE_BOUND] = "machine-bound",
+    [REGIME_POOL_QUEUED] = "pool-queued",
     [REGIME_NOT_LOADED] = "not-loaded",
 };
 
@@ -30,7 +33,9 @@ static const char *const advice[REGIME_N] = {
                              "threads wait on I/O with the GIL released",
     [REGIME_MACHINE_BOUND] = "the machine is full: the app (or what shares the machine) is the "
                              "cost; more workers or threads would not help",
-    [REGIME_NOT_LOADED] = "nothing to do: no stage is saturated and CPU is idle",
+    [REGIME_POOL_QUEUED] = "add --workers: requests queue for the pool threads, busy partly on the GIL "
+                          "and partly waiting; more --blocking-threads would help only the waiting part",
+    [REGIME_NOT_LOADED] = "nothing to do: no stage is saturated and requests seldom wait for a pool thread",
 };
 
 const char *verdict_name(enum regime r)
@@ -57,6 +62,9 @@ void verdict_decide(const struct verdict_input *in, struct verdict *out)
         r = REGIME_THREADS_SHORT;
     else if (in->machine_busy >= VERDICT_SATURATED)
         r = REGIME_MACHINE_BOUND;
+    else if (in->pool_threads && (in->queued_max > in->queued_frac ? in->queued_max : in->queued_frac) >=
+                                     VERDICT_QUEUED_MOST)
+        r = REGIME_POOL_QUEUED;
     else
         r = REGIME_NOT_LOADED;
     out->regime = r;
@@ -65,9 +73,12 @@ void verdict_decide(const struct verdict_input *in, struct verdict *out)
     char busy[16] = "?";
     if (in->machine_busy >= 0)
         snprintf(busy, sizeof busy, "%.0f%%", 100.0 * in->machine_busy);
+    char most[48] = "";
+    if (in->queued_max > in->queued_frac + 0.005)
+        snprintf(most, sizeof most, " (%.0f%% in the most queued worker)", 100.0 * in->queued_max);
     snprintf(out->why, sizeof out->why,
              "over %.1f s: loop %.0f%% of a core, pool %.0f%% (GIL held) and %.0f%% waiting for a CPU, "
-             "every pool thread queued %.0f%% of the time, machine %s busy",
+             "every pool thread queued %.0f%% of the time%s, machine %s busy",
              in->window_s, 100.0 * in->loop_util, 100.0 * in->pool_util,
-             100.0 * (in->pool_ready > 0 ? in->pool_ready : 0), 100.0 * in->queued_frac, busy);
+             100.0 * (in->pool_ready > 0 ? in->pool_ready : 0), 100.0 * in->queued_frac, most, busy);
 }

@@ -13,6 +13,7 @@ enum regime {
     REGIME_GIL_BOUND,     /* the pool threads together hold a core: the GIL */
     REGIME_THREADS_SHORT, /* every pool thread has work waiting, the GIL is not held */
     REGIME_MACHINE_BOUND, /* no stage saturated, but the machine has no idle CPU */
+    REGIME_POOL_QUEUED,    /* requests queue for the pool, whose threads are none of the above */
     REGIME_NOT_LOADED,    /* none of the above: nothing to do */
     REGIME_N
 };
@@ -29,6 +30,10 @@ enum regime {
 /* ... and each waited for a CPU less than this share of the window: past
  * it, the machine is what keeps them from their queues. */
 #define VERDICT_READY 0.10
+/* Requests queued behind every pool thread of a worker in this share of
+ * the samples or more: they wait for the pool most of the window, which is
+ * never "not loaded", whatever the threads did meanwhile. */
+#define VERDICT_QUEUED_MOST 0.50
 
 struct verdict_input {
     double window_s;     /* the window the figures cover */
@@ -38,6 +43,7 @@ struct verdict_input {
                           * time the GIL was held */
     double queued_frac;  /* samples in which every pool thread had a request waiting
                           * behind its current one / samples (the least queued worker's) */
+    double queued_max;   /* the same, the most queued worker's (one worker: the same) */
     double pool_ready;   /* the pool threads' time runnable but not running (schedstat's run
                           * delay) together / window: waiting for a CPU, not for I/O */
     double machine_busy; /* 1 - idle share of all CPUs (/proc/stat); < 0: unknown */
@@ -48,7 +54,7 @@ struct verdict {
     enum regime regime;
     const char *name;    /* "loop-bound", ... (the label in /metrics) */
     const char *advice;  /* one line */
-    char why[200];       /* the figures it rests on */
+    char why[256];       /* the figures it rests on */
 };
 
 void verdict_decide(const struct verdict_input *in, struct verdict *out);

@@ -1,4 +1,5 @@
-/* listen.c — open what the server accepts on.
+/* listen.c — open what the server accepts on: the app's listener (--bind)
+ * and the metrics listener (--metrics-bind), through the same binders.
  *
  * unix: paths are handled like gunicorn's: a path holding anything but a
  * socket is never deleted; a socket something still accepts on is never
@@ -7,17 +8,25 @@
  * process created is removed at exit, if the path still holds that inode.
  * Others may write to the socket's directory meanwhile: every step acts on
  * the node it checked, never on whatever the path names by then, and no
- * symlink there is followed. */
+ * symlink there is followed.
+ *
+ * The path appears only once the socket listens: it is bound under a
+ * temporary name beside it and renamed into place after listen(). A socket
+ * bound but not yet listening refuses connections, so a client that saw
+ * the path would be refused, and a second server starting at that moment
+ * would take it for stale and replace it, leaving the first unreachable. */
 #include "listen.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -27,18 +36,23 @@
 
 #define SD_LISTEN_FDS_START 3 /* sd_listen_fds(3): passed sockets start at fd 3 */
 
+/* The metrics listener's backlog: its thread serves 32 clients at once
+ * (core/metrics/metrics_serve.c); a few more may wait. */
+#define METRICS_BACKLOG 32
+
 static char described[NI_MAXHOST + NI_MAXSERV + 200];
-static struct {
+/* The unix: sockets this process created: --bind's and --metrics-bind's. */
+static struct created {
     char path[sizeof ((struct sockaddr_un *)0)->sun_path];
     dev_t dev;
     ino_t ino;
     pid_t owner; /* 0: no socket of ours to remove */
-} created;
+} created[2];
 
-static void refuse(const char *path, const char *why) __attribute__((noreturn));
-static void refuse(const char *path, const char *why)
+static void refuse(const char *flag, const char *path, const char *why) __attribute__((noreturn));
+static void refuse(const char *flag, const char *path, const char *why)
 {
-    fprintf(stderr, "cserve: error: --bind unix:%s: %s\n", path, why);
+    fprintf(stderr, "cserve: error: %s unix:%s: %s\n", flag, path, why);
     exit(2);
 }
 
@@ -97,110 +111,183 @@ static int remove_if_same(const char *path, dev_t dev, ino_t ino, const char **w
 }
 
 /* Decide what may be done with whatever is at path before binding there. */
-static void clear_unix_path(const char *path)
+static void clear_unix_path(const char *flag, const char *path)
 {
     int node = open_node(path);
     if (node < 0) {
         if (errno == ENOENT)
             return;
-        refuse(path, strerror(errno));
+        refuse(flag, path, strerror(errno));
     }
     struct stat st;
     if (fstat(node, &st) != 0)
-        refuse(path, strerror(errno));
+        refuse(flag, path, strerror(errno));
     if (!S_ISSOCK(st.st_mode))
-        refuse(path, "the path exists and is not a socket; refusing to replace it");
+        refuse(flag, path, "the path exists and is not a socket; refusing to replace it");
     /* Probe the very node just checked, not whatever path names by now. */
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     fd_path(sun.sun_path, sizeof sun.sun_path, node);
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (probe < 0)
-        refuse(path, strerror(errno));
+        refuse(flag, path, strerror(errno));
     int rc = connect(probe, (const struct sockaddr *)&sun, sizeof sun);
     int err = errno;
     close(probe);
     close(node);
     if (rc == 0 || err == EAGAIN) /* EAGAIN: alive, its backlog is full */
-        refuse(path, "a server is listening on this socket (another cserve?); refusing to take it over");
+        refuse(flag, path, "a server is listening on this socket (another cserve?); refusing to take it over");
     if (err != ECONNREFUSED) {
         char why[300];
         snprintf(why, sizeof why, "cannot tell whether the socket there is stale: %s", strerror(err));
-        refuse(path, why);
+        refuse(flag, path, why);
     }
     const char *why;
     if (remove_if_same(path, st.st_dev, st.st_ino, &why) != 0)
-        refuse(path, why);
+        refuse(flag, path, why);
     log_info("removed the stale socket %s", path);
 }
 
-static int listen_unix(const struct options *opt)
+/* Bind fd to a fresh name in path's directory, into tmp: ".cserve-" and
+ * random letters, shortened where sun_path has less room (the final path
+ * fits, so one letter always does). bind() creates the name or fails with
+ * EADDRINUSE if anything is there, a dangling symlink included: a name
+ * someone else holds is never used, another is drawn. */
+static int bind_temporary(int fd, const char *path, char *tmp, size_t cap)
 {
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    size_t room = cap - 1 - dir, len = room < 14 ? room : 14;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    snprintf(sun.sun_path, sizeof sun.sun_path, "%s", opt->bind_unix);
-    clear_unix_path(opt->bind_unix);
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned char rnd[14];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            return -1;
+        memcpy(sun.sun_path, path, dir);
+        char *name = sun.sun_path + dir;
+        for (size_t i = 0; i < len; i++)
+            name[i] = letters[rnd[i] % (sizeof letters - 1)];
+        if (len == 14)
+            memcpy(name, ".cserve-", 8);
+        else if (len > 1)
+            name[0] = '.';
+        name[len] = '\0';
+        if (bind(fd, (struct sockaddr *)&sun, sizeof sun) == 0) {
+            snprintf(tmp, cap, "%s", sun.sun_path);
+            return 0;
+        }
+        if (errno != EADDRINUSE)
+            return -1;
+    }
+    return -1;
+}
+
+/* The temporary name of a socket that will not serve: removed if it still
+ * holds the node bound (whatever was swapped in is left). */
+static void drop_temporary(const char *tmp, const struct stat *st)
+{
+    const char *why;
+    if (remove_if_same(tmp, st->st_dev, st->st_ino, &why) != 0 && why)
+        log_warn("cannot remove %s: %s", tmp, why);
+}
+
+/* A checked unix: listener at path (flag names the option in messages;
+ * mode < 0 leaves the umask's), recorded in own for removal at exit.
+ * Refuses (one line, exit 2) an empty path, a path holding a non-socket or
+ * a live socket. Returns the socket, or -1 after logging why. */
+static int listen_unix(const char *flag, const char *path, int mode, int backlog, struct created *own)
+{
+    if (!path[0]) /* the abstract namespace: no file, no mode, open to any local user */
+        refuse(flag, path, "an empty path; give a file name");
+    clear_unix_path(flag, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     /* bind gives the new node the socket inode's mode less the umask: with
-     * --socket-mode it starts with no permission at all, so nobody but root
+     * a mode to set it starts with no permission at all, so nobody but root
      * can connect before the mode below is set, whatever the umask. */
-    if (opt->socket_mode >= 0 && fchmod(fd, 0) != 0) {
-        log_error("--socket-mode: %s", strerror(errno));
+    if (mode >= 0 && fchmod(fd, 0) != 0) {
+        log_error("%s: %s", flag, strerror(errno));
         close(fd);
         return -1;
     }
-    if (bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
-        log_error("cannot listen on unix:%s: %s", opt->bind_unix, strerror(errno));
+    char tmp[sizeof ((struct sockaddr_un *)0)->sun_path];
+    if (bind_temporary(fd, path, tmp, sizeof tmp) != 0) {
+        log_error("cannot listen on unix:%s: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
-    /* From here on the path is only acted on through the node it names,
+    /* From here on the name is only acted on through the node it names,
      * opened without following a symlink and checked to be a socket: a
      * symlink swapped in since bind (by someone who can write to the
      * directory, and so could remove our socket anyway) is refused, never
      * followed to chmod, chown or remove another file. */
-    int node = open_node(opt->bind_unix);
+    int node = open_node(tmp);
     struct stat st;
     if (node < 0 || fstat(node, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-        log_error("cannot listen on unix:%s: the path no longer holds a socket after bind", opt->bind_unix);
+        log_error("cannot listen on unix:%s: the path no longer holds a socket after bind", path);
         if (node >= 0)
             close(node);
         close(fd);
         return -1;
     }
-    snprintf(created.path, sizeof created.path, "%s", opt->bind_unix);
-    created.dev = st.st_dev;
-    created.ino = st.st_ino;
-    created.owner = getpid();
-    atexit(listen_cleanup);
     char node_path[32];
     fd_path(node_path, sizeof node_path, node);
-    int rc = opt->socket_mode >= 0 ? chmod(node_path, (mode_t)opt->socket_mode) : 0;
+    int rc = mode >= 0 ? chmod(node_path, (mode_t)mode) : 0;
     int err = errno;
     close(node);
-    if (rc != 0) {
-        log_error("--socket-mode: chmod %s: %s", opt->bind_unix, strerror(err));
+    if (rc != 0 || listen(fd, backlog) != 0) {
+        err = rc != 0 ? err : errno;
+        log_error("cannot listen on unix:%s: %s%s", path, rc != 0 ? "chmod: " : "", strerror(err));
+        drop_temporary(tmp, &st);
         close(fd);
         return -1;
     }
-    if (listen(fd, opt->backlog) != 0) {
-        log_error("cannot listen on unix:%s: %s", opt->bind_unix, strerror(errno));
+    /* Into place, listening; never over whatever took the path since it
+     * was checked. */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) != 0) {
+        err = errno;
+        drop_temporary(tmp, &st);
+        refuse(flag, path, err == EEXIST ? "something took the path while cserve bound it; left as it is"
+                                         : strerror(err));
+    }
+    struct stat now;
+    if (lstat(path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+        log_error("cannot listen on unix:%s: the socket bound was swapped before it took the path", path);
         close(fd);
         return -1;
     }
-    snprintf(described, sizeof described, "unix:%s", opt->bind_unix);
+    snprintf(own->path, sizeof own->path, "%s", path);
+    own->dev = st.st_dev;
+    own->ino = st.st_ino;
+    own->owner = getpid();
+    static bool registered;
+    if (!registered)
+        atexit(listen_cleanup);
+    registered = true;
     return fd;
 }
 
-static int listen_tcp(const struct options *opt, bool reuseport)
+static bool loopback(const struct sockaddr *sa)
 {
-    char port[16];
-    snprintf(port, sizeof port, "%d", opt->bind_port);
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return false;
+}
+
+/* A TCP listener on host:port: the first address it resolves to that
+ * binds. Returns the socket, or -1 after logging why. */
+static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
+{
+    char serv[16];
+    snprintf(serv, sizeof serv, "%d", port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res;
-    int err = getaddrinfo(opt->bind_host, port, &hints, &res);
+    int err = getaddrinfo(host, serv, &hints, &res);
     if (err) {
-        log_error("cannot resolve %s: %s", opt->bind_host, gai_strerror(err));
+        log_error("cannot resolve %s: %s", host, gai_strerror(err));
         return -1;
     }
     int fd = -1;
@@ -212,14 +299,13 @@ static int listen_tcp(const struct options *opt, bool reuseport)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (reuseport)
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, opt->backlog) == 0)
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, backlog) == 0)
             break;
-        log_error("cannot listen on %s:%s: %s", opt->bind_host, port, strerror(errno));
+        log_error("cannot listen on %s:%s: %s", host, serv, strerror(errno));
         close(fd);
         fd = -1;
     }
     freeaddrinfo(res);
-    snprintf(described, sizeof described, "http://%s:%d", opt->bind_host, opt->bind_port);
     return fd;
 }
 
@@ -291,15 +377,18 @@ int listen_open_all(const struct options *opt, unsigned n, int *fds)
     int shared = inherited;
     if (shared == -2)
         return -1;
-    if (shared < 0 && opt->bind_unix)
-        shared = listen_unix(opt);
+    if (shared < 0 && opt->bind_unix) {
+        shared = listen_unix("--bind", opt->bind_unix, opt->socket_mode, opt->backlog, &created[0]);
+        snprintf(described, sizeof described, "unix:%s", opt->bind_unix);
+    }
     if (shared >= 0 || opt->bind_unix) {
         for (unsigned i = 0; i < n; i++)
             fds[i] = shared;
         return shared >= 0 ? 0 : -1;
     }
+    snprintf(described, sizeof described, "http://%s:%d", opt->bind_host, opt->bind_port);
     for (unsigned i = 0; i < n; i++) {
-        fds[i] = listen_tcp(opt, n > 1);
+        fds[i] = listen_tcp(opt->bind_host, opt->bind_port, opt->backlog, n > 1);
         if (fds[i] < 0) {
             while (i-- > 0)
                 close(fds[i]);
@@ -314,18 +403,52 @@ const char *listen_describe(void)
     return described;
 }
 
-int listen_chown(uid_t uid, gid_t gid)
+/* The metrics listener's address: loopback only, as it has no
+ * authentication (a proxy in front publishes it). Every address the name
+ * resolves to must be loopback, so that which one binds cannot matter. */
+int listen_metrics_check(const struct options *opt)
 {
-    if (created.owner != getpid())
+    if (!opt->metrics_bind || opt->metrics_unix)
+        return 0; /* the path's form was checked with the options */
+    char serv[16];
+    snprintf(serv, sizeof serv, "%d", opt->metrics_port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
+    int rc = getaddrinfo(opt->metrics_host, serv, &hints, &res);
+    if (rc != 0) {
+        fprintf(stderr, "cserve: error: --metrics-bind %s: %s\n", opt->metrics_bind, gai_strerror(rc));
+        return -1;
+    }
+    bool ok = true;
+    for (struct addrinfo *ai = res; ai && ok; ai = ai->ai_next)
+        ok = loopback(ai->ai_addr);
+    freeaddrinfo(res);
+    if (!ok)
+        fprintf(stderr, "cserve: error: --metrics-bind %s: %s is not a loopback address "
+                        "(metrics are served on loopback only)\n", opt->metrics_bind, opt->metrics_host);
+    return ok ? 0 : -1;
+}
+
+int listen_metrics_open(const struct options *opt)
+{
+    if (opt->metrics_unix)
+        return listen_unix("--metrics-bind", opt->metrics_unix, -1, METRICS_BACKLOG, &created[1]);
+    if (listen_metrics_check(opt) != 0)
+        return -1;
+    return listen_tcp(opt->metrics_host, opt->metrics_port, METRICS_BACKLOG, false);
+}
+
+static int chown_created(const struct created *c, uid_t uid, gid_t gid)
+{
+    if (c->owner != getpid())
         return 0;
-    int node = open_node(created.path);
+    int node = open_node(c->path);
     if (node < 0)
         return -1;
     struct stat st;
     int rc = -1;
     if (fstat(node, &st) != 0)
         ;
-    else if (st.st_dev != created.dev || st.st_ino != created.ino)
+    else if (st.st_dev != c->dev || st.st_ino != c->ino)
         errno = ESTALE; /* not the socket we made: not ours to give away */
     else
         rc = fchownat(node, "", uid, gid, AT_EMPTY_PATH);
@@ -335,22 +458,36 @@ int listen_chown(uid_t uid, gid_t gid)
     return rc;
 }
 
-void listen_cleanup(void)
+int listen_chown(uid_t uid, gid_t gid)
 {
-    if (created.owner != getpid())
+    for (size_t i = 0; i < sizeof created / sizeof *created; i++)
+        if (chown_created(&created[i], uid, gid) != 0)
+            return -1;
+    return 0;
+}
+
+static void cleanup_created(struct created *c)
+{
+    if (c->owner != getpid())
         return;
-    created.owner = 0;
+    c->owner = 0;
     /* Only our inode: a later server may have replaced the path already
      * (then it is not even moved aside for the check). */
     struct stat st;
-    if (lstat(created.path, &st) != 0) {
+    if (lstat(c->path, &st) != 0) {
         if (errno != ENOENT)
-            log_warn("cannot remove %s: %s", created.path, strerror(errno));
+            log_warn("cannot remove %s: %s", c->path, strerror(errno));
         return;
     }
-    if (st.st_dev != created.dev || st.st_ino != created.ino)
+    if (st.st_dev != c->dev || st.st_ino != c->ino)
         return;
     const char *why;
-    if (remove_if_same(created.path, created.dev, created.ino, &why) != 0 && why)
-        log_warn("cannot remove %s: %s", created.path, why);
+    if (remove_if_same(c->path, c->dev, c->ino, &why) != 0 && why)
+        log_warn("cannot remove %s: %s", c->path, why);
+}
+
+void listen_cleanup(void)
+{
+    for (size_t i = 0; i < sizeof created / sizeof *created; i++)
+        cleanup_created(&created[i]);
 }

@@ -1,5 +1,5 @@
 /* listen.h — the listening sockets: TCP, unix: (guarded), or inherited from
- * systemd. */
+ * systemd; the app's (--bind) and the metrics listener (--metrics-bind). */
 #ifndef CSERVE_LISTEN_H
 #define CSERVE_LISTEN_H
 
@@ -25,12 +25,24 @@ int listen_open_all(const struct options *opt, unsigned n, int *fds);
  * "unix:PATH", or "systemd socket fd 3 (...)". Valid after listen_open_all. */
 const char *listen_describe(void);
 
-/* Give a unix: socket this process created to uid:gid (before dropping
+/* --metrics-bind's address is one it may bind: every address HOST resolves
+ * to is loopback (a unix: path's form was checked with the options). The
+ * start and --check-config both call it, before anything listens. 0, or -1
+ * after printing why. */
+int listen_metrics_check(const struct options *opt);
+
+/* The metrics listener, non-blocking, through the same binders as
+ * listen_open_all: a unix: path is refused (one line, exit 2) as --bind's
+ * is, and removed at exit by listen_cleanup. Returns the socket, or -1
+ * after logging why. */
+int listen_metrics_open(const struct options *opt);
+
+/* Give the unix: sockets this process created to uid:gid (before dropping
  * privileges, so the server can still remove it at exit). 0 or -1 (errno). */
 int listen_chown(uid_t uid, gid_t gid);
 
-/* Remove the unix: socket this process created, if the path still holds
- * it: called at exit (also registered with atexit), a no-op in forked
+/* Remove the unix: sockets this process created, where the path still holds
+ * them: called at exit (also registered with atexit), a no-op in forked
  * workers and for every other kind of socket. */
 void listen_cleanup(void);
 

@@ -62,6 +62,15 @@ static void raise_fd_limit(void)
     }
 }
 
+/* The metrics listener before the app's: an address it cannot have ends
+ * the start before the app's listener exists. */
+static int open_listeners(const struct options *opt, int *fds, int *metrics_fd)
+{
+    if (opt->metrics_bind && (*metrics_fd = listen_metrics_open(opt)) < 0)
+        return -1;
+    return listen_open_all(opt, opt->workers, fds);
+}
+
 /* A worker exec'd by a supervisor (or by a worker it replaces): the
  * listener, the user and the directory are inherited; it imports the app
  * afresh (a failure exits here, before it tells its parent it accepts). */
@@ -120,6 +129,9 @@ int main(int argc, char **argv)
 
     if (exec_worker)
         return exec_worker_main(&opt, exec_index, exec_fd, exec_log_fd);
+    /* What the start refuses, --check-config refuses too. */
+    if (listen_metrics_check(&opt) != 0)
+        return 2;
     if (opt.check_config) {
         options_print(&opt, stdout);
         fflush(stdout);
@@ -166,17 +178,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "cserve: error: --access-log=%s: %s\n", opt.access_log_file, strerror(errno));
         return 2;
     }
-    int *fds = calloc(opt.workers, sizeof *fds);
+    int *fds = calloc(opt.workers, sizeof *fds), metrics_fd = -1;
     if (!fds)
         return 1;
     if (dropping) {
-        if (listen_open_all(&opt, opt.workers, fds) != 0)
+        if (open_listeners(&opt, fds, &metrics_fd) != 0)
             return 1;
         privs_drop();
     }
     if (python)
         wsgi_init(&opt, apps);
-    if (!dropping && listen_open_all(&opt, opt.workers, fds) != 0)
+    if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)
         return 1;
     if (opt.pid_file && pidfile_write(opt.pid_file) != 0)
         return 1;
@@ -203,7 +215,7 @@ int main(int argc, char **argv)
              dropping ? privs_describe() : "");
     /* Before any worker exists: the slots are inherited, and the thread
      * that serves them stays in this process through a reload. */
-    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0) {
+    if (opt.metrics_bind && metrics_start(&opt, opt.workers, metrics_fd) != 0) {
         free(fds);
         return 2;
     }

@@ -281,6 +281,39 @@ static void parse_bind(struct options *o, const char *s)
     o->bind_port = (int)parse_count("--bind port", colon + 1, 0, 65535);
 }
 
+/* --metrics-bind's form; which addresses it may name is listen.c's
+ * (listen_metrics_check), as that needs the resolver. An empty unix: path
+ * would bind an abstract socket (its name all NUL bytes), reachable by any
+ * local user whatever the file modes: refused. */
+static void parse_metrics_bind(struct options *o, const char *s)
+{
+    o->metrics_bind = s;
+    o->metrics_unix = NULL;
+    if (strncmp(s, "unix:", 5) == 0) {
+        if (!s[5])
+            die_usage("--metrics-bind unix:PATH needs a path (an empty one would be an abstract socket, "
+                      "open to every local user): '%s'", s);
+        if (strlen(s + 5) >= 108)
+            die_usage("--metrics-bind unix:PATH needs a path shorter than 108 bytes: '%s'", s);
+        o->metrics_unix = s + 5;
+        return;
+    }
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        die_usage("--metrics-bind needs HOST:PORT (a loopback address) or unix:PATH, not '%s'", s);
+    size_t hlen = (size_t)(colon - s);
+    const char *host = s;
+    if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') { /* [::1]:9109 */
+        host++;
+        hlen -= 2;
+    }
+    if (hlen == 0 || hlen >= sizeof o->metrics_host)
+        die_usage("--metrics-bind needs HOST:PORT (a loopback address) or unix:PATH, not '%s'", s);
+    memcpy(o->metrics_host, host, hlen);
+    o->metrics_host[hlen] = '\0';
+    o->metrics_port = (int)parse_count("--metrics-bind port", colon + 1, 0, 65535);
+}
+
 static void parse_spin(struct options *o, const char *s)
 {
     char *end;
@@ -397,7 +430,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         case OPT_STATS: o->stats = true; break;
         case OPT_STATS_JSON: o->stats_json = optarg; break;
-        case OPT_METRICS_BIND: o->metrics_bind = optarg; break;
+        case OPT_METRICS_BIND: parse_metrics_bind(o, optarg); break;
         case OPT_MAX_REQUESTS:
             o->max_requests = parse_count("--max-requests", optarg, 0, 1ul << 40);
             break;

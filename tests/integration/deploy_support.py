@@ -107,6 +107,26 @@ def embedded_sys_path():
     return json.loads(out)
 
 
+def build_preload(tmp_path, source):
+    """A shared library built from C source, for LD_PRELOAD (skips the test
+    where there is no C compiler)."""
+    import shutil
+    import pytest
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the preloaded library")
+    src, lib = tmp_path / "preload.c", tmp_path / "preload.so"
+    src.write_text(source)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"], check=True)
+    return str(lib)
+
+
+def preload_env(lib, **extra):
+    """clean_env() with lib preloaded. An ASan build wants its runtime
+    first; the preloaded calls only wrap libc's."""
+    asan = ":".join(x for x in (os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0") if x)
+    return clean_env(LD_PRELOAD=lib, ASAN_OPTIONS=asan, **extra)
+
+
 def one_line_error(proc):
     lines = [ln for ln in proc.text().splitlines() if ln.strip()]
     assert len(lines) == 1, proc.text()

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from conftest import APPS, BIN, ROOT, free_port
-from deploy_support import Proc, clean_env, info, one_line_error, serve_info, wait_connect
+from deploy_support import (Proc, build_preload, clean_env, info, one_line_error, preload_env, serve_info,
+                            wait_connect)
 
 
 def test_help_lists_the_deployment_options():
@@ -142,7 +143,7 @@ def test_stale_socket_replaced_leaves_nothing_else(tmp_path):
 # Wins the races a unix: bind has with whoever else can write to the
 # socket's directory, at the worst moment, deterministically: preloaded
 # into cserve, it swaps the path right after the stale-socket probe is
-# refused, or right after bind.
+# refused, or the name just bound right after bind.
 _RACER_C = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -159,14 +160,23 @@ static const char *unix_path(const struct sockaddr *a)
     return a->sa_family == AF_UNIX ? ((const struct sockaddr_un *)a)->sun_path : "";
 }
 
+/* A name in the same directory as path: the socket is bound under a
+ * temporary name beside its path, then renamed into place. */
+static int beside(const char *name, const char *path)
+{
+    const char *a = strrchr(name, '/'), *b = strrchr(path, '/');
+    return a && b && a - name == b - path && strncmp(name, path, (size_t)(a - name)) == 0;
+}
+
 int bind(int fd, const struct sockaddr *a, socklen_t len)
 {
     int (*real)(int, const struct sockaddr *, socklen_t) = dlsym(RTLD_NEXT, "bind");
     int rc = real(fd, a, len);
     const char *path = getenv("RACE_PATH"), *victim = getenv("RACE_SYMLINK_AFTER_BIND");
-    if (rc == 0 && path && victim && strcmp(unix_path(a), path) == 0) {
-        unlink(path);
-        symlink(victim, path);
+    const char *sun = unix_path(a);
+    if (rc == 0 && path && victim && beside(sun, path)) {
+        unlink(sun);
+        symlink(victim, sun);
     }
     return rc;
 }
@@ -194,19 +204,11 @@ int connect(int fd, const struct sockaddr *a, socklen_t len)
 
 
 def _racer(tmp_path):
-    import shutil
-    if not shutil.which("cc"):
-        pytest.skip("no C compiler for the preloaded racer")
-    src, lib = tmp_path / "racer.c", tmp_path / "racer.so"
-    src.write_text(_RACER_C)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"], check=True)
-    return str(lib)
+    return build_preload(tmp_path, _RACER_C)
 
 
 def _racer_env(lib, **race):
-    # An ASan build wants its runtime first; the racer only wraps two calls.
-    asan = ":".join(x for x in (os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0") if x)
-    return clean_env(LD_PRELOAD=lib, ASAN_OPTIONS=asan, **race)
+    return preload_env(lib, **race)
 
 
 def test_stale_socket_swapped_for_a_file_after_the_probe_is_not_removed(tmp_path):
@@ -263,6 +265,109 @@ def test_a_second_cserve_cannot_take_over_a_live_one(tmp_path):
     finally:
         first.stop()
         first.close()
+
+
+# Holds listen() on a unix: socket until the file LISTEN_GATE exists (at
+# most 30 s): the moment between bind() and listen(), made as long as a test
+# needs, where a loaded machine could preempt the server.
+_GATE_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int listen(int fd, int backlog)
+{
+    int (*real)(int, int) = dlsym(RTLD_NEXT, "listen");
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    const char *gate = getenv("LISTEN_GATE");
+    if (gate && getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX)
+        for (int i = 0; i < 3000 && access(gate, F_OK) != 0; i++)
+            usleep(10000);
+    return real(fd, backlog);
+}
+"""
+
+
+def _wait_for(cond, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("flag", ["--bind", "--metrics-bind"])
+def test_unix_path_appears_only_once_it_accepts(tmp_path, flag):
+    """While the socket is bound but listen() has not come yet, its path
+    is not there: a client that connects as soon as the path exists is
+    accepted, never refused (both listeners share the binder)."""
+    lib = build_preload(tmp_path, _GATE_C)
+    d, gate = tmp_path / "run", tmp_path / "gate"
+    d.mkdir()
+    path = str(d / "s.sock")
+    env = preload_env(lib, LISTEN_GATE=str(gate))
+    if flag == "--bind":
+        p, _ = serve_info(env=env, addr=path)
+    else:
+        p, _ = serve_info(["--metrics-bind", f"unix:{path}"], env=env)
+    try:
+        _wait_for(lambda: os.listdir(d) or p.proc.poll() is not None)  # bound: listen() waits
+        assert p.proc.poll() is None, p.text()
+        t_end = time.monotonic() + 0.3
+        while time.monotonic() < t_end and not os.path.exists(path):
+            time.sleep(0.001)
+        gate.touch()
+        _wait_for(lambda: os.path.exists(path))
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(path)  # refused if the path came before listen()
+        c.close()
+        assert os.listdir(d) == ["s.sock"]
+        assert p.stop() == 0, p.text()
+        assert os.listdir(d) == []
+    finally:
+        p.close()
+
+
+def test_a_second_cserve_between_bind_and_listen_leaves_one_serving(tmp_path):
+    """A second server that starts while the first one's socket is bound
+    but not yet listening cannot replace it as stale and leave the first
+    running unreachable: one of the two serves the path, the other exits."""
+    lib = build_preload(tmp_path, _GATE_C)
+    d, gate = tmp_path / "run", tmp_path / "gate"
+    d.mkdir()
+    path = str(d / "s.sock")
+    first, _ = serve_info(env=preload_env(lib, LISTEN_GATE=str(gate)), addr=path)
+    second = None
+    try:
+        _wait_for(lambda: os.listdir(d) or first.proc.poll() is not None)
+        second, _ = serve_info(env=clean_env(), addr=path)
+
+        def second_settled():
+            if second.proc.poll() is not None:
+                return True
+            with socket.socket(socket.AF_UNIX) as c:
+                try:
+                    c.connect(path)
+                    return True
+                except OSError:
+                    return False
+        _wait_for(second_settled)
+        gate.touch()
+        deadline = time.monotonic() + 5
+        while first.proc.poll() is None and second.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = [p for p in (first, second) if p.proc.poll() is None]
+        assert len(alive) == 1, first.text() + second.text()
+        info(alive[0], path)
+        gone = first if alive[0] is second else second
+        assert gone.proc.returncode == 2, gone.text()
+    finally:
+        for p in (first, second):
+            if p:
+                p.stop()
+                p.close()
 
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching user needs root")
