@@ -211,9 +211,10 @@ build/unit/jobs_clear: tests/unit/jobs_clear.c tests/unit/check.h core/conn/jobs
 
 unit-test: build/unit/jobs_clear
 
-# The declared dependency graph (scripts/layering.py: which folder may
-# include which, no include cycle between files, which Python folder may
-# import which); one line per violation.
+# The declared dependency graph, stated once in docs/architecture.md (which
+# folder may include which, which Python folder may import which), checked
+# by scripts/layering.py with no include cycle between files; one line per
+# violation.
 layering:
 	/usr/bin/python3 scripts/layering.py
 
