@@ -23,7 +23,8 @@ import loadgen
 from conftest import APPS, BIN, HANDOFFS, start_server
 from httpclient import (Reader, chunked, get, raw_exchange, read_all, read_chunk, read_head,
                         req, request)
-from loadgen import fd_count, settled_fds, wait_until
+from loadgen import wait_until
+from procfs import fd_count, settled_fds
 
 if str(APPS) not in sys.path:
     sys.path.insert(0, str(APPS))

@@ -297,7 +297,7 @@ def test_verdict_hello_pipelined(server_factory):
     finally:
         for load in loads:
             load.kill()
-            load.wait()
+            load.wait(timeout=10)
     report("hello pipelined", v)
     assert v["regime"] in ("loop-bound", "gil-bound", "machine-bound"), seen
     f = v["figures"]

@@ -13,28 +13,18 @@ import pytest
 
 from conftest import BIN, ROOT, Server, free_port
 from httpclient import Reader, get, req
+from procfs import alive
 
 APP = "wsgi_apps:application"
 RECORDING_APP = "recording_apps:app"
 
 
-def _gone(pid):
-    """True if pid no longer runs (absent, or a zombie awaiting its reaper)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 def _wait_gone(pid, timeout=5.0):
+    """True once pid no longer runs (absent, or a zombie awaiting its
+    reaper), False if it still runs after timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _gone(pid):
+        if not alive(pid):
             return True
         time.sleep(0.05)
     return False
