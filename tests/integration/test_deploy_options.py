@@ -1,7 +1,7 @@
-"""Deployment options (issue "Run where Python users run", item 5):
---socket-mode; unix: binds that refuse a non-socket or a live socket,
-replace a stale one and remove their own at exit; --user/--group after
-binding; a listening socket inherited from systemd (LISTEN_FDS/LISTEN_PID)."""
+"""The deployment options: --socket-mode; unix: binds that refuse a
+non-socket or a live socket, replace a stale one and remove their own at
+exit; --user/--group after binding; a listening socket inherited from
+systemd (LISTEN_FDS/LISTEN_PID)."""
 import os
 import pwd
 import grp

@@ -1,9 +1,9 @@
-"""`pip install .` (issue "Run where Python users run", item 4): a fresh
-virtualenv, pip install of this checkout through pyproject.toml and the
-in-repo build backend (no network: --no-index, no build isolation needed
-since the backend has no requirements), then VENV/bin/cserve with no flags
-serves an app that imports a module present only in that virtualenv. The
-sdist the backend writes carries what a build from it needs."""
+"""`pip install .` into a fresh virtualenv: this checkout installed through
+pyproject.toml and the in-repo build backend (no network: --no-index, no
+build isolation needed since the backend has no requirements), then
+VENV/bin/cserve with no flags serves an app that imports a module present
+only in that virtualenv. The sdist the backend writes carries what a build
+from it needs."""
 import os
 import subprocess
 import sys

@@ -1,8 +1,8 @@
-"""Which Python cserve runs (issue "Run where Python users run", items 1-3):
-the installation it was built against, by that installation's own prefix,
-whatever python3 is first on PATH; virtualenvs as their own python sees
-them; a virtualenv of another Python version refused before anything
-listens; a cserve built against a second interpreter when there is one."""
+"""Which Python cserve runs: the installation it was built against, by
+that installation's own prefix, whatever python3 is first on PATH;
+virtualenvs as their own python sees them; a virtualenv of another Python
+version refused before anything listens; a cserve built against a second
+interpreter when there is one."""
 import glob
 import json
 import os

@@ -25,7 +25,7 @@ from conftest import BIN
 from httpclient import Reader, req
 from procfs import rss_kib
 
-APP = "hostile_apps:application"
+APP = "hostile_client_apps:application"
 RECORDING_APP = "recording_apps:app"
 # Under a sanitizer RSS is not the program's memory: the bounds are
 # reported, not asserted (loadgen.sanitizer).

@@ -1,4 +1,7 @@
-"""HTTP/1.1 behaviour of the core server (issue "cserve core"), on raw sockets.
+"""HTTP/1.1 on raw sockets: keep-alive and close, pipelining, HEAD and the
+bodiless statuses, request bodies (Content-Length, chunked, 100-continue),
+response framing (Content-Length, chunked, close-delimited), bad requests
+answered with their status, and the timeouts.
 
 Behaviour that crosses the handoff (bodies streamed to wsgi.input, pipelined
 responses, streamed responses) runs over every backend through the

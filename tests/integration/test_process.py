@@ -1,4 +1,4 @@
-"""Process behaviour (issue "cserve core"): graceful SIGTERM with requests in
+"""The server's processes and signals: graceful SIGTERM with requests in
 flight, idle SIGTERM, --workers 2 (both serve, a killed worker is respawned,
 SIGTERM to the supervisor stops every worker), and the connections waiting
 in the accept backlog at SIGTERM, served even while accepts are paused for

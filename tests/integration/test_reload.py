@@ -247,7 +247,7 @@ def test_a_successor_asking_to_be_recycled_during_the_handover_is_heard():
     parent for a replacement. The parent, not yet a supervisor, must take
     that request (not die of the signal) and act on it once it supervises."""
     srv = start_server("--max-requests", "3", "--blocking-threads", "2", "--graceful-timeout", "10",
-                       app="hostile_apps:application")
+                       app="hostile_client_apps:application")
     try:
         slow = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
         slow.sendall(b"GET /slow?3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
