@@ -20,7 +20,7 @@ def _has_pip():
         subprocess.run([EMBEDDED_PY, "-c", "import ensurepip"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not _has_pip(), reason="pip/ensurepip missing (scripts/setup.sh installs python3-venv)")
+@pytest.mark.skipif(not _has_pip(), reason="pip/ensurepip missing (scripts/setup.sh test installs python3-venv)")
 def test_pip_install_into_a_fresh_venv_serves_its_packages(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([EMBEDDED_PY, "-m", "venv", str(venv)], check=True, env=clean_env())

@@ -67,7 +67,7 @@ def served_lines(srv):
 def start_wrk(port, seconds, conns=64):
     wrk = shutil.which("wrk")
     if not wrk:
-        pytest.skip("wrk is not installed (scripts/setup.sh installs it)")
+        pytest.skip("wrk is not installed (scripts/setup.sh test installs it)")
     return subprocess.Popen([wrk, "-t1", f"-c{conns}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
