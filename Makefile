@@ -1,26 +1,13 @@
-# cserve — build, test, measure.
-#
-#   make               build ./cserve (release, jemalloc)
-#   make run           build and serve apps/hello.py on 127.0.0.1:8000 (ring handoff)
-#   make test          everything a submission must pass (installs missing packages first)
-#   make test-long     the checks too long for make test (the model's exhaustive searches); CI runs them
-#   make test-asan     the integration suite against an ASan+UBSan build
-#   make test-tsan     the handoffs and a short load run under TSan
-#   make test-freethreaded  build a free-threaded CPython 3.13 if needed, and the Python-facing tests on it
-#   make deps          install the Debian/PyPI packages the build, tests and experiments need
-#   make bench         the handoffs side by side, and the bench's goals (BENCH_ARGS=--quick: smoke)
-#   make micro | micro-record | loop-floor | stress | fuzz | soak | experiments | paper
+# cserve — build, test, measure. `make help` lists the targets, one line
+# each (the `## ` comment on each target's line).
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
 #        PYTHON_PC (a pkg-config name to take its flags from instead),
 #        PYTHON_LINK=auto|static|shared (how libpython is linked: auto = as PYTHON's own executable links it),
 #        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
 
-# Which CPython to embed (docs/python.md): PYTHON, asked where its
-# installation lives. The tests and experiments run on it too. The system
-# python3 keeps its pkg-config file; any other interpreter (pyenv, a venv's
-# python, python3.12) gives its flags through its own pythonX.Y-config --embed,
-# or its python-X.Y-embed.pc when there is no -config script.
+# Which CPython to embed and how to link it: PY_CFLAGS, PY_LIBS, PY_LINK,
+# PY_DEFS (mk/python.mk says what it decides, and from what).
 PYTHON     ?= /usr/bin/python3
 PYTHON_PC  ?= $(if $(filter /usr/bin/python3,$(PYTHON)),python3-embed)
 PYTHON_LINK ?= auto
@@ -29,91 +16,7 @@ OPT        ?= -O2
 INSTRUMENTS ?= 1
 SAN        ?=
 BUILD      ?= build
-
-# The probe also says whether PYTHON's own executable has libpython mapped
-# (it runs with a shared one), where the static archive is, if there is one,
-# and (last, as they are several words) the libraries the archive needs.
-PY_PROBE  := $(shell $(PYTHON) -c 'import os, sys, sysconfig as s; g = s.get_config_var; \
-  a = os.path.join(g("LIBPL") or "", g("LIBRARY") or ""); \
-  mapped = any("/libpython" in l for l in open("/proc/self/maps")); \
-  print(sys.base_prefix, "%d.%d" % sys.version_info[:2], g("BINDIR"), g("LIBDIR"), g("Py_ENABLE_SHARED") or 0, \
-        int(mapped), a if a.endswith(".a") and os.path.isfile(a) else "-", \
-        " ".join(g(k) or "" for k in ("LIBS", "SYSLIBS", "MODLIBS")))' 2>/dev/null)
-PY_HOME   := $(word 1,$(PY_PROBE))
-PY_VER    := $(word 2,$(PY_PROBE))
-PY_BINDIR := $(word 3,$(PY_PROBE))
-PY_LIBDIR := $(word 4,$(PY_PROBE))
-PY_SHARED := $(word 5,$(PY_PROBE))
-PY_EXE_SHARED := $(word 6,$(PY_PROBE))
-PY_ARCHIVE := $(filter-out -,$(word 7,$(PY_PROBE)))
-PY_ARCHIVE_LIBS := $(wordlist 8,$(words $(PY_PROBE)),$(PY_PROBE))
-# A free-threaded build (PEP 703, "3.13t") names its executable, its
-# -config script, its pkg-config file and its library directory with the ABI
-# flag "t" (python3.13t, lib/python3.13t): PY_VERT is PY_VER with that flag,
-# and the standard library directory is taken as the interpreter says, not
-# composed. For a GIL build they are what they always were (python3.11,
-# PREFIX/lib/python3.11).
-PY_PROBE_FT := $(shell $(PYTHON) -c 'import sysconfig as s; \
-  print("t" if s.get_config_var("Py_GIL_DISABLED") else "-", s.get_path("stdlib"))' 2>/dev/null)
-PY_ABI_THREAD := $(filter-out -,$(word 1,$(PY_PROBE_FT)))
-PY_STDLIB := $(word 2,$(PY_PROBE_FT))
-PY_VERT   := $(PY_VER)$(PY_ABI_THREAD)
-PY_CONFIG := $(wildcard $(PY_BINDIR)/python$(PY_VERT)-config)
-ifneq ($(PYTHON_PC),)
-  PY_CFLAGS := $(shell pkg-config --cflags $(PYTHON_PC) 2>/dev/null)
-  PY_LIBS   := $(shell pkg-config --libs $(PYTHON_PC) 2>/dev/null)
-else ifneq ($(PY_CONFIG),)
-  PY_CFLAGS := $(shell $(PY_CONFIG) --includes)
-  PY_LIBS   := $(shell $(PY_CONFIG) --embed --ldflags)
-else
-  PY_CFLAGS := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --cflags python-$(PY_VERT)-embed 2>/dev/null)
-  PY_LIBS   := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --libs python-$(PY_VERT)-embed 2>/dev/null)
-endif
-# Static or shared libpython (docs/python.md). A distribution may build
-# its interpreter twice: Debian's /usr/bin/python3.11 is linked with a static
-# libpython compiled with profile-guided optimisation (libpython3.11.a holds
-# the same objects, without the LTO of python3's own link), and the shared
-# libpython3.11.so (what -lpython3.11 finds) without it; Python code runs
-# measurably slower on the shared one. So auto embeds the interpreter the way
-# PYTHON's own executable does: the archive if that executable has no shared
-# libpython mapped and the archive is installed, else the shared library.
-# Sanitizer builds keep the shared library (TSan needs a PIE executable).
-ifeq ($(PYTHON_LINK),auto)
-  PY_LINK := $(if $(and $(PY_ARCHIVE),$(filter 0,$(PY_EXE_SHARED)),$(if $(SAN),,1)),static,shared)
-else ifeq ($(PYTHON_LINK),static)
-  PY_LINK := static
-  $(if $(PY_ARCHIVE),,$(error PYTHON_LINK=static: $(PYTHON) has no static libpython installed (sysconfig LIBPL/LIBRARY)))
-  $(if $(SAN),$(error PYTHON_LINK=static with SAN=$(SAN): a sanitizer build links the shared libpython))
-else ifeq ($(PYTHON_LINK),shared)
-  PY_LINK := shared
-else
-  $(error PYTHON_LINK must be auto, static or shared, not '$(PYTHON_LINK)')
-endif
-# -lpythonX.Y of an installation without a shared libpython would find the
-# archive, and the binary would not be what --version says.
-$(if $(and $(filter shared,$(PY_LINK)),$(filter 0,$(PY_SHARED))),$(error $(PYTHON) has no shared libpython \
-  (built without --enable-shared): build with PYTHON_LINK=static, and without SAN))
-PY_LINK_FLAGS :=
-PY_LINK_DEPS  :=
-ifeq ($(PY_LINK),static)
-  # The archive's objects are not position-independent (Debian's are not),
-  # so the executable is not either, as Debian's python3 is not; and the
-  # archive needs the libraries its built-in modules use (zlib, expat). The
-  # binary holds the interpreter, so it is relinked when the archive changes.
-  PY_LIBS   := $(PY_ARCHIVE) $(PY_ARCHIVE_LIBS)
-  PY_LINK_FLAGS := -no-pie
-  PY_LINK_DEPS  := $(PY_ARCHIVE)
-endif
-# A libpython outside the linker's default directories (pyenv, /opt) is found
-# at run time through an rpath; an executable holding libpython must export
-# its symbols so the C extension modules it loads (_ssl, numpy) can link
-# against them.
-# (A shared link implies a shared libpython: an installation without one is refused above.)
-PY_LIBS   += $(if $(filter shared,$(PY_LINK)),$(if $(filter /usr/lib% /lib%,$(PY_LIBDIR)),,-Wl,-rpath,$(PY_LIBDIR)))
-PY_LIBS   += -Wl,--export-dynamic
-# cserve starts that installation by its own prefix, whatever PATH holds.
-PY_DEFS   := -DCSERVE_PYTHON_HOME='"$(PY_HOME)"' -DCSERVE_PYTHON_EXE='"$(PY_BINDIR)/python$(PY_VERT)"' \
-             -DCSERVE_PYTHON_STDLIB='"$(PY_STDLIB)"' -DCSERVE_PYTHON_LIBNAME='"python$(PY_VERT)"'
+include mk/python.mk
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE $(WARN) -g -fno-omit-frame-pointer
@@ -154,10 +57,17 @@ CORE_SRCS := $(wildcard core/*/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-long test-asan test-tsan test-freethreaded deps integration-test soak experiments experiments-quick experiments-test \
-        profile paper clean bench layering
+.PHONY: all help run test test-long test-asan test-tsan test-freethreaded deps deps-run deps-test deps-paper \
+        deps-experiments integration-test soak experiments experiments-quick experiments-test profile paper clean \
+        bench layering
 
-all: cserve
+all: cserve ## build ./cserve (release, jemalloc)
+
+# The lines of every makefile read (not the generated .d files) that name a
+# target with a `## ` comment, in the order they are read.
+help: ## list the targets, one line each
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9][a-zA-Z0-9_.-]*:[^=]*## / { printf "  %-20s %s\n", $$1, $$2 }' \
+	  $(filter-out %.d,$(MAKEFILE_LIST))
 
 ifeq ($(BUILD),build)
 cserve: $(BUILD)/cserve
@@ -178,17 +88,27 @@ $(BUILD)/%.o: %.c
 
 -include $(OBJS:.o=.d)
 
-deps:
+# The install tiers (scripts/setup.sh says what each package is for); each
+# installs only what is missing.
+deps: ## install every tier's packages
 	scripts/setup.sh
+deps-run: ## install what building and serving need (compiler, python3-dev, jemalloc)
+	scripts/setup.sh run
+deps-test: ## install deps-run's and what the tests use
+	scripts/setup.sh test
+deps-paper: ## install what builds the paper's PDF (pandoc, weasyprint)
+	scripts/setup.sh paper
+deps-experiments: ## install deps-run's, deps-paper's and the research toolchain
+	scripts/setup.sh experiments
 
-# deps first, then a fresh make: the Makefile's pkg-config look-ups must see
-# the python3-dev that deps may just have installed.
-run: deps
+# The tier first, then a fresh make: the Makefile's pkg-config look-ups must
+# see the python3-dev that the tier may just have installed.
+run: deps-run ## build and serve apps/hello.py on 127.0.0.1:8000 (ring handoff)
 	$(MAKE) all
 	./cserve --handoff=ring
 
 # The integration suite, against every handoff backend. With pytest-xdist
-# (scripts/setup.sh installs it) on TEST_JOBS workers, each taking whole
+# (the test tier installs it) on TEST_JOBS workers, each taking whole
 # modules (--dist loadfile): a module's tests share its servers and run in
 # order, as they do alone. TEST_JOBS=1: one process, as without xdist.
 TEST_JOBS ?= 4
@@ -199,22 +119,23 @@ PYTEST_JOBS := $(if $(and $(HAVE_XDIST),$(filter-out 0 1,$(TEST_JOBS))),-n $(TES
 INTEGRATION_FIRST := $(addprefix tests/integration/,test_reload.py test_metrics.py)
 INTEGRATION_MODULES := $(INTEGRATION_FIRST) \
   $(filter-out $(INTEGRATION_FIRST),$(sort $(wildcard tests/integration/test_*.py)))
-integration-test: all
+integration-test: all ## the integration suite against ./cserve, on every handoff (TEST_JOBS processes)
 	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q $(PYTEST_JOBS) $(INTEGRATION_MODULES)
 
 # core/conn/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
 # runs with the parser's unit tests.
-build/unit/jobs_clear: tests/unit/jobs_clear.c tests/unit/check.h core/conn/jobs.c core/http/buffer.c \
+$(BUILD)/unit/jobs_clear: tests/unit/jobs_clear.c tests/unit/check.h core/conn/jobs.c core/http/buffer.c \
 		core/python/job.h core/conn/loop.h core/http/http_parser.h
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -o $@ tests/unit/jobs_clear.c core/conn/jobs.c core/http/buffer.c
 
-unit-test: build/unit/jobs_clear
+unit-test: $(BUILD)/unit/jobs_clear
 
-# The declared dependency graph (scripts/layering.py: which folder may
-# include which, no include cycle between files, which Python folder may
-# import which); one line per violation.
-layering:
+# The declared dependency graph, stated once in docs/architecture.md (which
+# folder may include which, which Python folder may import which), checked
+# by scripts/layering.py with no include cycle between files; one line per
+# violation.
+layering: ## check includes and imports against docs/architecture.md's graph
 	/usr/bin/python3 scripts/layering.py
 
 # make test: the builds (the server, the handoffs' test binaries) and the
@@ -223,23 +144,23 @@ layering:
 # tests time their threads), then the integration suite, whose timeouts
 # are measured in wall time. scripts/time-make-test.sh times it and records
 # the time.
-test: deps
+test: deps-test ## everything a change must pass: builds, checks, unit, fuzz, handoff and integration tests
 	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick $(HANDOFF_TEST_BINS)
 	$(MAKE) handoff-test mutants
 	$(MAKE) integration-test
 
 # What make test leaves out for its length, CI runs: the searches of every
 # interleaving of the ring's protocol model (handoffs/tests/check_model.sh).
-test-long: deps
+test-long: deps-test ## the model's exhaustive searches, too long for make test
 	$(MAKE) handoff-model-long
 
-test-asan: deps
+test-asan: deps-test ## the integration suite against an ASan+UBSan build, leaks checked
 	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
 	CSERVE_BIN=build-asan/cserve ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0:malloc_context_size=256 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  $(PYTHON) -m pytest -q tests/integration
 
-test-tsan: deps
+test-tsan: deps-test ## the handoffs and a short load run under TSan
 	$(MAKE) BUILD=build-tsan SAN=tsan build-tsan/cserve handoff-test-tsan
 	CSERVE_BIN=build-tsan/cserve TSAN_OPTIONS=halt_on_error=1 \
 	  $(PYTHON) -m pytest -q tests/integration -k load
@@ -268,7 +189,7 @@ FT_PYTEST_ARGS ?= tests/integration --ignore=tests/integration/test_flask.py \
   --ignore=tests/integration/test_knobs.py \
   -k 'not django and not virtualenv and not reference_cycles'
 FT_TSAN_TESTS ?= test_freethreaded test_wsgi test_bridge_refs
-test-freethreaded:
+test-freethreaded: deps-test ## build a free-threaded CPython 3.13 if needed, and the tests on it
 	scripts/build-freethreaded-python.sh $(FT_PREFIX)
 	$(MAKE) BUILD=build-ft PYTHON=$(FT_PYTHON) build-ft/cserve
 	CSERVE_BIN=build-ft/cserve /usr/bin/python3 -m pytest -q $(FT_PYTEST_ARGS)
@@ -280,7 +201,7 @@ test-freethreaded:
 # requests per backend, 2000 rounds per vanishing client), then a timed run
 # per backend watching RSS and fds for drift (SOAK_MINUTES each).
 SOAK_MINUTES ?= 2
-soak: deps
+soak: deps-test ## long load and fault runs watching RSS and descriptors (SOAK_MINUTES)
 	$(MAKE) all
 	CSERVE_BIN=./cserve $(PYTHON) tests/soak.py --minutes $(SOAK_MINUTES)
 
@@ -289,44 +210,45 @@ soak: deps
 # scheduler trace, the simulation, then tables, figures and numbers.
 EXP_OUT       ?= experiments/results/full
 EXP_QUICK_OUT ?= $(or $(TMPDIR),/tmp)/cserve-experiments-quick-$(notdir $(CURDIR))
-experiments: deps
-	scripts/setup-experiments.sh
+experiments: deps-experiments ## the full sweep into EXP_OUT, then the paper (most of an hour)
 	$(MAKE) all
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	PYTHON=$(PYTHON) experiments/full.sh $(EXP_OUT)
 	$(if $(filter experiments/results/full,$(EXP_OUT)),$(PYTHON) -m experiments.paper --pdf --readme)
 
 # The plumbing end to end in a scratch folder (~2 min; part of make test).
-experiments-quick: all
+experiments-quick: all ## the experiments' plumbing end to end, tiny, in a scratch folder
 	PYTHON=$(PYTHON) experiments/full.sh --quick $(EXP_QUICK_OUT)
 
 # The prose-numbers test and the harness's own tests (pure Python, seconds;
 # the placement tests run ./cserve and wrk for a few, so the server is built
 # first: on a fresh clone they would otherwise find no binary).
-experiments-test: all
+experiments-test: all ## the harness's own tests and the prose-numbers check
 	$(PYTHON) -m pytest -q experiments/tests
 
 # The side-by-side bench (~5 min; run it on a quiet machine): ring vs the
 # other handoffs, native-hello and Granian; PASS/FAIL per goal. BENCH_ARGS:
 # e.g. --quick (smoke), --baseline-bin OLD_CSERVE.
 BENCH_ARGS ?=
-bench: deps
+bench: deps-experiments ## the handoffs side by side and the bench's goals (BENCH_ARGS=--quick: smoke)
 	$(MAKE) all
 	$(PYTHON) -m experiments.bench $(BENCH_ARGS)
 
 # On-CPU profiles reduced to µs per request per thread (perf, cpu-clock),
 # into /tmp/cserve-profile-{ring,dgram}/report.md: a look at this checkout,
 # not a record (the full run's are experiments/results/full/profile-*.md).
-profile: deps
+profile: deps-experiments ## on-CPU profiles of ring and dgram, per request per thread
 	$(MAKE) all
 	for h in ring dgram; do scripts/profile.sh -d 5 -c 64 -o /tmp/cserve-profile-$$h -- --handoff $$h || exit 1; \
 	  echo "profile: /tmp/cserve-profile-$$h/report.md"; done
 
-# paper/paper.out.md, paper/paper.pdf and README.md's generated results section,
-# from experiments/results/full (experiments/paper.py; paper/ holds the sources).
-paper:
-	scripts/setup-experiments.sh
+# paper/paper.out.md, paper/paper.pdf (not committed: this builds it) and
+# the headline results block in docs/results.md, from
+# experiments/results/full (experiments/paper.py; paper/ holds the sources).
+paper: deps-paper ## build paper/paper.out.md, paper/paper.pdf and docs/results.md's headline block
 	$(PYTHON) -m experiments.paper --pdf --readme
 
-clean:
-	rm -rf build build-asan build-tsan build-fuzz build-other-python build-ft build-ft-tsan cserve
+# Every build folder (build/, and build-*/ of each BUILD, sanitizer, fuzzer
+# and other Python) and the binary.
+clean: ## remove every build folder and ./cserve
+	rm -rf build $(wildcard build-*/) cserve cserve.tmp

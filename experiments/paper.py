@@ -1,4 +1,5 @@
-"""Build the paper (and README's headline results section) from a results folder.
+"""Build the paper (and the headline results block of docs/results.md) from a
+results folder.
 No number in the prose is typed: each is a placeholder filled from the
 results' numbers.json (experiments/report.py, experiments/lib/numbers.py).
 paper/ holds the sources (paper.md, readme_results.md, paper.css) and what
@@ -16,7 +17,7 @@ In paper/paper.md (and paper/readme_results.md):
                         the run's folder (e.g. make loop-floor), less its title line
 A missing input becomes a visible **[MISSING: ...]**; --strict makes it an
 error. --readme rewrites the "paper" block of experiments/lib/generated.py
-in FILE (default: the documents the registry names, README.md) with
+in FILE (default: the documents the registry names, docs/results.md) with
 paper/readme_results.md filled the same way. --pdf renders paper/paper.pdf
 with pandoc and weasyprint (scripts/setup-experiments.sh).
 
@@ -111,7 +112,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "paper", "paper.out.md"))
     ap.add_argument("--pdf", action="store_true")
     ap.add_argument("--readme", nargs="?", const="", metavar="FILE",
-                    help="splice the generated results section into FILE (default: README.md, from the registry)")
+                    help="splice the generated results section into FILE (default: docs/results.md, from the registry)")
     ap.add_argument("--strict", action="store_true", help="fail on any missing number, table or figure")
     a = ap.parse_args()
     results = a.results or default_results()

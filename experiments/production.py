@@ -243,7 +243,7 @@ def load(path):
 
 
 def brief(meta, recs, link):
-    """The compact table and the findings, for the paper and README; link:
+    """The compact table and the findings, for the paper and docs/results.md; link:
     where the full table is, relative to the reader."""
     rows = summarise(recs)
     L = [f"`{meta['command']}`, {meta['date']}, commit {meta['commit'][:7]}"
@@ -279,7 +279,7 @@ def brief_md(meta, recs):
 
 
 def readme_body(record, doc):
-    """The generated block in README.md."""
+    """The generated block in docs/results.md."""
     meta, recs = load(record)
     rel = os.path.relpath(os.path.join(os.path.dirname(record), "production.md"), os.path.dirname(doc))
     return brief(meta, recs, rel)

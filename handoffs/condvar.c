@@ -6,18 +6,16 @@
  * complete: lock, push, unlock, and write the eventfd only when the completion
  * queue went from empty to non-empty (or a wake-up is owed: see
  * condvar_complete). Loop: epoll + one eventfd read per drain, then the whole
- * batch under the lock. */
+ * batch under the lock (done_eventfd.h). */
 #include "handoff.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "../lib/aligned.h"
+#include "done_eventfd.h"
 #include "ptr_fifo.h"
 
 struct condvar_worker {
@@ -34,12 +32,11 @@ struct condvar_handoff {
     unsigned inited; /* workers whose lock/cond/queue exist (for cleanup) */
     pthread_mutex_t done_lock;
     struct ptr_fifo done; /* completions from all workers, under done_lock */
-    int done_efd;         /* readable while completions may be waiting */
+    struct done_eventfd loop_wake;
     /* A wake-up write failed while completions were queued: the next complete
      * or the loop's next before_sleep writes instead. Changed under done_lock;
      * before_sleep peeks without it. */
     atomic_bool wake_owed;
-    bool cut_short;       /* loop-only: the last drain stopped at max */
     bool done_inited;
 };
 
@@ -58,8 +55,7 @@ static void condvar_destroy(struct handoff *base)
         pthread_mutex_destroy(&h->done_lock);
         ptr_fifo_destroy(&h->done);
     }
-    if (h->done_efd >= 0)
-        close(h->done_efd);
+    done_eventfd_close(&h->loop_wake);
     handoff_free(h);
 }
 
@@ -68,7 +64,7 @@ static struct handoff *condvar_create(const struct handoff_config *cfg)
     struct condvar_handoff *h = handoff_alloc(&handoff_condvar, cfg, sizeof *h);
     if (!h)
         return NULL;
-    h->done_efd = -1;
+    h->loop_wake.fd = -1;
     atomic_init(&h->wake_owed, false);
     h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
     if (!h->w)
@@ -85,8 +81,7 @@ static struct handoff *condvar_create(const struct handoff_config *cfg)
         goto err;
     pthread_mutex_init(&h->done_lock, NULL);
     h->done_inited = true;
-    h->done_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (h->done_efd < 0)
+    if (done_eventfd_open(&h->loop_wake) < 0)
         goto err;
     return &h->base;
 err:;
@@ -122,27 +117,14 @@ static int condvar_submit(struct handoff *base, unsigned wi, struct job *job)
 
 static int condvar_watch(struct handoff *base, int epfd, uint64_t tag)
 {
-    struct condvar_handoff *h = (struct condvar_handoff *)base;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
-    return epoll_ctl(epfd, EPOLL_CTL_ADD, h->done_efd, &ev);
+    return done_eventfd_watch(&((struct condvar_handoff *)base)->loop_wake, epfd, tag);
 }
 
-/* Reset the eventfd *before* taking the batch. A completion pushed after our
- * take found the queue empty and writes the eventfd after its push, so it is
- * seen by the next epoll_wait; one pushed before the take is in this batch.
- * Resetting after the take instead could swallow the write for an item that
- * arrived in between, and the loop would sleep on a non-empty queue.
- * A continuation call (the last drain returned max) skips the read: this
- * round's reset already happened, and an extra read would only find EAGAIN. */
+/* The eventfd is reset before the batch is taken (done_eventfd.h says why). */
 static size_t condvar_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
-    if (fd_ready && !h->cut_short) {
-        uint64_t v;
-        counter_inc(&base->loop.drain_syscalls);
-        if (read(h->done_efd, &v, sizeof v) < 0 && errno == EAGAIN)
-            counter_inc(&base->loop.eagain);
-    }
+    done_eventfd_reset(&h->loop_wake, base, fd_ready);
     size_t got = 0;
     pthread_mutex_lock(&h->done_lock);
     while (got < max && (out[got] = ptr_fifo_pop(&h->done)) != NULL)
@@ -150,9 +132,7 @@ static size_t condvar_drain(struct handoff *base, bool fd_ready, struct job **ou
     if (ptr_fifo_count(&h->done) == 0)
         atomic_store_explicit(&h->wake_owed, false, memory_order_relaxed); /* nothing to wake for */
     pthread_mutex_unlock(&h->done_lock);
-    h->cut_short = got == max;
-    counter_add(&base->loop.drained, got);
-    return got;
+    return done_eventfd_drained(&h->loop_wake, base, got, max);
 }
 
 /* Write the eventfd for completions queued since the last drain. False if
@@ -160,8 +140,7 @@ static size_t condvar_drain(struct handoff *base, bool fd_ready, struct job **ou
  * the loop has taken everything, so there is nothing to wake it for). */
 static bool wake_loop(struct condvar_handoff *h)
 {
-    uint64_t one = 1;
-    if (write(h->done_efd, &one, sizeof one) == sizeof one)
+    if (done_eventfd_ring(&h->loop_wake))
         return true;
     pthread_mutex_lock(&h->done_lock);
     if (ptr_fifo_count(&h->done) > 0)

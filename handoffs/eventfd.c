@@ -4,18 +4,19 @@
  * blocking read of its eventfd returns how many jobs were announced; it pops
  * that many into a private batch and serves later takes from the batch without
  * a syscall. complete: push to the worker's completion queue, write(loop
- * eventfd). Loop: epoll + one read, then pop every completion queue. */
+ * eventfd). Loop: epoll + one read, then pop every completion queue
+ * (done_eventfd.h). */
 #include "handoff.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "../lib/aligned.h"
+#include "done_eventfd.h"
 #include "ptr_fifo.h"
 
 struct eventfd_worker {
@@ -32,8 +33,7 @@ struct eventfd_handoff {
     struct eventfd_worker *w;
     unsigned inited;
     unsigned drain_next; /* fairness when drain is cut short by max */
-    bool cut_short;      /* the last drain stopped at max: skip the reset read */
-    int done_efd;        /* loop's eventfd: written once per completion */
+    struct done_eventfd loop_wake; /* written once per completion */
     atomic_bool stopping;
 };
 
@@ -53,8 +53,7 @@ static void eventfd_destroy(struct handoff *base)
             close(w->efd);
     }
     free(h->w);
-    if (h->done_efd >= 0)
-        close(h->done_efd);
+    done_eventfd_close(&h->loop_wake);
     handoff_free(h);
 }
 
@@ -63,7 +62,7 @@ static struct handoff *eventfd_create(const struct handoff_config *cfg)
     struct eventfd_handoff *h = handoff_alloc(&handoff_eventfd, cfg, sizeof *h);
     if (!h)
         return NULL;
-    h->done_efd = -1;
+    h->loop_wake.fd = -1;
     h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
     if (!h->w)
         goto err;
@@ -78,8 +77,7 @@ static struct handoff *eventfd_create(const struct handoff_config *cfg)
             goto err;
         }
     }
-    h->done_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (h->done_efd < 0)
+    if (done_eventfd_open(&h->loop_wake) < 0)
         goto err;
     return &h->base;
 err:;
@@ -120,23 +118,14 @@ static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
 
 static int eventfd_watch(struct handoff *base, int epfd, uint64_t tag)
 {
-    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
-    return epoll_ctl(epfd, EPOLL_CTL_ADD, h->done_efd, &ev);
+    return done_eventfd_watch(&((struct eventfd_handoff *)base)->loop_wake, epfd, tag);
 }
 
-/* Read (reset) the eventfd before popping: a completion pushed after our pops
- * writes after its push, so the next epoll_wait sees it. A continuation call
- * (the last drain returned max) skips the read: this round already reset it. */
+/* The eventfd is reset before the queues are popped (done_eventfd.h says why). */
 static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
 {
     struct eventfd_handoff *h = (struct eventfd_handoff *)base;
-    if (fd_ready && !h->cut_short) {
-        uint64_t v;
-        counter_inc(&base->loop.drain_syscalls);
-        if (read(h->done_efd, &v, sizeof v) < 0 && errno == EAGAIN)
-            counter_inc(&base->loop.eagain);
-    }
+    done_eventfd_reset(&h->loop_wake, base, fd_ready);
     size_t got = 0;
     for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
         struct eventfd_worker *w = &h->w[h->drain_next];
@@ -148,9 +137,7 @@ static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **ou
         if (empty)
             h->drain_next = (h->drain_next + 1) % base->workers;
     }
-    h->cut_short = got == max;
-    counter_add(&base->loop.drained, got);
-    return got;
+    return done_eventfd_drained(&h->loop_wake, base, got, max);
 }
 
 static bool eventfd_before_sleep(struct handoff *base, unsigned outstanding)
@@ -222,10 +209,9 @@ static int eventfd_complete(struct handoff *base, unsigned wi, struct job *job)
         return -1;
     }
     counter_inc(&c->completed);
-    uint64_t one = 1;
     counter_inc(&c->complete_syscalls);
     counter_inc(&c->loop_wakes);
-    if (write(h->done_efd, &one, sizeof one) == sizeof one)
+    if (done_eventfd_ring(&h->loop_wake))
         return 0;
     /* As in submit: -1 must mean "not handed back", so the pool thread still
      * owns the job. Take the push back unless the loop has drained it already

@@ -96,17 +96,17 @@ handoff-litmus: $(HANDOFF_TEST_DIR)/ring_litmus
 handoff-model: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh handoffs/tests/check_steps.py
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/check_model.sh --quick $(HANDOFF_TEST_DIR)/model
 
-handoff-model-long: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh
+handoff-model-long: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.sh ## every interleaving of the ring's model (part of make test-long)
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/check_model.sh --exhaustive $(HANDOFF_TEST_DIR)/model-long
 
 # The binaries handoff-test runs (make test builds them beside other work).
 HANDOFF_TEST_BINS := $(addprefix $(HANDOFF_TEST_DIR)/,stress-tsan stress ring_litmus spsc_test-tsan \
                        spin_policy_test batch_test submit_error)
 
-handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model handoff-submit-error
+handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model handoff-submit-error ## the handoffs' stress (TSan), litmus, model and contract tests
 
 # ~30 s on a 2-vCPU guest: 14 mutant builds, each failing the tests named for it.
-mutants:
+mutants: ## each ring mutant built and caught by a test
 	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/mutants.sh $(HANDOFF_TEST_DIR)/mutants
 
 # Every write/send the backends make can be made to fail (--wrap): a submit
@@ -121,7 +121,7 @@ handoff-submit-error: $(HANDOFF_TEST_DIR)/submit_error
 
 handoff-test-tsan: handoff-test
 
-stress: $(HANDOFF_TEST_DIR)/stress
+stress: $(HANDOFF_TEST_DIR)/stress ## 10^7 jobs per backend x {1,4} workers, -O2
 	@set -e; for b in $(HANDOFF_BACKENDS); do for w in 1 4; do \
 	  $< -b $$b -w $$w -n $(HANDOFF_LONG_JOBS); done; done; \
 	$< -b ring -w 4 -n $$(( $(HANDOFF_SHORT_JOBS) * 5 )) -S
@@ -140,12 +140,12 @@ $(MICRO_DIR)/bench_handoff: experiments/micro/bench_handoff.cc experiments/micro
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ experiments/micro/bench_handoff.cc \
 	  $(MICRO_DIR)/roundtrip.o $(addprefix $(MICRO_DIR)/,$(notdir $(HANDOFF_SRCS:.c=.o))) -lbenchmark -lpthread
 
-micro: $(MICRO_DIR)/bench_handoff
+micro: $(MICRO_DIR)/bench_handoff ## one job's round trip through each backend (Google Benchmark)
 	$< $(MICRO_ARGS)
 
 # The same benchmarks in repeated rounds, recorded (experiments/results/micro/)
 # and written into the micro-benchmark table in handoffs/README.md. A quiet machine.
-micro-record: $(MICRO_DIR)/bench_handoff
+micro-record: $(MICRO_DIR)/bench_handoff ## micro in rounds, recorded; rewrites its table in handoffs/README.md
 	$(PYTHON) -m experiments.micro --bin $< --rounds 5
 	$(PYTHON) -m experiments.micro --readme experiments/results/micro/micro.json
 
@@ -157,6 +157,6 @@ $(MICRO_DIR)/loop_floor: experiments/micro/loop_floor.c $(HANDOFF_SRCS) $(HANDOF
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ experiments/micro/loop_floor.c $(HANDOFF_SRCS) -lpthread
 
-loop-floor: $(MICRO_DIR)/loop_floor
+loop-floor: $(MICRO_DIR)/loop_floor ## what the handoff adds to the loop per job, recorded; its block in handoffs/README.md
 	$(PYTHON) -m experiments.loop_floor --bin $< --rounds 9
 	$(PYTHON) -m experiments.loop_floor --readme experiments/results/loop-floor/loop_floor.json

@@ -1,7 +1,8 @@
 #!/bin/sh
 # apt-install-missing.sh LABEL PACKAGE... — install the Debian packages that
-# are not installed yet, and only those (used by setup.sh and
-# setup-experiments.sh). `apt-get update` runs only if something is missing.
+# are not installed yet, and only those (used by setup.sh's tiers and
+# build-freethreaded-python.sh). `apt-get update` runs only if something is
+# missing.
 # Runs as root, or with sudo -n where it exists; no TTY needed.
 set -eu
 label=$1

@@ -6,7 +6,7 @@ loading the dashboard through all of it and saving what it shows.
 
     /usr/bin/python3 scripts/dashboard_screenshot.py [OUT.png] [--seconds 75]
 
-Needs ./cserve built and chromium installed (scripts/setup.sh)."""
+Needs ./cserve built and chromium installed (scripts/setup.sh test)."""
 import argparse
 import os
 import pathlib
@@ -61,7 +61,7 @@ def main():
     a = ap.parse_args()
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
-        sys.exit("chromium is not installed (scripts/setup.sh installs it)")
+        sys.exit("chromium is not installed (scripts/setup.sh test installs it)")
     port, mport = free_port(), free_port()
     srv = subprocess.Popen([str(ROOT / "cserve"), "--bind", f"127.0.0.1:{port}", "--metrics-bind",
                             f"127.0.0.1:{mport}", "--blocking-threads", "4", "--chdir", str(ROOT / "apps"),

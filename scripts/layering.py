@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """The declared dependency graph, checked (`make layering`).
 
+The graph is read from docs/architecture.md ("What may include what"), the
+one place it is stated.
+
 C: every `#include "..."` in core/, handoffs/ and lib/ must be allowed by
-C_RULES below, and no two C files may depend on each other, directly or
+the C table there, and no two C files may depend on each other, directly or
 round a circle. A .c file depends on another when it uses a function or
 variable the other defines, through a header it includes; a header that
 only declares types ties no file to another. So a header shared by several
@@ -10,7 +13,7 @@ files that call one another (one `*_internal.h` for a whole folder) does
 not hide their circle.
 
 Python: every import between experiments/, scripts/, paper/, tests/, apps/
-and pip_backend/ must be allowed by PY_RULES. experiments/ is a package (run
+and pip_backend/ must be allowed by the Python table. experiments/ is a package (run
 as `python3 -m experiments.NAME` from the checkout): its modules are imported
 by their dotted names (experiments.lib.threadcpu) or relatively, never by a
 bare name found through a sys.path edit; and no file in experiments/,
@@ -19,62 +22,93 @@ scripts/ or paper/ edits sys.path.
 Usage: layering.py [--print] [ROOT]    (ROOT: the checkout, default: this
 script's; --print: the declared graph, then the check)
 Prints one line per violation (file, what it includes or imports, the rule
-it breaks) and exits 1; prints one OK line and exits 0 otherwise.
+it breaks) and exits 1; prints one OK line and exits 0 otherwise. A table
+it cannot read is one line and exit 1 too.
 """
 import ast
 import os
 import re
 import sys
 
-# Each C folder and what its files may include besides themselves. A folder
-# names every file in it; a path to a header names that header only: an
-# exception kept narrow on purpose, with its reason.
-C_RULES = {
-    "lib": [],
-    "handoffs": ["lib"],
-    # Pure: bytes in, verdicts and bytes out. No loop, no job, no Python.
-    "core/http": ["lib"],
-    # What every layer of a worker reads: the configuration, the log, the
-    # per-thread instruments, the signals (delivered through a pipe).
-    "core/base": ["lib", "handoffs"],
-    # The loop and the connection: HTTP, the handoff, the job through its
-    # interface only, and the base; the worker's replacement reaches it
-    # through struct loop_owner, so nothing of the server is included.
-    "core/conn": ["core/http", "core/base", "lib", "handoffs",
-                  "core/python/job.h", "core/metrics/metrics.h"],
-    # The interpreter, the pool and the WSGI bridge: HTTP (views, framing,
-    # response heads), the handoff the pool takes jobs from, the base.
-    "core/python": ["core/http", "core/base", "lib", "handoffs"],
-    # The live instruments: each loop's snapshot (the loop's own struct) into
-    # shared memory, the thread that serves it, the verdict.
-    # HTTP (pure) is the server's own parser and response heads, which the
-    # metrics listener serves with; its socket is bound by core/server.
-    "core/metrics": ["core/http", "core/base", "lib", "handoffs", "core/conn/loop.h", "core/conn/conn.h",
-                     "core/conn/timer.h", "core/python/job.h"],
-    # Start-up and the process tree assemble everything; nothing includes it.
-    "core/server": ["core/http", "core/base", "core/conn", "core/python", "core/metrics", "handoffs", "lib"],
-}
+# The graph itself is stated once, in docs/architecture.md ("What may
+# include what"): a table of C folders and what each may include, and one of
+# Python areas and what each may import, each row with its reason. This
+# script reads those tables from the checkout it checks (load_graph), so a
+# rule changes in one place, beside its reason. In the C table a folder
+# (`core/http/`) names every file in it; a path to a header
+# (`core/python/job.h`) names that header only: an exception kept narrow on
+# purpose.
+GRAPH_DOC = os.path.join("docs", "architecture.md")
 C_ROOTS = ("core", "handoffs", "lib")
-
-# Python: who may import whom (top-level folders; experiments/tests and
-# experiments/lib are their own areas: the library imports no entry point).
-PY_AREAS = ["experiments/tests", "experiments/lib", "experiments", "scripts", "paper", "tests",
-            "apps", "pip_backend"]
-PY_RULES = {
-    "experiments/lib": [],                   # the shared pieces: nothing above them
-    "experiments": ["experiments/lib"],      # the entry points (experiments.paper fills paper/'s sources)
-    "experiments/tests": ["experiments", "experiments/lib"],
-    "paper": [],                             # sources only: experiments reads them, they import nothing
-    "scripts": [],                           # commands; the experiments' own tools live in experiments/
-    "tests": ["experiments/lib"],            # the stats test checks experiments.lib.threadcpu's reading
-    "apps": [],
-    "pip_backend": [],
-}
+C_RULES = {}
+PY_RULES = {}
+PY_AREAS = []
 # Areas whose files may not edit sys.path (tests/ still puts its own folder there).
 PY_NO_SYS_PATH = ("experiments", "scripts", "paper")
 # Imports the table does not allow but the code does today, each with why it
 # stays: empty now; an entry is (importing file, imported area, reason).
 PY_EXCEPTIONS = []
+
+TABLE_HEAD = re.compile(r"^\|\s*folder\s*\|\s*may (include|import)\s*\|")
+
+
+class GraphError(Exception):
+    pass
+
+
+def parse_graph(text, where=GRAPH_DOC):
+    """{"include": {folder: [allowed]}, "import": {area: [allowed]}} from
+    the two tables of text (folders without their trailing slash). Raises
+    GraphError naming what it could not read."""
+    graph = {}
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = TABLE_HEAD.match(line)
+        if not m:
+            continue
+        kind = m.group(1)
+        if kind in graph:
+            raise GraphError("%s:%d: a second 'may %s' table (the graph is stated once)" % (where, i + 1, kind))
+        rules = graph[kind] = {}
+        for n, row in enumerate(lines[i + 2:], start=i + 3):
+            if not row.startswith("|"):
+                break
+            cells = [c.strip() for c in row.strip().strip("|").split("|")]
+            folder = re.fullmatch(r"`([\w./-]+)/`", cells[0])
+            allowed = re.findall(r"`([^`]+)`", cells[1]) if len(cells) > 1 else None
+            if not folder or (cells[1] != "nothing" and (not allowed or re.sub(r"`[^`]+`|[,\s]", "", cells[1]))):
+                raise GraphError("%s:%d: cannot read the row %r (want: | `folder/` | `a/`, `b/x.h` or nothing | why |)"
+                                 % (where, n, row))
+            if folder.group(1) in rules:
+                raise GraphError("%s:%d: %s/ has a second row" % (where, n, folder.group(1)))
+            rules[folder.group(1)] = [a.rstrip("/") for a in allowed] if cells[1] != "nothing" else []
+        if not rules:
+            raise GraphError("%s:%d: the 'may %s' table has no rows" % (where, i + 1, kind))
+    for kind in ("include", "import"):
+        if kind not in graph:
+            raise GraphError("%s: no '| folder | may %s | why |' table" % (where, kind))
+    for kind, rules in graph.items():
+        for k, v in rules.items():
+            for a in v:
+                if a not in rules and not (kind == "include" and a.endswith(".h")):
+                    raise GraphError("%s: %s/ may %s %s/, which has no row" % (where, k, kind, a))
+    return graph
+
+
+def load_graph(root):
+    """Fill C_RULES, PY_RULES and PY_AREAS from root's docs/architecture.md."""
+    path = os.path.join(root, GRAPH_DOC)
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise GraphError("%s: %s (the declared graph is read from it)" % (GRAPH_DOC, e.strerror))
+    graph = parse_graph(text)
+    C_RULES.clear()
+    C_RULES.update(graph["include"])
+    PY_RULES.clear()
+    PY_RULES.update(graph["import"])
+    PY_AREAS[:] = list(PY_RULES)
+
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -409,21 +443,29 @@ def check_py(root):
 
 def main(argv):
     args = argv[1:]
-    if args[:1] == ["--print"]:
+    show = args[:1] == ["--print"]
+    if show:
         args = args[1:]
+    root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        load_graph(root)
+    except GraphError as e:
+        print("layering: " + str(e))
+        print("layering: FAIL: the declared graph could not be read", file=sys.stderr)
+        return 1
+    if show:
         for k, v in C_RULES.items():
             print("%-12s -> %s" % (k, ", ".join(v) or "(nothing)"))
         for k, v in PY_RULES.items():
             print("%-17s imports %s" % (k, ", ".join(v) or "(nothing)"))
-    root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     errors = check_c(root) + check_py(root)
     for e in errors:
         print("layering: " + e)
     if errors:
-        print("layering: FAIL: %d violation(s); the rules are in scripts/layering.py" % len(errors), file=sys.stderr)
+        print("layering: FAIL: %d violation(s); the rules are in %s" % (len(errors), GRAPH_DOC), file=sys.stderr)
         return 1
-    print("layering: OK (includes in %s as declared, no cycle; imports between %s as declared)"
-          % (", ".join(C_ROOTS), ", ".join(sorted({a.split("/")[0] for a in PY_AREAS}))))
+    print("layering: OK (includes in %s as declared, no cycle; imports between %s as declared in %s)"
+          % (", ".join(C_ROOTS), ", ".join(sorted({a.split("/")[0] for a in PY_AREAS})), GRAPH_DOC))
     return 0
 
 

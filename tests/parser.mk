@@ -29,11 +29,11 @@ uses_conn = $(if $(filter $(1),$(CONN_USERS)),$(CONN_SRCS))
 
 UNIT_TESTS     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 UNIT_CFLAGS    := $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
-# build/unit/: the portable scanners (CSERVE_NO_SIMD); build/unit/simd/: the
-# SSE2 ones the server is built with on x86-64.
-UNIT_BINS      := $(UNIT_TESTS:%=build/unit/%)
+# $(BUILD)/unit/: the portable scanners (CSERVE_NO_SIMD); $(BUILD)/unit/simd/:
+# the SSE2 ones the server is built with on x86-64.
+UNIT_BINS      := $(UNIT_TESTS:%=$(BUILD)/unit/%)
 HAVE_SSE2      := $(shell $(CC) -dM -E - </dev/null 2>/dev/null | grep -q __SSE2__ && echo 1)
-UNIT_BINS_SIMD := $(if $(HAVE_SSE2),$(UNIT_TESTS:%=build/unit/simd/%))
+UNIT_BINS_SIMD := $(if $(HAVE_SSE2),$(UNIT_TESTS:%=$(BUILD)/unit/simd/%))
 
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -47,28 +47,28 @@ FUZZ_SHORT_SECONDS ?= 5
 .PHONY: unit-test fuzz-short fuzz fuzz-build
 
 .SECONDEXPANSION:
-build/unit/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
+$(BUILD)/unit/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
               $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -DCSERVE_NO_SIMD -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
-build/unit/simd/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
+$(BUILD)/unit/simd/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.h) $(PARSER_SRCS) $(PARSER_HDRS) \
                     $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
 # test_verdict.c builds core/metrics/verdict.c in (#include): a change there
 # must rebuild it.
-build/unit/test_verdict build/unit/simd/test_verdict: core/metrics/verdict.c core/metrics/verdict.h
+$(BUILD)/unit/test_verdict $(BUILD)/unit/simd/test_verdict: core/metrics/verdict.c core/metrics/verdict.h
 
-unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD)
+unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict) under ASan+UBSan
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
 
 build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS) $$(call uses_conn,%) $(CONN_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(PARSER_SRCS) $(call uses_conn,$*) -lpthread
 
-fuzz-build: $(FUZZ_BINS)
+fuzz-build: $(FUZZ_BINS) ## build the fuzzers (clang, libFuzzer)
 
 # Each run starts from the committed seeds and keeps what it finds in a
 # scratch corpus under build-fuzz/ (the seeds stay clean); a crash leaves its
@@ -84,15 +84,15 @@ define run_fuzzer
 	done
 endef
 
-fuzz-short: $(FUZZ_BINS)
+fuzz-short: $(FUZZ_BINS) ## every fuzzer for FUZZ_SHORT_SECONDS (part of make test)
 	$(call run_fuzzer,$(FUZZ_SHORT_SECONDS))
 
-fuzz: $(FUZZ_BINS)
+fuzz: $(FUZZ_BINS) ## every fuzzer for FUZZ_SECONDS
 	$(call run_fuzzer,$(FUZZ_SECONDS))
 
 # The proxy fields' test includes http_forwarded.c for its statics (the
 # connection code above links it): rebuild it when that file changes.
-build/unit/test_http_forwarded build/unit/simd/test_http_forwarded: core/http/http_forwarded.c \
+$(BUILD)/unit/test_http_forwarded $(BUILD)/unit/simd/test_http_forwarded: core/http/http_forwarded.c \
     core/http/http_forwarded.h
 
 .DEFAULT_GOAL := $(PARSER_MK_SAVED_GOAL)

@@ -25,6 +25,7 @@ sys.path.insert(0, str(INTEG))
 
 import conftest  # noqa: E402  (start_server, BIN, ALL_HANDOFFS)
 import loadgen  # noqa: E402
+import procfs  # noqa: E402
 from test_load import post_mix_specs  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def timed_run(handoff, minutes, slack_mib):
         pid = srv.proc.pid
         hello = loadgen.hello_specs(srv.port, "/hello")
         mix = post_mix_specs(srv.port)
-        base_fds = loadgen.settled_fds(pid)
+        base_fds = procfs.settled_fds(pid)
         samples = []
         total = 0
         t_end = time.monotonic() + minutes * 60
@@ -46,8 +47,8 @@ def timed_run(handoff, minutes, slack_mib):
             if res.errors or res.done != res.expected:
                 print(f"[{handoff}] round {rnd}: {res}; errors {res.errors[:3]}")
                 return False
-            fds = loadgen.settled_fds(pid, quiet=0.2, timeout=5)
-            rss = loadgen.rss_kib(pid)
+            fds = procfs.settled_fds(pid, quiet=0.2, timeout=5)
+            rss = procfs.rss_kib(pid)
             samples.append(rss)
             print(f"[{handoff}] round {rnd}: {res.rps:.0f} rps, RSS {rss} KiB, fds {fds} (base {base_fds})",
                   flush=True)

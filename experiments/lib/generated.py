@@ -1,4 +1,5 @@
-"""Generated blocks in hand-written Markdown (README.md, docs/, handoffs/README.md):
+"""Generated blocks in hand-written Markdown (README.md, docs/, tests/README.md,
+handoffs/README.md):
 the text between a BEGIN and an END marker line belongs to a generator and
 is rewritten whole each time.
 
@@ -19,7 +20,7 @@ Block = namedtuple("Block", "docs command module record")
 
 BLOCKS = {
     # the headline results, from the canonical full run
-    "paper": Block(["README.md"], "python3 -m experiments.paper --readme",
+    "paper": Block(["docs/results.md"], "python3 -m experiments.paper --readme",
                    "experiments.paper", "experiments/results/full"),
     # the current `make bench`
     "bench": Block(["docs/results.md"], "python3 -m experiments.bench --readme",
@@ -44,7 +45,7 @@ BLOCKS = {
     "test-time": Block(["README.md", "tests/README.md"], "scripts/time-make-test.sh",
                        "experiments.test_time", "experiments/results/test-time.txt"),
     # two workers each: cserve, Granian, gunicorn and uWSGI on Flask, Django and an I/O-bound app
-    "production": Block(["README.md"], "python3 -m experiments.production --readme",
+    "production": Block(["docs/results.md"], "python3 -m experiments.production --readme",
                         "experiments.production", "experiments/results/production/production.jsonl"),
     # GIL vs free-threaded cserve vs Granian on the free-threaded CPython
     "freethreaded": Block(["docs/python.md"], "python3 -m experiments.freethreaded --readme",

@@ -1,8 +1,10 @@
-"""scripts/layering.py (`make layering`) fails on what its table forbids.
+"""scripts/layering.py (`make layering`) fails on what the graph in
+docs/architecture.md forbids, and reads that graph from the document.
 
-Each test copies the folders it checks into a scratch tree, breaks one
-rule there, and runs the script on that tree: it must exit non-zero with
-one line naming the file, what it includes or imports, and the rule.
+Each test copies the folders it checks and docs/architecture.md into a
+scratch tree, breaks one rule there (or changes a row of the graph), and
+runs the script on that tree: it must exit non-zero with one line naming
+the file, what it includes or imports, and the rule.
 """
 import os
 import shutil
@@ -25,7 +27,16 @@ def tree(tmp_path):
     for d in ("core", "handoffs", "lib"):
         shutil.copytree(os.path.join(ROOT, d), tmp_path / d,
                         ignore=shutil.ignore_patterns("*.md", "*.o", "*.d"))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(os.path.join(ROOT, "docs", "architecture.md"), tmp_path / "docs")
     return tmp_path
+
+
+def edit_graph(tree, old, new):
+    doc = tree / "docs" / "architecture.md"
+    text = doc.read_text()
+    assert text.count(old) == 1, old
+    doc.write_text(text.replace(old, new))
 
 
 def add_line(path, line):
@@ -66,6 +77,47 @@ def test_conn_including_more_of_python_than_job_h_fails(tree):
     rc, out = run(tree)
     assert rc == 1, out
     assert "core/conn/conn.c: includes \"../python/pool.h\"" in out
+
+
+def test_the_graph_is_read_from_the_document(tree):
+    # Take lib/ from core/http/'s row: the tree, unchanged, now breaks it.
+    edit_graph(tree, "| `core/http/` | `lib/` |", "| `core/http/` | nothing |")
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert 'core/http/buffer.c: includes "../../lib/aligned.h"' in out
+    assert "core/http may include nothing outside itself" in out
+
+
+def test_a_row_added_to_the_document_is_allowed(tree):
+    # The include the first test forbids passes once the document allows it.
+    add_line(tree / "core/http/http_chars.c", '#include "../conn/conn.h"')
+    edit_graph(tree, "| `core/http/` | `lib/` |", "| `core/http/` | `lib/`, `core/conn/conn.h` |")
+    rc, out = run(tree)
+    assert "http_chars.c: includes" not in out, out
+
+
+def test_a_document_without_the_graph_fails(tree):
+    (tree / "docs" / "architecture.md").write_text("# Architecture\n\nNo tables.\n")
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert out.strip() == "layering: docs/architecture.md: no '| folder | may include | why |' table", out
+    (tree / "docs" / "architecture.md").unlink()
+    rc, out = run(tree)
+    assert rc == 1 and "docs/architecture.md" in out, out
+
+
+def test_an_unreadable_row_fails(tree):
+    edit_graph(tree, "| `core/base/` | `lib/`, `handoffs/` |", "| `core/base/` | lib and handoffs |")
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert "docs/architecture.md:" in out and "cannot read the row" in out and "core/base/" in out, out
+
+
+def test_a_rule_naming_a_folder_without_a_row_fails(tree):
+    edit_graph(tree, "| `core/base/` | `lib/`, `handoffs/` |", "| `core/base/` | `lib/`, `core/servces/` |")
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert "core/base/ may include core/servces/, which has no row" in out, out
 
 
 def test_a_cycle_fails(tree):

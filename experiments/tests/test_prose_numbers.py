@@ -2,8 +2,9 @@
 
 - paper/paper.md and paper/readme_results.md hold no typed number: outside
   code, comments, headings and {{placeholders}}, no digit stands alone.
-- Every generated block (README's results section, docs/,
-  handoffs/README.md) is exactly what its writer makes from its record, in
+- Every generated block (docs/results.md's headline results, the rest of
+  docs/, handoffs/README.md, README's test time) is exactly what its
+  writer makes from its record, in
   each document the registry (experiments/lib/generated.py) names for it (a
   hand edit, or a stale record, fails); every GENERATED marker in the docs
   belongs to a registered block.
@@ -138,7 +139,7 @@ def test_every_generated_marker_in_the_docs_is_registered():
     pytest.param(block, doc, id=f"{block}-{doc}")
     for block, b in generated.BLOCKS.items() for doc in b.docs])
 def test_generated_blocks_are_written_from_their_records(block, doc):
-    # README's results section and the bench, micro-record, readme_stats,
+    # The headline results and the bench, micro-record, readme_stats,
     # placement and loop-floor tables are their writers' output from the
     # recorded runs: a hand-typed or hand-edited cell fails.
     path = os.path.join(ROOT, doc)

@@ -81,7 +81,7 @@ class Server:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait()
+                self.proc.wait(timeout=10)
                 raise AssertionError(f"cserve did not exit within {timeout}s of {sig!r}:\n{self.log_text()}")
         return self.proc.returncode
 
@@ -110,7 +110,7 @@ class Server:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
-                self.proc.wait()
+                self.proc.wait(timeout=10)
             try:
                 os.unlink(self._log.name)
             except OSError:

@@ -28,7 +28,7 @@ class Proc:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()
+            self.proc.wait(timeout=10)
             raise AssertionError("cserve did not exit:\n" + self.text())
 
     def stop(self, timeout=20):
@@ -39,7 +39,7 @@ class Proc:
     def close(self):
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+            self.proc.wait(timeout=10)
 
 
 def wait_connect(proc, addr, timeout=20):

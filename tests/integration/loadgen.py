@@ -15,7 +15,6 @@ startswith/match calls on the receive buffer, no copies, no parsing.
 
     python3 tests/integration/loadgen.py --port 8000 -n 100000 -c 64 -d 16
 """
-import os
 import re
 import selectors
 import socket
@@ -316,38 +315,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-# ---- the server process, from /proc ------------------------------------------
-
-def rss_kib(pid):
-    """VmRSS of pid in KiB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def children(pid):
-    """Direct child pids of pid (from /proc/*/stat)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        # the command may contain spaces and parens: ppid follows the last ')'
-        fields = st[st.rindex(")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(d))
-    return sorted(out)
-
+# ---- waiting -----------------------------------------------------------------
 
 def wait_until(cond, timeout, interval=0.05):
     """Poll cond() until it returns a true value or timeout passes; returns
@@ -358,21 +326,6 @@ def wait_until(cond, timeout, interval=0.05):
         if v or time.monotonic() > deadline:
             return v
         time.sleep(interval)
-
-
-def settled_fds(pid, quiet=0.5, timeout=5.0):
-    """The server's fd count once it has stopped changing for `quiet` seconds
-    (connections just closed by a client take a moment to close server-side)."""
-    deadline = time.monotonic() + timeout
-    last, since = fd_count(pid), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        n = fd_count(pid)
-        if n != last:
-            last, since = n, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            break
-    return last
 
 
 def sanitizer(binary):

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from httpclient import Reader, get, req
-from loadgen import fd_count, settled_fds, wait_until
+from loadgen import wait_until
+from procfs import fd_count, settled_fds
 
 APP = "recording_apps:app"
 LOGAPP = "logging_apps:application"

@@ -55,7 +55,7 @@ def _never_listens(args, port, timeout=15):
             time.sleep(0.01)
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=10)
             raise AssertionError(f"cserve {args} still running after {timeout}s")
     finally:
         errf.seek(0)

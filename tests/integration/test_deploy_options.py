@@ -1,8 +1,8 @@
-"""Deployment options (issue "Run where Python users run", item 5):
---socket-mode; unix: binds that refuse a non-socket or a live socket,
-replace a stale one and remove their own at exit; --user/--group after
-binding, and a warning naming it when root runs the app without it; a
-listening socket inherited from systemd (LISTEN_FDS/LISTEN_PID)."""
+"""The deployment options: --socket-mode; unix: binds that refuse a
+non-socket or a live socket, replace a stale one and remove their own at
+exit; --user/--group after binding, and a warning naming it when root
+runs the app without it; a listening socket inherited from systemd
+(LISTEN_FDS/LISTEN_PID)."""
 import os
 import pwd
 import grp
@@ -17,6 +17,7 @@ import pytest
 from conftest import APPS, BIN, ROOT, free_port
 from deploy_support import (Proc, build_preload, clean_env, info, one_line_error, preload_env, serve_info,
                             wait_connect)
+from procfs import fd_targets, status_ids
 
 
 def test_help_lists_the_deployment_options():
@@ -373,15 +374,6 @@ def test_a_second_cserve_between_bind_and_listen_leaves_one_serving(tmp_path):
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching user needs root")
 
 
-def _status_ids(pid):
-    ids = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("Uid:", "Gid:")):
-                ids[line[:3]] = [int(x) for x in line.split()[1:]]
-    return ids
-
-
 def _privileged_port():
     for port in range(990, 1024):
         with socket.socket() as s:
@@ -404,7 +396,7 @@ def test_user_group_drop_after_binding_a_privileged_port(workers):
     try:
         got = info(p, addr)
         assert (got["uid"], got["euid"], got["gid"], got["egid"]) == (nobody.pw_uid,) * 2 + (nogroup.gr_gid,) * 2
-        ids = _status_ids(p.proc.pid)  # real, effective, saved, filesystem
+        ids = status_ids(p.proc.pid)  # real, effective, saved, filesystem
         assert ids["Uid"] == [nobody.pw_uid] * 4 and ids["Gid"] == [nogroup.gr_gid] * 4, ids
         assert "as nobody:nogroup" in p.text()
         assert p.stop() == 0, p.text()
@@ -487,8 +479,7 @@ def test_uid_without_passwd_entry_serves_with_the_given_group():
     try:
         got = info(p, addr)
         assert (got["uid"], got["euid"], got["gid"], got["egid"]) == (54321, 54321, 54322, 54322)
-        with open(f"/proc/{p.proc.pid}/status") as f:
-            groups = next(ln for ln in f if ln.startswith("Groups:")).split()[1:]
+        groups = status_ids(p.proc.pid)["Groups"]
         assert groups == [], groups  # root's supplementary groups are gone too
         assert p.stop() == 0, p.text()
     finally:
@@ -599,7 +590,7 @@ def test_extra_systemd_sockets_are_closed():
         from deploy_support import http_get
         status, body = http_get(wait_connect(p, addr), "/")
         assert status == 200, p.text()
-        held = {os.readlink(f"/proc/{p.proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{p.proc.pid}/fd")}
+        held = fd_targets(p.proc.pid)
         assert not held & extra, held
         child = dict(line.split(" -> ", 1) for line in body.decode().splitlines())
         assert not [t for t in child.values() if t.startswith("socket:")], child

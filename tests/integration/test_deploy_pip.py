@@ -1,9 +1,9 @@
-"""`pip install .` (issue "Run where Python users run", item 4): a fresh
-virtualenv, pip install of this checkout through pyproject.toml and the
-in-repo build backend (no network: --no-index, no build isolation needed
-since the backend has no requirements), then VENV/bin/cserve with no flags
-serves an app that imports a module present only in that virtualenv. The
-sdist the backend writes carries what a build from it needs."""
+"""`pip install .` into a fresh virtualenv: this checkout installed through
+pyproject.toml and the in-repo build backend (no network: --no-index, no
+build isolation needed since the backend has no requirements), then
+VENV/bin/cserve with no flags serves an app that imports a module present
+only in that virtualenv. The sdist the backend writes carries what a build
+from it needs."""
 import os
 import subprocess
 import sys
@@ -20,7 +20,7 @@ def _has_pip():
         subprocess.run([EMBEDDED_PY, "-c", "import ensurepip"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not _has_pip(), reason="pip/ensurepip missing (scripts/setup.sh installs python3-venv)")
+@pytest.mark.skipif(not _has_pip(), reason="pip/ensurepip missing (scripts/setup.sh test installs python3-venv)")
 def test_pip_install_into_a_fresh_venv_serves_its_packages(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([EMBEDDED_PY, "-m", "venv", str(venv)], check=True, env=clean_env())

@@ -1,8 +1,8 @@
-"""Which Python cserve runs (issue "Run where Python users run", items 1-3):
-the installation it was built against, by that installation's own prefix,
-whatever python3 is first on PATH; virtualenvs as their own python sees
-them; a virtualenv of another Python version refused before anything
-listens; a cserve built against a second interpreter when there is one."""
+"""Which Python cserve runs: the installation it was built against, by
+that installation's own prefix, whatever python3 is first on PATH;
+virtualenvs as their own python sees them; a virtualenv of another Python
+version refused before anything listens; a cserve built against a second
+interpreter when there is one."""
 import glob
 import json
 import os
@@ -16,6 +16,7 @@ import sys
 import pytest
 
 import loadgen
+import procfs
 from conftest import APPS, BIN, ROOT, free_port
 from deploy_support import EMBEDDED_PY, Proc, clean_env, embedded_sys_path, info, one_line_error, serve_info
 
@@ -73,7 +74,8 @@ def test_libpython_as_the_interpreter_links_it():
     try:
         got = info(p, addr, imports=["_ssl", "_sqlite3", "_ctypes", "_decimal", "pyexpat", "zlib", "_json"])
         assert all(not v.startswith("ImportError") for v in got["imported"].values()), got["imported"]
-        maps = pathlib.Path(f"/proc/{p.proc.pid}/maps").read_text()
+        maps = procfs.read(p.proc.pid, "maps")
+        assert maps is not None, f"the server exited: {p.text()[-2000:]}"
         mapped = re.findall(r"\S*/libpython[^\s]*\.so[^\s]*", maps)
         if how == "static":
             assert not mapped, f"a static build mapped {sorted(set(mapped))}: two interpreters in one process"

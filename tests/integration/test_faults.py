@@ -20,9 +20,11 @@ import time
 import pytest
 
 import loadgen
+import procfs
 from conftest import BIN
 from httpclient import Reader, get, req
-from loadgen import fd_count, rss_kib, settled_fds, wait_until
+from loadgen import wait_until
+from procfs import fd_count, rss_kib, settled_fds
 
 SOAK = os.environ.get("CSERVE_SOAK") == "1"
 APP = "fault_apps:app"
@@ -746,8 +748,8 @@ def test_out_of_fds_pauses_accepts_and_keeps_serving(server_factory):
 def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory):
     srv = server_factory("--workers", "2", app=APP)
     sup = srv.proc.pid
-    workers = wait_until(lambda: len(loadgen.children(sup)) == 2 and loadgen.children(sup), 15)
-    assert workers, f"expected 2 worker processes under {sup}, found {loadgen.children(sup)}"
+    workers = wait_until(lambda: len(procfs.children(sup)) == 2 and procfs.children(sup), 15)
+    assert workers, f"expected 2 worker processes under {sup}, found {procfs.children(sup)}"
     known = set(workers)
     results = []  # (t_start, ok, pid or error, t_end)
     stop = threading.Event()
@@ -770,7 +772,7 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
         victim = workers[0]
         t_kill = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        new = wait_until(lambda: set(loadgen.children(sup)) - known, 15)
+        new = wait_until(lambda: set(procfs.children(sup)) - known, 15)
         t_new = time.monotonic() - t_kill
         known |= set(new or ())
         time.sleep(2.0)
@@ -803,8 +805,7 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
             pids.add(int(r.body))
         assert set(new) & pids, f"the new worker never answered; answered by {pids}"
         assert srv.stop(signal.SIGTERM, timeout=15) == 0
-        gone = wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and
-                                          _state(p) != "Z" for p in known), 10)
+        gone = wait_until(lambda: not any(procfs.alive(p) for p in known), 10)
         assert gone, "worker processes outlived the supervisor"
     finally:
         stop.set()
@@ -814,11 +815,3 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
             except ProcessLookupError:
                 pass
 
-
-def _state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-        return s[s.rindex(")") + 2]
-    except (OSError, ValueError):
-        return "Z"

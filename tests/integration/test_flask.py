@@ -1,4 +1,6 @@
-"""A real Flask app served unmodified (issue "cserve core"), over every handoff."""
+"""A real Flask app served unmodified, over every handoff: routes, query
+strings, JSON and form posts (chunked too), 404, redirects, a streamed
+response, a view's error answered with 500 and logged, keep-alive."""
 import json
 import time
 

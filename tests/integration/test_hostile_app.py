@@ -1,6 +1,6 @@
 """An app that breaks the WSGI contract must never break HTTP framing.
 
-Every case drives the real server (apps/hostile_app.py) in every handoff mode
+Every case drives the real server (apps/broken_contract_apps.py) in every handoff mode
 and with --inline, one server per mode for the module, and checks the exact
 wire behaviour: the status, that a response whose framing is intact leaves the
 connection serving (a second request on it gets its own answer), and that one
@@ -18,7 +18,7 @@ import pytest
 from conftest import HANDOFFS, start_server
 from httpclient import Reader, read_all, read_head, req
 
-APP = "hostile_app:app"
+APP = "broken_contract_apps:app"
 MODES = [*HANDOFFS, "inline"]
 FILE_DATA = bytes(range(65, 65 + 55))
 

@@ -23,8 +23,9 @@ import pytest
 import loadgen
 from conftest import BIN
 from httpclient import Reader, req
+from procfs import rss_kib
 
-APP = "hostile_apps:application"
+APP = "hostile_client_apps:application"
 RECORDING_APP = "recording_apps:app"
 # Under a sanitizer RSS is not the program's memory: the bounds are
 # reported, not asserted (loadgen.sanitizer).
@@ -35,14 +36,6 @@ MODES = ["pool", "inline"]
 
 def _args(mode):
     return ("--inline",) if mode == "inline" else ()
-
-
-def _rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def _read_response(s, timeout):
@@ -102,7 +95,7 @@ def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_
         assert _get(srv, "/big", 10)[0] == 200
         assert _get(srv, "/hello", 10) == (200, b"hello")
     time.sleep(0.5)
-    base = _rss_kib(pid)
+    base = rss_kib(pid)
 
     wire = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * DEPTH
     attackers = []
@@ -124,7 +117,7 @@ def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_
             took = time.monotonic() - t0
             assert took < 2.0, f"a plain GET took {took:.2f}s during the attack"
             served += 1
-            peak = max(peak, _rss_kib(pid))
+            peak = max(peak, rss_kib(pid))
             assert SAN or (peak - base) / 1024 < DURING_BOUND_MB, \
                 f"RSS grew from {base} to {peak} KiB during the attack"
             time.sleep(0.2)
@@ -134,10 +127,10 @@ def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_
             s.close()
     # Gone: the server's memory returns near its baseline.
     deadline = time.monotonic() + 15.0
-    now = _rss_kib(pid)
+    now = rss_kib(pid)
     while not SAN and (now - base) / 1024 >= AFTER_BOUND_MB and time.monotonic() < deadline:
         time.sleep(0.25)
-        now = _rss_kib(pid)
+        now = rss_kib(pid)
     print(f"\n  {mode}: RSS baseline {base} KiB, peak {peak} KiB, after {now} KiB")
     assert SAN or (now - base) / 1024 < AFTER_BOUND_MB, \
         f"RSS {now} KiB after the attackers left, baseline {base} KiB (peak {peak})"
@@ -214,7 +207,7 @@ def test_inline_cuts_a_streamed_response_past_its_bound(server_factory):
             if not chunk:
                 break
             got += len(chunk)
-            peak = max(peak, _rss_kib(pid))
+            peak = max(peak, rss_kib(pid))
     assert 0 < got < 70 * 1024 * 1024, got  # cut, not 200 MiB
     if not SAN:
         assert peak < 160 * 1024, f"RSS peaked at {peak} KiB"

@@ -1,4 +1,7 @@
-"""HTTP/1.1 behaviour of the core server (issue "cserve core"), on raw sockets.
+"""HTTP/1.1 on raw sockets: keep-alive and close, pipelining, HEAD and the
+bodiless statuses, request bodies (Content-Length, chunked, 100-continue),
+response framing (Content-Length, chunked, close-delimited), bad requests
+answered with their status, and the timeouts.
 
 Behaviour that crosses the handoff (bodies streamed to wsgi.input, pipelined
 responses, streamed responses) runs over every backend through the
@@ -23,7 +26,8 @@ import loadgen
 from conftest import APPS, BIN, HANDOFFS, start_server
 from httpclient import (Reader, chunked, get, raw_exchange, read_all, read_chunk, read_head,
                         req, request)
-from loadgen import fd_count, settled_fds, wait_until
+from loadgen import wait_until
+from procfs import fd_count, settled_fds
 
 if str(APPS) not in sys.path:
     sys.path.insert(0, str(APPS))

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 import loadgen
+import procfs
 from loadgen import HELLO, Kind, Spec, learn_template
 
 from conftest import BIN
@@ -32,7 +33,7 @@ def n_requests(short):
 def report(name, res, srv=None):
     extra = ""
     if srv is not None and srv.proc.poll() is None:
-        extra = f" rss={loadgen.rss_kib(srv.proc.pid)} KiB"
+        extra = f" rss={procfs.rss_kib(srv.proc.pid)} KiB"
     print(f"\n{name}: {res.done}/{res.expected} responses over {res.connections} conns "
           f"depth {DEPTH} in {res.elapsed:.2f}s = {res.rps:.0f} rps, "
           f"{len(res.errors)} errors{extra}")
@@ -52,11 +53,11 @@ def loaded(name, srv, specs, n):
     (memory per request that is never given back is a leak)."""
     warm = loadgen.run(srv.port, specs, max(2000, n // 10), CONNS, DEPTH, timeout=600)
     assert_clean(warm, srv)
-    rss0 = loadgen.rss_kib(srv.proc.pid)
+    rss0 = procfs.rss_kib(srv.proc.pid)
     res = loadgen.run(srv.port, specs, n, CONNS, DEPTH, timeout=600)
     report(name, res, srv)
     assert_clean(res, srv)
-    growth = loadgen.rss_kib(srv.proc.pid) - rss0
+    growth = procfs.rss_kib(srv.proc.pid) - rss0
     print(f"  RSS growth over {n} requests after warm-up: {growth} KiB "
           f"({growth * 1024 / n:.1f} bytes/request)")
     if SAN:

@@ -30,8 +30,7 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 needs_prom = pytest.mark.skipif(
     text_string_to_metric_families is None,
-    reason="prometheus_client is not installed (scripts/setup.sh installs it: "
-           "/usr/bin/python3 -m pip install --break-system-packages prometheus_client)")
+    reason="prometheus_client is not installed (scripts/setup.sh test installs python3-prometheus-client)")
 
 APPS_DIR = ROOT / "apps"
 REGIMES = ["loop-bound", "gil-bound", "threads-short", "machine-bound", "pool-queued", "not-loaded"]
@@ -315,7 +314,7 @@ def test_verdict_hello_pipelined(server_factory):
     finally:
         for load in loads:
             load.kill()
-            load.wait()
+            load.wait(timeout=10)
     report("hello pipelined", v)
     assert v["regime"] in ("loop-bound", "gil-bound", "machine-bound"), seen
     f = v["figures"]
@@ -826,7 +825,7 @@ def chromium():
 
 
 @pytest.mark.skipif(chromium() is None,
-                    reason="no headless Chromium (Debian: apt-get install chromium; scripts/setup.sh does)")
+                    reason="no headless Chromium (Debian: apt-get install chromium; scripts/setup.sh test does)")
 def test_dashboard_in_a_browser(server_factory, tmp_path):
     srv, mport = metrics_server(server_factory)
     load = Load(srv.port, "/", conns=4)

@@ -1,6 +1,6 @@
 """Behind a real nginx, configured by the recipe in docs/deploying.md.
 
-Debian's nginx (nginx-light; scripts/setup.sh installs it) runs as a reverse
+Debian's nginx (nginx-light; scripts/setup.sh test installs it) runs as a reverse
 proxy with its own temporary prefix, workers as www-data, and the upstream
 and server blocks read from docs/deploying.md (the fenced block after its
 recipe marker), so the documented recipe is the tested one: only the socket
@@ -35,7 +35,7 @@ from deploy_support import Proc, clean_env, wait_connect
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 pytestmark = [
-    pytest.mark.skipif(NGINX is None, reason="nginx is not installed (scripts/setup.sh installs nginx-light)"),
+    pytest.mark.skipif(NGINX is None, reason="nginx is not installed (scripts/setup.sh test installs nginx-light)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="nginx workers as www-data and cserve --user need root"),
 ]
 
@@ -335,7 +335,7 @@ def test_post_as_idle_upstream_connection_times_out_no_502(stack):
 def test_wrk_zero_errors(stack):
     wrk = shutil.which("wrk")
     if not wrk:
-        pytest.skip("wrk is not installed (scripts/setup.sh installs it)")
+        pytest.skip("wrk is not installed (scripts/setup.sh test installs it)")
     out = subprocess.run([wrk, "-t1", "-c16", "-d2s", f"http://127.0.0.1:{stack['port']}/hello"],
                          capture_output=True, text=True, timeout=30).stdout
     m = re.search(r"(\d+) requests in", out)

@@ -1,4 +1,4 @@
-"""Process behaviour (issue "cserve core"): graceful SIGTERM with requests in
+"""The server's processes and signals: graceful SIGTERM with requests in
 flight, idle SIGTERM, --workers 2 (both serve, a killed worker is respawned,
 SIGTERM to the supervisor stops every worker), and the connections waiting
 in the accept backlog at SIGTERM, served even while accepts are paused for
@@ -14,28 +14,18 @@ import pytest
 
 from conftest import BIN, ROOT, Server, free_port, start_server
 from httpclient import Reader, get, req
+from procfs import alive
 
 APP = "wsgi_apps:application"
 RECORDING_APP = "recording_apps:app"
 
 
-def _gone(pid):
-    """True if pid no longer runs (absent, or a zombie awaiting its reaper)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 def _wait_gone(pid, timeout=5.0):
+    """True once pid no longer runs (absent, or a zombie awaiting its
+    reaper), False if it still runs after timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _gone(pid):
+        if not alive(pid):
             return True
         time.sleep(0.05)
     return False

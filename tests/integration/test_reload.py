@@ -18,6 +18,7 @@ import pytest
 from conftest import BIN, start_server
 from deploy_support import http_get
 from loadgen import wait_until
+from procfs import alive, children, cmdline, descendants
 
 APP = '''import os, time
 time.sleep(float(os.environ.get("RELOAD_APP_IMPORT_SECONDS", "0")))
@@ -66,7 +67,7 @@ def served_lines(srv):
 def start_wrk(port, seconds, conns=64):
     wrk = shutil.which("wrk")
     if not wrk:
-        pytest.skip("wrk is not installed (scripts/setup.sh installs it)")
+        pytest.skip("wrk is not installed (scripts/setup.sh test installs it)")
     return subprocess.Popen([wrk, "-t1", f"-c{conns}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -184,35 +185,25 @@ def test_pid_file_holds_the_main_pid_and_goes_at_exit(tmp_path):
     assert not pid_file.exists()
 
 
-def _cmdline(pid):
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().split(b"\0")[0].decode()
-
-
-def _children(pid):
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            out += [int(c) for c in open(f"/proc/{pid}/task/{task}/children").read().split()]
-        except OSError:
-            pass
-    return out
+def _title(pid):
+    """pid's process title (its first argument), "" once it has exited."""
+    return (cmdline(pid) or [""])[0]
 
 
 def test_process_titles_name_the_supervisor_and_each_worker(tmp_path):
     srv = start_server("--workers", "2")
     try:
         # The socket listens before the supervisor names itself.
-        assert wait_until(lambda: _cmdline(srv.proc.pid).startswith("cserve: supervisor ["), 10)
-        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10)
-        assert wait_until(lambda: sorted(_cmdline(p).split(" [")[0] for p in _children(srv.proc.pid)) ==
+        assert wait_until(lambda: _title(srv.proc.pid).startswith("cserve: supervisor ["), 10)
+        assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 10)
+        assert wait_until(lambda: sorted(_title(p).split(" [")[0] for p in children(srv.proc.pid)) ==
                           ["cserve: worker 0", "cserve: worker 1"], 10)
         assert get(srv.port)[0] == 200
     finally:
         srv.close()
     alone = start_server()
     try:  # one worker alone keeps the command line it was started with
-        assert "--bind" in open(f"/proc/{alone.proc.pid}/cmdline", "rb").read().decode(errors="replace")
+        assert "--bind" in (cmdline(alone.proc.pid) or []), cmdline(alone.proc.pid)
     finally:
         alone.close()
 
@@ -256,7 +247,7 @@ def test_a_successor_asking_to_be_recycled_during_the_handover_is_heard():
     parent for a replacement. The parent, not yet a supervisor, must take
     that request (not die of the signal) and act on it once it supervises."""
     srv = start_server("--max-requests", "3", "--blocking-threads", "2", "--graceful-timeout", "10",
-                       app="hostile_apps:application")
+                       app="hostile_client_apps:application")
     try:
         slow = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
         slow.sendall(b"GET /slow?3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -276,14 +267,6 @@ def test_a_successor_asking_to_be_recycled_during_the_handover_is_heard():
         assert get(srv.port)[0] == 200
     finally:
         srv.close()
-
-
-def _pids(pid):
-    """The pids of pid's children, recursively."""
-    out = []
-    for c in _children(pid):
-        out += [c] + _pids(c)
-    return out
 
 
 def test_a_reload_during_a_reload_is_not_lost(tmp_path):
@@ -334,7 +317,7 @@ def test_every_draining_worker_is_waited_for(tmp_path):
     def holders():  # the pid of the worker serving each slow request so far
         return pids_file.read_text().split() if pids_file.exists() else []
     try:
-        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10), srv.log_text()
+        assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 10), srv.log_text()
         # Which worker accepts a connection is the kernel's choice: open
         # slow requests until both workers hold one.
         slow = []
@@ -350,14 +333,13 @@ def test_every_draining_worker_is_waited_for(tmp_path):
             srv.proc.send_signal(signal.SIGHUP)
             assert wait_until(lambda: all(get(srv.port)[1] == v.encode() for _ in range(4)), 20), \
                 srv.log_text()[-3000:]
-        family = _pids(srv.proc.pid)
+        family = descendants(srv.proc.pid)
         assert len(family) >= 4, family  # two serving, the first two draining (v2 may still be leaving)
         srv.proc.send_signal(signal.SIGTERM)
         for s in slow:
             assert s.recv(16).startswith(b"HTTP/1.1 200")
         srv.proc.wait(30)
-        assert not [p for p in family if os.path.exists(f"/proc/{p}") and
-                    open(f"/proc/{p}/stat").read().split()[2] != "Z"], "a worker outlived its supervisor"
+        assert not [p for p in family if alive(p)], "a worker outlived its supervisor"
     finally:
         srv.close()
 
@@ -367,14 +349,14 @@ def test_a_slot_whose_worker_died_while_its_replacement_failed_gets_a_worker(tmp
     env = dict(os.environ, RELOAD_APP_IMPORT_SECONDS="1")
     srv = start_server("--workers", "2", app="reload_app:application", chdir=tmp_path, env=env)
     try:
-        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 10)
-        victim = sorted(_children(srv.proc.pid))[0]
+        assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 10)
+        victim = sorted(children(srv.proc.pid))[0]
         write_app(tmp_path, "v2", broken=True)
         srv.proc.send_signal(signal.SIGHUP)
         time.sleep(0.3)
         os.kill(victim, signal.SIGKILL)  # dies while its replacement imports (and fails)
         assert wait_until(lambda: "reload failed" in srv.log_text(), 15), srv.log_text()
-        assert wait_until(lambda: len(_children(srv.proc.pid)) == 2, 15), srv.log_text()[-3000:]
+        assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 15), srv.log_text()[-3000:]
         for _ in range(12):  # connections reach both slots' listeners
             assert get(srv.port) == (200, b"v1")
     finally:

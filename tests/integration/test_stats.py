@@ -4,7 +4,6 @@ counts are exact, the handoff counters balance, and the outside view
 (/proc per-thread CPU, experiments.lib.threadcpu) agrees with the inside one."""
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import threading
@@ -13,6 +12,7 @@ import time
 import pytest
 
 from conftest import start_server
+from procfs import thread_names
 from experiments.lib import threadcpu  # run from the checkout (python3 -m pytest): the harness's package
 
 REQ = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -225,8 +225,7 @@ def test_stats_table_on_stderr(server_factory):
 def test_thread_names_in_proc(server_factory):
     srv = server_factory("--blocking-threads", "2")
     send_n(srv, 10)
-    names = sorted(pathlib.Path(f"/proc/{srv.proc.pid}/task/{t}/comm").read_text().strip()
-                   for t in os.listdir(f"/proc/{srv.proc.pid}/task"))
+    names = thread_names(srv.proc.pid)
     assert "cserve-loop" in names and "cserve-pool-0" in names and "cserve-pool-1" in names, names
 
 

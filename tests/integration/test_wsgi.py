@@ -1,4 +1,8 @@
-"""WSGI (PEP 3333) behaviour of the core server (issue "cserve core").
+"""WSGI (PEP 3333) as an app sees it: the environ's keys and values,
+wsgi.input's methods, start_response (exc_info before and after the head),
+write(), the framing of what the app returns, close() on every path, app
+errors answered with 500 or a closed connection, wsgi.errors and
+wsgi.file_wrapper.
 
 Everything here crosses the handoff, so the module-scoped `wsrv` fixture runs
 the tests over every backend (one server per backend). A subset runs again

@@ -1,4 +1,7 @@
-"""Apps for tests/integration/test_hostile_client.py."""
+"""The app tests/integration/test_hostile_client.py serves to clients that
+pipeline and never read: /big (a 200 KiB list body), /slow?S (sleeps S
+seconds), /stream?N (N MiB from a generator), /echo (the length of the
+body it read), else a 5-byte hello."""
 import time
 
 BIG = b"x" * (200 * 1024)
