@@ -169,9 +169,9 @@ int main(int argc, char **argv)
         return 0;
     }
     /* A running server's pid file is not taken over: `kill -HUP $(cat FILE)`
-     * must reach that server. Written below, once this one listens. */
-    if (opt.pid_file)
-        pidfile_check(opt.pid_file);
+     * must reach that server. Ours names us before anything listens. */
+    if (opt.pid_file && pidfile_take(opt.pid_file) != 0)
+        return 1;
     /* Before root is dropped: /var/log is root's. */
     if (opt.access_log &&
         access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
@@ -189,8 +189,6 @@ int main(int argc, char **argv)
     if (python)
         wsgi_init(&opt, apps);
     if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)
-        return 1;
-    if (opt.pid_file && pidfile_write(opt.pid_file) != 0)
         return 1;
 
     char how[600];

@@ -40,18 +40,6 @@ static void refuse(const char *path, pid_t holder)
     exit(2);
 }
 
-void pidfile_check(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return; /* none yet; any other trouble is pidfile_write's to report */
-    struct flock fl = whole_file(F_WRLCK);
-    bool held = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-    close(fd);
-    if (held)
-        refuse(path, fl.l_pid);
-}
-
 static void pidfile_remove(void)
 {
     if (held_fd < 0 || held_pid != getpid())
@@ -66,7 +54,7 @@ static void pidfile_remove(void)
         unlink(held_path);
 }
 
-int pidfile_write(const char *path)
+int pidfile_take(const char *path)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
@@ -75,7 +63,7 @@ int pidfile_write(const char *path)
     }
     struct flock fl = whole_file(F_WRLCK);
     if (fcntl(fd, F_SETLK, &fl) != 0) {
-        /* taken since pidfile_check: a server that started at the same time */
+        /* a running server holds it */
         struct flock who = whole_file(F_WRLCK);
         pid_t holder = fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? who.l_pid : 0;
         close(fd);
@@ -83,7 +71,9 @@ int pidfile_write(const char *path)
     }
     char line[32];
     int n = snprintf(line, sizeof line, "%d\n", (int)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+    /* Over the old text, then cut to size: a reader never finds the file
+     * empty, only the old pid or this one. */
+    if (pwrite(fd, line, (size_t)n, 0) != n || ftruncate(fd, n) != 0) {
         fprintf(stderr, "cserve: error: --pid-file %s: %s\n", path, strerror(errno));
         close(fd);
         return -1;
