@@ -4,7 +4,7 @@ reruns, the loop-bound finding, the profile categories, and the verdicts on
 the seed note's claims. No server, no client; well under a second.
 Run as `python3 -m pytest experiments/tests` from the repository root."""
 from experiments import loopbound
-from experiments.lib import model, perfsplit, probe, seed_claims, seed_report
+from experiments.lib import entry, model, perfsplit, probe, seed_claims, seed_report
 
 
 def rec(loop=0.5, pool=0.3, wrk=(40.0,), rps=100000.0, lost=0.0, busy=1.0, label="x", cfg=None, nproc=2):
@@ -190,7 +190,7 @@ def test_recorded_reports_are_what_their_records_make():
             meta, runs, profs = seed.load(path)
             want = seed_report.markdown(meta, probe.summarise(runs, extra=seed.io_py), profs)
         else:
-            meta, recs = loopbound.load(path)
+            meta, recs = entry.load(path)
             want = make(meta, recs)
         assert open(os.path.join(d, f"{name}.md")).read() == want, f"{name}.md is not what {name}.jsonl makes"
         if name == "loopbound":
@@ -207,7 +207,7 @@ def test_the_production_record_is_what_its_runs_make():
     path = os.path.join(production.OUT, "production.jsonl")
     if not os.path.exists(path):
         return
-    meta, recs = production.load(path)
+    meta, recs = entry.load(path)
     assert open(os.path.join(production.OUT, "production.md")).read() == \
         production.markdown(meta, recs, meta.get("quick"))
     assert open(os.path.join(production.OUT, "production.brief.md")).read() == production.brief_md(meta, recs)
