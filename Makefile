@@ -157,7 +157,7 @@ OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 .PHONY: all run test test-long test-asan test-tsan test-freethreaded deps integration-test soak experiments experiments-quick experiments-test \
         profile paper clean bench layering
 
-all: cserve
+all: cserve build/pipeload
 
 ifeq ($(BUILD),build)
 cserve: $(BUILD)/cserve
@@ -295,6 +295,13 @@ experiments: deps
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	PYTHON=$(PYTHON) experiments/full.sh $(EXP_OUT)
 	$(if $(filter experiments/results/full,$(EXP_OUT)),$(PYTHON) -m experiments.paper --pdf --readme)
+
+# The cheap pipelining client of the loop-bound experiments (no Python, no
+# Lua): experiments/loadgen/pipeload.c, always into build/ (the harness runs
+# it from there whatever BUILD the server is built in).
+build/pipeload: experiments/loadgen/pipeload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ $< -lpthread -lm
 
 # The plumbing end to end in a scratch folder (~2 min; part of make test).
 experiments-quick: all
