@@ -117,6 +117,8 @@ def quick():
 
 def label(run):
     client = run.get("client", "wrk")
+    if run.get("placement") not in (None, "shared"):  # lib/pinning.py; shared labels stay as recorded
+        client += f" @{run['placement']}"
     # workers and a peer's threads only where they are not 1, so the
     # one-process labels stay what every recorded run calls them
     shape = (f" w{run['workers']}" if run.get("workers", 1) > 1 else "")

@@ -2,22 +2,33 @@
 and the pipeline model fitted on the `calib` sweep and used out of sample.
 
 Regime, per run (never from comparing costs). The stages are the loop, the
-pool (for a peer: its two busiest threads) and the client:
+pool and the client; a peer's are found by the same rule (_peer_stages: its
+threads that run Python summed per interpreter, Granian's tokio threads its
+loop):
   a stage at >= 90 % of a core   -> bound by that stage ("loop-bound",
-                                    "pool-bound", "client-bound"; a peer's
-                                    "granian <thread>-bound"). Where two or more
-                                    stages saturate, the busiest one names the
-                                    regime and the others are kept beside it
-                                    (metrics()["regime_also"]), so a table shows both
+                                    "pool-bound", "client-bound"). Where two
+                                    or more stages saturate, the busiest one
+                                    names the regime and the others are kept
+                                    beside it (metrics()["regime_also"]), so
+                                    a table shows both
   else the machine's idle cores <= 0.1 (1.9 of 2 vCPUs busy, steal counted
        as not idle)               -> "machine-bound"
   else                            -> "unsaturated" (neither a stage nor the
                                     machine is full: wake-up gaps set the rate;
                                     the idle cores are shown beside it)
-The pool stage is the GIL: Python work is serialised whatever the number of
-blocking threads, so the pool's utilisation is the SUM over pool threads
-against one core, and the model's pool bound is 1/c_pool with c_pool the
-summed pool CPU per request. (regime() and pred() use the same convention.)
+The 90 % is a convention: the counts are also shown at 85 and 95 %
+(SAT_SWEEP). The pool stage is the GIL: Python work is serialised whatever
+the number of blocking threads, so the pool's utilisation is the SUM over
+pool threads against one core, and the model's pool bound is 1/c_pool with
+c_pool the summed pool CPU per request. (regime() and pred() use the same
+convention.)
+
+Each run also records its placement (lib/pinning.py) and every thread's
+on-CPU time and run delay in the window: a stage at 90 % of a core with a
+large run delay was runnable and waiting for a CPU, not for work. The
+loop-alone experiments call a run loop-bound by a stricter rule,
+loop_bound_strict(): the loop on CPU at least 95 % of the window and the
+pool under 70 %.
 
 A run whose window lost more than DISTURB_LIMIT cores to steal and foreign CPU
 together is *disturbed* (disturbed()): run.py reruns it, and report.py leaves
@@ -37,11 +48,17 @@ predicted:
 calibration, not the steady-state costs.) The machine bound assumes a full
 machine: only machine-bound runs test it (bound_tested()).
 """
-from . import configs
+from . import configs, pinning
 
 SAT = 0.90
+SAT_SWEEP = (0.85, 0.90, 0.95)  # the thresholds the regime counts are shown at
 IDLE_MAX = 0.10        # cores: at most this idle -> machine-bound
 DISTURB_LIMIT = 0.05   # cores lost to steal + foreign CPU in the window -> disturbed
+# The loop-bound rule of the loop-alone experiments (experiments/loopbound.py):
+# the loop on CPU at least LOOP_ON of the window, the pool below POOL_SLACK.
+LOOP_ON = 0.95
+POOL_SLACK = 0.70
+IN_FLIGHT_MIN = 0.90   # a row keeping fewer of the client's requests in flight is left out of ratios
 
 
 def lost_cores(rec):
@@ -60,7 +77,55 @@ def disturbed(rec, limit=DISTURB_LIMIT):
 
 
 def _wrk_threads(rec):
-    return [t for t in rec.get("threadcpu") or [] if t["name"].startswith("wrk")]
+    """The client's threads (wrk's or pipeload's)."""
+    return [t for t in rec.get("threadcpu") or [] if pinning.is_client(t["name"])]
+
+
+def depth(cfg):
+    """Requests per connection the client keeps in flight: its pipelining
+    depth (wrk-p16, a heads.lua script's second argument, pipeload's
+    depth), else 1."""
+    if cfg.get("client") == "wrk-p16":
+        return 16
+    if cfg.get("client") == "pipeload":
+        return int(cfg.get("depth", 1))
+    args = cfg.get("script_args") or []
+    if cfg.get("script") == "pipeline.lua" and args:
+        return int(args[0])
+    if cfg.get("script") == "heads.lua" and len(args) > 1:
+        return int(args[1])
+    return 1
+
+
+def in_flight(rec):
+    """(requests in flight, their share of what the client offers): the
+    client's rate times its mean latency (Little's law; a pipelined client's
+    latency is a batch's), over connections × depth. (None, None) where the
+    client printed no latency."""
+    rate, avg = rec.get("rps_wrk"), (rec.get("latency") or {}).get("avg_us")
+    if not rate or not avg:
+        return None, None
+    n = rate * avg / 1e6
+    return n, n / (rec["config"]["conns"] * depth(rec["config"]))
+
+
+def _peer_stages(srv):
+    """A peer's stages by the rule cserve's pool follows: its threads that
+    run Python, summed per process (one interpreter, one GIL; the busiest
+    process counts), are its pool; Granian's tokio threads (its Rust I/O)
+    are its loop, the busiest of them. gunicorn's and uWSGI's threads all
+    run Python (their I/O too), so all of them are the pool: an upper bound
+    on the GIL's time, since their C parts count. Returns (loop thread row
+    or None, pool's utilisation, pool's µs per request)."""
+    loops = [t for t in srv if pinning.role_of(t["name"]) == "loop"]
+    per = {}
+    for t in srv:
+        if pinning.role_of(t["name"]) != "loop":
+            per.setdefault(t.get("pid"), []).append(t)
+    top = max(per.values(), key=lambda ts: sum(t["median_pct"] for t in ts), default=[])
+    pool = sum(t["median_pct"] for t in top) / 100 if top else None
+    c_pool = sum(t["us_per_request"] or 0 for t in top) if top else None
+    return (max(loops, key=lambda t: t["median_pct"]) if loops else None), pool, c_pool
 
 
 def metrics(rec):
@@ -79,7 +144,7 @@ def metrics(rec):
     wrk = _wrk_threads(rec)
     m["client_util"] = sum(t["median_pct"] for t in wrk) / 100 if wrk else None
     m["c_client"] = m["client_util"] / rps * 1e6 if (wrk and rps) else None
-    srv = [t for t in rec.get("threadcpu") or [] if not t["name"].startswith("wrk")]
+    srv = [t for t in rec.get("threadcpu") or [] if not pinning.is_client(t["name"])]
     m["cores"] = sum(t["median_pct"] for t in srv) / 100 if srv else None  # process-level
     th = rec.get("stats_threads") or []
     loops = [t for t in th if t["role"] == "loop"]
@@ -99,17 +164,31 @@ def metrics(rec):
         m["loop_wait_us"] = c.get("wait_ns", 0) / reqs / 1e3 if reqs and "wait_ns" in c else None
         m["loop_work_us"] = c.get("pass_ns", 0) / reqs / 1e3 if reqs and "pass_ns" in c else None
         m["window_s"] = win
-    else:  # a peer: its threads from /proc, busiest first
-        srv.sort(key=lambda t: -t["median_pct"])
-        for t in srv[:2]:
-            m["stages"][t["name"]] = t["median_pct"] / 100
-        m["c_loop"] = srv[0]["us_per_request"] if srv else None
-        m["c_pool"] = srv[1]["us_per_request"] if len(srv) > 1 else None
-        m["loop_util"] = srv[0]["median_pct"] / 100 if srv else None
-        m["pool_util"] = srv[1]["median_pct"] / 100 if len(srv) > 1 else None
+    else:  # a peer: its threads from /proc, by the same stages (_peer_stages)
+        loop, m["pool_util"], m["c_pool"] = _peer_stages(srv)
+        m["loop_util"] = loop["median_pct"] / 100 if loop else None
+        m["c_loop"] = loop["us_per_request"] if loop else None
+        m["stages"] = {k: v for k, v in (("loop", m["loop_util"]), ("pool", m["pool_util"])) if v is not None}
         m["loop_wait_us"] = m["loop_work_us"] = None
+    m["in_flight"], m["in_flight_share"] = in_flight(rec)
+    sched = pinning.stage_sched((rec.get("window_cpu") or {}).get("sched"))
+    for stage in ("loop", "pool", "client"):
+        m[f"{stage}_on_cpu"] = (sched.get(stage) or {}).get("on_cpu")
+        m[f"{stage}_run_delay"] = (sched.get(stage) or {}).get("run_delay")
+    m["placement"] = (rec.get("placement") or {}).get("name", "shared")
     m["regime"], m["regime_also"] = regime_detail(m, rec["config"])
+    m["loop_bound_strict"] = loop_bound_strict(m)
     return m
+
+
+def loop_bound_strict(m):
+    """The loop-alone experiments' rule: the loop on CPU at least LOOP_ON of
+    the window (its schedstat; its own clock where there is none) and the
+    pool under POOL_SLACK. None where either is not measured."""
+    on = m.get("loop_on_cpu") if m.get("loop_on_cpu") is not None else m.get("loop_util")
+    if on is None or m.get("pool_util") is None:
+        return None
+    return on >= LOOP_ON and m["pool_util"] < POOL_SLACK
 
 
 def idle_cores(rec):
@@ -131,19 +210,17 @@ def socket_errors(rec):
     return sum(int(x) for x in mm.groups()) if mm else 0
 
 
-def _stage_name(name, cfg):
-    return f"{name}-bound" if cfg["server"] == "cserve" or name == "client" else f"{cfg['server']} {name}-bound"
-
-
-def regime_detail(m, cfg):
+def regime_detail(m, cfg, sat_at=SAT):
     """(regime, [other saturated stages' regimes]). Every stage, the client
-    included, is checked alike; the busiest saturated one names the regime."""
+    included, is checked alike, a peer's as cserve's (_peer_stages); the
+    busiest saturated one names the regime. sat_at: the threshold (the
+    counts are also shown at each of SAT_SWEEP)."""
     stages = {k: v for k, v in (m.get("stages") or {}).items() if v is not None}
     if m.get("client_util") is not None:
         stages["client"] = m["client_util"]
-    sat = sorted(((u, k) for k, u in stages.items() if u >= SAT), reverse=True)
+    sat = sorted(((u, k) for k, u in stages.items() if u >= sat_at), reverse=True)
     if sat:
-        names = [_stage_name(k, cfg) for _, k in sat]
+        names = [f"{k}-bound" for _, k in sat]
         return names[0], names[1:]
     if m.get("idle") is not None and m["idle"] <= IDLE_MAX:
         return "machine-bound", []

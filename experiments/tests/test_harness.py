@@ -26,7 +26,9 @@ def rec(server="cserve", loop=None, pools=(), client=None, rps=100000.0, app="he
         for i, u in enumerate(pools):
             th.append({"name": f"cserve-pool-{i}", "role": "pool", "cpu_s": u, "utilisation": u,
                        "requests": reqs // max(1, len(pools)), "counters": {}})
-    tc = [{"name": n, "median_pct": 100 * u, "us_per_request": u / rps * 1e6} for n, u in peer_threads]
+    # peer_threads: (name, utilisation) or (name, utilisation, pid): one process unless told
+    tc = [{"name": t[0], "median_pct": 100 * t[1], "us_per_request": t[1] / rps * 1e6,
+           "pid": t[2] if len(t) > 2 else 1} for t in peer_threads]
     if client is not None:
         tc.append({"name": "wrk", "median_pct": 100 * client, "us_per_request": client / rps * 1e6})
     r = {"label": configs.label(cfg), "config": cfg, "rps": rps, "rps_wrk": rps, "latency": {},
@@ -52,9 +54,22 @@ def test_regime_is_read_from_utilisation(kw, want):
     assert model.metrics(rec(**kw))["regime"] == want
 
 
-def test_regime_of_a_peer_names_its_saturated_thread():
+def test_a_peers_stages_follow_cserves_rule():
+    # Granian: its tokio thread is its loop, its Python thread its pool.
     r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.6), ("python3", 1.0)], client=0.5)
-    assert model.metrics(r)["regime"] == "granian python3-bound"
+    m = model.metrics(r)
+    assert m["regime"] == "pool-bound" and m["loop_util"] == 0.6 and m["pool_util"] == 1.0
+    r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.95), ("python3", 0.6)], client=0.5)
+    assert model.metrics(r)["regime"] == "loop-bound"
+    # gunicorn's two Python threads of one interpreter share its GIL: 52 % and
+    # 50 % are one saturated pool, though neither thread is at 90 %.
+    r = rec(server="gunicorn", peer_threads=[("python3", 0.52), ("python3", 0.50)], client=0.5)
+    m = model.metrics(r)
+    assert m["regime"] == "pool-bound" and abs(m["pool_util"] - 1.02) < 1e-9 and m["loop_util"] is None
+    # Two processes are two interpreters: 60 % each is not a saturated pool.
+    r = rec(server="uwsgi", peer_threads=[("uwsgi", 0.6, 11), ("uwsgi", 0.6, 12)], client=0.5)
+    m = model.metrics(r)
+    assert m["regime"] == "unsaturated" and abs(m["pool_util"] - 0.6) < 1e-9
 
 
 def calib_records():
@@ -143,8 +158,7 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
 def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round(monkeypatch):
     from experiments import run
     monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
-    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", wrk_cpus=None,
-                              pin=None)
+    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", placement=None)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     uniq = set(labels)
@@ -159,7 +173,7 @@ def test_headline_rows_get_their_extra_runs_inside_the_interleaved_rounds(monkey
     from experiments import run
     monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=configs.HEADLINE_REPEATS,
-                              seed="t", wrk_cpus=None, pin=None)
+                              seed="t", placement=None)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     heads = {configs.label(r) for r in configs.headline()}
@@ -282,7 +296,7 @@ def test_two_saturated_stages_are_both_kept_busiest_first():
     assert m["regime"] == "client-bound" and m["regime_also"] == ["loop-bound"]
     r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.6), ("python3", 1.0)], client=0.93)
     m = model.metrics(r)
-    assert m["regime"] == "granian python3-bound" and m["regime_also"] == ["client-bound"]
+    assert m["regime"] == "pool-bound" and m["regime_also"] == ["client-bound"]
 
 
 def test_disturbed_runs_are_left_out_and_counted():
