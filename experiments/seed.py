@@ -144,20 +144,23 @@ def profile(name, secs, out_dir):
         wrk_txt = open(os.path.join(tmp, "wrk.txt")).read()
         _, _, rps = threadcpu.parse_wrk(wrk_txt)
         rec["rps_wrk"] = rps
-        reqs = None
+        reqs, threads = None, []
         win = os.path.join(tmp, "window.json")
         if os.path.exists(win):
             st = json.load(open(win))
-            reqs = sum(t.get("requests") or 0 for w in st.get("workers", []) for t in w.get("threads", [])
-                       if t.get("role") == "loop")
+            threads = [t for w in st.get("workers", []) for t in w.get("threads", [])]
+            reqs = sum(t.get("requests") or 0 for t in threads if t.get("role") == "loop")
             rec["requests_from"] = "cserve's window"
         if not reqs and rps:
             reqs = rps * secs
             rec["requests_from"] = "wrk's rate × the perf window"
         rec["requests"] = reqs
-        cpu = perfsplit.split(os.path.join(tmp, "perf.txt"))
-        rec["threads"] = {t: perfsplit.per_request(v, reqs) for t, v in cpu.items()
-                          if v["cpu_s"] >= 0.02 * sum(x["cpu_s"] for x in cpu.values())}
+        # Each syscall's seconds by the socket family its samples show, and
+        # which descriptors each thread's calls reach (the window's counters):
+        # the split is made from these at report time (split_profile).
+        rec["tally"] = perfsplit.tally(os.path.join(tmp, "perf.txt"))
+        rec["census"] = perfsplit.census(c.get("handoff"), threads) if name != "granian" else None
+        rec["threads"] = split_profile(rec)
         if os.path.exists(os.path.join(tmp, "report.md")):
             shutil.copy(os.path.join(tmp, "report.md"), os.path.join(out_dir, f"profile-{name}.md"))
     except Exception as e:  # record it, go on with the others
@@ -165,6 +168,16 @@ def profile(name, secs, out_dir):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rec
+
+
+def split_profile(p):
+    """A profile record's threads in µs per request by category: from its
+    tally and census where it has them (perfsplit), else as recorded."""
+    if not p.get("tally"):
+        return p.get("threads")
+    cpu = perfsplit.split_tally(p["tally"], p.get("census"))
+    total = sum(x["cpu_s"] for x in cpu.values())
+    return {t: perfsplit.per_request(v, p.get("requests")) for t, v in cpu.items() if v["cpu_s"] >= 0.02 * total}
 
 
 # ------------------------------------------------------------------ main
@@ -185,6 +198,7 @@ def load(path):
 
 def write_report(out):
     meta, runs, profs = load(os.path.join(out, "seed.jsonl"))
+    profs = [dict(p, threads=split_profile(p)) if "error" not in p else p for p in profs]
     rows = probe.summarise(runs, extra=io_py)
     md = seed_report.markdown(meta, rows, profs)
     with open(os.path.join(out, "seed.md"), "w") as f:
