@@ -12,6 +12,8 @@ Dimensions (connections × app cost × handoff × blocking threads):
   client   wrk (closed loop, one request in flight per connection) |
            wrk-p16 (pipelined, 16 per connection: a cheap client) |
            wrk-browser (closed loop, browser-like request head)
+  placement  shared (default: any thread on any CPU) | loop-alone | dedicated
+           (lib/pinning.py; part of the label where not shared)
 
 The `calib` sweep is the model's input and nothing else: report.py fits the
 stage costs on it and predicts every other sweep's rate (out of sample)."""
@@ -82,6 +84,10 @@ def full():
     S["instruments"] = [cs(conns=64), cs(conns=64, binary=NOINST)]
     S["browser"] = [cs(handoff="ring", client="wrk-browser"), cs(handoff="dgram", client="wrk-browser"),
                     peer("granian", client="wrk-browser")]
+    # The same shapes with the loop alone on a core, the pool and the client
+    # on the other (lib/pinning.py): the shared rows above are their pairs.
+    S["placement"] = [cs(handoff=h, conns=64, placement="loop-alone") for h in ("ring", "dgram")] + \
+        [cs(handoff=h, client="wrk-p16", conns=16, placement="loop-alone") for h in ("ring", "dgram")]
     return S
 
 
@@ -112,6 +118,7 @@ def quick():
     S["threads"] = [cs(bt=2, conns=16)]
     S["peers"] = [peer("granian", conns=16)]
     S["browser"] = [cs(client="wrk-browser", conns=16)]
+    S["placement"] = [cs(client="wrk-p16", conns=16, placement="loop-alone")]
     return S
 
 

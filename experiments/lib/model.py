@@ -34,8 +34,11 @@ A run whose window lost more than DISTURB_LIMIT cores to steal and foreign CPU
 together is *disturbed* (disturbed()): run.py reruns it, and report.py leaves
 it out of every median and counts it.
 
-Model: rate = min(1/c_loop, 1/c_pool, N/(c_loop + c_pool + c_client)),
-N = the vCPUs minus the foreign CPU and the steal measured in the run's window.
+Model (predict_placed): on shared cores rate = min(1/c_loop, 1/c_pool,
+1/c_client, N/(c_loop + c_pool + c_client)), N = the vCPUs minus the foreign
+CPU and the steal measured in the run's window; with the loop alone on a
+core, min(1/c_loop, 1/(c_pool + c_client)) (the other core is the pool's and
+the client's, a stage of its own: "pool+client").
 The costs come from the calib sweep only (lib/configs.py), never from the run
 predicted:
   c_loop[handoff, client]  the loop's µs/request, hello, in calib
@@ -54,7 +57,7 @@ SAT = 0.90
 SAT_SWEEP = (0.85, 0.90, 0.95)  # the thresholds the regime counts are shown at
 IDLE_MAX = 0.10        # cores: at most this idle -> machine-bound
 DISTURB_LIMIT = 0.05   # cores lost to steal + foreign CPU in the window -> disturbed
-# The loop-bound rule of the loop-alone experiments (experiments/loopbound.py):
+# The loop-bound rule of the loop-alone experiments (experiments/regime.py):
 # the loop on CPU at least LOOP_ON of the window, the pool below POOL_SLACK.
 LOOP_ON = 0.95
 POOL_SLACK = 0.70
@@ -176,6 +179,11 @@ def metrics(rec):
         m[f"{stage}_on_cpu"] = (sched.get(stage) or {}).get("on_cpu")
         m[f"{stage}_run_delay"] = (sched.get(stage) or {}).get("run_delay")
     m["placement"] = (rec.get("placement") or {}).get("name", "shared")
+    if m["placement"] == "loop-alone" and sched:
+        # The core the pool and the client share is a stage of its own here:
+        # every thread's time on it (all but the loop's) against one core.
+        rows = (rec.get("window_cpu") or {}).get("sched") or []
+        m["stages"]["pool+client"] = m["pool_client_core"] = sum(r["on_cpu"] for r in rows if r["role"] != "loop")
     m["regime"], m["regime_also"] = regime_detail(m, rec["config"])
     m["loop_bound_strict"] = loop_bound_strict(m)
     return m
@@ -241,7 +249,8 @@ def bound_tested(bound, regime_name):
     """Does a run in `regime_name` satisfy the assumptions of the model's
     `bound` ("loop", "pool", "machine")? A stage bound is tested on runs
     where that stage saturated; the machine bound on machine-bound runs."""
-    want = {"loop": "loop-bound", "pool": "pool-bound", "machine": "machine-bound"}.get(bound)
+    want = {"loop": "loop-bound", "pool": "pool-bound", "machine": "machine-bound", "client": "client-bound",
+            "pool+client": "pool+client-bound"}.get(bound)
     return want is not None and regime_name == want
 
 
@@ -349,8 +358,35 @@ def predict(p, cfg, m, nproc):
     if c_loop is None or c_pool is None or c_client is None:
         return None, "missing calibration", {}
     n = max(0.5, nproc - (m.get("foreign") or 0.0) - (m.get("steal") or 0.0))
-    bounds = {"loop": 1e6 / c_loop, "machine": n * 1e6 / (c_loop + c_pool + c_client)}
-    if c_pool > 0:
-        bounds["pool"] = 1e6 / c_pool
-    name = min(bounds, key=bounds.get)
-    return bounds[name], name, {"c_loop": c_loop, "c_pool": c_pool, "c_client": c_client, "n": n}
+    costs = {"c_loop": c_loop, "c_pool": c_pool, "c_client": c_client, "n": n}
+    rate, name = predict_placed(c_loop, c_pool, c_client, cfg.get("placement") or "shared", n)
+    return rate, name, costs
+
+
+def predict_placed(c_loop, c_pool, c_client, placement, cpus=2, client_threads=1):
+    """(rate, bound) of the pipeline from its stages' µs per request, where
+    each stage runs by placement (lib/pinning.py):
+      loop-alone  the loop on a core of its own; the pool and the client
+                  share the other: min(1/c_loop, 1/(c_pool + c_client))
+      dedicated   every stage on cores of its own: min(1/c_loop, 1/c_pool,
+                  client_threads/c_client)
+      shared      any thread anywhere on `cpus` cores: each stage at most a
+                  core, all of them at most the machine
+    bound: "loop", "pool", "client", "pool+client" (the core those two
+    share) or "machine". None where a cost is missing."""
+    if None in (c_loop, c_pool, c_client) or min(c_loop, c_client) <= 0:
+        return None, None
+    b = {"loop": 1e6 / c_loop}
+    if placement == "loop-alone":
+        b["pool+client"] = 1e6 / (c_pool + c_client)
+    elif placement == "dedicated":
+        if c_pool > 0:
+            b["pool"] = 1e6 / c_pool
+        b["client"] = client_threads * 1e6 / c_client
+    else:
+        if c_pool > 0:
+            b["pool"] = 1e6 / c_pool
+        b["client"] = 1e6 / c_client
+        b["machine"] = cpus * 1e6 / (c_loop + c_pool + c_client)
+    name = min(b, key=b.get)
+    return b[name], name

@@ -18,7 +18,7 @@ FMT = {"rps": "{:,.0f}", "rps_wrk": "{:,.0f}", "p50_us": "{:.0f} µs", "p99_us":
        "c_loop": "{:.2f} µs", "c_pool": "{:.2f} µs", "c_client": "{:.2f} µs",
        "loop_wait_us": "{:.2f} µs", "loop_work_us": "{:.2f} µs", "foreign": "{:.2f}", "steal": "{:.2f}",
        "idle": "{:.2f}", "sock_err": "{:,.0f}"}
-REGIMES = ("loop-bound", "pool-bound", "client-bound", "machine-bound", "unsaturated")
+REGIMES = ("loop-bound", "pool-bound", "client-bound", "pool+client-bound", "machine-bound", "unsaturated")
 
 
 def _fmt(v, kind):
@@ -95,6 +95,7 @@ def reading_numbers(summ, put, N):
     rows = [s for s in summ.values() if s["n"]]
     regs = [s["regime"] for s in rows]
     names = {"loop-bound": "loop-bound", "pool-bound": "pool-bound", "client-bound": "client-bound",
+             "pool+client-bound": "pool+client-bound",
              "machine-bound": "machine-bound", "unsaturated": "unsaturated"}
     have = [f"{regs.count(r)} {names[r]}" for r in REGIMES if regs.count(r)]
     other = len(regs) - sum(regs.count(r) for r in REGIMES)
