@@ -144,22 +144,22 @@ def markdown(meta, rows, quick):
           "the medians are then over those). Medians (range) over the runs; the regime is the majority "
           f"over them (stage ≥ {100 * model.SAT:.0f} % of a core, the client included; else machine-bound "
           f"with ≤ {model.IDLE_MAX} core idle; else unsaturated).", "",
-          "| configuration | rps (range) | loop / pool / client | steal + foreign | idle | loop µs/req (pool) "
-          "| regime (runs) |", "|---|---:|---:|---:|---:|---:|---|"]
+          "| configuration | rps (range) | loop / pool / client | loop run delay | steal + foreign | idle "
+          "| loop µs/req (pool) | in flight | regime (runs) |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     order = {}
     for i, (lab, _) in enumerate(plan(False) + plan(True)):  # the full plan's order; quick labels repeat it
         order.setdefault(lab, i)
     for r in sorted(rows, key=lambda r: order.get(r["label"], 999)):
         if r["regime"] == "error":
-            L.append(f"| {r['label']} | error | | | | | |")
+            L.append(f"| {r['label']} | error | | | | | | | |")
             continue
         lo, hi = r["rps_range"]
         lost = (r["steal"] or 0) + (r["foreign"] or 0)
         also = f"; also {', '.join(r['regime_also'])}" if r["regime_also"] else ""
         L.append(f"| {r['label']}{' †' if r['all_disturbed'] else ''} | {r['rps']:,.0f} ({lo:,.0f}–{hi:,.0f}) | "
-                 f"{pct(r['loop_util'])} / {pct(r['pool_util'])} / {pct(r['client_util'])} | {lost:.2f} | "
-                 f"{num(r['idle'])} | {num(r['c_loop'])} ({num(r['c_pool'])}) | "
-                 f"{r['regime']} ({r['regime_n']}/{r['regime_of']}{also}) |")
+                 f"{pct(r['loop_util'])} / {pct(r['pool_util'])} / {pct(r['client_util'])} | "
+                 f"{pct(r['loop_run_delay'])} | {lost:.2f} | {num(r['idle'])} | {num(r['c_loop'])} ({num(r['c_pool'])}) | "
+                 f"{pct(r['in_flight_share'])} | {r['regime']} ({r['regime_n']}/{r['regime_of']}{also}) |")
     found, text = finding(rows)
     L += ["", "**Finding.** " + text]
     g = growth(rows)

@@ -23,6 +23,8 @@ HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 FINE_US = [0, 1, 2, 3, 4, 6, 8, 10, 14, 20]
 # condvar and eventfd: the ends and the middle of the same axis.
 COARSE_US = [0, 10, 20]
+# uWSGI's threads in the one-process rows: one per client connection (c64).
+UWSGI_THREADS = 64
 # The uninstrumented build (make BUILD=build-noinst INSTRUMENTS=0): what a
 # user runs, so the one rows compared with other servers use.
 NOINST = "build-noinst/cserve"
@@ -70,7 +72,9 @@ def full():
     S["peers"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (16, 64)] +
                   [peer("granian", conns=c) for c in (16, 64, 256)] +
                   [cs(handoff=h, conns=256) for h in ("ring", "dgram")] +
-                  [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")] +
+                  # uWSGI serves a connection per thread: as many threads as the
+                  # client has connections, so it keeps every request in flight.
+                  [peer("uwsgi", bt=UWSGI_THREADS), peer("gunicorn"), cs(mode="native"), cs(mode="inline")] +
                   # Across servers: the uninstrumented build (the rows above give the per-thread view).
                   [cs(handoff=h, conns=c, binary=NOINST) for h in ("ring", "dgram") for c in (16, 64, 256)] +
                   [cs(mode="native", binary=NOINST)])

@@ -101,15 +101,24 @@ def depth(cfg):
 
 
 def in_flight(rec):
-    """(requests in flight, their share of what the client offers): the
-    client's rate times its mean latency (Little's law; a pipelined client's
-    latency is a batch's), over connections × depth. (None, None) where the
-    client printed no latency."""
+    """(requests in flight, the share of the client's connections the server
+    kept busy), by Little's law from the client's rate and mean latency.
+    wrk times each response from its request's write (a pipelined one from
+    its batch's), so rate × latency is the requests in flight; one request
+    per connection makes that the connections busy. pipeload times a batch
+    from its write to its last response, so rate × latency / depth is the
+    connections busy. wrk pipelined gives no connection count (answered
+    requests of a batch leave flight one by one): its share is None.
+    (None, None) where the client printed no latency."""
+    cfg = rec["config"]
     rate, avg = rec.get("rps_wrk"), (rec.get("latency") or {}).get("avg_us")
     if not rate or not avg:
         return None, None
     n = rate * avg / 1e6
-    return n, n / (rec["config"]["conns"] * depth(rec["config"]))
+    d = depth(cfg)
+    if cfg.get("client") == "pipeload":
+        return n / d * (d + 1) / 2, n / d / cfg["conns"]  # requests: a batch's answered half on average
+    return n, (n / cfg["conns"] if d == 1 else None)
 
 
 def _peer_stages(srv):
@@ -187,6 +196,23 @@ def metrics(rec):
     m["regime"], m["regime_also"] = regime_detail(m, rec["config"])
     m["loop_bound_strict"] = loop_bound_strict(m)
     return m
+
+
+def keeps_too_few(row):
+    """Did the server keep fewer than IN_FLIGHT_MIN of the client's
+    connections busy while the client had time to spare (a run's metrics or
+    a table row, its medians as (m, lo, hi))? A client busy or waiting for a
+    CPU most of the window (on CPU + run delay >= SAT, or saturated) holds
+    connections itself between a response and the next request: the count
+    is then the client's, not the server's."""
+    def v(k):
+        x = row.get(k)
+        return x[0] if isinstance(x, tuple) else x
+    f = v("in_flight_share")
+    if f is None or f >= IN_FLIGHT_MIN or saturated(row, "client-bound"):
+        return False
+    on, delay = v("client_on_cpu"), v("client_run_delay")
+    return not (on is not None and delay is not None and on + delay >= SAT)
 
 
 def loop_bound_strict(m):

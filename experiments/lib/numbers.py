@@ -17,7 +17,7 @@ FMT = {"rps": "{:,.0f}", "rps_wrk": "{:,.0f}", "p50_us": "{:.0f} µs", "p99_us":
        "loop_util": "pct", "pool_util": "pct", "client_util": "pct", "cores": "{:.2f}",
        "c_loop": "{:.2f} µs", "c_pool": "{:.2f} µs", "c_client": "{:.2f} µs",
        "loop_wait_us": "{:.2f} µs", "loop_work_us": "{:.2f} µs", "foreign": "{:.2f}", "steal": "{:.2f}",
-       "idle": "{:.2f}", "sock_err": "{:,.0f}"}
+       "idle": "{:.2f}", "sock_err": "{:,.0f}", "in_flight_share": "pct"}
 REGIMES = ("loop-bound", "pool-bound", "client-bound", "pool+client-bound", "machine-bound", "unsaturated")
 
 
@@ -193,7 +193,20 @@ def compute(summ, params, meta, extra):
 
     by = {s["label"]: s for s in summ.values()}
 
+    def short(lab):
+        """Where a row kept too few of the client's requests in flight to
+        be compared (model.IN_FLIGHT_MIN), the words that say so."""
+        if model.keeps_too_few(by[lab]):
+            return f"`{lab}` kept {100 * by[lab]['in_flight_share'][0]:.0f} % of the client's requests in flight"
+        return None
+
     def ratio(key, a, b, metric="rps_wrk"):
+        few = [w for w in (short(a) if a in by and by[a]["n"] else None,
+                           short(b) if b in by and by[b]["n"] else None) if w]
+        if few:  # not like for like: shown, not compared
+            N[key] = _none("left out: " + " and ".join(few))
+            N[key + ":n"] = _none("n = 0")
+            return
         if a in by and b in by and by[a]["n"] and by[b]["n"]:
             r, lo, hi = stats.ratio_ci(by[a][metric + "_all"], by[b][metric + "_all"])
             put(key, r, lo, hi, "ratio", stats.interval_kind(by[a]["n"], by[b]["n"]))
@@ -213,7 +226,8 @@ def compute(summ, params, meta, extra):
             # Across servers the uninstrumented build is the fair one.
             ratio(f"ratio_{h}_granian_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk",
                   f"granian hello c{c} wrk")
-            ratio(f"ratio_{h}_uwsgi_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk", f"uwsgi hello c{c} wrk")
+            ratio(f"ratio_{h}_uwsgi_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk",
+                  f"uwsgi bt{configs.UWSGI_THREADS} hello c{c} wrk")
         ratio(f"ratio_ring_dgram_c{c}", f"cserve ring bt1 hello c{c} wrk", f"cserve dgram bt1 hello c{c} wrk")
     for a in ("flask", "django"):
         for h in ("ring", "dgram"):
@@ -256,6 +270,22 @@ def compute(summ, params, meta, extra):
         N[f"list:{name}"] = {"value": labs, "text": text, "text_ci": text}
     regime_numbers(summ, put, N)
     reading_numbers(summ, put, N)
+    # Each peer's idle cores over its rows (a server that leaves cores idle
+    # ran unsaturated: its rate is not its bound).
+    for srv in sorted({s["config"]["server"] for s in summ.values() if s["config"]["server"] != "cserve"}):
+        idle = [s["idle"][0] for s in summ.values() if s["n"] and s["config"]["server"] == srv
+                and s["idle"][0] is not None]
+        if idle:
+            _words(f"idle_span:{srv}", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
+    for t in model.SAT_SWEEP:
+        for name in REGIMES:
+            put(f"count_at:{t:.2f}:{name}", sum(1 for s in summ.values() if s["n"] and s.get("regime_at", {}).get(t)
+                                                == name), kind="{:d}")
+    put("count:loop_bound_strict", sum(1 for s in summ.values() if s["n"] and s.get("loop_bound_strict")),
+        kind="{:d}")
+    put("const:loop_on", model.LOOP_ON, kind="pct")
+    put("const:pool_slack", model.POOL_SLACK, kind="pct")
+    put("const:in_flight_min", model.IN_FLIGHT_MIN, kind="pct")
     disturbance_numbers(summ, put, N)
     # How close the loop came to saturating with a pool thread behind it.
     with_pool = [s for s in summ.values() if s["n"] and _with_handoff(s) and s["loop_util"][0] is not None]
@@ -356,6 +386,21 @@ def agreement_numbers(N, agreement):
             N[f"agree_other_{k}"] = {"value": v, "text": v, "text_ci": v}
     for k, v in (agreement.get("other_numbers") or {}).items():
         N[f"agree_other:{k}"] = v
+    # Each ratio as both runs give it: the headline states both, or only the
+    # direction they share (a claim one run's interval makes alone does not
+    # hold across guests).
+    for k, a in list(N.items()):
+        if not k.startswith("ratio_") or ":" in k or not isinstance(a.get("value"), float):
+            continue
+        b = (agreement.get("other_numbers") or {}).get(k) or {}
+        if not isinstance(b.get("value"), float):
+            _words(f"both:{k}", f"{a['text_ci']} (this run only)", N=N)
+            continue
+        _words(f"both:{k}", f"{a['text_ci']} here and {b['text_ci']} on the agreement run's guest", N=N)
+        side = [("above" if x["lo"] is not None and x["lo"] > 1 else "below" if x["hi"] is not None and x["hi"] < 1
+                 else "spans") for x in (a, b)]
+        _words(f"direction:{k}", "above one in both runs" if side == ["above"] * 2 else
+               "below one in both runs" if side == ["below"] * 2 else "not settled by the two runs", N=N)
     if agreement.get("other_steal"):
         put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
         put("agree_other_steal_max", max(agreement["other_steal"]), kind="{:.2f}")

@@ -197,7 +197,8 @@ def summarise(records, extra=None):
                "all_disturbed": bool(ok) and not clean}
         for k in ("rps", "rps_wrk", "loop_util", "pool_util", "client_util", "client_cores", "cores", "steal",
                   "foreign", "idle", "c_loop", "c_pool", "c_client", "loop_wait_us", "p50_us", "p99_us",
-                  "sock_err"):
+                  "sock_err", "in_flight_share", "loop_on_cpu", "loop_run_delay", "pool_run_delay",
+                  "client_on_cpu", "client_run_delay"):
             vals = [m.get(k) for m in ms]
             row[k] = _med(vals)
             vv = [v for v in vals if v is not None]

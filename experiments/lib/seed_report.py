@@ -346,7 +346,8 @@ def markdown(meta, rows, profs):
     L += ["", "**What bound each row here** (the repo's regime rule: a stage at ≥ "
           f"{100 * SAT:.0f} % of a core, the client's busiest thread included; else machine-bound with ≤ "
           f"{model.IDLE_MAX} core idle; else unsaturated):", "",
-          "| row | regime (runs) | idle cores | client cores | steal + foreign |", "|---|---|---:|---:|---:|"]
+          "| row | regime (runs) | idle cores | client cores | steal + foreign | loop run delay | in flight |",
+          "|---|---|---:|---:|---:|---:|---:|"]
     for c in cs:
         for k in ("dgram", "ring", "granian", "native", "inline"):
             r = row(rows, k, c)
@@ -355,7 +356,8 @@ def markdown(meta, rows, profs):
             also = f"; also {', '.join(r['regime_also'])}" if r.get("regime_also") else ""
             L.append(f"| {k} c{c}{' †' if r['all_disturbed'] else ''} | {r['regime']} ({r['regime_n']}/"
                      f"{r['regime_of']}{also}) | {num(r['idle'])} | {num(r.get('client_cores'))} | "
-                     f"{num((r.get('steal') or 0) + (r.get('foreign') or 0))} |")
+                     f"{num((r.get('steal') or 0) + (r.get('foreign') or 0))} | {pct(r.get('loop_run_delay'))} | "
+                     f"{pct(r.get('in_flight_share'))} |")
 
     # Profiles.
     have = [p for p in profs if "error" not in p]

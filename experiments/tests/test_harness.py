@@ -463,3 +463,59 @@ def test_a_configuration_that_cannot_run_here_says_what_is_missing():
     assert "no nope/cserve (make BUILD=build-noinst" in serverctl.unavailable(dict(cs, binary="nope/cserve"))
     peer = {"server": "granian", "app": "hello", "conns": 16, "client": "wrk"}
     assert "not installed for /nonexistent/python" in serverctl.unavailable(dict(peer, python="/nonexistent/python"))
+
+
+def test_requests_in_flight_by_littles_law():
+    r = rec(loop=0.5, pools=[0.3], client=0.5, rps=10000.0, conns=64)
+    r["latency"] = {"avg_us": 6400.0}  # 10,000/s × 6.4 ms = 64 in flight of 64 connections
+    assert model.in_flight(r) == (64.0, 1.0)
+    # One connection served at a time, as uWSGI with one thread: 1 in flight of 64.
+    r["latency"] = {"avg_us": 100.0}
+    assert model.in_flight(r) == (1.0, 1 / 64)
+    # wrk pipelined times each response from its batch's write: no connection count.
+    p = rec(loop=0.5, pools=[0.3], client=0.5, rps=10000.0, conns=16, client_kind="wrk-p16")
+    p["latency"] = {"avg_us": 1000.0}
+    assert model.in_flight(p) == (10.0, None)
+    # pipeload times a batch: rate × latency / depth connections busy.
+    q = rec(loop=0.5, pools=[0.3], client=0.5, rps=16000.0, conns=16, client_kind="pipeload")
+    q["config"]["depth"] = 16
+    q["latency"] = {"avg_us": 16000.0}
+    n, share = model.in_flight(q)
+    assert share == 1.0 and n == 16 * 17 / 2
+
+
+def test_a_row_that_keeps_few_in_flight_is_left_out_of_ratios():
+    # Too few in flight while the client has time to spare: the server's doing.
+    row = {"in_flight_share": (0.02, None, None), "regime": "unsaturated", "regime_also": [],
+           "client_on_cpu": (0.35, None, None), "client_run_delay": (0.05, None, None)}
+    assert model.keeps_too_few(row)
+    # A client busy or waiting for a CPU holds the connections itself.
+    assert not model.keeps_too_few(dict(row, client_run_delay=(0.6, None, None)))
+    assert not model.keeps_too_few(dict(row, regime="client-bound"))
+    assert not model.keeps_too_few(dict(row, in_flight_share=(0.95, None, None)))
+    assert not model.keeps_too_few(dict(row, in_flight_share=(None, None, None)))
+    # In numbers: the ratio says why it is not there.
+    from experiments import report
+    cs_runs = [rec(loop=0.5, pools=[0.3], client=0.5, rps=20000.0 + i, conns=64) for i in range(3)]
+    uw_runs = [rec(server="uwsgi", peer_threads=[("uwsgi", 0.5)], client=0.35, rps=12000.0 + i, conns=64)
+               for i in range(3)]
+    for r in cs_runs:
+        r["config"]["binary"] = configs.NOINST
+        r["label"] = configs.label(r["config"])
+        r["latency"] = {"avg_us": 64 / r["rps"] * 1e6}
+    for r in uw_runs:
+        r["config"]["bt"] = configs.UWSGI_THREADS
+        r["label"] = configs.label(r["config"])
+        r["latency"] = {"avg_us": 80.0}  # 12,000/s × 80 µs: 1 of 64 in flight
+    for r in cs_runs + uw_runs:
+        r["window_cpu"]["sched"] = [{"name": "wrk", "role": "client", "on_cpu": 0.35, "run_delay": 0.0,
+                                     "pid": 9, "tid": 9, "slices": 1}]
+    from experiments.lib import numbers
+    summ = report.summarise({"peers": cs_runs + uw_runs}, model.fit([]), 2)
+    n = numbers.compute(summ, model.fit([]), [], {})
+    assert n["ratio_ring_uwsgi_c64_noinst"]["text"] == \
+        "left out: `uwsgi bt64 hello c64 wrk` kept 2 % of the client's requests in flight"
+    for r in uw_runs:  # serving every connection: compared
+        r["latency"] = {"avg_us": 64 / r["rps"] * 1e6}
+    summ = report.summarise({"peers": cs_runs + uw_runs}, model.fit([]), 2)
+    assert numbers.compute(summ, model.fit([]), [], {})["ratio_ring_uwsgi_c64_noinst"]["value"] > 1.5
