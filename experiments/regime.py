@@ -241,26 +241,43 @@ def brief_md(meta, recs, pred):
 
 
 def numbers(meta, recs, pred):
-    """Numbers the paper's prose quotes ({{@regime:KEY}}), each with its text."""
+    """Numbers the paper's prose quotes ({{@regime:KEY}}), each with its text;
+    before a measurement, each says so."""
     rs = rows(recs, pred)
     N = {}
 
     def put(k, text, value=None):
         N[k] = {"value": value if value is not None else text, "text": text, "text_ci": text}
-    lb = sorted(r["label"] for r in rs.values() if r["strict"])
     plb = [prediction.label(p["config"]) for p in (pred or {}).get("configs") or [] if p.get("regime") == "loop-bound"]
+    put("predicted_loop_bound", f"{len(plb)} of {len((pred or {}).get('configs') or [])}", len(plb))
+    for h in HANDOFFS:  # every handoff's key exists: a crossover the prediction lacks says so
+        put(f"crossover:{h}", "not predicted (the calibration lacks the cpu app on the crossover's shape)")
     if not recs:
-        put("loop_bound", f"not measured yet ({len(plb)} configurations predicted loop-bound)")
-        put("crossover", "not measured yet")
-        put("model_err", "not measured yet")
+        for k in ("loop_bound", "loop_bound_list", "loop_bound_example", "crossover", "model_err", "model_err_all"):
+            put(k, "not measured yet")
+        for x in (pred or {}).get("crossover") or []:
+            put(f"crossover:{x['handoff']}", "not measured yet")
         return N
-    put("loop_bound", (f"loop-bound in {len(lb)} of {len(rs)} configurations ("
-                       + ", ".join(f"`{x}`" for x in lb) + ")") if lb else
-        f"loop-bound in none of {len(rs)} configurations", len(lb))
-    put("predicted_loop_bound", f"{len(plb)}", len(plb))
-    put("crossover", "; ".join(crossover_text(pred, rs)) or "not predicted")
+    lb = sorted((r for r in rs.values() if r["strict"]), key=lambda r: -(r["loop_on_cpu"] or 0))
+    put("loop_bound", f"{len(lb)} of {len(rs)} configurations", len(lb))
+    put("loop_bound_list", ", ".join(f"`{r['label']}`" for r in lb) or "none", [r["label"] for r in lb])
+    put("loop_bound_example", (f"`{lb[0]['label']}` (loop on CPU {pct(lb[0]['loop_on_cpu'])}, pool "
+                               f"{pct(lb[0]['pool_util'])}, {lb[0]['strict_n']} of {lb[0]['strict_of']} runs)")
+        if lb else "none")
+    cx = crossover_text(pred, rs)
+    put("crossover", "; ".join(cx) or "not predicted")
+    for x in (pred or {}).get("crossover") or []:
+        if "error" in x:
+            put(f"crossover:{x['handoff']}", f"not predicted ({x['error']})")
+            continue
+        lo, hi, cross = measured_crossover(rs, x["handoff"])
+        p = f"predicted {x['app_us']:.1f} µs" if x["app_us"] > 0 else "predicted never loop-bound"
+        m = (f"between {lo:g} and {hi:g} µs" if lo is not None and hi is not None else
+             "not loop-bound on the grid" if lo is None else f"above the grid's {lo:g} µs")
+        put(f"crossover:{x['handoff']}", f"{m} of app work ({p})" if cross else f"not measured ({p})")
     t, nt, a, na = errors(rs)
-    put("model_err", f"{pct(t)} over {nt} configurations in the predicted regime ({pct(a)} over all {na})", t)
+    put("model_err", f"{pct(t)} ({nt} configurations)", t)
+    put("model_err_all", f"{pct(a)} over {na} configurations", a)
     return N
 
 

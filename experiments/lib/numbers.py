@@ -252,7 +252,16 @@ def compute(summ, params, meta, extra):
         pb = [us for us, s in rows if s["regime"] == "pool-bound"]
         lb = [us for us, s in rows if s["regime"] == "loop-bound"]
         if pb:
-            put(f"crossover_pool_us_{h}", min(pb), kind="{:.0f} µs")
+            # Bracketed: the costliest app below the first pool-bound one that
+            # was not pool-bound. Where the grid's lowest point is already
+            # pool-bound, the crossover is somewhere under it: not bracketed.
+            below = [us for us, s in rows if us < min(pb) and s["regime"] != "pool-bound"]
+            key = f"crossover_pool_us_{h}"
+            if below:
+                _words(key, f"between {max(below):.0f} and {min(pb):.0f} µs", [max(below), min(pb)], N)
+            else:
+                _words(key, f"at or below {min(pb):.0f} µs (the grid's lowest point: not bracketed)",
+                       [None, min(pb)], N)
         elif rows:  # measured, and no app cost saturated the pool: say so
             N[f"crossover_pool_us_{h}"] = _none("none in the sweep")
         if lb:
@@ -283,6 +292,13 @@ def compute(summ, params, meta, extra):
                                                 == name), kind="{:d}")
     put("count:loop_bound_strict", sum(1 for s in summ.values() if s["n"] and s.get("loop_bound_strict")),
         kind="{:d}")
+    # What each handoff costs the loop and the pool, hello, pipelined: one phrase for the abstract.
+    parts = []
+    for h in configs.HANDOFFS:
+        s = by.get(f"cserve {h} bt1 hello c16 wrk-p16")
+        if s and s["n"] and s["c_loop"][0] is not None and s["c_pool"][0] is not None:
+            parts.append(f"{h} {s['c_loop'][0]:.2f} and {s['c_pool'][0]:.2f} µs")
+    _words("handoff_costs", "; ".join(parts) if parts else "not measured", N=N)
     put("const:loop_on", model.LOOP_ON, kind="pct")
     put("const:pool_slack", model.POOL_SLACK, kind="pct")
     put("const:in_flight_min", model.IN_FLIGHT_MIN, kind="pct")
@@ -308,8 +324,14 @@ def compute(summ, params, meta, extra):
         put("model_tested_abs_err_p95", q[0.95], kind="pct")
     put("model_tested_runs", len(tested), kind="{:d}")
     bounds = [b for s in summ.values() for b in s.get("pred_tested_bounds", [])]
-    for b in ("pool", "loop", "machine", "client"):
+    for b in ("pool", "loop", "machine", "client", "pool+client"):
         put(f"model_tested_runs:{b}", bounds.count(b), kind="{:d}")
+        errs_b = [abs(e) for s in summ.values() for e, bb in zip(s.get("pred_err_tested", []),
+                                                                 s.get("pred_tested_bounds", [])) if bb == b]
+        if errs_b:
+            put(f"model_tested_abs_err_median:{b}", stats.median(errs_b), kind="pct")
+        else:
+            N[f"model_tested_abs_err_median:{b}"] = _none("no run tested it")
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:
         put("model_at_or_above", sum(e >= 0 for e in errs), kind="{:d}")
@@ -390,11 +412,16 @@ def agreement_numbers(N, agreement):
     # direction they share (a claim one run's interval makes alone does not
     # hold across guests).
     for k, a in list(N.items()):
-        if not k.startswith("ratio_") or ":" in k or not isinstance(a.get("value"), float):
+        if not k.startswith("ratio_") or ":" in k:
+            continue
+        if not isinstance(a.get("value"), float):  # left out or not measured here: its words say why
+            _words(f"both:{k}", a["text"], N=N)
+            _words(f"direction:{k}", a["text"], N=N)
             continue
         b = (agreement.get("other_numbers") or {}).get(k) or {}
         if not isinstance(b.get("value"), float):
             _words(f"both:{k}", f"{a['text_ci']} (this run only)", N=N)
+            _words(f"direction:{k}", "shown by this run only", N=N)
             continue
         _words(f"both:{k}", f"{a['text_ci']} here and {b['text_ci']} on the agreement run's guest", N=N)
         side = [("above" if x["lo"] is not None and x["lo"] > 1 else "below" if x["hi"] is not None and x["hi"] < 1

@@ -156,7 +156,12 @@ def test_numbers_and_report_without_a_measurement_say_so(tmp_path):
     p = prediction.make(calib_records(), {}, __file__)
     n = regime.numbers(None, [], p)
     # two head shapes and, per handoff, the three grid points below the crossover
-    assert n["loop_bound"]["text"] == "not measured yet (8 configurations predicted loop-bound)"
+    assert n["predicted_loop_bound"]["value"] == 8 and n["loop_bound"]["text"] == "not measured yet"
+    assert n["crossover:ring"]["text"] == "not measured yet"
+    p2, runs, lab = _pred_and_runs([True, True, False])
+    n = regime.numbers({}, runs, p2)
+    assert n["loop_bound"]["text"] == "1 of 1 configurations" and lab in n["loop_bound_example"]["text"]
+    assert n["crossover:ring"]["text"] == "not measured (predicted 12.0 µs)"
     assert "Not measured yet" in regime.brief_md(None, [], p)
 
 
