@@ -65,7 +65,7 @@ def costs(records):
             continue
         out[sh] = {"c_loop": row["c_loop"], "c_pool": row["c_pool"], "c_client": row["c_client"],
                    "runs": row["used"], "client": row["config"].get("client") or "wrk",
-                   "label": row["label"]}
+                   "client_threads": row["config"].get("wrk_threads", 1), "label": row["label"]}
     return out
 
 
@@ -88,10 +88,12 @@ def grid(n_star, n_pool, quick):
     return sorted({_rnd(p) for p in pts})
 
 
-def crossover(c, handoff, quick):
+def crossover(c, handoff, quick, placement="loop-alone"):
     """The crossover on CROSS's shape for one handoff, from its hello, cpu0
     and cpuN calibration: N*, the pool's line, the grid; None where the
-    calibration lacks a point."""
+    calibration lacks a point. With the loop alone the pool's side is the
+    pool and the client on one core (c_pool(N*) + c_client = c_loop);
+    dedicated, the pool alone (c_pool(N*) = c_loop)."""
     base = (handoff, CROSS["cookie"], CROSS["conns"], CROSS["depth"])
     pts = sorted((float(sh[4][3:]), v) for sh, v in c.items() if sh[:4] == base and sh[4].startswith("cpu"))
     hello = c.get(base + ("hello",))
@@ -107,16 +109,19 @@ def crossover(c, handoff, quick):
     c_client = sorted(r["c_client"] for r in rows)[len(rows) // 2]
     if slope <= 0:
         return {"handoff": handoff, "error": f"the pool's cost does not grow with the app's (slope {slope:.3f})"}
-    n_star = (c_loop - c_client - c0) / slope
-    n_pool = (POOL_AT / (1 - POOL_AT) * c_client - c0) / slope
+    if placement == "dedicated":
+        n_star, n_pool = (c_loop - c0) / slope, None
+    else:
+        n_star = (c_loop - c_client - c0) / slope
+        n_pool = (POOL_AT / (1 - POOL_AT) * c_client - c0) / slope
     return {"handoff": handoff, "shape": dict(CROSS), "c_loop": c_loop, "c_client": c_client,
             "c_pool0": c0, "slope": slope, "calibrated_us": [u0, u1], "app_us": n_star,
             "pool_at_us": n_pool, "grid": grid(n_star, n_pool, quick)}
 
 
-def expect(c_loop, c_pool, c_client, placement):
+def expect(c_loop, c_pool, c_client, placement, client_threads=1):
     """The prediction for one configuration's costs."""
-    rate, bound = model.predict_placed(c_loop, c_pool, c_client, placement)
+    rate, bound = model.predict_placed(c_loop, c_pool, c_client, placement, client_threads=client_threads)
     if rate is None:
         return {"rate": None, "bound": None}
     loop, pool = rate * c_loop / 1e6, rate * c_pool / 1e6
@@ -125,13 +130,15 @@ def expect(c_loop, c_pool, c_client, placement):
             "c_loop": c_loop, "c_pool": c_pool, "c_client": c_client}
 
 
-def config(handoff, cookie, conns, depth, app, client, placement):
+def config(handoff, cookie, conns, depth, app, client, placement, client_threads=1):
     """The probe configuration a prediction is for (what regime.py runs)."""
     from experiments.lib.serverctl import app_spec
     c = {"server": "cserve", "handoff": handoff, "bt": 1, "app": app, "conns": conns, "placement": placement,
          "path": app_spec(app)[2]}
     if client == "pipeload":
         c.update(client="pipeload", depth=depth, cookie=cookie)
+        if client_threads > 1:
+            c["wrk_threads"] = client_threads
     else:  # wrk with heads.lua, as the calibration ran it
         c.update(client="wrk", script="heads.lua", script_args=[cookie, depth], wrk_threads=1)
     return c
@@ -150,24 +157,25 @@ def make(records, calib_meta, calib_path, placement="loop-alone", quick=False):
         handoff, cookie, conns, depth, app = sh
         if app != "hello":
             continue
-        p = expect(v["c_loop"], v["c_pool"], v["c_client"], placement)
+        p = expect(v["c_loop"], v["c_pool"], v["c_client"], placement, v["client_threads"])
         out["configs"].append(dict(p, family="heads", config=config(handoff, cookie, conns, depth, app, v["client"],
-                                                                   placement), calibrated_from=v["label"]))
+                                                                   placement, v["client_threads"]),
+                                   calibrated_from=v["label"]))
     out["crossover"] = []
     for h in HANDOFFS:
-        x = crossover(c, h, quick)
+        x = crossover(c, h, quick, placement)
         if x is None:
             continue
         out["crossover"].append(x)
         if "error" in x:
             continue
-        client = next(v["client"] for sh, v in c.items() if sh[0] == h)
+        client, threads = next((v["client"], v["client_threads"]) for sh, v in c.items() if sh[0] == h)
         for us in x["grid"]:
             app = "cpu" + (f"{us:g}")
-            p = expect(x["c_loop"], x["c_pool0"] + x["slope"] * us, x["c_client"], placement)
+            p = expect(x["c_loop"], x["c_pool0"] + x["slope"] * us, x["c_client"], placement, threads)
             out["configs"].append(dict(p, family="crossover", app_us=us,
                                        config=config(h, CROSS["cookie"], CROSS["conns"], CROSS["depth"], app,
-                                                     client, placement)))
+                                                     client, placement, threads)))
     return out
 
 
@@ -210,7 +218,8 @@ def label(cfg):
     head = "small head" if cookie is None else f"head +{cookie // 1024} KiB"
     app = "" if cfg["app"] == "hello" else f" {cfg['app']}"
     pl = "" if cfg.get("placement") in (None, "shared") else f" @{cfg['placement']}"
-    return f"{cfg['handoff']} {head}{f' p{depth}' if depth > 1 else ''} c{cfg['conns']}{app}{client}{pl}"
+    t = f" t{cfg['wrk_threads']}" if cfg.get("client") == "pipeload" and cfg.get("wrk_threads", 1) > 1 else ""
+    return f"{cfg['handoff']} {head}{f' p{depth}' if depth > 1 else ''} c{cfg['conns']}{app}{client}{t}{pl}"
 
 
 def committed(path, root=ROOT):

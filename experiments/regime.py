@@ -48,18 +48,19 @@ CALIB = ((3, 3.0, 1.0), (1, 1.0, 0.3))     # calibration: rounds, window s, warm
 MEASURE = ((5, 3.0, 1.0), (1, 1.0, 0.3))   # measurement
 
 
-def cfg(handoff, cookie, conns, depth, app="hello", placement="shared"):
-    return prediction.config(handoff, cookie, conns, depth, app, "pipeload", placement)
+def cfg(handoff, cookie, conns, depth, app="hello", placement="shared", client_threads=1):
+    return prediction.config(handoff, cookie, conns, depth, app, "pipeload", placement, client_threads)
 
 
-def calib_plan(quick):
+def calib_plan(quick, client_threads=1):
+    x = prediction.CROSS
     if quick:
-        x = prediction.CROSS
-        out = [cfg("dgram", x["cookie"], x["conns"], x["depth"], app) for app in ("hello", "cpu0", "cpu20")]
+        out = [cfg("dgram", x["cookie"], x["conns"], x["depth"], app, client_threads=client_threads)
+               for app in ("hello", "cpu0", "cpu20")]
     else:
-        out = [cfg(h, ck, c, d) for h in HANDOFFS for c, d in SHAPES for ck in COOKIES]
-        x = prediction.CROSS
-        out += [cfg(h, x["cookie"], x["conns"], x["depth"], f"cpu{us}") for h in HANDOFFS for us in CALIB_US]
+        out = [cfg(h, ck, c, d, client_threads=client_threads) for h in HANDOFFS for c, d in SHAPES for ck in COOKIES]
+        out += [cfg(h, x["cookie"], x["conns"], x["depth"], f"cpu{us}", client_threads=client_threads)
+                for h in HANDOFFS for us in CALIB_US]
     return [(prediction.label(c), c) for c in out]
 
 
@@ -357,11 +358,11 @@ def load_prediction(out):
 def calibrate(a):
     a._full, a._quick = CALIB
     entry.resolve(a)
-    todo = entry.runnable("regime", [c for _, c in calib_plan(a.quick)], prediction.label)
+    todo = entry.runnable("regime", [c for _, c in calib_plan(a.quick, a.client_threads)], prediction.label)
     meta, recs = entry.measure(a, "regime", todo, meta_extra={"step": "calibrate"})
     path = os.path.join(a.out, "calib.jsonl")
     entry.write_records(path, meta, recs)
-    p = prediction.write(a.out, path, "loop-alone", a.quick)
+    p = prediction.write(a.out, path, a.placement, a.quick)
     print(prediction.markdown(p))
     return entry.status(recs)
 
@@ -396,6 +397,10 @@ def main():
                       "regime")
     ap.add_argument("--calibrate", action="store_true",
                     help=f"the calibration (shared placement; full {CALIB[0][0]} rounds) and the prediction")
+    ap.add_argument("--placement", default="loop-alone", choices=("loop-alone", "dedicated"),
+                    help="the placement the prediction is for and the measurement runs in (--calibrate; "
+                    "dedicated: every stage on cores of its own, scripts/many_core.sh)")
+    ap.add_argument("--client-threads", type=int, default=1, help="pipeload's threads (--calibrate)")
     a = ap.parse_args()
     if a.report:
         print(write_report(a.out))

@@ -119,6 +119,8 @@ def plan(a):
         for r in S[name]:
             if a.placement and a.placement != "shared" and r["server"] == "cserve":
                 r = dict(r, placement=a.placement)
+            if a.wrk_threads > 1 and r["conns"] >= a.wrk_threads:
+                r = dict(r, wrk_threads=a.wrk_threads)
             why = unavailable(r)
             if why:
                 print(f"skip {configs.label(r)}: {why}", file=sys.stderr)
@@ -167,6 +169,9 @@ def main():
     ap.add_argument("--placement", choices=pinning.PLACEMENTS,
                     help="every cserve configuration in this placement (lib/pinning.py; e.g. dedicated: "
                     "each stage on cores of its own, scripts/many_core.sh); default: each configuration's own")
+    ap.add_argument("--wrk-threads", type=int, default=1,
+                    help="wrk's threads in every run with at least as many connections (a machine with cores "
+                    "for the client: scripts/many_core.sh)")
     ap.add_argument("--disturb-limit", type=float, default=model.DISTURB_LIMIT,
                     help="cores of steal + foreign CPU in the window above which a run is rerun (default %(default)s)")
     ap.add_argument("--reruns", type=int, help="reruns of one disturbed run at most (full 2, quick 0)")

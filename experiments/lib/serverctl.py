@@ -148,7 +148,7 @@ def unavailable(run):
 
 def client_cmd(run, port, seconds):
     url = f"http://127.0.0.1:{port}{app_spec(run['app'])[2]}"
-    cmd = ["wrk", "-t1", f"-c{run['conns']}", wrk_duration(seconds), "--latency"]
+    cmd = ["wrk", f"-t{run.get('wrk_threads', 1)}", f"-c{run['conns']}", wrk_duration(seconds), "--latency"]
     client = run.get("client", "wrk")
     if client == "wrk-p16":
         cmd += ["-s", os.path.join(WRK_DIR, "pipeline.lua"), url, "--", "16"]

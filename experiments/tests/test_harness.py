@@ -158,7 +158,8 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
 def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round(monkeypatch):
     from experiments import run
     monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
-    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", placement=None)
+    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", placement=None,
+                              wrk_threads=1)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     uniq = set(labels)
@@ -173,7 +174,7 @@ def test_headline_rows_get_their_extra_runs_inside_the_interleaved_rounds(monkey
     from experiments import run
     monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=configs.HEADLINE_REPEATS,
-                              seed="t", placement=None)
+                              seed="t", placement=None, wrk_threads=1)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     heads = {configs.label(r) for r in configs.headline()}

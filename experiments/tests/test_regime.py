@@ -207,3 +207,19 @@ def test_the_recorded_regime_report_is_what_its_records_make():
     assert open(os.path.join(regime.OUT, "regime.brief.md")).read() == regime.brief_md(meta, recs, pred)
     assert json.load(open(os.path.join(regime.OUT, "numbers.json"))) == regime.numbers(meta, recs, pred)
     assert open(os.path.join(regime.OUT, "prediction.md")).read() == prediction.markdown(pred)
+
+
+def test_dedicated_prediction_gives_the_pool_a_core_of_its_own():
+    # Dedicated: the pool's side is the pool alone, 6 + 0.5 N = 20 at N = 28;
+    # the client's threads are in its configurations and its bound.
+    recs = calib_records()
+    for r in recs:
+        r["config"] = dict(r["config"], wrk_threads=2)
+        r["label"] = prediction.label(r["config"])
+    p = prediction.make(recs, {}, __file__, placement="dedicated")
+    x = next(x for x in p["crossover"] if x["handoff"] == "ring")
+    assert abs(x["app_us"] - 28) < 1e-9 and min(x["grid"]) < 28 < max(x["grid"])
+    small = next(c for c in p["configs"] if prediction.label(c["config"]) == "ring head +0 KiB c64 t2 @dedicated")
+    # loop 4 µs, pool 2, client 5 on two threads: the loop binds at 250,000/s
+    assert small["bound"] == "loop" and abs(small["rate"] - 250000) < 1e-6
+    assert small["config"]["wrk_threads"] == 2
