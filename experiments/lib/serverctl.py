@@ -19,7 +19,7 @@ from . import threadcpu  # noqa: F401  (re-exported for the harness)
 PY = "/usr/bin/python3"  # the interpreter cserve embeds; peers run on it too
 CSERVE = os.environ.get("CSERVE_BIN", os.path.join(ROOT, "cserve"))
 WRK_DIR = os.path.join(ROOT, "experiments", "wrk")
-PIPELOAD = os.path.join(ROOT, "build", "pipeload")  # experiments/loadgen/pipeload.c (make all)
+PIPELOAD = os.environ.get("CSERVE_PIPELOAD", os.path.join(ROOT, "build", "pipeload"))  # loadgen/pipeload.c (make all)
 
 # app name -> (--chdir, module:callable, URL path); cpuN (N µs on this
 # interpreter), cpunN (N iterations: the same work on every interpreter) and

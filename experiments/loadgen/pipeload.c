@@ -658,5 +658,12 @@ int main(int argc, char **argv)
         }
     printf("}}\n");
     fflush(stdout);
+    for (int i = 0; i < O.threads; i++) {
+        close(ws[i].ep);
+        free(ws[i].cs);
+    }
+    free(ws);
+    free(batch);
+    freeaddrinfo(addr);
     return s.responses > 0 && (!O.total || s.responses == O.total) ? 0 : 1;
 }

@@ -14,8 +14,10 @@ import threading
 
 import pytest
 
+from experiments.lib import serverctl
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(ROOT, "build", "pipeload")
+BIN = serverctl.PIPELOAD  # CSERVE_PIPELOAD: another build of it (an ASan one)
 
 
 class Scripted:
