@@ -139,8 +139,14 @@ def why_row(r):
             f"steal + foreign {num((r.get('steal') or 0) + (r.get('foreign') or 0))}")
 
 
-def verdicts(rows, profs, meta):
-    """[(key, claim, the seed's figure, here, verdict, why)] for every claim in seed_claims.CLAIMS."""
+# Each verdict constant moved both ways: the verdicts that change with it
+# are named in seed.md, so none rests on where one line was drawn unseen.
+SWEEP = {"RATIO_TOL": (0.05, 0.20), "COST_FACTOR": (1.5, 3.0), "SAVE_SHARE": (1 / 3, 2 / 3)}
+
+
+def verdicts(rows, profs, meta, RATIO_TOL=RATIO_TOL, COST_FACTOR=COST_FACTOR, SAVE_SHARE=SAVE_SHARE):
+    """[(key, claim, the seed's figure, here, verdict, why)] for every claim in
+    seed_claims.CLAIMS; the rules' constants default to the module's."""
     cs = conns_of(rows)
     claims = dict(S.CLAIMS)
     out = []
@@ -284,6 +290,18 @@ def verdicts(rows, profs, meta):
 
 # ------------------------------------------------------------------ markdown
 
+def sensitivity(rows, profs, meta):
+    """[(constant, value, [(claim key, verdict at the rule's value, verdict
+    at this one)])] for each constant of SWEEP moved to each of its values."""
+    base = {k: v for k, *_, v, _ in verdicts(rows, profs, meta)}
+    out = []
+    for name, values in SWEEP.items():
+        for x in values:
+            got = {k: v for k, *_, v, _ in verdicts(rows, profs, meta, **{name: x})}
+            out.append((name, x, [(k, base[k], got[k]) for k in base if got[k] != base[k]]))
+    return out
+
+
 def platform_line(meta):
     m = (meta or {}).get("machine") or {}
     v = m.get("versions") or {}
@@ -414,6 +432,12 @@ def markdown(meta, rows, profs):
           "| claim | the note | here | verdict | why |", "|---|---|---|---|---|"]
     for key, claim, seedv, here, v, why in verdicts(rows, profs, meta):
         L.append(f"| {claim} | {seedv} | {here} | **{v}** | {why} |")
+    moved = []
+    for name, x, changed in sensitivity(rows, profs, meta):
+        what = "; ".join(f"{k}: {a} → {b}" for k, a, b in changed) or "no verdict changes"
+        moved.append(f"{name.lower()} {x:.2f}: {what}")
+    L += ["", f"The rules' constants moved (ratio tolerance {RATIO_TOL:.2f}, cost factor {COST_FACTOR:g}, share "
+          f"saved {SAVE_SHARE:.2f}, each to a value either side): " + "; ".join(moved) + "."]
     pooled = [r for c in cs for k in ("dgram", "ring") for r in [row(rows, k, c)] if r]
     regs = {}
     for r in pooled:

@@ -274,3 +274,15 @@ def test_the_production_record_is_what_its_runs_make():
     assert open(os.path.join(production.OUT, "production.md")).read() == \
         production.markdown(meta, recs, meta.get("quick"))
     assert open(os.path.join(production.OUT, "production.brief.md")).read() == production.brief_md(meta, recs)
+
+
+def test_verdict_constants_moved_name_the_verdicts_they_change():
+    # dgram's handoff at 2.5x the note's on both threads: contradicted at the
+    # rule's factor of two, confirmed at three; nothing else moves.
+    rows = _seed_rows(0.98, 0.7, g_rps=180.0, d_rps=132.0, r_rps=165.0)
+    io, py = seed_claims.LOOP_US["pool"]["handoff"] * 2.5, seed_claims.POOL_US["pool"]["handoff"] * 2.5
+    profs = [_prof("dgram", io, py, 3.7), _prof("ring", 0.1, 0.1, 3.6), _prof("granian", 0.07, 0.3, 4.0)]
+    assert verdict_map(rows, profs)["dgram_cost"] == "contradicted"
+    moved = {(n, round(x, 2)): changed for n, x, changed in seed_report.sensitivity(rows, profs, {})}
+    assert moved[("COST_FACTOR", 3.0)] == [("dgram_cost", "contradicted", "confirmed")]
+    assert moved[("COST_FACTOR", 1.5)] == [] and moved[("RATIO_TOL", 0.05)] == []
