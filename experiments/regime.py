@@ -301,7 +301,8 @@ def figure(out, recs, pred):
                                    pred["placement"])[0] for u in dense]
         ax = axes[0][j]
         ax.plot(dense, pr, "-", color="0.4", lw=1, label="predicted")
-        ax.axvline(x["app_us"], ls="--", color="0.6", lw=0.8)
+        if x["app_us"] > 0:
+            ax.axvline(x["app_us"], ls="--", color="0.6", lw=0.8)
         for us, r in cross:
             lo, hi = r["rps_range"]
             ax.errorbar([us], [r["rps"]], yerr=[[r["rps"] - lo], [hi - r["rps"]]], fmt="o", capsize=3,
@@ -318,9 +319,10 @@ def figure(out, recs, pred):
                  label="pool+client core")
         ax2.axhline(model.LOOP_ON, color="#d62728", lw=0.6, ls=":")
         ax2.axhline(model.POOL_SLACK, color="#1f77b4", lw=0.6, ls=":")
-        ax2.axvline(x["app_us"], ls="--", color="0.6", lw=0.8)
+        if x["app_us"] > 0:
+            ax2.axvline(x["app_us"], ls="--", color="0.6", lw=0.8)
         ax2.set_ylim(0, 1.05)
-        ax2.set_xlabel("app work per request, µs (dashed: predicted crossover)")
+        ax2.set_xlabel("app µs per request (dashed: predicted crossover)")
         ax2.set_ylabel("share of a core")
         if j == 0:
             ax2.legend(fontsize=7, loc="center right")

@@ -223,3 +223,14 @@ def test_dedicated_prediction_gives_the_pool_a_core_of_its_own():
     # loop 4 µs, pool 2, client 5 on two threads: the loop binds at 250,000/s
     assert small["bound"] == "loop" and abs(small["rate"] - 250000) < 1e-6
     assert small["config"]["wrk_threads"] == 2
+
+
+def test_the_crossover_figure_is_drawn_from_the_records(tmp_path):
+    pytest.importorskip("matplotlib")
+    p = prediction.make(calib_records(), {}, __file__)
+    recs = []
+    for c in (c for c in p["configs"] if c["family"] == "crossover"):
+        recs.append(run(prediction.label(c["config"]), c["config"], 0.97 if c["app_us"] < 12 else 0.6, 0.4, 0.1))
+    made = regime.figure(str(tmp_path), recs, p)
+    assert sorted(os.path.basename(m) for m in made) == ["crossover.png", "crossover.svg"]
+    assert regime.figure(str(tmp_path / "none"), [], p) == []  # nothing measured: no figure
