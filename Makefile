@@ -61,7 +61,7 @@ OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
         deps-experiments integration-test soak experiments experiments-quick experiments-test profile paper clean \
         bench layering
 
-all: cserve ## build ./cserve (release, jemalloc)
+all: cserve build/pipeload ## build ./cserve (release, jemalloc)
 
 # The lines of every makefile read (not the generated .d files) that name a
 # target with a `## ` comment, in the order they are read.
@@ -215,6 +215,13 @@ experiments: deps-experiments ## the full sweep into EXP_OUT, then the paper (mo
 	$(MAKE) BUILD=build-noinst INSTRUMENTS=0 build-noinst/cserve
 	PYTHON=$(PYTHON) experiments/full.sh $(EXP_OUT)
 	$(if $(filter experiments/results/full,$(EXP_OUT)),$(PYTHON) -m experiments.paper --pdf --readme)
+
+# The cheap pipelining client of the loop-bound experiments (no Python, no
+# Lua): experiments/loadgen/pipeload.c, always into build/ (the harness runs
+# it from there whatever BUILD the server is built in).
+build/pipeload: experiments/loadgen/pipeload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ $< -lpthread -lm
 
 # The plumbing end to end in a scratch folder (~2 min; part of make test).
 experiments-quick: all ## the experiments' plumbing end to end, tiny, in a scratch folder

@@ -45,7 +45,6 @@ Rounds run the whole matrix, each in an order rotated from the last. A run
 that lost more than 0.05 core to steal is run again, up to 3 times, then
 kept and marked. Every attempt goes into the JSONL; the table gives median
 (min-max) over the kept runs."""
-import argparse
 import datetime
 import json
 import math
@@ -59,7 +58,7 @@ import sys
 import tempfile
 import time
 
-from experiments.lib import generated, provenance
+from experiments.lib import entry, generated, provenance
 from experiments.lib.serverctl import (client_cmd, free_port, load_window, read_stats, server_cmd, start,
                                        stop, threadcpu, wait_ready)
 
@@ -506,14 +505,11 @@ def readme_body(path, doc=None):
 
 # ------------------------------------------------------------------ main
 
+FULL, QUICK = (3, 3.0, 1.0), (1, 1.0, 0.5)   # rounds, window s, warm-up s
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="one round, short windows: a smoke run")
-    ap.add_argument("--rounds", type=int, help="rounds over the matrix (full 3, quick 1)")
-    ap.add_argument("--duration", type=float, help="measured seconds per run (full 3, quick 1)")
-    ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.5)")
-    ap.add_argument("--out", help=f"results folder (full: {os.path.relpath(OUT, ROOT)}; "
-                    f"quick: {os.path.relpath(QUICK_OUT, ROOT)})")
+    ap = entry.parser(__doc__, None, FULL, QUICK, "one round, short windows: a smoke run")
     ap.add_argument("--allow-dirty", action="store_true", help="a full run on a dirty tree (its commit says so)")
     ap.add_argument("--readme", nargs="?", const=RECORD, metavar="JSONL",
                     help="only rewrite the docs' block from a record")
@@ -525,9 +521,7 @@ def main():
     if a.markdown:
         write_markdown(a.markdown)
         return 0
-    a.rounds = a.rounds or (1 if a.quick else 3)
-    a.duration = a.duration or (1.0 if a.quick else 3.0)
-    a.warmup = a.warmup if a.warmup is not None else (0.5 if a.quick else 1.0)
+    entry.resolve(a)
     # wrk runs whole seconds: the margin makes the total one, and leaves the
     # load on while the stats window is written.
     total = a.warmup + a.duration

@@ -29,6 +29,12 @@ if [ -s "$OUT/instruments.jsonl" ]; then
 fi
 $PY -m experiments.report --dir "$OUT"
 if [ -n "$QUICK" ]; then
+    # The loop-bound regime's three steps, tiny, with an uncommitted prediction.
+    # The full run's are their own commands (experiments/README.md): its
+    # prediction is committed before it measures.
+    $PY -m experiments.regime --quick --out "$OUT/regime"
+fi
+if [ -n "$QUICK" ]; then
     $PY -m experiments.paper --results "$OUT" --out "$OUT/paper.out.md"
 else
     # What the paper would lack (printed, not written): the paper and README's
@@ -39,7 +45,8 @@ echo "full.sh: done in $(( $(date +%s) - start )) s; results in $OUT"
 
 if [ -n "$QUICK" ]; then
     # Plumbing, not numbers: each stage's output exists and parses.
-    need="calib.md connections.md appcost.md model.md des.md numbers.json paper.out.md
+    need="calib.md connections.md appcost.md model.md des.md numbers.json paper.out.md placement.md
+          regime/calib.jsonl regime/prediction.json regime/regime.jsonl regime/regime.md
           fig/rate_vs_connections.svg fig/utilisation.png fig/regime_map.svg fig/predicted_vs_measured.svg"
     # The optional tools' outputs, where the tool is there (their scripts skip otherwise).
     if command -v perf >/dev/null; then

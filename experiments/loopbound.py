@@ -29,14 +29,11 @@ to twice, then kept and marked (lib/probe.py). Writes DIR/loopbound.jsonl
 Full: 3 rounds of 24 configurations, ~6 min plus reruns; --quick: 6
 configurations once, ~30 s, plumbing only.
 """
-import argparse
-import json
 import os
-import shlex
 import sys
 
-from experiments.lib import model, probe
-from experiments.lib.serverctl import CSERVE, ROOT
+from experiments.lib import entry, model, probe
+from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "loopbound")
 HANDOFFS = ("ring", "dgram")
@@ -147,22 +144,22 @@ def markdown(meta, rows, quick):
           "the medians are then over those). Medians (range) over the runs; the regime is the majority "
           f"over them (stage ≥ {100 * model.SAT:.0f} % of a core, the client included; else machine-bound "
           f"with ≤ {model.IDLE_MAX} core idle; else unsaturated).", "",
-          "| configuration | rps (range) | loop / pool / client | steal + foreign | idle | loop µs/req (pool) "
-          "| regime (runs) |", "|---|---:|---:|---:|---:|---:|---|"]
+          "| configuration | rps (range) | loop / pool / client | loop run delay | steal + foreign | idle "
+          "| loop µs/req (pool) | in flight | regime (runs) |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     order = {}
     for i, (lab, _) in enumerate(plan(False) + plan(True)):  # the full plan's order; quick labels repeat it
         order.setdefault(lab, i)
     for r in sorted(rows, key=lambda r: order.get(r["label"], 999)):
         if r["regime"] == "error":
-            L.append(f"| {r['label']} | error | | | | | |")
+            L.append(f"| {r['label']} | error | | | | | | | |")
             continue
         lo, hi = r["rps_range"]
         lost = (r["steal"] or 0) + (r["foreign"] or 0)
         also = f"; also {', '.join(r['regime_also'])}" if r["regime_also"] else ""
         L.append(f"| {r['label']}{' †' if r['all_disturbed'] else ''} | {r['rps']:,.0f} ({lo:,.0f}–{hi:,.0f}) | "
-                 f"{pct(r['loop_util'])} / {pct(r['pool_util'])} / {pct(r['client_util'])} | {lost:.2f} | "
-                 f"{num(r['idle'])} | {num(r['c_loop'])} ({num(r['c_pool'])}) | "
-                 f"{r['regime']} ({r['regime_n']}/{r['regime_of']}{also}) |")
+                 f"{pct(r['loop_util'])} / {pct(r['pool_util'])} / {pct(r['client_util'])} | "
+                 f"{pct(r['loop_run_delay'])} | {lost:.2f} | {num(r['idle'])} | {num(r['c_loop'])} ({num(r['c_pool'])}) | "
+                 f"{pct(r['in_flight_share'])} | {r['regime']} ({r['regime_n']}/{r['regime_of']}{also}) |")
     found, text = finding(rows)
     L += ["", "**Finding.** " + text]
     g = growth(rows)
@@ -173,18 +170,6 @@ def markdown(meta, rows, quick):
     L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows)} (each rerun; a row's "
           f"medians leave its disturbed runs out unless all were, marked †: {marked} rows)."]
     return "\n".join(L) + "\n"
-
-
-def load(path):
-    meta, recs = None, []
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") == "meta":
-                meta = r
-            else:
-                recs.append(r)
-    return meta, recs
 
 
 def brief_md(meta, rows):
@@ -202,7 +187,7 @@ def brief_md(meta, rows):
 
 
 def write_report(out):
-    meta, recs = load(os.path.join(out, "loopbound.jsonl"))
+    meta, recs = entry.load(os.path.join(out, "loopbound.jsonl"))
     rows = list(probe.summarise(recs).values())
     md = markdown(meta, rows, meta.get("quick"))
     with open(os.path.join(out, "loopbound.md"), "w") as f:
@@ -212,44 +197,21 @@ def write_report(out):
     return md
 
 
+FULL, QUICK = (3, 2.0, 1.0), (1, 1.0, 0.3)   # rounds, window s, warm-up s
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="6 configurations once, short windows (plumbing)")
-    ap.add_argument("--rounds", type=int, help="interleaved repeats (full 3, quick 1)")
-    ap.add_argument("--duration", type=float, help="measured seconds per run (full 2, quick 1)")
-    ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.3)")
-    ap.add_argument("--reruns", type=int, default=2, help="reruns of one disturbed run at most")
-    ap.add_argument("--seed", default="loopbound")
-    ap.add_argument("--out", default=OUT)
-    ap.add_argument("--report", action="store_true", help="only rewrite the .md from the .jsonl")
-    a = ap.parse_args()
+    a = entry.parser(__doc__, OUT, FULL, QUICK, "6 configurations once, short windows (plumbing)",
+                     "loopbound").parse_args()
     if a.report:
         print(write_report(a.out))
         return 0
-    if not os.access(CSERVE, os.X_OK):
-        sys.exit(f"no {CSERVE}: run make first")
-    a.rounds = a.rounds or (1 if a.quick else 3)
-    a.duration = a.duration or (1.0 if a.quick else 2.0)
-    a.warmup = a.warmup if a.warmup is not None else (0.3 if a.quick else 1.0)
-    todo = plan(a.quick)
-    per = a.warmup + a.duration + 0.5 + 1.0
-    print(f"loopbound: {len(todo) * a.rounds} runs, ~{len(todo) * a.rounds * per / 60:.1f} min plus reruns; "
-          f"results in {os.path.relpath(a.out, ROOT)}", file=sys.stderr)
-    meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.loopbound"] + sys.argv[1:]))
-    meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
-                 disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns)
-    recs = probe.run_rounds(todo, a.rounds, a.seed,
-                            lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
-                            reruns=0 if a.quick else a.reruns,
-                            log=lambda s: print(s, file=sys.stderr, flush=True))
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "loopbound.jsonl"), "w") as f:
-        f.write(json.dumps(meta) + "\n")
-        for r in recs:
-            f.write(json.dumps(dict(r, kind="run")) + "\n")
-    md = write_report(a.out)
-    print(md)
-    return 1 if any("error" in r for r in recs) else 0
+    entry.need_cserve()
+    entry.resolve(a)
+    meta, recs = entry.measure(a, "loopbound", plan(a.quick))
+    entry.write_records(os.path.join(a.out, "loopbound.jsonl"), meta, recs)
+    print(write_report(a.out))
+    return entry.status(recs)
 
 
 if __name__ == "__main__":

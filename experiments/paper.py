@@ -10,6 +10,8 @@ this writes; the code that fills them is here, so paper/ imports nothing.
 In paper/paper.md (and paper/readme_results.md):
   {{key}}          the number's text, e.g. {{rps:cserve ring bt1 hello c64 wrk}}
   {{key|ci}}       the number with its 95 % interval, "median [lo, hi]"
+  {{@D:key}}       a number of experiments/results/D/numbers.json, a record of its
+                   own outside the run's folder (e.g. {{@regime:loop_bound}})
   <!-- TABLE:NAME -->   DIR/NAME.md (report.py's table with its provenance)
   <!-- FIG:NAME -->     DIR/fig/NAME.png, with the SVG named beside it (figures.py)
   <!-- FILE:NAME -->    DIR/NAME verbatim (a markdown file a script wrote)
@@ -40,8 +42,23 @@ FULL = os.path.join(RECORDS, "full")
 PLACEHOLDER = re.compile(r"\{\{([^{}|]+?)(\|ci)?\}\}")
 
 
+ABSTRACT_MAX = 200     # words: a reader gets the answer in five minutes
+PAGES_MAX = 12
+
+
 def default_results():
     return FULL
+
+
+def abstract_words(md):
+    """Words of the filled paper's abstract (between its heading and the next)."""
+    m = re.search(r"^## Abstract\s*$(.*?)^## ", md, re.M | re.S)
+    return len(m.group(1).split()) if m else 0
+
+
+def pdf_pages(path):
+    """Pages of a PDF, from its page objects (weasyprint writes them plainly)."""
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", open(path, "rb").read()))
 
 
 def fill(text, results, out_dir, missing):
@@ -53,8 +70,25 @@ def fill(text, results, out_dir, missing):
     rel = os.path.relpath(results, ROOT)
     nums["results_dir"] = {"text": rel, "text_ci": rel}
 
+    records = {}
+
+    def record_numbers(d):
+        if d not in records:
+            try:
+                records[d] = json.load(open(os.path.join(RECORDS, d, "numbers.json")))
+            except (OSError, ValueError):
+                records[d] = {}
+        return records[d]
+
     def num(m):
         key, ci = m.group(1).strip(), m.group(2)
+        if key.startswith("@"):
+            d, _, k = key[1:].partition(":")
+            got = record_numbers(d).get(k)
+            if got is None:
+                missing.append(key)
+                return f"**[MISSING: {key}]**"
+            return got["text_ci" if ci else "text"]
         if key not in nums:
             missing.append(key)
             return f"**[MISSING: {key}]**"
@@ -121,14 +155,24 @@ def main():
     with open(a.out, "w") as f:
         f.write(out)
     print(f"wrote {a.out} from {os.path.relpath(results, ROOT)}", file=sys.stderr)
+    words, too_long = abstract_words(out), []
+    if words > ABSTRACT_MAX:
+        too_long.append(f"the abstract has {words} words (at most {ABSTRACT_MAX})")
     if a.readme is not None:
         for doc in generated.docs("paper") if not a.readme else [a.readme]:
             doc = os.path.abspath(doc)
             generated.rewrite(doc, generated.begin("paper"), generated.end("paper"), readme_body(results, doc, missing))
             print(f"spliced the results section into {os.path.relpath(doc, ROOT)}", file=sys.stderr)
     if a.pdf:
-        pdf(os.path.abspath(a.out), os.path.join(os.path.dirname(os.path.abspath(a.out)), "paper.pdf"))
-        print("wrote paper/paper.pdf", file=sys.stderr)
+        out_pdf = os.path.join(os.path.dirname(os.path.abspath(a.out)), "paper.pdf")
+        pdf(os.path.abspath(a.out), out_pdf)
+        pages = pdf_pages(out_pdf)
+        print(f"wrote {os.path.relpath(out_pdf, ROOT)} ({pages} pages)", file=sys.stderr)
+        if pages > PAGES_MAX:
+            too_long.append(f"the PDF has {pages} pages (at most {PAGES_MAX})")
+    if too_long:
+        print("experiments.paper: " + "; ".join(too_long), file=sys.stderr)
+        return 1
     if missing:
         print(f"missing ({len(missing)}): {', '.join(sorted(set(missing))[:20])}", file=sys.stderr)
         if a.strict:

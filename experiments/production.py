@@ -27,14 +27,11 @@ provenance line, then one line per run) and DIR/production.md.
 Full: 10 rounds of 12 configurations, ~15 min plus reruns; --quick: the
 I/O app on cserve and Granian once, plumbing only.
 """
-import argparse
-import json
 import os
-import shlex
 import sys
 
-from experiments.lib import configs, generated, model, probe, stats
-from experiments.lib.serverctl import ROOT, app_spec, unavailable
+from experiments.lib import configs, entry, generated, model, probe, stats
+from experiments.lib.serverctl import ROOT, app_spec
 
 OUT = os.path.join(ROOT, "experiments", "results", "production")
 SERVERS = ("cserve", "granian", "gunicorn", "uwsgi")
@@ -230,18 +227,6 @@ def _relative(cmd, root):
     return cmd.replace(root + "/", "")
 
 
-def load(path):
-    meta, recs = None, []
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") == "meta":
-                meta = r
-            else:
-                recs.append(r)
-    return meta, recs
-
-
 def brief(meta, recs, link):
     """The compact table and the findings, for the paper and docs/results.md; link:
     where the full table is, relative to the reader."""
@@ -262,7 +247,7 @@ def brief(meta, recs, link):
 
 
 def write_report(out):
-    meta, recs = load(os.path.join(out, "production.jsonl"))
+    meta, recs = entry.load(os.path.join(out, "production.jsonl"))
     md = markdown(meta, recs, meta.get("quick"))
     with open(os.path.join(out, "production.md"), "w") as f:
         f.write(md)
@@ -280,21 +265,16 @@ def brief_md(meta, recs):
 
 def readme_body(record, doc):
     """The generated block in docs/results.md."""
-    meta, recs = load(record)
+    meta, recs = entry.load(record)
     rel = os.path.relpath(os.path.join(os.path.dirname(record), "production.md"), os.path.dirname(doc))
     return brief(meta, recs, rel)
 
 
+FULL, QUICK = (10, 3.0, 1.0), (1, 1.0, 0.5)   # rounds, window s, warm-up s
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2 configurations once, short windows (plumbing)")
-    ap.add_argument("--rounds", type=int, help="interleaved repeats (full 10, quick 1)")
-    ap.add_argument("--duration", type=float, help="measured seconds per run (full 3, quick 1)")
-    ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.5)")
-    ap.add_argument("--reruns", type=int, default=2, help="reruns of one disturbed run at most")
-    ap.add_argument("--seed", default="production")
-    ap.add_argument("--out", default=OUT)
-    ap.add_argument("--report", action="store_true", help="only rewrite the .md from the .jsonl")
+    ap = entry.parser(__doc__, OUT, FULL, QUICK, "2 configurations once, short windows (plumbing)", "production")
     ap.add_argument("--readme", action="store_true", help="rewrite the generated blocks from the record")
     a = ap.parse_args()
     if a.report:
@@ -304,35 +284,12 @@ def main():
         for p in generated.write("production", os.path.join(a.out, "production.jsonl")):
             print(f"production: wrote the block in {os.path.relpath(p, ROOT)}")
         return 0
-    a.rounds = a.rounds or (1 if a.quick else 10)
-    a.duration = a.duration or (1.0 if a.quick else 3.0)
-    a.warmup = a.warmup if a.warmup is not None else (0.5 if a.quick else 1.0)
-    todo = []
-    for c in plan(a.quick):
-        why = unavailable(c)
-        if why:
-            print(f"production: skip {configs.label(c)}: {why}", file=sys.stderr)
-            continue
-        todo.append((configs.label(c), c))
-    if not todo:
-        sys.exit("production: nothing can run here")
-    per = a.warmup + a.duration + 0.5 + 2.0
-    print(f"production: {len(todo) * a.rounds} runs, ~{len(todo) * a.rounds * per / 60:.1f} min plus reruns; "
-          f"results in {os.path.relpath(a.out, ROOT)}", file=sys.stderr)
-    meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.production"] + sys.argv[1:]))
-    meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
-                disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns)
-    recs = probe.run_rounds(todo, a.rounds, a.seed,
-                            lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
-                            reruns=0 if a.quick else a.reruns,
-                            log=lambda s: print(s, file=sys.stderr, flush=True))
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "production.jsonl"), "w") as f:
-        f.write(json.dumps(meta) + "\n")
-        for r in recs:
-            f.write(json.dumps(dict(r, kind="run")) + "\n")
+    entry.resolve(a)
+    todo = entry.runnable("production", plan(a.quick), configs.label)
+    meta, recs = entry.measure(a, "production", todo, per_run_extra=2.0)
+    entry.write_records(os.path.join(a.out, "production.jsonl"), meta, recs)
     print(write_report(a.out))
-    return 1 if any("error" in r for r in recs) else 0
+    return entry.status(recs)
 
 
 if __name__ == "__main__":

@@ -163,12 +163,19 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
                                 for r, _ in ok})}
         for k in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util", "client_util", "cores",
                   "c_loop", "c_pool", "c_client", "loop_wait_us", "loop_work_us", "foreign", "steal", "idle",
-                  "sock_err"):
+                  "sock_err", "in_flight", "in_flight_share", "loop_on_cpu", "loop_run_delay", "pool_run_delay",
+                  "client_on_cpu", "client_run_delay"):
             s[k] = agg(ok, k)
         s["rps_all"] = [m["rps"] for _, m in ok]
         s["rps_wrk_all"] = [m["rps_wrk"] for _, m in ok]
         s["regime"], s["regime_n"], s["regime_of"] = majority(ok)
         s["regime_also"] = also_saturated(ok, s["regime"])
+        # The same rule at each threshold of model.SAT_SWEEP: how much the
+        # counts owe to where the line is drawn.
+        s["regime_at"] = {t: majority([(r, dict(m, regime=model.regime_detail(m, cfg, t)[0])) for r, m in ok])[0]
+                          for t in model.SAT_SWEEP}
+        strict = [model.loop_bound_strict(m) for _, m in ok]
+        s["loop_bound_strict"] = bool(strict) and 2 * sum(1 for x in strict if x) > len(strict)
         # Runs whose loop saturated, whatever the configuration's majority:
         # a minority of loop-bound runs is shown, not voted away.
         s["runs_loop_saturated"] = sum(1 for _, m in ok if m and model.saturated(m, "loop-bound"))
@@ -192,8 +199,8 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
 
 
 HDR = (f"| config | n | rps: median (min–max; [95 % CI] from n = {stats.MIN_BOOT}) | client rps | p50 µs | p99 µs | loop % | pool % | client % | "
-       "cores | loop µs/req | pool µs/req | client µs/req | loop wait/work µs/req | foreign cores | steal | "
-       "idle cores | socket errors | regime (measured) | model rps | model bound |")
+       "cores | loop µs/req | pool µs/req | client µs/req | loop wait/work µs/req | loop / pool / client run delay % | "
+       "foreign cores | steal | idle cores | socket errors | in flight | regime (measured) | model rps | model bound |")
 
 
 def n_cell(s):
@@ -201,6 +208,16 @@ def n_cell(s):
     extra = [f"+{s['errors']} err"] if s["errors"] else []
     extra += [f"+{s['disturbed']} disturbed"] if s["disturbed"] else []
     return f"{s['n']}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def in_flight_cell(s):
+    """The share of the client's requests the server kept in flight (rate ×
+    mean latency over connections × depth), marked ‡ under model.IN_FLIGHT_MIN:
+    such a row is not compared with others."""
+    v = s["in_flight_share"][0]
+    if v is None:
+        return "—"
+    return f"{100 * v:.0f} %" + (" ‡" if model.keeps_too_few(s) else "")
 
 
 def regime_cell(s):
@@ -224,15 +241,16 @@ def table(summ, sweep, run_commit=None):
         if not s["n"]:
             why = "; ".join(w for w in (f"{s['errors']} failed" if s["errors"] else "",
                                         f"{s['disturbed']} disturbed" if s["disturbed"] else "") if w)
-            out.append(f"| {label_cell(s, run_commit)} | 0 | no included run ({why}) |" + " |" * 18)
+            out.append(f"| {label_cell(s, run_commit)} | 0 | no included run ({why}) |" + " |" * 20)
             continue
         ww = "—" if s["loop_wait_us"][0] is None else f"{s['loop_wait_us'][0]:.2f} / {s['loop_work_us'][0]:.2f}"
+        delay = " / ".join(pct(s[k]) for k in ("loop_run_delay", "pool_run_delay", "client_run_delay"))
         out.append("| " + " | ".join([
             label_cell(s, run_commit), n_cell(s), fci(s["rps"], n=s["n"]),
             f(s["rps_wrk"][0], "{:,.0f}"), f(s["p50_us"][0], "{:.0f}"), f(s["p99_us"][0], "{:.0f}"),
             pct(s["loop_util"]), pct(s["pool_util"]), pct(s["client_util"]), f(s["cores"][0]),
-            f(s["c_loop"][0]), f(s["c_pool"][0]), f(s["c_client"][0]), ww, f(s["foreign"][0]),
-            f(s["steal"][0]), f(s["idle"][0]), f(s["sock_err"][0], "{:,.0f}"), regime_cell(s),
+            f(s["c_loop"][0]), f(s["c_pool"][0]), f(s["c_client"][0]), ww, delay, f(s["foreign"][0]),
+            f(s["steal"][0]), f(s["idle"][0]), f(s["sock_err"][0], "{:,.0f}"), in_flight_cell(s), regime_cell(s),
             f(s["pred"], "{:,.0f}"), s["pred_bound"] or "—"]) + " |")
     return "\n".join(out)
 
@@ -241,7 +259,7 @@ def table(summ, sweep, run_commit=None):
 # shown in the first brief table that holds it and named in the later ones.
 PAPER_ORDER = ("calib", "connections", "appcost", "threads", "instruments", "peers", "frameworks", "browser")
 BRIEF_HDR = ("| config | n | rps, median (range) | loop / pool / client % | loop / pool µs per request | "
-             "idle cores | steal / foreign cores | regime (measured) |")
+             "idle cores | in flight | regime (measured) |")
 
 
 def _short(label):
@@ -278,13 +296,19 @@ def brief_table(summ, sweep, shown):
         out.append("| " + " | ".join([
             _short(s["label"]), n_cell(s), fci(s["rps"], n=s["n"]),
             f"{pct(s['loop_util'])} / {pct(s['pool_util'])} / {pct(s['client_util'])}",
-            f"{f(s['c_loop'][0])} / {pool}", f(s["idle"][0]), f"{f(s['steal'][0])} / {f(s['foreign'][0])}",
-            regime_cell(s)]) + " |")
+            f"{f(s['c_loop'][0])} / {pool}", f(s["idle"][0]), in_flight_cell(s), regime_cell(s)]) + " |")
     if len(out) == 2:
         out = []
     elif any(s["config"].get("server") != "cserve" and s["label"] in shown and sweep in s["sweeps"]
              for s in summ.values()):
-        out += ["", "A peer's loop and pool: its busiest and second-busiest threads."]
+        out += ["", "A peer's pool: its threads that run Python, summed per interpreter (one GIL); its loop: "
+                "Granian's busiest tokio thread (gunicorn and uWSGI run their I/O in Python: pool only)."]
+    if len(out) > 2 and any(s["label"] in shown and sweep in s["sweeps"] and s["n"] and model.keeps_too_few(s)
+                            for s in summ.values()):
+        out += ["", f"‡ kept fewer than {100 * model.IN_FLIGHT_MIN:.0f} % of the client's requests in flight "
+                "(rate × mean latency) while the client had time to spare (neither on CPU nor waiting for one "
+                "most of the window: schedstat, where the record has it): the server did not take the client's "
+                "load; left out of every ratio."]
     if before:
         out += ["", "Also in this sweep, shown in an earlier table: " + ", ".join(f"`{_short(x)}`" for x in before)
                 + "."]
@@ -301,6 +325,73 @@ def write_brief_tables(d, summ, plan):
         with open(os.path.join(d, f"{name}.brief.md"), "w") as fh:
             fh.write(f"<!-- generated by experiments/report.py from the {name} sweep; do not edit -->\n\n{body}\n\n"
                      f"Full table (latency, socket errors, the model's rate): `{name}.md`.\n")
+
+
+HANDOFF_SHAPES = (("hello c16 wrk-p16", "pipelined, c16"), ("hello c64 wrk", "one request per connection, c64"))
+
+
+def handoffs_md(summ):
+    """µs of CPU per request on the loop and on the pool for every handoff,
+    hello, with the pipelined client and with one request per connection:
+    what each handoff costs each side."""
+    hdr = " | ".join(f"loop µs ({w}) | pool µs ({w})" for _, w in HANDOFF_SHAPES)
+    L = [f"| handoff | {hdr} |", "|---|" + "---:|" * (2 * len(HANDOFF_SHAPES))]
+    for h in configs.HANDOFFS:
+        cells = []
+        for shape, _ in HANDOFF_SHAPES:
+            s = summ.get(f"cserve {h} bt1 {shape}")
+            if not s or not s["n"]:
+                cells += ["—", "—"]
+                continue
+            cells += [fci(s["c_loop"], "{:.2f}", s["n"]), fci(s["c_pool"], "{:.2f}", s["n"])]
+        L.append(f"| {h} | " + " | ".join(cells) + " |")
+    L += ["", "Medians over the included runs with their range (a 95 % bootstrap interval from "
+          f"{stats.MIN_BOOT} runs); the server's own per-thread CPU clocks over its window (--stats-json), "
+          "the instrumented build. The pool's figure holds the app's own few µs (apps/hello.py)."]
+    return "\n".join(L) + "\n"
+
+
+def placement_md(summ):
+    """Each configuration run with the loop alone on a core beside its run on
+    shared cores: the rate, the loop's time on CPU and waiting for one (run
+    delay), the pool's and the client's share, the regime."""
+    pairs = [(s["label"].replace(" @loop-alone", ""), s) for s in summ.values()
+             if s["n"] and s["config"].get("placement") == "loop-alone"]
+    if not pairs:
+        return ("No configuration of this run had the loop alone on a core (its plan predates the placement "
+                "sweep); `experiments/results/regime/` has the loop-alone experiments.\n")
+    L = ["| configuration | placement | rps (range) | loop on CPU (run delay) | pool | client | regime |",
+         "|---|---|---:|---:|---:|---:|---|"]
+    for shared, s in sorted(pairs, key=lambda t: t[0]):
+        for where, r in (("shared", summ.get(shared)), ("loop alone", s)):
+            if not r or not r["n"]:
+                L.append(f"| {_short(shared)} | {where} | no included run | | | | |")
+                continue
+            on = r["loop_on_cpu"] if r["loop_on_cpu"][0] is not None else r["loop_util"]
+
+            def pc(t):
+                return "—" if t[0] is None else f"{100 * t[0]:.0f} %"
+            L.append(f"| {_short(shared)} | {where} | {fci(r['rps'], n=r['n'])} | {pc(on)} "
+                     f"({pc(r['loop_run_delay'])}) | {pc(r['pool_util'])} | {pc(r['client_util'])} | "
+                     f"{regime_cell(r)} |")
+    return "\n".join(L) + "\n"
+
+
+def thresholds_md(summ):
+    """The configurations by regime at each saturation threshold
+    (model.SAT_SWEEP), and by the loop-alone experiments' stricter loop
+    rule: the counts' dependence on where the line is drawn."""
+    names = [r for r in numbers_mod.REGIMES]
+    rows = [s for s in summ.values() if s["n"]]
+    L = ["| a stage saturates at | " + " | ".join(names) + " | of |", "|---:|" + "---:|" * (len(names) + 1)]
+    for t in model.SAT_SWEEP:
+        regs = [s["regime_at"][t] for s in rows]
+        L.append(f"| {100 * t:.0f} % of a core{' (the rule)' if t == model.SAT else ''} | "
+                 + " | ".join(str(regs.count(n)) for n in names) + f" | {len(rows)} |")
+    strict = sum(1 for s in rows if s["loop_bound_strict"])
+    L += ["", f"By the loop-alone experiments' rule (the loop on CPU ≥ {100 * model.LOOP_ON:.0f} % of the window, "
+          f"the pool < {100 * model.POOL_SLACK:.0f} %, in a majority of runs): {strict} of {len(rows)} loop-bound."]
+    return "\n".join(L) + "\n"
 
 
 def provenance(meta, rows):
@@ -478,6 +569,12 @@ def build(d, compare_dir=None, figs=True):
         with open(os.path.join(d, f"{name}.md"), "w") as fh:
             fh.write(md)
     write_brief_tables(d, summ, plan)
+    with open(os.path.join(d, "placement_pairs.md"), "w") as fh:
+        fh.write("<!-- generated by experiments/report.py; do not edit -->\n\n" + placement_md(summ))
+    with open(os.path.join(d, "handoffs.md"), "w") as fh:
+        fh.write("<!-- generated by experiments/report.py; do not edit -->\n\n" + handoffs_md(summ))
+    with open(os.path.join(d, "thresholds.md"), "w") as fh:
+        fh.write("<!-- generated by experiments/report.py; do not edit -->\n\n" + thresholds_md(summ))
     with open(os.path.join(d, "model.md"), "w") as fh:
         fh.write("<!-- generated by experiments/report.py; do not edit -->\n\n" + model_md(params, summ))
     extra = {k: load_jsonl(d, k) for k in ("openloop", "startup", "timeline", "des")}

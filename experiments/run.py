@@ -36,14 +36,13 @@ import random
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-from experiments.lib import configs, model, provenance
-from experiments.lib.serverctl import (CSERVE, client_cmd, finish_window, free_port, load_window,
-                                       pin_threads, server_cmd, start, stop, unavailable, wait_ready)
+from experiments.lib import configs, model, pinning, provenance
+from experiments.lib.serverctl import (CSERVE, client_cmd, finish_window, free_port, load_window, server_cmd,
+                                       start, start_client, stop, unavailable, wait_ready)
 
 
 def run_one(run, a):
@@ -52,9 +51,6 @@ def run_one(run, a):
     stats_file = os.path.join(tmpdir, "stats.json")
     is_cserve = run["server"] == "cserve"
     cmd = server_cmd(run, port, stats_file if is_cserve else None)
-    pl = run.get("placement") or {}
-    if pl.get("server"):
-        cmd = ["taskset", "-c", pl["server"]] + cmd
     proc, log = start(cmd, os.path.join(tmpdir, "server.log"))
     rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "label": configs.label(run), "config": run, "server_cmd": shlex.join(cmd)}
@@ -66,16 +62,13 @@ def run_one(run, a):
             rec["error"] = "server did not start: " + log.read()[-2000:]
             return rec
         time.sleep(0.3)  # threads named, pools started
-        if pl.get("threads"):
-            rec["pinned"] = pin_threads(proc.pid, pl["threads"], children)
         total = a.warmup + a.duration + a.margin
         wrk = client_cmd(run, port, total)
-        if pl.get("wrk"):
-            wrk = ["taskset", "-c", pl["wrk"]] + wrk
         rec["wrk_cmd"] = shlex.join(wrk)
-        wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wp, rec["placement"], check = start_client(proc, run, wrk, children)
         series, rec["window_cpu"], mtime = load_window(proc, wp, a.warmup, a.duration, a.interval, children,
                                                        stats_file if is_cserve else None)
+        check()
         st = finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
         if st:
             rec["stats_meta"] = {k: st.get(k) for k in ("version", "handoff", "inline", "app", "instruments")}
@@ -124,17 +117,14 @@ def plan(a):
         if name not in S:
             sys.exit(f"unknown sweep {name!r}; have {', '.join(S)}")
         for r in S[name]:
+            if a.placement and a.placement != "shared" and r["server"] == "cserve":
+                r = dict(r, placement=a.placement)
+            if a.wrk_threads > 1 and r["conns"] >= a.wrk_threads:
+                r = dict(r, wrk_threads=a.wrk_threads)
             why = unavailable(r)
             if why:
                 print(f"skip {configs.label(r)}: {why}", file=sys.stderr)
                 continue
-            if a.wrk_cpus or a.pin:
-                pl = dict(r.get("placement") or {})
-                if a.wrk_cpus:
-                    pl["wrk"] = a.wrk_cpus
-                if a.pin and r["server"] == "cserve":
-                    pl["threads"] = dict(kv.split("=", 1) for kv in a.pin.split(","))
-                r = dict(r, placement=pl)
             lab = configs.label(r)
             a.membership.setdefault(name, []).append(lab)
             # A configuration in several sweeps runs once per round, recorded
@@ -176,9 +166,12 @@ def main():
     ap.add_argument("--out", required=True, help="results folder (its *.jsonl are appended to)")
     ap.add_argument("--allow-dirty", action="store_true", help="full run on a dirty tree (marked dirty)")
     ap.add_argument("--append", action="store_true", help="add to a folder that already holds a full run")
-    ap.add_argument("--wrk-cpus", help="taskset for the client in every run (e.g. 3-7)")
-    ap.add_argument("--pin", help="cserve threads to CPUs, e.g. cserve-loop=1,cserve-pool-0=2 "
-                    "(dedicated cores on a larger machine: scripts/many_core.sh)")
+    ap.add_argument("--placement", choices=pinning.PLACEMENTS,
+                    help="every cserve configuration in this placement (lib/pinning.py; e.g. dedicated: "
+                    "each stage on cores of its own, scripts/many_core.sh); default: each configuration's own")
+    ap.add_argument("--wrk-threads", type=int, default=1,
+                    help="wrk's threads in every run with at least as many connections (a machine with cores "
+                    "for the client: scripts/many_core.sh)")
     ap.add_argument("--disturb-limit", type=float, default=model.DISTURB_LIMIT,
                     help="cores of steal + foreign CPU in the window above which a run is rerun (default %(default)s)")
     ap.add_argument("--reruns", type=int, help="reruns of one disturbed run at most (full 2, quick 0)")

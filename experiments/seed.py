@@ -32,7 +32,6 @@ the records (experiments/lib/seed_report.py). Full: 3 rounds of 15 runs and
 4 profiles, ~7 min plus reruns; --quick: c64 once, two short profiles,
 ~1 min, plumbing only.
 """
-import argparse
 import json
 import os
 import shlex
@@ -42,8 +41,8 @@ import sys
 import tempfile
 import time
 
-from experiments.lib import model, perfsplit, probe, seed_report
-from experiments.lib.serverctl import CSERVE, PY, ROOT, WRK_DIR, free_port, server_cmd, start, stop, threadcpu, \
+from experiments.lib import entry, perfsplit, probe, seed_report
+from experiments.lib.serverctl import PY, ROOT, WRK_DIR, free_port, server_cmd, start, stop, threadcpu, \
     wait_ready
 
 OUT = os.path.join(ROOT, "experiments", "results", "seed")
@@ -145,20 +144,23 @@ def profile(name, secs, out_dir):
         wrk_txt = open(os.path.join(tmp, "wrk.txt")).read()
         _, _, rps = threadcpu.parse_wrk(wrk_txt)
         rec["rps_wrk"] = rps
-        reqs = None
+        reqs, threads = None, []
         win = os.path.join(tmp, "window.json")
         if os.path.exists(win):
             st = json.load(open(win))
-            reqs = sum(t.get("requests") or 0 for w in st.get("workers", []) for t in w.get("threads", [])
-                       if t.get("role") == "loop")
+            threads = [t for w in st.get("workers", []) for t in w.get("threads", [])]
+            reqs = sum(t.get("requests") or 0 for t in threads if t.get("role") == "loop")
             rec["requests_from"] = "cserve's window"
         if not reqs and rps:
             reqs = rps * secs
             rec["requests_from"] = "wrk's rate × the perf window"
         rec["requests"] = reqs
-        cpu = perfsplit.split(os.path.join(tmp, "perf.txt"))
-        rec["threads"] = {t: perfsplit.per_request(v, reqs) for t, v in cpu.items()
-                          if v["cpu_s"] >= 0.02 * sum(x["cpu_s"] for x in cpu.values())}
+        # Each syscall's seconds by the socket family its samples show, and
+        # which descriptors each thread's calls reach (the window's counters):
+        # the split is made from these at report time (split_profile).
+        rec["tally"] = perfsplit.tally(os.path.join(tmp, "perf.txt"))
+        rec["census"] = perfsplit.census(c.get("handoff"), threads) if name != "granian" else None
+        rec["threads"] = split_profile(rec)
         if os.path.exists(os.path.join(tmp, "report.md")):
             shutil.copy(os.path.join(tmp, "report.md"), os.path.join(out_dir, f"profile-{name}.md"))
     except Exception as e:  # record it, go on with the others
@@ -166,6 +168,16 @@ def profile(name, secs, out_dir):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rec
+
+
+def split_profile(p):
+    """A profile record's threads in µs per request by category: from its
+    tally and census where it has them (perfsplit), else as recorded."""
+    if not p.get("tally"):
+        return p.get("threads")
+    cpu = perfsplit.split_tally(p["tally"], p.get("census"))
+    total = sum(x["cpu_s"] for x in cpu.values())
+    return {t: perfsplit.per_request(v, p.get("requests")) for t, v in cpu.items() if v["cpu_s"] >= 0.02 * total}
 
 
 # ------------------------------------------------------------------ main
@@ -186,6 +198,7 @@ def load(path):
 
 def write_report(out):
     meta, runs, profs = load(os.path.join(out, "seed.jsonl"))
+    profs = [dict(p, threads=split_profile(p)) if "error" not in p else p for p in profs]
     rows = probe.summarise(runs, extra=io_py)
     md = seed_report.markdown(meta, rows, profs)
     with open(os.path.join(out, "seed.md"), "w") as f:
@@ -195,53 +208,34 @@ def write_report(out):
     return md
 
 
+FULL, QUICK = (3, 3.0, 1.0), (1, 1.0, 0.3)   # rounds, window s, warm-up s
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="c64 once, two short profiles (plumbing)")
-    ap.add_argument("--rounds", type=int, help="interleaved repeats (full 3, quick 1)")
-    ap.add_argument("--duration", type=float, help="measured seconds per run (full 3, quick 1)")
-    ap.add_argument("--warmup", type=float, help="seconds of load before the window (full 1, quick 0.3)")
+    ap = entry.parser(__doc__, OUT, FULL, QUICK, "c64 once, two short profiles (plumbing)", "seed")
     ap.add_argument("--profile-seconds", type=int, help="perf window per profile (full 4, quick 1)")
-    ap.add_argument("--reruns", type=int, default=2)
-    ap.add_argument("--seed", default="seed")
-    ap.add_argument("--out", default=OUT)
-    ap.add_argument("--report", action="store_true", help="only rewrite seed.md from seed.jsonl")
     ap.add_argument("--profiles-only", action="store_true",
                     help="keep seed.jsonl's runs, take the profiles again, rewrite seed.md")
     a = ap.parse_args()
     if a.report:
         print(write_report(a.out))
         return 0
-    if not os.access(CSERVE, os.X_OK):
-        sys.exit(f"no {CSERVE}: run make first")
-    a.rounds = a.rounds or (1 if a.quick else 3)
-    a.duration = a.duration or (1.0 if a.quick else 3.0)
-    a.warmup = a.warmup if a.warmup is not None else (0.3 if a.quick else 1.0)
+    entry.need_cserve()
+    entry.resolve(a)
     a.profile_seconds = a.profile_seconds or (1 if a.quick else 4)
-    todo = plan(a.quick)
-    if a.profiles_only:
-        meta, recs, _ = load(os.path.join(a.out, "seed.jsonl"))
-        recs = [{k: v for k, v in r.items() if k != "kind"} for r in recs]
-        todo = []
     have_granian = subprocess.run([PY, "-c", "import granian"], capture_output=True).returncode == 0
     if not have_granian:
         print("seed: granian not installed for /usr/bin/python3 (make deps): its rows are skipped", file=sys.stderr)
-        todo = [(lab, c) for lab, c in todo if c["server"] != "granian"]
-    per = a.warmup + a.duration + 0.5 + 1.0
-    print(f"seed: {len(todo) * a.rounds} runs, ~{len(todo) * a.rounds * per / 60:.1f} min plus reruns and "
-          f"profiles; results in {os.path.relpath(a.out, ROOT)}", file=sys.stderr)
     os.makedirs(a.out, exist_ok=True)
-    if not a.profiles_only:
-        meta = probe.meta(shlex.join(["/usr/bin/python3", "-m", "experiments.seed"] + sys.argv[1:]))
-        meta.update(quick=a.quick, rounds=a.rounds, warmup=a.warmup, duration=a.duration, seed=a.seed,
-                    disturb_limit=model.DISTURB_LIMIT, reruns=a.reruns, profile_seconds=a.profile_seconds)
-    else:
+    if a.profiles_only:
+        meta, recs, _ = load(os.path.join(a.out, "seed.jsonl"))
+        recs = [{k: v for k, v in r.items() if k != "kind"} for r in recs]
         pm = probe.meta("")  # the profiles' own commit and date, beside the runs'
         meta["profiles"] = {"commit": pm["commit"], "dirty": pm["dirty"], "date": pm["date"],
                             "command": "/usr/bin/python3 -m experiments.seed --profiles-only"}
-    recs = recs if a.profiles_only else probe.run_rounds(todo, a.rounds, a.seed, lambda c, lab: probe.measure(c, lab, a.warmup, a.duration),
-                            reruns=0 if a.quick else a.reruns,
-                            log=lambda s: print(s, file=sys.stderr, flush=True))
+    else:
+        todo = [(lab, c) for lab, c in plan(a.quick) if have_granian or c["server"] != "granian"]
+        meta, recs = entry.measure(a, "seed", todo, meta_extra={"profile_seconds": a.profile_seconds})
     profs = []
     if not shutil.which("perf"):
         print("seed: no perf (make deps): the per-category profiles are skipped; seed.md says so", file=sys.stderr)
@@ -254,16 +248,11 @@ def main():
             p = profile(n, a.profile_seconds, a.out)
             profs.append(p)
             print(f"seed profile {n}: " + (p["error"] if "error" in p else
-                  ", ".join(f"{t} {v.get('recv', 0) + v.get('send', 0) + v.get('epoll', 0) + v.get('handoff', 0) + v.get('user', 0) + v.get('kernel other', 0):.2f} µs/req"
+                  ", ".join(f"{t} {sum(v.get(c, 0) for c in perfsplit.CATEGORIES):.2f} µs/req"
                             for t, v in (p.get("threads") or {}).items() if v)), file=sys.stderr, flush=True)
-    with open(os.path.join(a.out, "seed.jsonl"), "w") as f:
-        f.write(json.dumps(meta) + "\n")
-        for r in recs:
-            f.write(json.dumps(dict(r, kind="run")) + "\n")
-        for p in profs:
-            f.write(json.dumps(p) + "\n")
+    entry.write_records(os.path.join(a.out, "seed.jsonl"), meta, recs, profs)
     print(write_report(a.out))
-    return 1 if any("error" in r for r in recs + profs) else 0
+    return entry.status(recs + profs)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ Dimensions (connections × app cost × handoff × blocking threads):
   client   wrk (closed loop, one request in flight per connection) |
            wrk-p16 (pipelined, 16 per connection: a cheap client) |
            wrk-browser (closed loop, browser-like request head)
+  placement  shared (default: any thread on any CPU) | loop-alone | dedicated
+           (lib/pinning.py; part of the label where not shared)
 
 The `calib` sweep is the model's input and nothing else: report.py fits the
 stage costs on it and predicts every other sweep's rate (out of sample)."""
@@ -21,6 +23,8 @@ HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 FINE_US = [0, 1, 2, 3, 4, 6, 8, 10, 14, 20]
 # condvar and eventfd: the ends and the middle of the same axis.
 COARSE_US = [0, 10, 20]
+# uWSGI's threads in the one-process rows: one per client connection (c64).
+UWSGI_THREADS = 64
 # The uninstrumented build (make BUILD=build-noinst INSTRUMENTS=0): what a
 # user runs, so the one rows compared with other servers use.
 NOINST = "build-noinst/cserve"
@@ -68,7 +72,9 @@ def full():
     S["peers"] = ([cs(handoff=h, conns=c) for h in ("ring", "dgram") for c in (16, 64)] +
                   [peer("granian", conns=c) for c in (16, 64, 256)] +
                   [cs(handoff=h, conns=256) for h in ("ring", "dgram")] +
-                  [peer("uwsgi"), peer("gunicorn"), cs(mode="native"), cs(mode="inline")] +
+                  # uWSGI serves a connection per thread: as many threads as the
+                  # client has connections, so it keeps every request in flight.
+                  [peer("uwsgi", bt=UWSGI_THREADS), peer("gunicorn"), cs(mode="native"), cs(mode="inline")] +
                   # Across servers: the uninstrumented build (the rows above give the per-thread view).
                   [cs(handoff=h, conns=c, binary=NOINST) for h in ("ring", "dgram") for c in (16, 64, 256)] +
                   [cs(mode="native", binary=NOINST)])
@@ -82,6 +88,10 @@ def full():
     S["instruments"] = [cs(conns=64), cs(conns=64, binary=NOINST)]
     S["browser"] = [cs(handoff="ring", client="wrk-browser"), cs(handoff="dgram", client="wrk-browser"),
                     peer("granian", client="wrk-browser")]
+    # The same shapes with the loop alone on a core, the pool and the client
+    # on the other (lib/pinning.py): the shared rows above are their pairs.
+    S["placement"] = [cs(handoff=h, conns=64, placement="loop-alone") for h in ("ring", "dgram")] + \
+        [cs(handoff=h, client="wrk-p16", conns=16, placement="loop-alone") for h in ("ring", "dgram")]
     return S
 
 
@@ -112,11 +122,14 @@ def quick():
     S["threads"] = [cs(bt=2, conns=16)]
     S["peers"] = [peer("granian", conns=16)]
     S["browser"] = [cs(client="wrk-browser", conns=16)]
+    S["placement"] = [cs(client="wrk-p16", conns=16, placement="loop-alone")]
     return S
 
 
 def label(run):
     client = run.get("client", "wrk")
+    if run.get("placement") not in (None, "shared"):  # lib/pinning.py; shared labels stay as recorded
+        client += f" @{run['placement']}"
     # workers and a peer's threads only where they are not 1, so the
     # one-process labels stay what every recorded run calls them
     shape = (f" w{run['workers']}" if run.get("workers", 1) > 1 else "")

@@ -2,29 +2,43 @@
 and the pipeline model fitted on the `calib` sweep and used out of sample.
 
 Regime, per run (never from comparing costs). The stages are the loop, the
-pool (for a peer: its two busiest threads) and the client:
+pool and the client; a peer's are found by the same rule (_peer_stages: its
+threads that run Python summed per interpreter, Granian's tokio threads its
+loop):
   a stage at >= 90 % of a core   -> bound by that stage ("loop-bound",
-                                    "pool-bound", "client-bound"; a peer's
-                                    "granian <thread>-bound"). Where two or more
-                                    stages saturate, the busiest one names the
-                                    regime and the others are kept beside it
-                                    (metrics()["regime_also"]), so a table shows both
+                                    "pool-bound", "client-bound"). Where two
+                                    or more stages saturate, the busiest one
+                                    names the regime and the others are kept
+                                    beside it (metrics()["regime_also"]), so
+                                    a table shows both
   else the machine's idle cores <= 0.1 (1.9 of 2 vCPUs busy, steal counted
        as not idle)               -> "machine-bound"
   else                            -> "unsaturated" (neither a stage nor the
                                     machine is full: wake-up gaps set the rate;
                                     the idle cores are shown beside it)
-The pool stage is the GIL: Python work is serialised whatever the number of
-blocking threads, so the pool's utilisation is the SUM over pool threads
-against one core, and the model's pool bound is 1/c_pool with c_pool the
-summed pool CPU per request. (regime() and pred() use the same convention.)
+The 90 % is a convention: the counts are also shown at 85 and 95 %
+(SAT_SWEEP). The pool stage is the GIL: Python work is serialised whatever
+the number of blocking threads, so the pool's utilisation is the SUM over
+pool threads against one core, and the model's pool bound is 1/c_pool with
+c_pool the summed pool CPU per request. (regime() and pred() use the same
+convention.)
+
+Each run also records its placement (lib/pinning.py) and every thread's
+on-CPU time and run delay in the window: a stage at 90 % of a core with a
+large run delay was runnable and waiting for a CPU, not for work. The
+loop-alone experiments call a run loop-bound by a stricter rule,
+loop_bound_strict(): the loop on CPU at least 95 % of the window and the
+pool under 70 %.
 
 A run whose window lost more than DISTURB_LIMIT cores to steal and foreign CPU
 together is *disturbed* (disturbed()): run.py reruns it, and report.py leaves
 it out of every median and counts it.
 
-Model: rate = min(1/c_loop, 1/c_pool, N/(c_loop + c_pool + c_client)),
-N = the vCPUs minus the foreign CPU and the steal measured in the run's window.
+Model (predict_placed): on shared cores rate = min(1/c_loop, 1/c_pool,
+1/c_client, N/(c_loop + c_pool + c_client)), N = the vCPUs minus the foreign
+CPU and the steal measured in the run's window; with the loop alone on a
+core, min(1/c_loop, 1/(c_pool + c_client)) (the other core is the pool's and
+the client's, a stage of its own: "pool+client").
 The costs come from the calib sweep only (lib/configs.py), never from the run
 predicted:
   c_loop[handoff, client]  the loop's µs/request, hello, in calib
@@ -37,11 +51,17 @@ predicted:
 calibration, not the steady-state costs.) The machine bound assumes a full
 machine: only machine-bound runs test it (bound_tested()).
 """
-from . import configs
+from . import configs, pinning
 
 SAT = 0.90
+SAT_SWEEP = (0.85, 0.90, 0.95)  # the thresholds the regime counts are shown at
 IDLE_MAX = 0.10        # cores: at most this idle -> machine-bound
 DISTURB_LIMIT = 0.05   # cores lost to steal + foreign CPU in the window -> disturbed
+# The loop-bound rule of the loop-alone experiments (experiments/regime.py):
+# the loop on CPU at least LOOP_ON of the window, the pool below POOL_SLACK.
+LOOP_ON = 0.95
+POOL_SLACK = 0.70
+IN_FLIGHT_MIN = 0.90   # a row keeping fewer of the client's requests in flight is left out of ratios
 
 
 def lost_cores(rec):
@@ -60,7 +80,64 @@ def disturbed(rec, limit=DISTURB_LIMIT):
 
 
 def _wrk_threads(rec):
-    return [t for t in rec.get("threadcpu") or [] if t["name"].startswith("wrk")]
+    """The client's threads (wrk's or pipeload's)."""
+    return [t for t in rec.get("threadcpu") or [] if pinning.is_client(t["name"])]
+
+
+def depth(cfg):
+    """Requests per connection the client keeps in flight: its pipelining
+    depth (wrk-p16, a heads.lua script's second argument, pipeload's
+    depth), else 1."""
+    if cfg.get("client") == "wrk-p16":
+        return 16
+    if cfg.get("client") == "pipeload":
+        return int(cfg.get("depth", 1))
+    args = cfg.get("script_args") or []
+    if cfg.get("script") == "pipeline.lua" and args:
+        return int(args[0])
+    if cfg.get("script") == "heads.lua" and len(args) > 1:
+        return int(args[1])
+    return 1
+
+
+def in_flight(rec):
+    """(requests in flight, the share of the client's connections the server
+    kept busy), by Little's law from the client's rate and mean latency.
+    wrk times each response from its request's write (a pipelined one from
+    its batch's), so rate × latency is the requests in flight; one request
+    per connection makes that the connections busy. pipeload times a batch
+    from its write to its last response, so rate × latency / depth is the
+    connections busy. wrk pipelined gives no connection count (answered
+    requests of a batch leave flight one by one): its share is None.
+    (None, None) where the client printed no latency."""
+    cfg = rec["config"]
+    rate, avg = rec.get("rps_wrk"), (rec.get("latency") or {}).get("avg_us")
+    if not rate or not avg:
+        return None, None
+    n = rate * avg / 1e6
+    d = depth(cfg)
+    if cfg.get("client") == "pipeload":
+        return n / d * (d + 1) / 2, n / d / cfg["conns"]  # requests: a batch's answered half on average
+    return n, (n / cfg["conns"] if d == 1 else None)
+
+
+def _peer_stages(srv):
+    """A peer's stages by the rule cserve's pool follows: its threads that
+    run Python, summed per process (one interpreter, one GIL; the busiest
+    process counts), are its pool; Granian's tokio threads (its Rust I/O)
+    are its loop, the busiest of them. gunicorn's and uWSGI's threads all
+    run Python (their I/O too), so all of them are the pool: an upper bound
+    on the GIL's time, since their C parts count. Returns (loop thread row
+    or None, pool's utilisation, pool's µs per request)."""
+    loops = [t for t in srv if pinning.role_of(t["name"]) == "loop"]
+    per = {}
+    for t in srv:
+        if pinning.role_of(t["name"]) != "loop":
+            per.setdefault(t.get("pid"), []).append(t)
+    top = max(per.values(), key=lambda ts: sum(t["median_pct"] for t in ts), default=[])
+    pool = sum(t["median_pct"] for t in top) / 100 if top else None
+    c_pool = sum(t["us_per_request"] or 0 for t in top) if top else None
+    return (max(loops, key=lambda t: t["median_pct"]) if loops else None), pool, c_pool
 
 
 def metrics(rec):
@@ -79,7 +156,7 @@ def metrics(rec):
     wrk = _wrk_threads(rec)
     m["client_util"] = sum(t["median_pct"] for t in wrk) / 100 if wrk else None
     m["c_client"] = m["client_util"] / rps * 1e6 if (wrk and rps) else None
-    srv = [t for t in rec.get("threadcpu") or [] if not t["name"].startswith("wrk")]
+    srv = [t for t in rec.get("threadcpu") or [] if not pinning.is_client(t["name"])]
     m["cores"] = sum(t["median_pct"] for t in srv) / 100 if srv else None  # process-level
     th = rec.get("stats_threads") or []
     loops = [t for t in th if t["role"] == "loop"]
@@ -99,17 +176,53 @@ def metrics(rec):
         m["loop_wait_us"] = c.get("wait_ns", 0) / reqs / 1e3 if reqs and "wait_ns" in c else None
         m["loop_work_us"] = c.get("pass_ns", 0) / reqs / 1e3 if reqs and "pass_ns" in c else None
         m["window_s"] = win
-    else:  # a peer: its threads from /proc, busiest first
-        srv.sort(key=lambda t: -t["median_pct"])
-        for t in srv[:2]:
-            m["stages"][t["name"]] = t["median_pct"] / 100
-        m["c_loop"] = srv[0]["us_per_request"] if srv else None
-        m["c_pool"] = srv[1]["us_per_request"] if len(srv) > 1 else None
-        m["loop_util"] = srv[0]["median_pct"] / 100 if srv else None
-        m["pool_util"] = srv[1]["median_pct"] / 100 if len(srv) > 1 else None
+    else:  # a peer: its threads from /proc, by the same stages (_peer_stages)
+        loop, m["pool_util"], m["c_pool"] = _peer_stages(srv)
+        m["loop_util"] = loop["median_pct"] / 100 if loop else None
+        m["c_loop"] = loop["us_per_request"] if loop else None
+        m["stages"] = {k: v for k, v in (("loop", m["loop_util"]), ("pool", m["pool_util"])) if v is not None}
         m["loop_wait_us"] = m["loop_work_us"] = None
+    m["in_flight"], m["in_flight_share"] = in_flight(rec)
+    sched = pinning.stage_sched((rec.get("window_cpu") or {}).get("sched"))
+    for stage in ("loop", "pool", "client"):
+        m[f"{stage}_on_cpu"] = (sched.get(stage) or {}).get("on_cpu")
+        m[f"{stage}_run_delay"] = (sched.get(stage) or {}).get("run_delay")
+    m["placement"] = (rec.get("placement") or {}).get("name", "shared")
+    if m["placement"] == "loop-alone" and sched:
+        # The core the pool and the client share is a stage of its own here:
+        # every thread's time on it (all but the loop's) against one core.
+        rows = (rec.get("window_cpu") or {}).get("sched") or []
+        m["stages"]["pool+client"] = m["pool_client_core"] = sum(r["on_cpu"] for r in rows if r["role"] != "loop")
     m["regime"], m["regime_also"] = regime_detail(m, rec["config"])
+    m["loop_bound_strict"] = loop_bound_strict(m)
     return m
+
+
+def keeps_too_few(row):
+    """Did the server keep fewer than IN_FLIGHT_MIN of the client's
+    connections busy while the client had time to spare (a run's metrics or
+    a table row, its medians as (m, lo, hi))? A client busy or waiting for a
+    CPU most of the window (on CPU + run delay >= SAT, or saturated) holds
+    connections itself between a response and the next request: the count
+    is then the client's, not the server's."""
+    def v(k):
+        x = row.get(k)
+        return x[0] if isinstance(x, tuple) else x
+    f = v("in_flight_share")
+    if f is None or f >= IN_FLIGHT_MIN or saturated(row, "client-bound"):
+        return False
+    on, delay = v("client_on_cpu"), v("client_run_delay")
+    return not (on is not None and delay is not None and on + delay >= SAT)
+
+
+def loop_bound_strict(m):
+    """The loop-alone experiments' rule: the loop on CPU at least LOOP_ON of
+    the window (its schedstat; its own clock where there is none) and the
+    pool under POOL_SLACK. None where either is not measured."""
+    on = m.get("loop_on_cpu") if m.get("loop_on_cpu") is not None else m.get("loop_util")
+    if on is None or m.get("pool_util") is None:
+        return None
+    return on >= LOOP_ON and m["pool_util"] < POOL_SLACK
 
 
 def idle_cores(rec):
@@ -131,19 +244,17 @@ def socket_errors(rec):
     return sum(int(x) for x in mm.groups()) if mm else 0
 
 
-def _stage_name(name, cfg):
-    return f"{name}-bound" if cfg["server"] == "cserve" or name == "client" else f"{cfg['server']} {name}-bound"
-
-
-def regime_detail(m, cfg):
+def regime_detail(m, cfg, sat_at=SAT):
     """(regime, [other saturated stages' regimes]). Every stage, the client
-    included, is checked alike; the busiest saturated one names the regime."""
+    included, is checked alike, a peer's as cserve's (_peer_stages); the
+    busiest saturated one names the regime. sat_at: the threshold (the
+    counts are also shown at each of SAT_SWEEP)."""
     stages = {k: v for k, v in (m.get("stages") or {}).items() if v is not None}
     if m.get("client_util") is not None:
         stages["client"] = m["client_util"]
-    sat = sorted(((u, k) for k, u in stages.items() if u >= SAT), reverse=True)
+    sat = sorted(((u, k) for k, u in stages.items() if u >= sat_at), reverse=True)
     if sat:
-        names = [_stage_name(k, cfg) for _, k in sat]
+        names = [f"{k}-bound" for _, k in sat]
         return names[0], names[1:]
     if m.get("idle") is not None and m["idle"] <= IDLE_MAX:
         return "machine-bound", []
@@ -164,7 +275,8 @@ def bound_tested(bound, regime_name):
     """Does a run in `regime_name` satisfy the assumptions of the model's
     `bound` ("loop", "pool", "machine")? A stage bound is tested on runs
     where that stage saturated; the machine bound on machine-bound runs."""
-    want = {"loop": "loop-bound", "pool": "pool-bound", "machine": "machine-bound"}.get(bound)
+    want = {"loop": "loop-bound", "pool": "pool-bound", "machine": "machine-bound", "client": "client-bound",
+            "pool+client": "pool+client-bound"}.get(bound)
     return want is not None and regime_name == want
 
 
@@ -272,8 +384,35 @@ def predict(p, cfg, m, nproc):
     if c_loop is None or c_pool is None or c_client is None:
         return None, "missing calibration", {}
     n = max(0.5, nproc - (m.get("foreign") or 0.0) - (m.get("steal") or 0.0))
-    bounds = {"loop": 1e6 / c_loop, "machine": n * 1e6 / (c_loop + c_pool + c_client)}
-    if c_pool > 0:
-        bounds["pool"] = 1e6 / c_pool
-    name = min(bounds, key=bounds.get)
-    return bounds[name], name, {"c_loop": c_loop, "c_pool": c_pool, "c_client": c_client, "n": n}
+    costs = {"c_loop": c_loop, "c_pool": c_pool, "c_client": c_client, "n": n}
+    rate, name = predict_placed(c_loop, c_pool, c_client, cfg.get("placement") or "shared", n)
+    return rate, name, costs
+
+
+def predict_placed(c_loop, c_pool, c_client, placement, cpus=2, client_threads=1):
+    """(rate, bound) of the pipeline from its stages' µs per request, where
+    each stage runs by placement (lib/pinning.py):
+      loop-alone  the loop on a core of its own; the pool and the client
+                  share the other: min(1/c_loop, 1/(c_pool + c_client))
+      dedicated   every stage on cores of its own: min(1/c_loop, 1/c_pool,
+                  client_threads/c_client)
+      shared      any thread anywhere on `cpus` cores: each stage at most a
+                  core, all of them at most the machine
+    bound: "loop", "pool", "client", "pool+client" (the core those two
+    share) or "machine". None where a cost is missing."""
+    if None in (c_loop, c_pool, c_client) or min(c_loop, c_client) <= 0:
+        return None, None
+    b = {"loop": 1e6 / c_loop}
+    if placement == "loop-alone":
+        b["pool+client"] = 1e6 / (c_pool + c_client)
+    elif placement == "dedicated":
+        if c_pool > 0:
+            b["pool"] = 1e6 / c_pool
+        b["client"] = client_threads * 1e6 / c_client
+    else:
+        if c_pool > 0:
+            b["pool"] = 1e6 / c_pool
+        b["client"] = 1e6 / c_client
+        b["machine"] = cpus * 1e6 / (c_loop + c_pool + c_client)
+    name = min(b, key=b.get)
+    return b[name], name

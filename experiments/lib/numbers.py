@@ -17,8 +17,8 @@ FMT = {"rps": "{:,.0f}", "rps_wrk": "{:,.0f}", "p50_us": "{:.0f} µs", "p99_us":
        "loop_util": "pct", "pool_util": "pct", "client_util": "pct", "cores": "{:.2f}",
        "c_loop": "{:.2f} µs", "c_pool": "{:.2f} µs", "c_client": "{:.2f} µs",
        "loop_wait_us": "{:.2f} µs", "loop_work_us": "{:.2f} µs", "foreign": "{:.2f}", "steal": "{:.2f}",
-       "idle": "{:.2f}", "sock_err": "{:,.0f}"}
-REGIMES = ("loop-bound", "pool-bound", "client-bound", "machine-bound", "unsaturated")
+       "idle": "{:.2f}", "sock_err": "{:,.0f}", "in_flight_share": "pct"}
+REGIMES = ("loop-bound", "pool-bound", "client-bound", "pool+client-bound", "machine-bound", "unsaturated")
 
 
 def _fmt(v, kind):
@@ -95,6 +95,7 @@ def reading_numbers(summ, put, N):
     rows = [s for s in summ.values() if s["n"]]
     regs = [s["regime"] for s in rows]
     names = {"loop-bound": "loop-bound", "pool-bound": "pool-bound", "client-bound": "client-bound",
+             "pool+client-bound": "pool+client-bound",
              "machine-bound": "machine-bound", "unsaturated": "unsaturated"}
     have = [f"{regs.count(r)} {names[r]}" for r in REGIMES if regs.count(r)]
     other = len(regs) - sum(regs.count(r) for r in REGIMES)
@@ -192,7 +193,20 @@ def compute(summ, params, meta, extra):
 
     by = {s["label"]: s for s in summ.values()}
 
+    def short(lab):
+        """Where a row kept too few of the client's requests in flight to
+        be compared (model.IN_FLIGHT_MIN), the words that say so."""
+        if model.keeps_too_few(by[lab]):
+            return f"`{lab}` kept {100 * by[lab]['in_flight_share'][0]:.0f} % of the client's requests in flight"
+        return None
+
     def ratio(key, a, b, metric="rps_wrk"):
+        few = [w for w in (short(a) if a in by and by[a]["n"] else None,
+                           short(b) if b in by and by[b]["n"] else None) if w]
+        if few:  # not like for like: shown, not compared
+            N[key] = _none("left out: " + " and ".join(few))
+            N[key + ":n"] = _none("n = 0")
+            return
         if a in by and b in by and by[a]["n"] and by[b]["n"]:
             r, lo, hi = stats.ratio_ci(by[a][metric + "_all"], by[b][metric + "_all"])
             put(key, r, lo, hi, "ratio", stats.interval_kind(by[a]["n"], by[b]["n"]))
@@ -212,7 +226,8 @@ def compute(summ, params, meta, extra):
             # Across servers the uninstrumented build is the fair one.
             ratio(f"ratio_{h}_granian_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk",
                   f"granian hello c{c} wrk")
-            ratio(f"ratio_{h}_uwsgi_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk", f"uwsgi hello c{c} wrk")
+            ratio(f"ratio_{h}_uwsgi_c{c}_noinst", f"cserve {h} bt1 {NOINST} hello c{c} wrk",
+                  f"uwsgi bt{configs.UWSGI_THREADS} hello c{c} wrk")
         ratio(f"ratio_ring_dgram_c{c}", f"cserve ring bt1 hello c{c} wrk", f"cserve dgram bt1 hello c{c} wrk")
     for a in ("flask", "django"):
         for h in ("ring", "dgram"):
@@ -237,7 +252,16 @@ def compute(summ, params, meta, extra):
         pb = [us for us, s in rows if s["regime"] == "pool-bound"]
         lb = [us for us, s in rows if s["regime"] == "loop-bound"]
         if pb:
-            put(f"crossover_pool_us_{h}", min(pb), kind="{:.0f} µs")
+            # Bracketed: the costliest app below the first pool-bound one that
+            # was not pool-bound. Where the grid's lowest point is already
+            # pool-bound, the crossover is somewhere under it: not bracketed.
+            below = [us for us, s in rows if us < min(pb) and s["regime"] != "pool-bound"]
+            key = f"crossover_pool_us_{h}"
+            if below:
+                _words(key, f"between {max(below):.0f} and {min(pb):.0f} µs", [max(below), min(pb)], N)
+            else:
+                _words(key, f"at or below {min(pb):.0f} µs (the grid's lowest point: not bracketed)",
+                       [None, min(pb)], N)
         elif rows:  # measured, and no app cost saturated the pool: say so
             N[f"crossover_pool_us_{h}"] = _none("none in the sweep")
         if lb:
@@ -255,6 +279,29 @@ def compute(summ, params, meta, extra):
         N[f"list:{name}"] = {"value": labs, "text": text, "text_ci": text}
     regime_numbers(summ, put, N)
     reading_numbers(summ, put, N)
+    # Each peer's idle cores over its rows (a server that leaves cores idle
+    # ran unsaturated: its rate is not its bound).
+    for srv in sorted({s["config"]["server"] for s in summ.values() if s["config"]["server"] != "cserve"}):
+        idle = [s["idle"][0] for s in summ.values() if s["n"] and s["config"]["server"] == srv
+                and s["idle"][0] is not None]
+        if idle:
+            _words(f"idle_span:{srv}", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
+    for t in model.SAT_SWEEP:
+        for name in REGIMES:
+            put(f"count_at:{t:.2f}:{name}", sum(1 for s in summ.values() if s["n"] and s.get("regime_at", {}).get(t)
+                                                == name), kind="{:d}")
+    put("count:loop_bound_strict", sum(1 for s in summ.values() if s["n"] and s.get("loop_bound_strict")),
+        kind="{:d}")
+    # What each handoff costs the loop and the pool, hello, pipelined: one phrase for the abstract.
+    parts = []
+    for h in configs.HANDOFFS:
+        s = by.get(f"cserve {h} bt1 hello c16 wrk-p16")
+        if s and s["n"] and s["c_loop"][0] is not None and s["c_pool"][0] is not None:
+            parts.append(f"{h} {s['c_loop'][0]:.2f} and {s['c_pool'][0]:.2f} µs")
+    _words("handoff_costs", "; ".join(parts) if parts else "not measured", N=N)
+    put("const:loop_on", model.LOOP_ON, kind="pct")
+    put("const:pool_slack", model.POOL_SLACK, kind="pct")
+    put("const:in_flight_min", model.IN_FLIGHT_MIN, kind="pct")
     disturbance_numbers(summ, put, N)
     # How close the loop came to saturating with a pool thread behind it.
     with_pool = [s for s in summ.values() if s["n"] and _with_handoff(s) and s["loop_util"][0] is not None]
@@ -277,8 +324,14 @@ def compute(summ, params, meta, extra):
         put("model_tested_abs_err_p95", q[0.95], kind="pct")
     put("model_tested_runs", len(tested), kind="{:d}")
     bounds = [b for s in summ.values() for b in s.get("pred_tested_bounds", [])]
-    for b in ("pool", "loop", "machine", "client"):
+    for b in ("pool", "loop", "machine", "client", "pool+client"):
         put(f"model_tested_runs:{b}", bounds.count(b), kind="{:d}")
+        errs_b = [abs(e) for s in summ.values() for e, bb in zip(s.get("pred_err_tested", []),
+                                                                 s.get("pred_tested_bounds", [])) if bb == b]
+        if errs_b:
+            put(f"model_tested_abs_err_median:{b}", stats.median(errs_b), kind="pct")
+        else:
+            N[f"model_tested_abs_err_median:{b}"] = _none("no run tested it")
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:
         put("model_at_or_above", sum(e >= 0 for e in errs), kind="{:d}")
@@ -355,6 +408,26 @@ def agreement_numbers(N, agreement):
             N[f"agree_other_{k}"] = {"value": v, "text": v, "text_ci": v}
     for k, v in (agreement.get("other_numbers") or {}).items():
         N[f"agree_other:{k}"] = v
+    # Each ratio as both runs give it: the headline states both, or only the
+    # direction they share (a claim one run's interval makes alone does not
+    # hold across guests).
+    for k, a in list(N.items()):
+        if not k.startswith("ratio_") or ":" in k:
+            continue
+        if not isinstance(a.get("value"), float):  # left out or not measured here: its words say why
+            _words(f"both:{k}", a["text"], N=N)
+            _words(f"direction:{k}", a["text"], N=N)
+            continue
+        b = (agreement.get("other_numbers") or {}).get(k) or {}
+        if not isinstance(b.get("value"), float):
+            _words(f"both:{k}", f"{a['text_ci']} (this run only)", N=N)
+            _words(f"direction:{k}", "shown by this run only", N=N)
+            continue
+        _words(f"both:{k}", f"{a['text_ci']} here and {b['text_ci']} on the agreement run's guest", N=N)
+        side = [("above" if x["lo"] is not None and x["lo"] > 1 else "below" if x["hi"] is not None and x["hi"] < 1
+                 else "spans") for x in (a, b)]
+        _words(f"direction:{k}", "above one in both runs" if side == ["above"] * 2 else
+               "below one in both runs" if side == ["below"] * 2 else "not settled by the two runs", N=N)
     if agreement.get("other_steal"):
         put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
         put("agree_other_steal_max", max(agreement["other_steal"]), kind="{:.2f}")

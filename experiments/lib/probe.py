@@ -16,13 +16,12 @@ import os
 import random
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 
-from . import model, provenance, stats
-from .serverctl import (CSERVE, ROOT, WRK_DIR, app_spec, finish_window, free_port, load_window, server_cmd,
-                        start, stop, wait_ready, wrk_duration)
+from . import model, pinning, provenance, stats
+from .serverctl import (CSERVE, PIPELOAD, ROOT, WRK_DIR, app_spec, finish_window, free_port, load_window, server_cmd,
+                        start, start_client, stop, wait_ready, wrk_duration)
 
 APPS_DIR = os.path.join(ROOT, "apps")
 
@@ -55,8 +54,17 @@ def command(cfg, port, stats_file):
 
 
 def wrk_cmd(cfg, port, seconds):
-    """wrk -tT -cC with the configuration's Lua script (experiments/wrk/) and its arguments."""
+    """The client's command: wrk -tT -cC with the configuration's Lua script
+    (experiments/wrk/) and its arguments; or, with client "pipeload",
+    build/pipeload with cfg's depth and (where set) a browser-like head
+    with a Cookie of cfg["cookie"] bytes."""
     url = f"http://127.0.0.1:{port}{cfg.get('path', '/')}"
+    if cfg.get("client") == "pipeload":
+        cmd = [PIPELOAD, "-t", str(cfg.get("wrk_threads", 1)), "-c", str(cfg["conns"]),
+               "-p", str(cfg.get("depth", 1)), "-d", f"{seconds:g}"]
+        if cfg.get("cookie") is not None:
+            cmd += ["-B", "-b", str(cfg["cookie"])]
+        return cmd + [url]
     cmd = ["wrk", f"-t{cfg.get('wrk_threads', 1)}", f"-c{cfg['conns']}", wrk_duration(seconds), "--latency"]
     if cfg.get("script"):
         cmd += ["-s", os.path.join(WRK_DIR, cfg["script"])]
@@ -86,9 +94,10 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
         total = warmup + duration + margin
         wrk = wrk_cmd(cfg, port, total)
         rec["wrk_cmd"] = shlex.join(wrk)
-        wp = subprocess.Popen(wrk, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wp, rec["placement"], check = start_client(proc, cfg, wrk, children)
         series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
                                                        children, stats_file if is_cserve else None)
+        check()
         finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
     except Exception as e:  # record the failure, keep sweeping
         rec["error"] = f"{type(e).__name__}: {e}"
@@ -104,11 +113,11 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
 
 
 def run_metrics(rec):
-    """model.metrics(rec), with the client stage as its busiest wrk thread
+    """model.metrics(rec), with the client stage as its busiest thread
     (wrk -t2 is two stages of one core each, not one of two) and the client's
     cores beside it; the regime recomputed on that."""
     m = model.metrics(rec)
-    wrk = [t for t in rec.get("threadcpu") or [] if t["name"].startswith("wrk")]
+    wrk = [t for t in rec.get("threadcpu") or [] if pinning.is_client(t["name"])]
     m["client_cores"] = sum(t["median_pct"] for t in wrk) / 100 if wrk else None
     if len(wrk) > 1:
         m["client_util"] = max(t["median_pct"] for t in wrk) / 100
@@ -188,7 +197,8 @@ def summarise(records, extra=None):
                "all_disturbed": bool(ok) and not clean}
         for k in ("rps", "rps_wrk", "loop_util", "pool_util", "client_util", "client_cores", "cores", "steal",
                   "foreign", "idle", "c_loop", "c_pool", "c_client", "loop_wait_us", "p50_us", "p99_us",
-                  "sock_err"):
+                  "sock_err", "in_flight_share", "loop_on_cpu", "loop_run_delay", "pool_run_delay",
+                  "client_on_cpu", "client_run_delay"):
             vals = [m.get(k) for m in ms]
             row[k] = _med(vals)
             vv = [v for v in vals if v is not None]

@@ -13,12 +13,13 @@ import subprocess
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from . import provenance
+from . import pinning, provenance
 from . import threadcpu  # noqa: F401  (re-exported for the harness)
 
 PY = "/usr/bin/python3"  # the interpreter cserve embeds; peers run on it too
 CSERVE = os.environ.get("CSERVE_BIN", os.path.join(ROOT, "cserve"))
 WRK_DIR = os.path.join(ROOT, "experiments", "wrk")
+PIPELOAD = os.environ.get("CSERVE_PIPELOAD", os.path.join(ROOT, "build", "pipeload"))  # loadgen/pipeload.c (make all)
 
 # app name -> (--chdir, module:callable, URL path); cpuN (N µs on this
 # interpreter), cpunN (N iterations: the same work on every interpreter) and
@@ -89,6 +90,24 @@ def server_cmd(run, port, stats_file=None):
     raise ValueError(s)
 
 
+def start_client(proc, cfg, cmd, children):
+    """Place the server's threads by cfg["placement"] (lib/pinning.py;
+    default shared) and start the client command on its CPUs. Returns
+    (client Popen, the placement's record, check): check() lists the
+    server threads not where their role belongs, for after the window."""
+    pids = threadcpu.descendants(proc.pid) if children else [proc.pid]
+    sets, placed = pinning.place(pids, cfg.get("placement"), cfg.get("bt", 1))
+    wp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          preexec_fn=pinning.client_preexec(sets))
+    if sets:
+        placed["client_cpus"] = sorted(os.sched_getaffinity(wp.pid))
+
+    def check():
+        if sets:
+            placed["unpinned"] = pinning.unpinned(pids, sets)
+    return wp, placed, check
+
+
 def wrk_duration(seconds):
     """wrk's -d for a load that must last at least `seconds`. wrk takes whole
     seconds; rounding down (4.5 -> 4) would end the load inside the margin
@@ -115,6 +134,13 @@ def unavailable(run):
         return f"{s} is not installed for {py} (make deps)"
     if s == "uwsgi" and not shutil.which("uwsgi"):
         return "no uwsgi (scripts/setup-experiments.sh)"
+    if run.get("client") == "pipeload" and not os.access(PIPELOAD, os.X_OK):
+        return f"no {os.path.relpath(PIPELOAD, ROOT)} (make all)"
+    if run.get("placement") not in (None, "shared"):
+        try:
+            pinning.cpu_sets(run["placement"], run.get("bt", 1))
+        except ValueError as e:
+            return str(e)
     if run["app"] in ("flask", "django") and not _importable(run["app"], py):
         return f"{run['app']} is not installed for {py} (make deps)"
     return None
@@ -122,7 +148,7 @@ def unavailable(run):
 
 def client_cmd(run, port, seconds):
     url = f"http://127.0.0.1:{port}{app_spec(run['app'])[2]}"
-    cmd = ["wrk", "-t1", f"-c{run['conns']}", wrk_duration(seconds), "--latency"]
+    cmd = ["wrk", f"-t{run.get('wrk_threads', 1)}", f"-c{run['conns']}", wrk_duration(seconds), "--latency"]
     client = run.get("client", "wrk")
     if client == "wrk-p16":
         cmd += ["-s", os.path.join(WRK_DIR, "pipeline.lua"), url, "--", "16"]
@@ -185,27 +211,6 @@ def thread_ids(pid, keep):
     return tids
 
 
-def pin_threads(pid, mapping, children):
-    """sched_setaffinity on each thread whose comm matches; returns {comm: cpus} applied."""
-    done = {}
-    pids = threadcpu.descendants(pid) if children else [pid]
-    for p in pids:
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                comm = open(f"/proc/{p}/task/{tid}/comm").read().strip()
-            except OSError:
-                continue
-            if comm in mapping:
-                cpus = {int(c) for c in mapping[comm].split(",")}
-                os.sched_setaffinity(int(tid), cpus)
-                done[comm] = mapping[comm]
-    return done
-
-
 def parse_latency(text):
     """{p50_us, p75_us, p90_us, p99_us, avg_us, max_us} from wrk --latency."""
     def us(v):
@@ -234,15 +239,20 @@ def load_window(proc, wp, warmup, duration, interval, children, stats_file=None)
     write its window while the client still loads. Returns (series,
     window_cpu, mtime): threadcpu's samples, provenance.window_cpu's steal
     and foreign CPU over the window, and the stats file's mtime before the
-    write, for read_stats."""
+    write, for read_stats. window_cpu["sched"]: every thread's on-CPU time
+    and run delay over the window (pinning.sched_window)."""
     time.sleep(warmup)
     if stats_file:
         proc.send_signal(signal.SIGUSR2)  # a new stats window: warm-up excluded
+    pids = threadcpu.descendants(proc.pid) + threadcpu.descendants(wp.pid)
+    ss0 = pinning.schedstat(pids)
     ps0, t0 = provenance.proc_stat(), time.monotonic()
     series = threadcpu.sample([proc.pid, wp.pid], interval, duration, children=children)
     ps1, t1 = provenance.proc_stat(), time.monotonic()
+    ss1 = pinning.schedstat(pids)
     own = sum(e["cpu_s"] for e in series.values())
     window_cpu = provenance.window_cpu(ps0, ps1, t1 - t0, own)
+    window_cpu["sched"] = pinning.sched_window(ss0, ss1, t1 - t0, set(threadcpu.descendants(wp.pid)))
     mtime = 0
     if stats_file:
         try:

@@ -26,7 +26,9 @@ def rec(server="cserve", loop=None, pools=(), client=None, rps=100000.0, app="he
         for i, u in enumerate(pools):
             th.append({"name": f"cserve-pool-{i}", "role": "pool", "cpu_s": u, "utilisation": u,
                        "requests": reqs // max(1, len(pools)), "counters": {}})
-    tc = [{"name": n, "median_pct": 100 * u, "us_per_request": u / rps * 1e6} for n, u in peer_threads]
+    # peer_threads: (name, utilisation) or (name, utilisation, pid): one process unless told
+    tc = [{"name": t[0], "median_pct": 100 * t[1], "us_per_request": t[1] / rps * 1e6,
+           "pid": t[2] if len(t) > 2 else 1} for t in peer_threads]
     if client is not None:
         tc.append({"name": "wrk", "median_pct": 100 * client, "us_per_request": client / rps * 1e6})
     r = {"label": configs.label(cfg), "config": cfg, "rps": rps, "rps_wrk": rps, "latency": {},
@@ -52,9 +54,22 @@ def test_regime_is_read_from_utilisation(kw, want):
     assert model.metrics(rec(**kw))["regime"] == want
 
 
-def test_regime_of_a_peer_names_its_saturated_thread():
+def test_a_peers_stages_follow_cserves_rule():
+    # Granian: its tokio thread is its loop, its Python thread its pool.
     r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.6), ("python3", 1.0)], client=0.5)
-    assert model.metrics(r)["regime"] == "granian python3-bound"
+    m = model.metrics(r)
+    assert m["regime"] == "pool-bound" and m["loop_util"] == 0.6 and m["pool_util"] == 1.0
+    r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.95), ("python3", 0.6)], client=0.5)
+    assert model.metrics(r)["regime"] == "loop-bound"
+    # gunicorn's two Python threads of one interpreter share its GIL: 52 % and
+    # 50 % are one saturated pool, though neither thread is at 90 %.
+    r = rec(server="gunicorn", peer_threads=[("python3", 0.52), ("python3", 0.50)], client=0.5)
+    m = model.metrics(r)
+    assert m["regime"] == "pool-bound" and abs(m["pool_util"] - 1.02) < 1e-9 and m["loop_util"] is None
+    # Two processes are two interpreters: 60 % each is not a saturated pool.
+    r = rec(server="uwsgi", peer_threads=[("uwsgi", 0.6, 11), ("uwsgi", 0.6, 12)], client=0.5)
+    m = model.metrics(r)
+    assert m["regime"] == "unsaturated" and abs(m["pool_util"] - 0.6) < 1e-9
 
 
 def calib_records():
@@ -143,8 +158,8 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_median():
 def test_plan_interleaves_shuffled_rounds_and_runs_each_configuration_once_per_round(monkeypatch):
     from experiments import run
     monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
-    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", wrk_cpus=None,
-                              pin=None)
+    a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=5, seed="t", placement=None,
+                              wrk_threads=1)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     uniq = set(labels)
@@ -159,7 +174,7 @@ def test_headline_rows_get_their_extra_runs_inside_the_interleaved_rounds(monkey
     from experiments import run
     monkeypatch.setattr(run, "unavailable", lambda r: None)  # the plan, not this machine's installs
     a = types.SimpleNamespace(quick=False, sweep=None, repeats=5, headline_repeats=configs.HEADLINE_REPEATS,
-                              seed="t", wrk_cpus=None, pin=None)
+                              seed="t", placement=None, wrk_threads=1)
     order = run.plan(a)
     labels = [configs.label(r) for _, _, r in order]
     heads = {configs.label(r) for r in configs.headline()}
@@ -282,7 +297,7 @@ def test_two_saturated_stages_are_both_kept_busiest_first():
     assert m["regime"] == "client-bound" and m["regime_also"] == ["loop-bound"]
     r = rec(server="granian", peer_threads=[("tokio-rt-worker", 0.6), ("python3", 1.0)], client=0.93)
     m = model.metrics(r)
-    assert m["regime"] == "granian python3-bound" and m["regime_also"] == ["client-bound"]
+    assert m["regime"] == "pool-bound" and m["regime_also"] == ["client-bound"]
 
 
 def test_disturbed_runs_are_left_out_and_counted():
@@ -449,3 +464,59 @@ def test_a_configuration_that_cannot_run_here_says_what_is_missing():
     assert "no nope/cserve (make BUILD=build-noinst" in serverctl.unavailable(dict(cs, binary="nope/cserve"))
     peer = {"server": "granian", "app": "hello", "conns": 16, "client": "wrk"}
     assert "not installed for /nonexistent/python" in serverctl.unavailable(dict(peer, python="/nonexistent/python"))
+
+
+def test_requests_in_flight_by_littles_law():
+    r = rec(loop=0.5, pools=[0.3], client=0.5, rps=10000.0, conns=64)
+    r["latency"] = {"avg_us": 6400.0}  # 10,000/s × 6.4 ms = 64 in flight of 64 connections
+    assert model.in_flight(r) == (64.0, 1.0)
+    # One connection served at a time, as uWSGI with one thread: 1 in flight of 64.
+    r["latency"] = {"avg_us": 100.0}
+    assert model.in_flight(r) == (1.0, 1 / 64)
+    # wrk pipelined times each response from its batch's write: no connection count.
+    p = rec(loop=0.5, pools=[0.3], client=0.5, rps=10000.0, conns=16, client_kind="wrk-p16")
+    p["latency"] = {"avg_us": 1000.0}
+    assert model.in_flight(p) == (10.0, None)
+    # pipeload times a batch: rate × latency / depth connections busy.
+    q = rec(loop=0.5, pools=[0.3], client=0.5, rps=16000.0, conns=16, client_kind="pipeload")
+    q["config"]["depth"] = 16
+    q["latency"] = {"avg_us": 16000.0}
+    n, share = model.in_flight(q)
+    assert share == 1.0 and n == 16 * 17 / 2
+
+
+def test_a_row_that_keeps_few_in_flight_is_left_out_of_ratios():
+    # Too few in flight while the client has time to spare: the server's doing.
+    row = {"in_flight_share": (0.02, None, None), "regime": "unsaturated", "regime_also": [],
+           "client_on_cpu": (0.35, None, None), "client_run_delay": (0.05, None, None)}
+    assert model.keeps_too_few(row)
+    # A client busy or waiting for a CPU holds the connections itself.
+    assert not model.keeps_too_few(dict(row, client_run_delay=(0.6, None, None)))
+    assert not model.keeps_too_few(dict(row, regime="client-bound"))
+    assert not model.keeps_too_few(dict(row, in_flight_share=(0.95, None, None)))
+    assert not model.keeps_too_few(dict(row, in_flight_share=(None, None, None)))
+    # In numbers: the ratio says why it is not there.
+    from experiments import report
+    cs_runs = [rec(loop=0.5, pools=[0.3], client=0.5, rps=20000.0 + i, conns=64) for i in range(3)]
+    uw_runs = [rec(server="uwsgi", peer_threads=[("uwsgi", 0.5)], client=0.35, rps=12000.0 + i, conns=64)
+               for i in range(3)]
+    for r in cs_runs:
+        r["config"]["binary"] = configs.NOINST
+        r["label"] = configs.label(r["config"])
+        r["latency"] = {"avg_us": 64 / r["rps"] * 1e6}
+    for r in uw_runs:
+        r["config"]["bt"] = configs.UWSGI_THREADS
+        r["label"] = configs.label(r["config"])
+        r["latency"] = {"avg_us": 80.0}  # 12,000/s × 80 µs: 1 of 64 in flight
+    for r in cs_runs + uw_runs:
+        r["window_cpu"]["sched"] = [{"name": "wrk", "role": "client", "on_cpu": 0.35, "run_delay": 0.0,
+                                     "pid": 9, "tid": 9, "slices": 1}]
+    from experiments.lib import numbers
+    summ = report.summarise({"peers": cs_runs + uw_runs}, model.fit([]), 2)
+    n = numbers.compute(summ, model.fit([]), [], {})
+    assert n["ratio_ring_uwsgi_c64_noinst"]["text"] == \
+        "left out: `uwsgi bt64 hello c64 wrk` kept 2 % of the client's requests in flight"
+    for r in uw_runs:  # serving every connection: compared
+        r["latency"] = {"avg_us": 64 / r["rps"] * 1e6}
+    summ = report.summarise({"peers": cs_runs + uw_runs}, model.fit([]), 2)
+    assert numbers.compute(summ, model.fit([]), [], {})["ratio_ring_uwsgi_c64_noinst"]["value"] > 1.5
