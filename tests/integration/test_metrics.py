@@ -77,6 +77,19 @@ def stats(port):
     return json.loads(get(port, "/stats.json")[2])
 
 
+def wait_published(mport, done, check=None, timeout=15.0):
+    """Until the workers' published counts hold `done` successful requests
+    (a loop publishes twice a second, later on a loaded machine), or
+    check(stats) holds; returns that /stats.json."""
+    deadline = time.monotonic() + timeout
+    while True:
+        doc = stats(mport)
+        if check(doc) if check else sum(w["requests_by_class"]["2xx"] for w in doc["workers"]) >= done:
+            return doc
+        assert time.monotonic() < deadline, f"the published counts never reached {done}: {doc['workers']}"
+        time.sleep(0.1)
+
+
 def metrics_server(factory, *args, app=None, chdir=None, **kw):
     mport = free_port()
     extra = ["--metrics-bind", f"127.0.0.1:{mport}", *args]
@@ -172,7 +185,7 @@ def report(name, v):
 def test_metrics_every_family_parsed_and_counters_monotonic(server_factory):
     srv, mport = metrics_server(server_factory)
     hello_requests(srv.port, 20)
-    time.sleep(0.7)  # a publish
+    wait_published(mport, 20)
     first = families(mport)
     missing = FAMILIES - set(first)
     assert not missing, f"families missing from /metrics: {sorted(missing)}"
@@ -187,7 +200,7 @@ def test_metrics_every_family_parsed_and_counters_monotonic(server_factory):
     assert two["2xx"] >= 20
 
     hello_requests(srv.port, 20)
-    time.sleep(0.7)
+    wait_published(mport, 40)
     second = families(mport)
     grew = False
     for name, fam in first.items():
@@ -213,7 +226,7 @@ def test_two_workers_sum_equals_total(server_factory):
     srv, mport = metrics_server(server_factory, "--workers", "2")
     wait_metrics(mport, workers=2)
     hello_requests(srv.port, 200, conns=8)
-    time.sleep(0.7)
+    wait_published(mport, 200)
     fams = families(mport)
     pids = {s.labels["worker"]: s.value for s in fams["cserve_worker_pid"].samples}
     assert set(pids) == {"0", "1"} and pids["0"] != pids["1"]
@@ -247,7 +260,7 @@ def test_promtool_check_metrics(server_factory):
     srv, mport = metrics_server(server_factory, "--workers", "2")
     wait_metrics(mport, workers=2)
     hello_requests(srv.port, 40)
-    time.sleep(0.7)  # a publish
+    wait_published(mport, 40)
     body = get(mport, "/metrics")[2]
     assert b"cserve_handoff_loop_spin_budget" in body
     p = subprocess.run([shutil.which("promtool"), "check", "metrics"], input=body, capture_output=True,
@@ -259,8 +272,7 @@ def test_promtool_check_metrics(server_factory):
 def test_stats_json_and_the_page(server_factory):
     srv, mport = metrics_server(server_factory)
     hello_requests(srv.port, 10)
-    time.sleep(0.7)
-    doc = stats(mport)
+    doc = wait_published(mport, 10)
     assert doc["verdict"]["regime"] in REGIMES and doc["verdict"]["advice"] and doc["verdict"]["why"]
     w = doc["workers"][0]
     assert w["requests_by_class"]["2xx"] >= 10
@@ -761,8 +773,8 @@ def test_metrics_follow_a_reloaded_lone_worker(server_factory):
         time.sleep(0.2)
     assert pid1 != pid0, "the successor's slot was never served"
     hello_requests(srv.port, 10)
-    time.sleep(0.7)
-    w = stats(mport)["workers"][0]
+    w = wait_published(mport, 10, check=lambda d: d["workers"][0]["pid"] == pid1 and
+                       d["workers"][0]["requests_by_class"]["2xx"] >= 10)["workers"][0]
     assert w["pid"] == pid1 and w["requests_by_class"]["2xx"] >= 10
 
 
@@ -867,6 +879,5 @@ def test_app_that_forks_while_metrics_are_served(server_factory):
         with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/", timeout=60) as r:
             assert r.read() == b"140 9"
     assert get(mport, "/metrics")[0] == 200
-    time.sleep(0.7)  # a publish
-    doc = stats(mport)
+    doc = wait_published(mport, 2)
     assert doc["workers"][0]["requests_by_class"]["2xx"] >= 2
