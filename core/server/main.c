@@ -30,8 +30,6 @@
 #include "worker.h"
 #include "../python/wsgi.h"
 
-const struct options *wsgi_options;
-
 /* apps/ next to the binary, or next to the directory it is in (for
  * build-asan/cserve and the like), or PREFIX/share/cserve/apps where
  * `pip install` puts it beside PREFIX/bin/cserve. */
@@ -130,7 +128,6 @@ int main(int argc, char **argv)
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
-    wsgi_options = &opt;
     char why[160];
     if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
         fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);

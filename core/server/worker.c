@@ -97,7 +97,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     if (pooled && opt->app_timeout_ms && wsgi_watchdog_arm(WATCHDOG_DUMP_SIGNAL) != 0)
         log_warn("--app-timeout: faulthandler could not be registered; a stuck thread's stack will not be shown");
     if (pooled) {
-        pool = pool_start(h, nthreads, stats);
+        pool = pool_start(h, nthreads, stats, opt->app_timeout_ms > 0);
         if (!pool)
             return 1;
         main_state = PyEval_SaveThread();

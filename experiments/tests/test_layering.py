@@ -68,6 +68,24 @@ def test_conn_including_more_of_python_than_job_h_fails(tree):
     assert "core/conn/conn.c: includes \"../python/pool.h\"" in out
 
 
+def test_an_extern_of_another_layers_variable_fails(tree):
+    # The bridge reaching the server's variable by an extern of its own:
+    # no include shows the edge, the check must.
+    add_line(tree / "core/server/options.c", "int server_knob;")
+    add_line(tree / "core/python/job.c", "extern int server_knob;")
+    rc, out = run(tree)
+    assert rc == 1, out
+    lines = [l for l in out.splitlines() if "job.c" in l and "extern" in l]
+    assert lines and "core/python/job.c: declares extern server_knob, defined in core/server/options.c" in lines[0], out
+
+
+def test_an_extern_of_the_same_layers_variable_passes(tree):
+    add_line(tree / "core/http/http_chars.c", "int http_knob;")
+    add_line(tree / "core/http/buffer.c", "extern int http_knob;")
+    rc, out = run(tree)
+    assert rc == 0, out
+
+
 def test_a_cycle_fails(tree):
     # Two files of one folder that call each other: allowed includes, but
     # each depends on the other.
