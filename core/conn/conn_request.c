@@ -165,14 +165,6 @@ static unsigned pick_worker(const struct loop *l)
 
 static int submit(struct loop *l, unsigned w, struct job *job)
 {
-    if (l->fault_submit_ms >= 0) { /* tests only: see loop.h */
-        if (!l->fault_since_ms)
-            l->fault_since_ms = l->now_ms;
-        if (l->now_ms - l->fault_since_ms < (uint64_t)l->fault_submit_ms)
-            return HANDOFF_FULL;
-        errno = EIO;
-        return HANDOFF_ERROR;
-    }
     if (l->outstanding[w] >= l->capacity)
         return HANDOFF_FULL;
     return l->handoff->ops->submit(l->handoff, w, job);

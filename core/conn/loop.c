@@ -46,8 +46,6 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->stats = stats;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = clock_coarse_ms();
-    const char *fault = getenv("CSERVE_FAULT_SUBMIT");
-    l->fault_submit_ms = fault ? atol(fault) : -1;
     timer_list_init(&l->t_header, opt->header_timeout_ms);
     timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
     timer_list_init(&l->t_io, opt->io_timeout_ms);

@@ -87,9 +87,6 @@ struct loop {
     uint64_t *watchdog_fired;  /* per pool thread: the app_since_ms already reported */
     bool retiring;             /* stopping because replaced: idle connections are not cut
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
-    long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
-                                * ms after the first one, then fails them (-1: off) */
-    uint64_t fault_since_ms;
     struct metrics_counts *mx; /* --metrics-bind: this worker's counts (NULL: off) */
     uint64_t mx_next_ms;       /* the next metrics_tick */
 };

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../handoffs/fault.h"
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "../http/buffer.h"
@@ -69,6 +70,14 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
             return 1;
         }
         stats->handoff = h;
+        /* Tests only (fault.h): the loop's paths a healthy backend never takes. */
+        const char *fault = getenv("CSERVE_FAULT_SUBMIT");
+        struct handoff *wrapped = fault ? handoff_fault_wrap(h, atol(fault)) : h;
+        if (!wrapped) {
+            log_error("cannot wrap the handoff: %s", strerror(errno));
+            return 1;
+        }
+        h = wrapped;
     }
     if (loop_init(loop, opt, listen_fd, h, nthreads, stats) != 0) {
         log_error("cannot start the event loop: %s", strerror(errno));

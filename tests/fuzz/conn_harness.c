@@ -252,7 +252,6 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     memset(l, 0, sizeof *l);
     l->opt = opt;
     l->conns.next = l->conns.prev = &l->conns;
-    l->fault_submit_ms = -1;
     if (cfg->pool) {
         outstanding[0] = worker_owed[0] = 0;
         worker_seen_ms[0] = 0;
