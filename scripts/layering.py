@@ -39,10 +39,16 @@ C_RULES = {
     # per-thread instruments, the signals (delivered through a pipe).
     "core/base": ["lib", "handoffs"],
     # The loop and the connection: HTTP, the handoff, the job through its
-    # interface only, and the base; the worker's replacement reaches it
-    # through struct loop_owner, so nothing of the server is included.
+    # interface only, and the base. The features reach the loop through the
+    # hooks the services register, so nothing of those is included.
     "core/conn": ["core/http", "core/base", "lib", "handoffs",
                   "core/python/job.h", "core/metrics/metrics.h"],
+    # A worker's services: the features that ride on the loop through its
+    # hooks (the watchdog, --reload, the access log, the replacement, the
+    # stats on request, the metrics' tick); the worker's replacement itself
+    # is the server's, reached through struct worker_owner.
+    "core/services": ["core/conn", "core/http", "core/base", "lib", "handoffs",
+                      "core/python/job.h", "core/metrics/metrics.h"],
     # The interpreter, the pool and the WSGI bridge: HTTP (views, framing,
     # response heads), the handoff the pool takes jobs from, the base.
     "core/python": ["core/http", "core/base", "lib", "handoffs"],
@@ -51,7 +57,8 @@ C_RULES = {
     "core/metrics": ["core/base", "lib", "handoffs", "core/conn/loop.h", "core/conn/conn.h",
                      "core/conn/timer.h", "core/http/buffer.h", "core/python/job.h"],
     # Start-up and the process tree assemble everything; nothing includes it.
-    "core/server": ["core/http", "core/base", "core/conn", "core/python", "core/metrics", "handoffs", "lib"],
+    "core/server": ["core/http", "core/base", "core/conn", "core/services", "core/python", "core/metrics",
+                    "handoffs", "lib"],
 }
 C_ROOTS = ("core", "handoffs", "lib")
 

@@ -23,7 +23,7 @@ struct loop;
 #define CONN_HOLD_MS 2
 
 /* What an epoll event's data.ptr points at. */
-enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL, POLL_RELOAD };
+enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL, POLL_WATCH };
 struct poll_src {
     enum poll_kind kind;
 };

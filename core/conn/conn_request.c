@@ -6,8 +6,6 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "access_log.h"
-#include "../metrics/metrics.h"
 #include "app.h"
 #include "conn_body.h"
 #include "conn_request.h"
@@ -32,7 +30,8 @@ static bool new_line_end(struct conn *c)
 }
 
 /* A framed request's job learns its connection, whether it may keep it
- * alive, and (for the access log) when its head was complete. */
+ * alive, and (for the response hooks: the access log, the metrics) when its
+ * head was complete. */
 static void job_bind(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
@@ -42,7 +41,7 @@ static void job_bind(struct conn *c, struct job *job)
     job->keep_alive = job->framing.keep_alive && !l->stopping;
     /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
     job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
-    job->head_ns = l->opt->access_log || l->mx ? clock_ns() : 0;
+    job->head_ns = l->nresponders ? clock_ns() : 0;
 }
 
 /* A head parsed into job: frame it and decide what comes next. */
@@ -481,16 +480,18 @@ static void answer_pipelined(struct conn *c, uint64_t start_ns)
     }
 }
 
-/* One request's end: log it. Returns true when the connection must close. */
+/* One request's end: count it, tell the response hooks. Returns true when
+ * the connection must close. */
 static bool finish_one(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
     counter_inc(&l->lstats.requests);
-    uint64_t end_ns = l->opt->access_log || l->mx ? clock_ns() : 0;
-    if (l->opt->access_log)
-        access_log_write(job, c->remote_addr, end_ns);
-    if (l->mx)
-        metrics_count_response(l->mx, job->status, job->head_ns, end_ns);
+    if (l->nresponders) {
+        const struct loop_response r = {.req = &job->req, .peer = c->remote_addr, .status = job->status,
+                                        .body_bytes = job->body_bytes, .head_ns = job->head_ns,
+                                        .end_ns = clock_ns()};
+        loop_responded(l, &r);
+    }
     /* A retiring worker keeps a connection whose response promised
      * keep-alive (its head was made before the stop): the client may send
      * on it at once, and its next response says "Connection: close". */

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../../handoffs/handoff.h"
-#include "../conn/access_log.h"
+#include "../services/access_log.h"
 #include "../python/interp.h"
 #include "../http/http_forwarded.h"
 #include "lifecycle.h"

@@ -19,7 +19,7 @@
 #ifndef CSERVE_PYTHON_LINK /* ... and whether libpython is static or shared */
 #define CSERVE_PYTHON_LINK "?"
 #endif
-#include "../conn/access_log.h"
+#include "../services/access_log.h"
 #include "../python/interp.h"
 #include "../base/log.h"
 

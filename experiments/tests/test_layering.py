@@ -68,6 +68,14 @@ def test_conn_including_more_of_python_than_job_h_fails(tree):
     assert "core/conn/conn.c: includes \"../python/pool.h\"" in out
 
 
+def test_the_loop_including_a_service_fails(tree):
+    # The services ride on the loop's hooks; the loop never names one.
+    add_line(tree / "core/conn/loop.c", '#include "../services/watchdog.h"')
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert 'core/conn/loop.c: includes "../services/watchdog.h"' in out
+
+
 def test_an_extern_of_another_layers_variable_fails(tree):
     # The bridge reaching the server's variable by an extern of its own:
     # no include shows the edge, the check must.

@@ -14,30 +14,24 @@
 #include <stdlib.h>
 
 #include "../base/log.h"
-#include "conn.h"
-#include "loop.h"
 #include "../base/options.h"
 #include "../base/signals.h"
 #include "../base/stats.h"
+#include "replacement.h"
 
 #define WATCHDOG_PERIOD_MS 250
 
-void watchdog_check(struct loop *l)
+static void watchdog_tick(void *ctx, struct loop *l)
 {
-    unsigned timeout = l->opt->app_timeout_ms;
-    if (!timeout || !l->workers || l->now_ms < l->watchdog_next_ms)
+    struct watchdog *wd = ctx;
+    if (l->now_ms < wd->next_ms)
         return;
-    l->watchdog_next_ms = l->now_ms + WATCHDOG_PERIOD_MS;
-    if (!l->watchdog_fired) {
-        l->watchdog_fired = calloc(l->workers, sizeof *l->watchdog_fired);
-        if (!l->watchdog_fired)
-            return;
-    }
+    wd->next_ms = l->now_ms + WATCHDOG_PERIOD_MS;
     for (unsigned w = 0; w < l->workers; w++) {
-        uint64_t since = atomic_load_explicit(&l->stats->pool[w].app_since_ms, memory_order_relaxed);
-        if (!since || l->now_ms < since || l->now_ms - since < timeout || l->watchdog_fired[w] == since)
+        uint64_t since = atomic_load_explicit(&wd->stats->pool[w].app_since_ms, memory_order_relaxed);
+        if (!since || l->now_ms < since || l->now_ms - since < wd->timeout_ms || wd->fired[w] == since)
             continue;
-        l->watchdog_fired[w] = since; /* once per stuck request */
+        wd->fired[w] = since; /* once per stuck request */
         unsigned closed = 0;
         for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
             next = c->next;
@@ -51,7 +45,34 @@ void watchdog_check(struct loop *l)
                   "waiting on it; this worker will be replaced",
                   w, (double)(l->now_ms - since) / 1000.0, closed);
         pthread_kill(pthread_self(), WATCHDOG_DUMP_SIGNAL);
-        if (l->owner && !l->stopping)
-            l->owner->replace(l->owner->ctx, "a pool thread is stuck in the app (--app-timeout)");
+        if (!l->stopping)
+            wd->owner->replace(wd->owner->ctx, "a pool thread is stuck in the app (--app-timeout)");
     }
+}
+
+/* While requests are with the app, look on time even if nothing else
+ * wakes the loop. */
+static int watchdog_before_sleep(void *ctx, struct loop *l, int timeout_ms)
+{
+    struct watchdog *wd = ctx;
+    if (!l->outstanding_total)
+        return timeout_ms;
+    uint64_t due = wd->next_ms > l->now_ms ? wd->next_ms - l->now_ms : 0;
+    return due < (uint64_t)timeout_ms ? (int)due : timeout_ms;
+}
+
+int watchdog_start(struct watchdog *w, struct loop *l, struct stats *stats, const struct worker_owner *owner)
+{
+    *w = (struct watchdog){.timeout_ms = l->opt->app_timeout_ms, .stats = stats, .owner = owner};
+    w->fired = calloc(l->workers, sizeof *w->fired);
+    if (!w->fired)
+        return -1;
+    w->hook = (struct loop_hook){.ctx = w, .tick = watchdog_tick, .before_sleep = watchdog_before_sleep};
+    return loop_hook_add(l, &w->hook);
+}
+
+void watchdog_stop(struct watchdog *w)
+{
+    free(w->fired);
+    w->fired = NULL;
 }
