@@ -58,6 +58,7 @@ static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
         status = 413;
     c->job = job;
     c->holder = HOLDER_LOOP;
+    c->part_sent = false;
     if (status)
         return conn_fail(c, status);
     job_bind(c, job);
@@ -188,6 +189,8 @@ enum verdict conn_start_app(struct conn *c)
         answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
+    if (l->refusing) /* the pool cannot be relied on (loop_refuse) */
+        return conn_fail(c, 503);
     unsigned w = pick_worker(l);
     int r = submit(l, w, job);
     if (r == HANDOFF_OK) {
@@ -229,6 +232,7 @@ enum verdict conn_take_message(struct conn *c)
             conn_set_state(c, CONN_BODY);
         return VERDICT_NEXT;
     case JOB_FLUSH:
+        c->part_sent = true;
         conn_queue(c, out->data, out->len);
         conn_set_state(c, CONN_SEND_PART);
         return VERDICT_NEXT;
@@ -391,7 +395,7 @@ void conn_pipeline(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *cur = c->job;
-    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone)
+    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone || l->refusing)
         return;
     if (c->state == CONN_LINGER || c->state == CONN_ORPHAN || c->state == CONN_SEND_ERROR ||
         c->state == CONN_CLOSED || c->state == CONN_QUEUED)
@@ -494,8 +498,10 @@ static bool finish_one(struct conn *c, struct job *job)
     }
     /* A retiring worker keeps a connection whose response promised
      * keep-alive (its head was made before the stop): the client may send
-     * on it at once, and its next response says "Connection: close". */
-    return job->close_after || job->incomplete || !job->keep_alive || (l->stopping && !l->retiring);
+     * on it at once, and its next response says "Connection: close". A
+     * refusing one would only answer it 503. */
+    return job->close_after || job->incomplete || !job->keep_alive || (l->stopping && !l->retiring) ||
+           l->refusing;
 }
 
 static struct job *pipe_pop(struct conn *c)
@@ -524,6 +530,7 @@ enum verdict conn_finish(struct conn *c)
     }
     c->wjobs = 0;
     c->job = NULL;
+    c->part_sent = false;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still
          * with the app read their bytes in rbuf, so it stays as it is. One

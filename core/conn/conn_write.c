@@ -168,15 +168,12 @@ static const char *reason_phrase(int status)
     }
 }
 
-/* The loop answers the request itself, and closes after: only while the
- * loop holds the job (or there is none). */
+/* The loop answers the request itself, and closes after. c->job, if any,
+ * stays the connection's until it is freed: the request this answers. The
+ * loop holds it, or (conn_refuse) the app does and was told its client is
+ * gone; nothing behind it is answered. */
 enum verdict conn_fail(struct conn *c, int status)
 {
-    struct loop *l = c->loop;
-    if (c->job) {
-        job_put(l, c->job);
-        c->job = NULL;
-    }
     const char *reason = reason_phrase(status);
     free(c->err_resp);
     c->err_resp = malloc(512);

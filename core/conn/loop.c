@@ -131,7 +131,7 @@ static bool on_listener(struct loop *l)
 
 static void resume_accepting(struct loop *l)
 {
-    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0)
+    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0 || l->refusing)
         return;
     l->accept_paused_until = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
@@ -149,13 +149,32 @@ void loop_stop(struct loop *l, bool retiring)
     /* Take what the kernel already accepted for us, all of it, then close:
      * a connection left in the backlog would be reset. Even while accepts
      * are paused for want of descriptors: some may have been freed since
-     * (if not, the accept fails and those connections are lost anyway). */
-    if (l->listen_fd >= 0)
+     * (if not, the accept fails and those connections are lost anyway).
+     * Not when refusing: the successor, which holds the listener too,
+     * takes them. */
+    if (l->listen_fd >= 0 && !l->refusing)
         while (on_listener(l))
             ;
     stop_accepting(l);
     log_info("stopping: %u connection(s) open, %u request(s) with the app", l->nconns,
              l->outstanding_total);
+}
+
+void loop_refuse(struct loop *l)
+{
+    if (l->refusing)
+        return;
+    l->refusing = true;
+    atomic_store_explicit(&server_stopping, true, memory_order_relaxed); /* heads say close */
+    /* Out of the epoll set but open: the backlog stays in the socket (its
+     * other holders, the successor or the supervisor, accept it). */
+    if (l->listen_fd >= 0 && !l->accept_paused_until)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+    l->accept_paused_until = 0;
+    /* Parked for room: answered now (conn_start_app refuses), not run.
+     * Idle connections go from this pass on (loop_run: conn_stop_if_idle). */
+    while (l->pending_head)
+        conn_retry_submit(l->pending_head);
 }
 
 /* SIGTERM and SIGINT stop the loop; every signal goes to the hooks too
@@ -324,17 +343,28 @@ unsigned loop_run(struct loop *l)
         conn_reap(l); /* the one place connections are freed */
         jobs_release_memory(l);
         resume_accepting(l);
-        if (l->stopping) {
+        if (l->stopping || l->refusing) {
             for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
                 next = c->next;
                 conn_stop_if_idle(c);
             }
             conn_reap(l);
+        }
+        if (l->stopping) {
             if (drained(l))
                 break;
             if (l->now_ms >= l->stop_deadline_ms) {
                 log_warn("graceful timeout: %u request(s) still with the app, %u connection(s) open",
                          l->outstanding_total, l->nconns);
+                /* Every socket closed now: the process may live on (as its
+                 * successor's supervisor) with the app's threads in it. A
+                 * connection the app holds stays, socketless, until its
+                 * jobs come back (CONN_ORPHAN). */
+                for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
+                    next = c->next;
+                    conn_abort(c);
+                }
+                conn_reap(l);
                 break;
             }
         }

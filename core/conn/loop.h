@@ -91,6 +91,8 @@ struct loop {
     bool stopping;
     bool retiring;             /* stopping because replaced: idle connections are not cut
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
+    bool refusing;             /* the app cannot answer (loop_refuse): accept nothing, a
+                                * request not yet with the app gets a 503 that closes */
     bool no_doze;              /* the kernel lacks epoll_pwait2: always before_sleep */
     uint64_t stop_deadline_ms;
     struct loop_stats lstats;
@@ -113,6 +115,14 @@ int loop_watch_fd(struct loop *l, int fd, struct loop_watch *w);
  * connection is left to its timer rather than cut under a client that may
  * be sending. Once only; later calls do nothing. */
 void loop_stop(struct loop *l, bool retiring);
+/* The app can no longer be relied on to answer (a pool thread is stuck in
+ * it): stop accepting (the listener's backlog waits for the successor),
+ * answer each request not yet with the app, the ones parked for room
+ * included, with a 503 that closes, and close idle connections; requests
+ * the app holds finish, or are refused by the caller (conn_refuse), and
+ * every response from now on closes its connection. Once; the loop runs
+ * on until stopped as usual. */
+void loop_refuse(struct loop *l);
 /* Run until stopped and drained (or the graceful timeout passes). Returns the
  * number of requests still with the app when it gave up (0 = clean). */
 unsigned loop_run(struct loop *l);

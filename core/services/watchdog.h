@@ -2,6 +2,7 @@
 #ifndef CSERVE_WATCHDOG_H
 #define CSERVE_WATCHDOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../conn/loop.h"
@@ -16,13 +17,15 @@ struct watchdog {
     const struct worker_owner *owner;
     uint64_t next_ms;               /* the next look at the pool threads */
     uint64_t *fired;                /* per pool thread: the app_since_ms already reported */
+    bool *stuck;                    /* per pool thread: stuck at the last look */
 };
 
 /* With --app-timeout and pool threads: register the check on l, which
  * looks at the pool threads a few times a second. A thread in the app on
  * one request for longer than the timeout gets every thread's Python stack
- * written to stderr, its connections are closed, and the worker asks the
- * owner to be replaced. 0, or -1 (out of memory, or no room for a hook). */
+ * written to stderr, the worker asks the owner to be replaced and lets go
+ * of its clients (watchdog.c says how). 0, or -1 (out of memory, or no
+ * room for a hook). */
 int watchdog_start(struct watchdog *w, struct loop *l, struct stats *stats, const struct worker_owner *owner);
 void watchdog_stop(struct watchdog *w);
 

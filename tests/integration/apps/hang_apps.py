@@ -1,5 +1,7 @@
 """/hang blocks for ever in a function whose name the watchdog test looks for
-in the logged stack; anything else answers at once."""
+in the logged stack; /pid answers the worker's pid (which worker a
+connection landed on); anything else answers "ok" at once."""
+import os
 import threading
 
 _never = threading.Event()
@@ -12,6 +14,6 @@ def stuck_in_this_function_for_ever():
 def application(environ, start_response):
     if environ["PATH_INFO"] == "/hang":
         stuck_in_this_function_for_ever()
-    body = b"ok"
+    body = str(os.getpid()).encode() if environ["PATH_INFO"] == "/pid" else b"ok"
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
