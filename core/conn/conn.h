@@ -100,6 +100,7 @@ struct conn {
     off_t wfile_off;
     uint64_t wfile_left;
     char *err_resp;      /* an error response the loop made itself */
+    int err_status;      /* ... and its status */
 
     char remote_addr[64];
     char remote_port[8];

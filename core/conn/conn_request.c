@@ -59,8 +59,10 @@ static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
     c->job = job;
     c->holder = HOLDER_LOOP;
     c->part_sent = false;
-    if (status)
+    if (status) {
+        job->head_ns = l->nresponders ? clock_ns() : 0; /* job_bind's, for the error's hooks */
         return conn_fail(c, status);
+    }
     job_bind(c, job);
     timer_disarm(&c->timer);
     status = conn_body_start(c, head_len);

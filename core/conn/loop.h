@@ -26,7 +26,9 @@ struct loop;
 /* One response the server made, as the response hooks see it: the app's,
  * or one the loop made itself. */
 struct loop_response {
-    const struct http_request *req; /* its request's head; NULL when none parsed */
+    const struct http_request *req; /* its request's head; NULL when none parsed ... */
+    const char *line;               /* ... then the first line the client sent, as sent */
+    size_t line_len;                /* (up to its line end, or all the client sent) */
     const char *peer;               /* the connection's address ("" for a unix: socket) */
     int status;
     uint64_t body_bytes;

@@ -150,7 +150,7 @@ static const struct http_header *field(const struct http_request *req, const cha
 
 static void put_field_quoted(struct line *l, const struct http_request *req, const char *name, bool json)
 {
-    const struct http_header *h = field(req, name);
+    const struct http_header *h = req ? field(req, name) : NULL;
     if (h)
         put_escaped(l, h->value, h->value_len, json, CAP_HEADER);
     else if (!json)
@@ -165,7 +165,7 @@ void access_log_write(const struct loop_response *r)
     const char *peer = r->peer;
     struct forwarded f;
     char client[64];
-    if (forwarded_read(req, peer, &f) && f.client.len && f.client.len < sizeof client) {
+    if (req && forwarded_read(req, peer, &f) && f.client.len && f.client.len < sizeof client) {
         memcpy(client, f.client.p, f.client.len);
         client[f.client.len] = '\0';
     } else {
@@ -185,13 +185,19 @@ void access_log_write(const struct loop_response *r)
         snprintf(num, sizeof num, ".%03ldZ\", \"client\": \"", now.tv_nsec / 1000000);
         puts_(&l, num);
         puts_(&l, client);
-        puts_(&l, "\", \"method\": \"");
-        put_escaped(&l, req->method, req->method_len, true, CAP_METHOD);
-        puts_(&l, "\", \"target\": \"");
-        put_escaped(&l, req->target, req->target_len, true, CAP_TARGET);
-        snprintf(num, sizeof num, "\", \"protocol\": \"HTTP/1.%d\", \"status\": %d, \"bytes\": %llu, "
-                                  "\"duration_us\": %llu, \"referer\": \"",
-                 req->minor_version, r->status, (unsigned long long)r->body_bytes, us);
+        if (req) {
+            puts_(&l, "\", \"method\": \"");
+            put_escaped(&l, req->method, req->method_len, true, CAP_METHOD);
+            puts_(&l, "\", \"target\": \"");
+            put_escaped(&l, req->target, req->target_len, true, CAP_TARGET);
+            snprintf(num, sizeof num, "\", \"protocol\": \"HTTP/1.%d", req->minor_version);
+            puts_(&l, num);
+        } else { /* no head parsed: the line as the client sent it */
+            puts_(&l, "\", \"method\": \"\", \"target\": \"\", \"protocol\": \"\", \"request\": \"");
+            put_escaped(&l, r->line, r->line_len, true, CAP_TARGET);
+        }
+        snprintf(num, sizeof num, "\", \"status\": %d, \"bytes\": %llu, \"duration_us\": %llu, \"referer\": \"",
+                 r->status, (unsigned long long)r->body_bytes, us);
         puts_(&l, num);
         put_field_quoted(&l, req, "referer", true);
         puts_(&l, "\", \"user_agent\": \"");
@@ -201,14 +207,19 @@ void access_log_write(const struct loop_response *r)
         puts_(&l, client);
         strftime(num, sizeof num, " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &tm);
         puts_(&l, num);
-        put_escaped(&l, req->method, req->method_len, false, CAP_METHOD);
-        puts_(&l, " ");
-        put_escaped(&l, req->target, req->target_len, false, CAP_TARGET);
+        if (req) {
+            put_escaped(&l, req->method, req->method_len, false, CAP_METHOD);
+            puts_(&l, " ");
+            put_escaped(&l, req->target, req->target_len, false, CAP_TARGET);
+            snprintf(num, sizeof num, " HTTP/1.%d", req->minor_version);
+            puts_(&l, num);
+        } else { /* no head parsed: the line as the client sent it, as Apache's %r */
+            put_escaped(&l, r->line, r->line_len, false, CAP_TARGET);
+        }
         if (r->body_bytes)
-            snprintf(num, sizeof num, " HTTP/1.%d\" %d %llu", req->minor_version, r->status,
-                     (unsigned long long)r->body_bytes);
+            snprintf(num, sizeof num, "\" %d %llu", r->status, (unsigned long long)r->body_bytes);
         else
-            snprintf(num, sizeof num, " HTTP/1.%d\" %d -", req->minor_version, r->status);
+            snprintf(num, sizeof num, "\" %d -", r->status);
         puts_(&l, num);
         if (log_format == ACCESS_LOG_COMBINED) {
             puts_(&l, " \"");
