@@ -343,12 +343,15 @@ void conn_stop_if_idle(struct conn *c)
         return;
     /* A request may have arrived with its edge not yet seen: try one read
      * whatever `readable` says (a request found is served, with
-     * "Connection: close"); the next pass closes what stayed idle. */
+     * "Connection: close"); the next pass closes what stayed idle. A
+     * refusing loop closes it now: a request sent meanwhile would only get
+     * a 503, where a closed connection has a proxy retry it elsewhere. */
     if (!c->stop_probe) {
         c->stop_probe = true;
         c->readable = true;
         conn_drive(c);
-        return;
+        if (!c->loop->refusing || c->state != CONN_HEAD || c->rbuf.len > 0 || c->job)
+            return;
     }
     conn_abort(c);
 }

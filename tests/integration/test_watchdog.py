@@ -220,6 +220,9 @@ def test_behind_nginx_the_stuck_client_is_answered_and_others_served():
         assert status == 503 and b"Service Unavailable" in body, (status, body, srv.text()[-2000:])
         assert waited < NGINX_TIMEOUT + 2, waited
         assert served and all(r == (200, b"ok") for r in served), served
+        # The successor serves (the stuck worker closed its idle upstream
+        # connections when it answered: nginx opens a new one).
+        assert wait_until(lambda: "serves" in srv.text(), 15), srv.text()[-3000:]
         assert fetch("/ok") == (200, b"ok"), srv.text()[-3000:]
     finally:
         if ngx:
