@@ -15,7 +15,7 @@
 #   make loop-floor         what the handoff adds to the loop per job, recorded; its table in handoffs/README.md
 
 HANDOFF_SRCS := handoffs/handoff.c handoffs/dgram.c handoffs/condvar.c handoffs/eventfd.c handoffs/ring.c \
-                handoffs/spin_policy.c
+                handoffs/spin_policy.c handoffs/fault.c
 
 HANDOFF_BACKENDS  := ring dgram condvar eventfd
 HANDOFF_HDRS      := $(wildcard handoffs/*.h) $(wildcard lib/*.h)

@@ -5,8 +5,10 @@ The graph is read from docs/architecture.md ("What may include what"), the
 one place it is stated.
 
 C: every `#include "..."` in core/, handoffs/ and lib/ must be allowed by
-the C table there, and no two C files may depend on each other, directly or
-round a circle. A .c file depends on another when it uses a function or
+the C table there, no .c file may declare `extern` a variable that another
+folder defines (the include graph would not show that edge), and no two C
+files may depend on each other, directly or round a circle. A .c file
+depends on another when it uses a function or
 variable the other defines, through a header it includes; a header that
 only declares types ties no file to another. So a header shared by several
 files that call one another (one `*_internal.h` for a whole folder) does
@@ -238,6 +240,18 @@ def check_c(root):
     for f in files:
         if not f.endswith(".c"):
             continue
+        # A variable declared `extern` in a .c file is a dependency no include
+        # shows: another layer's variable reached that way hides an edge the
+        # table may forbid (and one the same layer's header would show).
+        for m in EXTERN.finditer(texts[f]):
+            for d in sorted(definers.get(m.group(1), ())):
+                if d == f:
+                    continue
+                edges.setdefault(f, set()).add((d, "extern %s" % m.group(1)))
+                if folder_rule(d) != folder_rule(f):
+                    errors.append("%s: declares extern %s, defined in %s (another layer's variable: "
+                                  "pass it, or declare it in a header of %s that the table allows)"
+                                  % (f, m.group(1), d, folder_rule(d)))
         used = set(re.findall(r"\b[A-Za-z_]\w*\b", texts[f])) - defs[f]
         for h in sorted(reach(f, set())):
             if h.endswith(".c"):  # a test that includes the source it checks

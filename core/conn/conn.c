@@ -242,6 +242,15 @@ void conn_on_message(struct conn *c, struct job *job)
         conn_abort(c); /* answers the message, or frees once the job is back */
         return;
     }
+    if (c->state == CONN_SEND_ERROR || c->state == CONN_LINGER) {
+        /* Refused (conn_refuse): a 503 took its place. Back for good, or
+         * told at once that its client is gone. */
+        if (job->msg != JOB_DONE) {
+            conn_release(job, true);
+            c->holder = HOLDER_APP;
+        }
+        return;
+    }
     enum verdict v = conn_take_message(c);
     if (v == VERDICT_CLOSE)
         conn_abort(c);
@@ -257,6 +266,32 @@ void conn_retry_submit(struct conn *c)
     }
     conn_set_state(c, CONN_READY);
     conn_drive(c);
+}
+
+void conn_refuse(struct conn *c)
+{
+    if (c->state == CONN_SEND_ERROR || c->state == CONN_LINGER || c->state == CONN_ORPHAN ||
+        c->state == CONN_CLOSED)
+        return; /* answered already, or going */
+    if (c->state != CONN_APP || c->holder != HOLDER_APP || c->part_sent) {
+        conn_abort(c); /* the response began, or the app waits for the loop */
+        return;
+    }
+    /* The app may still run them one day: it is told the client is gone.
+     * The requests behind are not answered (the 503 closes): each one
+     * waiting for the loop's answer gets it now. */
+    timer_disarm(&c->timer);
+    conn_release(c->job, false);
+    for (struct job *j = c->pipe_head; j; j = j->pipe_next) {
+        bool waits = j->posted && j->msg != JOB_DONE;
+        conn_release(j, waits);
+        if (waits)
+            j->posted = false;
+    }
+    if (conn_fail(c, 503) == VERDICT_NEXT)
+        conn_drive(c);
+    else
+        conn_abort(c);
 }
 
 /* A pool thread is working if the loop owes it an answer (it waits for
@@ -304,16 +339,19 @@ void conn_stop_if_idle(struct conn *c)
      * connection right now, and closing under it would fail that request.
      * Its next response says "Connection: close"; the keep-alive timer ends
      * it if none comes. */
-    if (c->loop->retiring)
+    if (c->loop->retiring && !c->loop->refusing)
         return;
     /* A request may have arrived with its edge not yet seen: try one read
      * whatever `readable` says (a request found is served, with
-     * "Connection: close"); the next pass closes what stayed idle. */
+     * "Connection: close"); the next pass closes what stayed idle. A
+     * refusing loop closes it now: a request sent meanwhile would only get
+     * a 503, where a closed connection has a proxy retry it elsewhere. */
     if (!c->stop_probe) {
         c->stop_probe = true;
         c->readable = true;
         conn_drive(c);
-        return;
+        if (!c->loop->refusing || c->state != CONN_HEAD || c->rbuf.len > 0 || c->job)
+            return;
     }
     conn_abort(c);
 }

@@ -23,7 +23,7 @@ struct loop;
 #define CONN_HOLD_MS 2
 
 /* What an epoll event's data.ptr points at. */
-enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL, POLL_RELOAD };
+enum poll_kind { POLL_CONN, POLL_LISTENER, POLL_HANDOFF, POLL_SIGNAL, POLL_WATCH };
 struct poll_src {
     enum poll_kind kind;
 };
@@ -91,6 +91,8 @@ struct conn {
     size_t resp_max;     /* the largest response part the app made here: what the next
                           * pipelined one is expected to cost (conn_pipeline) */
     bool hold_over;      /* CONN_HOLD waited its longest: write what is finished */
+    bool part_sent;      /* a part of job's response is queued or written (JOB_FLUSH):
+                          * no other response can take its place */
     unsigned wjobs;      /* pipelined responses in wv after job's (CONN_SEND_LAST) */
     struct iovec wv[CONN_IOV]; /* memory still to write, in order */
     int wvcnt;
@@ -98,6 +100,7 @@ struct conn {
     off_t wfile_off;
     uint64_t wfile_left;
     char *err_resp;      /* an error response the loop made itself */
+    int err_status;      /* ... and its status */
 
     char remote_addr[64];
     char remote_port[8];
@@ -118,6 +121,10 @@ void conn_on_event(struct conn *c, uint32_t events);
 void conn_on_message(struct conn *c, struct job *job);
 void conn_on_timeout(struct conn *c);
 void conn_retry_submit(struct conn *c);   /* CONN_QUEUED: there may be room now */
+/* The app will not answer c's current request (its pool thread is stuck):
+ * a 503 that closes in its place, or, when part of its response is out or
+ * the app waits for the loop, the connection closed. */
+void conn_refuse(struct conn *c);
 void conn_stop_if_idle(struct conn *c);
 void conn_abort(struct conn *c);          /* close it, whatever it was doing */
 void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */

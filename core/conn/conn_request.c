@@ -6,8 +6,6 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "access_log.h"
-#include "../metrics/metrics.h"
 #include "app.h"
 #include "conn_body.h"
 #include "conn_request.h"
@@ -32,7 +30,8 @@ static bool new_line_end(struct conn *c)
 }
 
 /* A framed request's job learns its connection, whether it may keep it
- * alive, and (for the access log) when its head was complete. */
+ * alive, and (for the response hooks: the access log, the metrics) when its
+ * head was complete. */
 static void job_bind(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
@@ -42,7 +41,7 @@ static void job_bind(struct conn *c, struct job *job)
     job->keep_alive = job->framing.keep_alive && !l->stopping;
     /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
     job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
-    job->head_ns = l->opt->access_log || l->mx ? clock_ns() : 0;
+    job->head_ns = l->nresponders ? clock_ns() : 0;
 }
 
 /* A head parsed into job: frame it and decide what comes next. */
@@ -59,8 +58,11 @@ static enum verdict frame(struct conn *c, struct job *job, size_t head_len)
         status = 413;
     c->job = job;
     c->holder = HOLDER_LOOP;
-    if (status)
+    c->part_sent = false;
+    if (status) {
+        job->head_ns = l->nresponders ? clock_ns() : 0; /* job_bind's, for the error's hooks */
         return conn_fail(c, status);
+    }
     job_bind(c, job);
     timer_disarm(&c->timer);
     status = conn_body_start(c, head_len);
@@ -165,14 +167,6 @@ static unsigned pick_worker(const struct loop *l)
 
 static int submit(struct loop *l, unsigned w, struct job *job)
 {
-    if (l->fault_submit_ms >= 0) { /* tests only: see loop.h */
-        if (!l->fault_since_ms)
-            l->fault_since_ms = l->now_ms;
-        if (l->now_ms - l->fault_since_ms < (uint64_t)l->fault_submit_ms)
-            return HANDOFF_FULL;
-        errno = EIO;
-        return HANDOFF_ERROR;
-    }
     if (l->outstanding[w] >= l->capacity)
         return HANDOFF_FULL;
     return l->handoff->ops->submit(l->handoff, w, job);
@@ -197,6 +191,8 @@ enum verdict conn_start_app(struct conn *c)
         answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
+    if (l->refusing) /* the pool cannot be relied on (loop_refuse) */
+        return conn_fail(c, 503);
     unsigned w = pick_worker(l);
     int r = submit(l, w, job);
     if (r == HANDOFF_OK) {
@@ -238,6 +234,7 @@ enum verdict conn_take_message(struct conn *c)
             conn_set_state(c, CONN_BODY);
         return VERDICT_NEXT;
     case JOB_FLUSH:
+        c->part_sent = true;
         conn_queue(c, out->data, out->len);
         conn_set_state(c, CONN_SEND_PART);
         return VERDICT_NEXT;
@@ -400,7 +397,7 @@ void conn_pipeline(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *cur = c->job;
-    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone)
+    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone || l->refusing)
         return;
     if (c->state == CONN_LINGER || c->state == CONN_ORPHAN || c->state == CONN_SEND_ERROR ||
         c->state == CONN_CLOSED || c->state == CONN_QUEUED)
@@ -489,20 +486,24 @@ static void answer_pipelined(struct conn *c, uint64_t start_ns)
     }
 }
 
-/* One request's end: log it. Returns true when the connection must close. */
+/* One request's end: count it, tell the response hooks. Returns true when
+ * the connection must close. */
 static bool finish_one(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
     counter_inc(&l->lstats.requests);
-    uint64_t end_ns = l->opt->access_log || l->mx ? clock_ns() : 0;
-    if (l->opt->access_log)
-        access_log_write(job, c->remote_addr, end_ns);
-    if (l->mx)
-        metrics_count_response(l->mx, job->status, job->head_ns, end_ns);
+    if (l->nresponders) {
+        const struct loop_response r = {.req = &job->req, .peer = c->remote_addr, .status = job->status,
+                                        .body_bytes = job->body_bytes, .head_ns = job->head_ns,
+                                        .end_ns = clock_ns()};
+        loop_responded(l, &r);
+    }
     /* A retiring worker keeps a connection whose response promised
      * keep-alive (its head was made before the stop): the client may send
-     * on it at once, and its next response says "Connection: close". */
-    return job->close_after || job->incomplete || !job->keep_alive || (l->stopping && !l->retiring);
+     * on it at once, and its next response says "Connection: close". A
+     * refusing one would only answer it 503. */
+    return job->close_after || job->incomplete || !job->keep_alive || (l->stopping && !l->retiring) ||
+           l->refusing;
 }
 
 static struct job *pipe_pop(struct conn *c)
@@ -531,6 +532,7 @@ enum verdict conn_finish(struct conn *c)
     }
     c->wjobs = 0;
     c->job = NULL;
+    c->part_sent = false;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still
          * with the app read their bytes in rbuf, so it stays as it is. One

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../lib/clock.h"
 #include "conn_io.h"
 #include "conn_state.h"
 #include "conn_write.h"
@@ -116,6 +117,27 @@ void conn_queue_continue(struct conn *c)
     conn_set_state(c, CONN_SEND_CONTINUE);
 }
 
+/* The loop's own response is out: the response hooks see it as they see
+ * the app's (a probe's 400 counts and is logged like any request). Its
+ * request is c->job's head when one was parsed, else the first line the
+ * client sent (a head starts at the receive buffer's first byte). */
+static void report_error(struct conn *c)
+{
+    struct loop_response r = {.peer = c->remote_addr, .status = c->err_status,
+                              .body_bytes = strlen(http_reason_phrase(c->err_status)) + 1, .end_ns = clock_ns()};
+    if (c->job) {
+        r.req = &c->job->req; /* read-only for both threads, even when the app holds it */
+        r.head_ns = c->job->head_ns;
+    } else if (c->rbuf.len) {
+        const char *eol = memchr(c->rbuf.data, '\n', c->rbuf.len);
+        r.line = c->rbuf.data;
+        r.line_len = eol ? (size_t)(eol - c->rbuf.data) : c->rbuf.len;
+        if (r.line_len && r.line[r.line_len - 1] == '\r')
+            r.line_len--;
+    }
+    loop_responded(c->loop, &r);
+}
+
 /* CONN_SEND_*: write what is queued, then move on. */
 enum verdict conn_send(struct conn *c)
 {
@@ -148,20 +170,20 @@ enum verdict conn_send(struct conn *c)
     case CONN_SEND_LAST:
         conn_set_state(c, CONN_SENT); /* the driver runs conn_finish */
         return VERDICT_NEXT;
-    case CONN_SEND_ERROR: return conn_shutdown(c);
+    case CONN_SEND_ERROR:
+        if (l->nresponders)
+            report_error(c);
+        return conn_shutdown(c);
     default: return VERDICT_CLOSE;
     }
 }
 
-/* The loop answers the request itself, and closes after: only while the
- * loop holds the job (or there is none). */
+/* The loop answers the request itself, and closes after. c->job, if any,
+ * stays the connection's until it is freed: the request this answers. The
+ * loop holds it, or (conn_refuse) the app does and was told its client is
+ * gone; nothing behind it is answered. */
 enum verdict conn_fail(struct conn *c, int status)
 {
-    struct loop *l = c->loop;
-    if (c->job) {
-        job_put(l, c->job);
-        c->job = NULL;
-    }
     const char *reason = http_reason_phrase(status);
     free(c->err_resp);
     c->err_resp = malloc(512);
@@ -173,6 +195,7 @@ enum verdict conn_fail(struct conn *c, int status)
                      "Connection: close\r\n\r\n%s\n",
                      status, reason, http_date_now(), strlen(reason) + 1, reason);
     log_debug("%s:%s: %d %s", c->remote_addr, c->remote_port, status, reason);
+    c->err_status = status;
     conn_queue(c, c->err_resp, (size_t)n);
     conn_set_state(c, CONN_SEND_ERROR);
     return VERDICT_NEXT;

@@ -4,7 +4,10 @@
  * One pass: wait (unless work is already waiting; a doze, a short timed wait
  * announced to nobody, while a busy pool's next completion is near), handle
  * socket events (reads parse and submit), flush the handoff (wake the pool
- * once for the batch), drain completions (writes), expire timers. */
+ * once for the batch), drain completions (writes), expire timers, then the
+ * hooks' ticks. The hooks (loop.h) are the features': the loop calls them
+ * once a pass or before it waits, never per request, but for the response
+ * hooks that are registered. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,23 +22,18 @@
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "../base/log.h"
-#include "access_log.h"
-#include "devreload.h"
 #include "../base/signals.h"
 #include "conn.h"
 #include "jobs.h"
 #include "loop.h"
-#include "../metrics/metrics.h"
 #include "../base/options.h"
 #include "../base/stats.h"
-#include "watchdog.h"
 
 #define MAX_EVENTS 256
 #define MAX_DRAIN 256
 #define ACCEPTS_PER_EVENT 64
 
-int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
-              unsigned workers, struct stats *stats)
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned workers)
 {
     memset(l, 0, sizeof *l);
     l->opt = opt;
@@ -43,11 +41,8 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->handoff = h;
     l->workers = workers;
     l->capacity = opt->queue_capacity;
-    l->stats = stats;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = clock_coarse_ms();
-    const char *fault = getenv("CSERVE_FAULT_SUBMIT");
-    l->fault_submit_ms = fault ? atol(fault) : -1;
     timer_list_init(&l->t_header, opt->header_timeout_ms);
     timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
     timer_list_init(&l->t_io, opt->io_timeout_ms);
@@ -65,7 +60,6 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
         return -1;
 
-    l->reload_fd = -1;
     l->signal_fd = signals_fd(); /* the process's, not the loop's to close */
     l->signal_src.kind = POLL_SIGNAL;
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &l->signal_src};
@@ -82,6 +76,25 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
             return -1;
     }
     return 0;
+}
+
+int loop_hook_add(struct loop *l, const struct loop_hook *h)
+{
+    if (l->nhooks == LOOP_MAX_HOOKS) {
+        errno = ENOSPC;
+        return -1;
+    }
+    l->hooks[l->nhooks++] = h;
+    if (h->response)
+        l->responders[l->nresponders++] = h;
+    return 0;
+}
+
+int loop_watch_fd(struct loop *l, int fd, struct loop_watch *w)
+{
+    w->src.kind = POLL_WATCH;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->src};
+    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 static void stop_accepting(struct loop *l)
@@ -118,25 +131,28 @@ static bool on_listener(struct loop *l)
 
 static void resume_accepting(struct loop *l)
 {
-    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0)
+    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0 || l->refusing)
         return;
     l->accept_paused_until = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
     epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->listen_fd, &ev);
 }
 
-static void begin_stop(struct loop *l)
+void loop_stop(struct loop *l, bool retiring)
 {
     if (l->stopping)
         return;
     l->stopping = true;
+    l->retiring = retiring;
     atomic_store_explicit(&server_stopping, true, memory_order_relaxed);
     l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
     /* Take what the kernel already accepted for us, all of it, then close:
      * a connection left in the backlog would be reset. Even while accepts
      * are paused for want of descriptors: some may have been freed since
-     * (if not, the accept fails and those connections are lost anyway). */
-    if (l->listen_fd >= 0)
+     * (if not, the accept fails and those connections are lost anyway).
+     * Not when refusing: the successor, which holds the listener too,
+     * takes them. */
+    if (l->listen_fd >= 0 && !l->refusing)
         while (on_listener(l))
             ;
     stop_accepting(l);
@@ -144,60 +160,34 @@ static void begin_stop(struct loop *l)
              l->outstanding_total);
 }
 
+void loop_refuse(struct loop *l)
+{
+    if (l->refusing)
+        return;
+    l->refusing = true;
+    atomic_store_explicit(&server_stopping, true, memory_order_relaxed); /* heads say close */
+    /* Out of the epoll set but open: the backlog stays in the socket (its
+     * other holders, the successor or the supervisor, accept it). */
+    if (l->listen_fd >= 0 && !l->accept_paused_until)
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
+    l->accept_paused_until = 0;
+    /* Parked for room: answered now (conn_start_app refuses), not run.
+     * Idle connections go from this pass on (loop_run: conn_stop_if_idle). */
+    while (l->pending_head)
+        conn_retry_submit(l->pending_head);
+}
+
+/* SIGTERM and SIGINT stop the loop; every signal goes to the hooks too
+ * (a handover in progress passes a stop on to the successor's supervisor). */
 static void on_signal(struct loop *l)
 {
     struct server_signal si;
     while (signals_next(&si)) {
-        switch (si.signo) {
-        case SIGTERM:
-        case SIGINT:
-            l->stop_signal = (int)si.signo; /* a handover in progress passes it on */
-            begin_stop(l);
-            break;
-        case SIGUSR1:
-            if (l->opt->stats)
-                stats_print_table(l->stats, stderr);
-            /* With --workers each worker writes its own part and tells the
-             * supervisor (signals.h), which merges the parts into --stats-json once all
-             * have answered (workers writing the one file would overwrite
-             * each other). */
-            if (l->stats_path) {
-                if (stats_write_json(l->stats, l->stats_path) != 0)
-                    log_error("cannot write %s: %s", l->stats_path, strerror(errno));
-                else if (l->stats_parent > 0 && getppid() == l->stats_parent)
-                    kill(l->stats_parent, STATS_WRITTEN_SIGNAL);
-            }
-            break;
-        case SIGUSR2:
-            stats_window_start(l->stats);
-            log_info("stats: new measurement window");
-            break;
-        case SIGHUP:
-            if (l->owner && !l->stopping)
-                l->owner->reload(l->owner->ctx);
-            else if (l->owner && l->handover) /* the supervisor this becomes reloads */
-                l->owner->reload_later(l->owner->ctx);
-            break;
-        case SIGWINCH:
-            access_log_reopen();
-            break;
-        default:
-            /* Its successor accepts on the listener too: stop, drain, and
-             * let worker_run hand the process over to supervising it. */
-            if ((int)si.signo == WORKER_READY_SIGNAL && l->owner && !l->stopping &&
-                l->owner->ready(l->owner->ctx, (pid_t)si.pid)) {
-                l->handover = (pid_t)si.pid;
-                log_info("reload: the new worker (pid %d) serves; this one drains", (int)l->handover);
-                l->retiring = true;
-                begin_stop(l);
-            } else if ((int)si.signo == WORKER_RECYCLE_SIGNAL && l->handover && si.pid == l->handover) {
-                l->handover_recycle = true; /* the supervisor this process becomes acts on it */
-            } else if ((int)si.signo == WORKER_RETIRE_SIGNAL && !l->stopping) {
-                l->retiring = true;
-                begin_stop(l);
-            }
-            break;
-        }
+        if (si.signo == SIGTERM || si.signo == SIGINT)
+            loop_stop(l, false);
+        for (unsigned i = 0; i < l->nhooks; i++)
+            if (l->hooks[i]->signal)
+                l->hooks[i]->signal(l->hooks[i]->ctx, l, &si);
     }
 }
 
@@ -243,9 +233,9 @@ static void expire_timers(struct loop *l)
 
 static int next_timeout_ms(struct loop *l)
 {
-    /* At least once a second (date, stats window, shutdown); twice with
-     * --metrics-bind, whose snapshots must keep coming while idle. */
-    uint64_t t = l->mx ? METRICS_TICK_MS : 1000;
+    /* At least once a second (the date, the hooks' ticks, shutdown); a hook
+     * with something due sooner shortens it. */
+    uint64_t t = 1000;
     struct timer_list *lists[] = {&l->t_header, &l->t_keepalive, &l->t_io, &l->t_linger, &l->t_hold};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
         uint64_t n = timer_next_ms(lists[i], l->now_ms);
@@ -256,7 +246,11 @@ static int next_timeout_ms(struct loop *l)
         t = l->accept_paused_until > l->now_ms ? l->accept_paused_until - l->now_ms : 0;
     if (l->stopping)
         t = t > 50 ? 50 : t;
-    return (int)t;
+    int ms = (int)t;
+    for (unsigned i = 0; i < l->nhooks; i++)
+        if (l->hooks[i]->before_sleep)
+            ms = l->hooks[i]->before_sleep(l->hooks[i]->ctx, l, ms);
+    return ms;
 }
 
 static bool drained(struct loop *l)
@@ -329,7 +323,7 @@ unsigned loop_run(struct loop *l)
             case POLL_LISTENER: on_listener(l); break;
             case POLL_HANDOFF: handoff_ready = true; break;
             case POLL_SIGNAL: on_signal(l); break;
-            case POLL_RELOAD: devreload_on_event(l); break;
+            case POLL_WATCH: ((struct loop_watch *)src)->ready((struct loop_watch *)src, l); break;
             }
         }
         /* The requests this pass's socket events parsed are queued: start
@@ -343,30 +337,34 @@ unsigned loop_run(struct loop *l)
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
         expire_timers(l);
-        if (l->owner && !l->stopping)
-            l->owner->tick(l->owner->ctx, l->now_ms, counter_get(&l->lstats.requests));
-        watchdog_check(l);
-        devreload_tick(l);
-        if (l->now_ms >= l->mx_next_ms)
-            metrics_tick(l); /* a few clock reads, twice a second */
+        for (unsigned i = 0; i < l->nhooks; i++)
+            if (l->hooks[i]->tick)
+                l->hooks[i]->tick(l->hooks[i]->ctx, l);
         conn_reap(l); /* the one place connections are freed */
         jobs_release_memory(l);
         resume_accepting(l);
-        if (l->window_at > 0 && (double)t1 / 1e9 >= l->window_at) {
-            l->window_at = 0;
-            stats_window_start(l->stats);
-        }
-        if (l->stopping) {
+        if (l->stopping || l->refusing) {
             for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
                 next = c->next;
                 conn_stop_if_idle(c);
             }
             conn_reap(l);
+        }
+        if (l->stopping) {
             if (drained(l))
                 break;
             if (l->now_ms >= l->stop_deadline_ms) {
                 log_warn("graceful timeout: %u request(s) still with the app, %u connection(s) open",
                          l->outstanding_total, l->nconns);
+                /* Every socket closed now: the process may live on (as its
+                 * successor's supervisor) with the app's threads in it. A
+                 * connection the app holds stays, socketless, until its
+                 * jobs come back (CONN_ORPHAN). */
+                for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
+                    next = c->next;
+                    conn_abort(c);
+                }
+                conn_reap(l);
                 break;
             }
         }
@@ -386,10 +384,6 @@ void loop_destroy(struct loop *l)
     stop_accepting(l);
     if (l->signal_fd >= 0)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->signal_fd, NULL);
-    if (l->reload_fd >= 0) {
-        epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->reload_fd, NULL);
-        close(l->reload_fd);
-    }
     /* The hand-off's descriptors stay registered until its destroy, after
      * this: harmless, as no epoll_wait on this instance follows. */
     close(l->epfd);
@@ -397,5 +391,4 @@ void loop_destroy(struct loop *l)
     free(l->outstanding);
     free(l->worker_seen_ms);
     free(l->worker_owed);
-    free(l->watchdog_fired);
 }

@@ -3,7 +3,9 @@
  * The loop thread owns every socket: it accepts, reads, parses, hands each
  * request to a pool thread through the handoff, and writes the responses.
  * It never touches a Python object (except in --inline mode, where it is the
- * app's thread too). */
+ * app's thread too). It is only a loop: a feature (the watchdog, --reload,
+ * the access log, a worker's replacement, the live metrics) reaches it
+ * through hooks that the worker's services register (core/services/). */
 #ifndef CSERVE_LOOP_H
 #define CSERVE_LOOP_H
 
@@ -12,39 +14,58 @@
 #include <stdint.h>
 
 #include "../base/stats.h"
+#include "../http/http_parser.h"
 #include "conn.h"
 #include "timer.h"
 
 struct options;
 struct handoff;
-struct metrics_counts;
+struct server_signal;
+struct loop;
 
-/* What the loop asks of the process around it about this worker's
- * replacement (--max-requests, --workers-lifetime, --workers-max-rss, SIGHUP,
- * --app-timeout, --reload). The server implements it (core/server/lifecycle.c)
- * and hands it down, so the loop includes nothing from the layer that
- * assembles it. */
-struct loop_owner {
+/* One response the server made, as the response hooks see it: the app's,
+ * or one the loop made itself. */
+struct loop_response {
+    const struct http_request *req; /* its request's head; NULL when none parsed ... */
+    const char *line;               /* ... then the first line the client sent, as sent */
+    size_t line_len;                /* (up to its line end, or all the client sent) */
+    const char *peer;               /* the connection's address ("" for a unix: socket) */
+    int status;
+    uint64_t body_bytes;
+    uint64_t head_ns, end_ns;       /* the head framed, the last byte written (clock_ns) */
+};
+
+/* A feature's hooks into the loop, which knows none of them by name: the
+ * worker's services (core/services/) register them. Every member but ctx
+ * may be NULL. Each is called on the loop thread. */
+struct loop_hook {
     void *ctx;
-    /* once a pass: are the limits reached? */
-    void (*tick)(void *ctx, uint64_t now_ms, uint64_t requests);
-    /* ask for a replacement, once; why is logged */
-    void (*replace)(void *ctx, const char *why);
-    /* SIGHUP (or --reload) reached this worker */
-    void (*reload)(void *ctx);
-    /* SIGHUP came while this worker drains for its successor: the
-     * supervisor this process becomes reloads */
-    void (*reload_later)(void *ctx);
-    /* WORKER_READY_SIGNAL from `from`: true when it is this worker's
-     * successor, which now serves */
-    bool (*ready)(void *ctx, pid_t from);
+    /* Once a pass, after its events, the hand-off's completions and the
+     * timers; l->now_ms is the pass's time. */
+    void (*tick)(void *ctx, struct loop *l);
+    /* Before the loop waits: the wait it may take, timeout_ms or shorter
+     * (when this feature has something due sooner). No system call. */
+    int (*before_sleep)(void *ctx, struct loop *l, int timeout_ms);
+    /* A signal the loop read from the process's signal pipe (SIGTERM and
+     * SIGINT too, after the loop began to stop). */
+    void (*signal)(void *ctx, struct loop *l, const struct server_signal *si);
+    /* A response's last byte was written (with a pool, the loop thread's
+     * time per request: keep it short). */
+    void (*response)(void *ctx, const struct loop_response *r);
+};
+#define LOOP_MAX_HOOKS 8
+
+/* A descriptor of a feature's own in the loop's epoll (readable: ready). */
+struct loop_watch {
+    struct poll_src src;
+    void (*ready)(struct loop_watch *w, struct loop *l);
 };
 
 struct loop {
     const struct options *opt;
     int epfd;
     int listen_fd;
-    struct poll_src listener_src, handoff_src, signal_src, reload_src;
+    struct poll_src listener_src, handoff_src, signal_src;
     int signal_fd;
     struct handoff *handoff;   /* NULL with --inline or native-hello */
     unsigned workers;          /* pool threads */
@@ -70,35 +91,51 @@ struct loop {
     uint64_t now_ms;
     uint64_t accept_paused_until;
     bool stopping;
-    bool no_doze;              /* the kernel lacks epoll_pwait2: always before_sleep */
-    uint64_t stop_deadline_ms;
-    double window_at;          /* --stats-window: when the window starts (0 = done) */
-    struct stats *stats;
-    const char *stats_path;    /* --stats-json: the file this worker writes (its part with --workers) */
-    int stats_parent;          /* --workers: the supervisor's pid, told when the part is written */
-    struct loop_stats lstats;
-    const struct loop_owner *owner; /* this worker's replacement; NULL: none */
-    pid_t handover;            /* stopping because this successor serves (one worker alone) */
-    int stop_signal;           /* SIGTERM/SIGINT received (0: none) */
-    bool handover_recycle;     /* the successor asked to be recycled while this one drained */
-    int reload_fd;             /* --reload: the inotify descriptor (-1: off) */
-    uint64_t reload_at_ms;     /* --reload: reload then, unless another change comes first */
-    uint64_t watchdog_next_ms; /* --app-timeout: next look at the pool threads */
-    uint64_t *watchdog_fired;  /* per pool thread: the app_since_ms already reported */
     bool retiring;             /* stopping because replaced: idle connections are not cut
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
-    long fault_submit_ms;      /* tests: CSERVE_FAULT_SUBMIT=ms refuses submits as full for
-                                * ms after the first one, then fails them (-1: off) */
-    uint64_t fault_since_ms;
-    struct metrics_counts *mx; /* --metrics-bind: this worker's counts (NULL: off) */
-    uint64_t mx_next_ms;       /* the next metrics_tick */
+    bool refusing;             /* the app cannot answer (loop_refuse): accept nothing, a
+                                * request not yet with the app gets a 503 that closes */
+    bool no_doze;              /* the kernel lacks epoll_pwait2: always before_sleep */
+    uint64_t stop_deadline_ms;
+    struct loop_stats lstats;
+    const struct loop_hook *hooks[LOOP_MAX_HOOKS];
+    unsigned nhooks;
+    const struct loop_hook *responders[LOOP_MAX_HOOKS]; /* the hooks with a response */
+    unsigned nresponders;
 };
 
-int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h,
-              unsigned workers, struct stats *stats);
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned workers);
+/* Register h (kept, not copied) for the rest of the loop's life. 0, or -1
+ * when LOOP_MAX_HOOKS are registered. */
+int loop_hook_add(struct loop *l, const struct loop_hook *h);
+/* Watch fd (readable) in the loop's epoll: w->ready is called on the loop
+ * thread. The caller owns fd and closes it after loop_run. 0, or -1 with errno. */
+int loop_watch_fd(struct loop *l, int fd, struct loop_watch *w);
+/* Stop accepting, take what the listener's backlog already holds, and
+ * drain: the loop returns once every connection is done (or at
+ * --graceful-timeout). retiring: a successor serves, so an idle keep-alive
+ * connection is left to its timer rather than cut under a client that may
+ * be sending. Once only; later calls do nothing. */
+void loop_stop(struct loop *l, bool retiring);
+/* The app can no longer be relied on to answer (a pool thread is stuck in
+ * it): stop accepting (the listener's backlog waits for the successor),
+ * answer each request not yet with the app, the ones parked for room
+ * included, with a 503 that closes, and close idle connections; requests
+ * the app holds finish, or are refused by the caller (conn_refuse), and
+ * every response from now on closes its connection. Once; the loop runs
+ * on until stopped as usual. */
+void loop_refuse(struct loop *l);
 /* Run until stopped and drained (or the graceful timeout passes). Returns the
  * number of requests still with the app when it gave up (0 = clean). */
 unsigned loop_run(struct loop *l);
 void loop_destroy(struct loop *l);
+
+/* Tell the response hooks (finish_one, conn_request.c). Inline, and only
+ * when one is registered: r's clock reads are made for them alone. */
+static inline void loop_responded(const struct loop *l, const struct loop_response *r)
+{
+    for (unsigned i = 0; i < l->nresponders; i++)
+        l->responders[i]->response(l->responders[i]->ctx, r);
+}
 
 #endif

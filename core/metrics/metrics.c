@@ -233,19 +233,18 @@ static struct {
     bool win_proc, win_ready_ok;
 } me;
 
-void metrics_attach(struct loop *l, struct stats *s)
+bool metrics_attach(struct stats *s)
 {
     me.stats = s;
-    l->mx_next_ms = l->now_ms + METRICS_TICK_MS;
     if (!region || s->worker_index >= region->nslots)
-        return;
+        return false;
     me.slot = s->worker_index;
     me.started = clock_s();
     me.publishing = true;
-    l->mx = &metrics_counts;
     /* The newest worker of a slot owns it: the one it replaces stops
      * publishing at its next tick. */
     atomic_store_explicit(&region->slots[me.slot].owner, (int64_t)getpid(), memory_order_relaxed);
+    return true;
 }
 
 static void sample_queues(struct loop *l)
@@ -312,7 +311,6 @@ static void fill(struct loop *l, struct metrics_data *d)
 
 void metrics_tick(struct loop *l)
 {
-    l->mx_next_ms = l->now_ms + METRICS_TICK_MS;
     sample_queues(l);
     if (!me.publishing || !me.stats)
         return;

@@ -42,7 +42,7 @@ struct metrics_counts {
 };
 extern struct metrics_counts metrics_counts;
 
-/* finish_one (conn_request.c), when metrics are on (l->mx). */
+/* Each response, when metrics are on (core/services/metrics_service.c). */
 static inline void metrics_count_response(struct metrics_counts *m, int status, uint64_t head_ns,
                                           uint64_t end_ns)
 {
@@ -68,9 +68,11 @@ int metrics_shm_fd(void);
 /* An exec'd worker: map the region its parent passed (lifecycle.c). */
 void metrics_shm_adopt(int fd);
 
-/* worker_run, after loop_init: this worker publishes into its slot. */
-void metrics_attach(struct loop *l, struct stats *s);
-/* The loop, twice a second: sample the queues, publish a snapshot. */
+/* A worker, before it serves: its stats, and (with --metrics-bind) this
+ * worker publishes into its slot. Returns true when it publishes. */
+bool metrics_attach(struct stats *s);
+/* The loop, every METRICS_TICK_MS (a tick hook): sample the queues,
+ * publish a snapshot. */
 void metrics_tick(struct loop *l);
 #define METRICS_TICK_MS 500
 

@@ -35,6 +35,7 @@ struct pool {
     PyInterpreterState *interp;
     struct pool_thread *threads;
     _Atomic unsigned registered; /* threads that have put themselves in the stats */
+    bool watched;                /* --app-timeout: publish when each request started */
 };
 
 static PyThreadState *inline_state;
@@ -63,8 +64,6 @@ __attribute__((noinline)) static void adopt_python_thread(void)
     Py_XDECREF(threading);
 }
 
-extern const struct options *wsgi_options; /* set by main */
-
 static void *pool_main(void *arg)
 {
     struct pool_thread *t = arg;
@@ -78,7 +77,7 @@ static void *pool_main(void *arg)
     atomic_fetch_add(&p->registered, 1);
     job_thread_init(h, t->index, t->stats, &gil_waiter);
 
-    bool watched = wsgi_options->app_timeout_ms > 0;
+    bool watched = p->watched;
     PyThreadState *ts = PyThreadState_New(p->interp);
     PyEval_RestoreThread(ts);
     adopt_python_thread();
@@ -131,11 +130,12 @@ static void stop_started(struct pool *p, unsigned started)
     PyEval_RestoreThread(ts);
 }
 
-struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats)
+struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats, bool watched)
 {
     struct pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
+    p->watched = watched;
     p->handoff = h;
     p->stats = stats;
     p->n = n;

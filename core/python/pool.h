@@ -12,8 +12,10 @@ struct job;
 struct pool;
 
 /* Start n pool threads taking jobs from h. Called with the GIL held by the
- * caller, which keeps it. NULL on failure. */
-struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats);
+ * caller, which keeps it. watched (--app-timeout): each thread publishes
+ * when its request started (stats->pool[i].app_since_ms) for the watchdog.
+ * NULL on failure. */
+struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats, bool watched);
 /* Shut the handoff down and wait up to wait_ms for the threads to exit.
  * Returns true if all exited (then the pool is freed). */
 bool pool_stop(struct pool *p, unsigned wait_ms);

@@ -170,6 +170,7 @@ static void prepend_sys_path(const char *dir)
 
 void wsgi_init(const struct options *opt, const char *default_app_dir)
 {
+    W.opt = opt;
     interp_start(); /* interp.c: the build's prefix, the selected virtualenv */
     const char *spec = opt->app_spec;
     if (spec) {

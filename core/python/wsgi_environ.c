@@ -16,8 +16,6 @@
  * builds each request's environ, depends on this file and not both ways. */
 struct wsgi_state W;
 
-extern const struct options *wsgi_options; /* set by worker start-up */
-
 #define KEY_CACHE_SLOTS 512
 #define KEY_NAME_MAX 64
 
@@ -66,7 +64,7 @@ static int put_new(PyObject *dict, const char *key, PyObject *value)
 
 int environ_init(void)
 {
-    const struct options *opt = wsgi_options;
+    const struct options *opt = W.opt;
     struct {
         PyObject **slot;
         const char *text;

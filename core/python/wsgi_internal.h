@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct job;
+struct options;
 
 /* A request's Input and Responder are its pool thread's, but the app may
  * hand them to its own threads. The GIL made each call on them atomic; a
@@ -25,6 +26,7 @@ struct job;
 #endif
 
 struct wsgi_state {
+    const struct options *opt;  /* as wsgi_init was given them */
     PyObject *app;
     PyObject *environ_template; /* the per-server keys, copied per request */
     PyObject *errors;           /* wsgi.errors */

@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../conn/access_log.h"
-#include "../conn/loop.h"
+#include "../services/access_log.h"
+#include "../services/replacement.h"
 #include "../base/log.h"
 #include "../metrics/metrics.h"
 #include "../base/options.h"
@@ -308,8 +308,8 @@ static bool owner_ready(void *lc, pid_t from)
     return lifecycle_ready(lc, from);
 }
 
-struct loop_owner lifecycle_owner(struct lifecycle *lc)
+struct worker_owner lifecycle_owner(struct lifecycle *lc)
 {
-    return (struct loop_owner){.ctx = lc, .tick = owner_tick, .replace = owner_replace, .reload = owner_reload,
+    return (struct worker_owner){.ctx = lc, .tick = owner_tick, .replace = owner_replace, .reload = owner_reload,
                                .reload_later = owner_reload_later, .ready = owner_ready};
 }

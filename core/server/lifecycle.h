@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 struct options;
-struct loop_owner;
+struct worker_owner;
 
 /* What a worker started by spawn_exec finds in its environment. */
 #define EXEC_WORKER_ENV "CSERVE_EXEC_WORKER"
@@ -62,7 +62,7 @@ void lifecycle_reload(struct lifecycle *lc);
  * (the worker stops accepting and drains; the caller becomes its supervisor,
  * on lc->keep_fd). */
 bool lifecycle_ready(struct lifecycle *lc, pid_t from);
-/* The above as the loop sees them (core/conn/loop.h), on lc. */
-struct loop_owner lifecycle_owner(struct lifecycle *lc);
+/* The above as the worker's services see them (core/services/replacement.h), on lc. */
+struct worker_owner lifecycle_owner(struct lifecycle *lc);
 
 #endif

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../../handoffs/handoff.h"
-#include "../conn/access_log.h"
+#include "../services/access_log.h"
 #include "../python/interp.h"
 #include "../http/http_forwarded.h"
 #include "lifecycle.h"
@@ -29,8 +29,6 @@
 #include "supervisor.h"
 #include "worker.h"
 #include "../python/wsgi.h"
-
-const struct options *wsgi_options;
 
 /* apps/ next to the binary, or next to the directory it is in (for
  * build-asan/cserve and the like), or PREFIX/share/cserve/apps where
@@ -109,7 +107,6 @@ int main(int argc, char **argv)
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
-    wsgi_options = &opt;
     char why[160];
     if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
         fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);

@@ -19,7 +19,7 @@
 #ifndef CSERVE_PYTHON_LINK /* ... and whether libpython is static or shared */
 #define CSERVE_PYTHON_LINK "?"
 #endif
-#include "../conn/access_log.h"
+#include "../services/access_log.h"
 #include "../python/interp.h"
 #include "../base/log.h"
 
@@ -165,8 +165,8 @@ static void usage(FILE *out)
 "      --workers-lifetime S   replace a worker S seconds after it started (default: never)\n"
 "      --workers-max-rss MB   replace a worker whose resident memory passes MB (default: never)\n"
 "      --app-timeout S        a pool thread in the app on one request for S seconds: log\n"
-"                             every thread's Python stack, close the connections waiting\n"
-"                             on it, replace the worker (default: off; not with --inline)\n"
+"                             every thread's Python stack, answer 503 to the requests\n"
+"                             waiting on it, replace the worker (default: off; not with --inline)\n"
 "      --reload               for development: a .py file changed in the app's folders\n"
 "                             reloads the worker, as SIGHUP does (one worker only)\n"
 "      --pid-file FILE        write the server's pid to FILE, held while it runs: a\n"

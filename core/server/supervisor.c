@@ -31,7 +31,7 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
-#include "../conn/access_log.h"
+#include "../services/access_log.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "../base/log.h"

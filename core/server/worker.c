@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../handoffs/fault.h"
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "../http/buffer.h"
-#include "../conn/devreload.h"
 #include "lifecycle.h"
 #include "listen.h"
 #include "../base/log.h"
@@ -22,6 +22,7 @@
 #include "../metrics/metrics.h"
 #include "../base/options.h"
 #include "../python/pool.h"
+#include "../services/services.h"
 #include "proctitle.h"
 #include "../base/signals.h"
 #include "../base/stats.h"
@@ -69,35 +70,41 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
             return 1;
         }
         stats->handoff = h;
+        /* Tests only (fault.h): the loop's paths a healthy backend never takes. */
+        const char *fault = getenv("CSERVE_FAULT_SUBMIT");
+        struct handoff *wrapped = fault ? handoff_fault_wrap(h, atol(fault)) : h;
+        if (!wrapped) {
+            log_error("cannot wrap the handoff: %s", strerror(errno));
+            return 1;
+        }
+        h = wrapped;
     }
-    if (loop_init(loop, opt, listen_fd, h, nthreads, stats) != 0) {
+    if (loop_init(loop, opt, listen_fd, h, nthreads) != 0) {
         log_error("cannot start the event loop: %s", strerror(errno));
         return 1;
     }
-    if (opt->reload) {
-        char **dirs = wsgi_source_dirs();
-        if (devreload_start(loop, dirs) != 0)
-            log_warn("--reload: cannot watch the app's files: %s", strerror(errno));
-        for (char **d = dirs; d && *d; d++)
-            free(*d);
-        free(dirs);
-    }
     /* The loop's stats live in the loop struct, which loop_init cleared. */
     stats->loop = &loop->lstats;
-    loop->stats_path = stats_path;
-    metrics_attach(loop, stats);
-    loop->stats_parent = part ? (int)getppid() : 0;
+    pid_t supervisor = part ? getppid() : 0;
     struct lifecycle life;
-    lifecycle_init(&life, opt, part ? getppid() : 0, listen_fd, clock_coarse_ms());
-    const struct loop_owner owner = lifecycle_owner(&life);
-    loop->owner = &owner;
+    lifecycle_init(&life, opt, supervisor, listen_fd, clock_coarse_ms());
+    const struct worker_owner owner = lifecycle_owner(&life);
+    char **dirs = opt->reload && python ? wsgi_source_dirs() : NULL; /* the GIL is held here */
+    struct services svc;
+    int started = services_start(&svc, loop, &(struct services_config){
+        .stats = stats, .stats_path = stats_path, .supervisor = supervisor, .owner = &owner, .reload_dirs = dirs});
+    for (char **d = dirs; d && *d; d++)
+        free(*d);
+    free(dirs);
+    if (started != 0)
+        return 1;
 
     struct pool *pool = NULL;
     PyThreadState *main_state = NULL;
     if (pooled && opt->app_timeout_ms && wsgi_watchdog_arm(WATCHDOG_DUMP_SIGNAL) != 0)
         log_warn("--app-timeout: faulthandler could not be registered; a stuck thread's stack will not be shown");
     if (pooled) {
-        pool = pool_start(h, nthreads, stats);
+        pool = pool_start(h, nthreads, stats, opt->app_timeout_ms > 0);
         if (!pool)
             return 1;
         main_state = PyEval_SaveThread();
@@ -105,16 +112,17 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
         pool_set_inline_state(PyEval_SaveThread());
     }
     stats_window_start(stats);
-    if (opt->stats_window_s > 0)
-        loop->window_at = clock_s() + opt->stats_window_s;
+    services_serving(&svc);
     /* The loop accepts from here on: a worker this one replaces may stop. */
-    if (part && getppid() == loop->stats_parent)
-        kill(loop->stats_parent, WORKER_READY_SIGNAL);
+    if (part && getppid() == supervisor)
+        kill(supervisor, WORKER_READY_SIGNAL);
 
     unsigned abandoned = loop_run(loop);
-    if (loop->handover && handover)
-        *handover = (struct handover){.pid = loop->handover, .listen_fd = life.keep_fd,
-                                      .stop_signal = loop->stop_signal, .recycle = loop->handover_recycle,
+    services_stop(&svc);
+    const struct replacement *rp = &svc.replacement;
+    if (rp->successor && handover)
+        *handover = (struct handover){.pid = rp->successor, .listen_fd = life.keep_fd,
+                                      .stop_signal = rp->stop_signal, .recycle = rp->recycle,
                                       .reload = life.reload_pending};
     else if (life.keep_fd >= 0)
         close(life.keep_fd);
@@ -130,7 +138,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     if (abandoned || !joined) {
         /* An app thread still runs a request: nothing it may touch can be
          * freed, and the interpreter cannot be finalised under it. */
-        if (loop->handover) { /* the process lives on as the successor's supervisor */
+        if (rp->successor) { /* the process lives on as the successor's supervisor */
             log_warn("handing over with %u request(s) unfinished", abandoned);
             return 0;
         }

@@ -120,6 +120,32 @@ def test_a_rule_naming_a_folder_without_a_row_fails(tree):
     assert "core/base/ may include core/servces/, which has no row" in out, out
 
 
+def test_the_loop_including_a_service_fails(tree):
+    # The services ride on the loop's hooks; the loop never names one.
+    add_line(tree / "core/conn/loop.c", '#include "../services/watchdog.h"')
+    rc, out = run(tree)
+    assert rc == 1, out
+    assert 'core/conn/loop.c: includes "../services/watchdog.h"' in out
+
+
+def test_an_extern_of_another_layers_variable_fails(tree):
+    # The bridge reaching the server's variable by an extern of its own:
+    # no include shows the edge, the check must.
+    add_line(tree / "core/server/options.c", "int server_knob;")
+    add_line(tree / "core/python/job.c", "extern int server_knob;")
+    rc, out = run(tree)
+    assert rc == 1, out
+    lines = [l for l in out.splitlines() if "job.c" in l and "extern" in l]
+    assert lines and "core/python/job.c: declares extern server_knob, defined in core/server/options.c" in lines[0], out
+
+
+def test_an_extern_of_the_same_layers_variable_passes(tree):
+    add_line(tree / "core/http/http_chars.c", "int http_knob;")
+    add_line(tree / "core/http/buffer.c", "extern int http_knob;")
+    rc, out = run(tree)
+    assert rc == 0, out
+
+
 def test_a_cycle_fails(tree):
     # Two files of one folder that call each other: allowed includes, but
     # each depends on the other.

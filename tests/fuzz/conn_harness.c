@@ -147,6 +147,25 @@ void conn_io_close_socket(int epfd, int fd)
     conn_io_close(fd);
 }
 
+/* ---- the response hooks: what the access log and the metrics see ---- */
+
+static struct {
+    unsigned n;
+    int statuses[HARNESS_KEEP_STATUSES];
+} seen;
+
+static void on_response(void *ctx, const struct loop_response *r)
+{
+    (void)ctx;
+    FUZZ_ASSERT(r->req || r->line_len <= sock.delivered); /* a request, or what the client sent */
+    FUZZ_ASSERT(r->status >= 200 && r->status < 600);
+    if (seen.n < HARNESS_KEEP_STATUSES)
+        seen.statuses[seen.n] = r->status;
+    seen.n++;
+}
+
+static const struct loop_hook responder = {.response = on_response};
+
 /* ---- the run ---- */
 
 static bool gone(const struct conn *c) { return c->state == CONN_CLOSED; }
@@ -252,7 +271,8 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     memset(l, 0, sizeof *l);
     l->opt = opt;
     l->conns.next = l->conns.prev = &l->conns;
-    l->fault_submit_ms = -1;
+    l->hooks[0] = l->responders[0] = &responder; /* as loop_hook_add does */
+    l->nhooks = l->nresponders = 1;
     if (cfg->pool) {
         outstanding[0] = worker_owed[0] = 0;
         worker_seen_ms[0] = 0;
@@ -281,6 +301,7 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
     memset(r, 0, sizeof *r);
     r->out_hash = FUZZ_HASH_INIT;
     memset(&sock, 0, sizeof sock);
+    memset(&seen, 0, sizeof seen);
     sock.in = data;
     sock.seed = seed | 1;
     sock.max_write = cfg->max_write;
@@ -334,6 +355,13 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
      * connection first, or the loop gave up on it (a timeout, or the peer
      * gone in the middle of a body) and told the app so. */
     FUZZ_ASSERT(sock.next_seq == r->app_runs || r->closing_seen || r->dropped || app_lost());
+    /* Every response written was reported, as sent, unless the connection
+     * was dropped with a write still under way. */
+    if (!r->dropped) {
+        FUZZ_ASSERT(seen.n == r->responses);
+        for (unsigned i = 0; i < seen.n && i < HARNESS_KEEP_STATUSES; i++)
+            FUZZ_ASSERT(seen.statuses[i] == r->statuses[i]);
+    }
     conn_reap(&l);
     FUZZ_ASSERT(l.nconns == 0);
     /* Every job the pool held is back on the free list. */

@@ -9,7 +9,9 @@
  *
  * Checked on every run, both ways: responses come in request order, one per
  * request the app ran (X-Seq counts 0, 1, 2, ...) unless the connection
- * closes; nothing follows a response that says Connection: close; nothing
+ * closes; nothing follows a response that says Connection: close; every
+ * response written, the loop's own errors too, reaches the response hooks
+ * (the access log, the metrics) with the status it sent, in order; nothing
  * is left with the app and every job is back on the free list at the end.
  *
  * What comes back: the response bytes (interim "100 Continue" left out and

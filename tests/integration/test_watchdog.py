@@ -1,15 +1,27 @@
 """--app-timeout: a pool thread stuck in the app on one request is reported
-with every thread's Python stack, the connection waiting on it is closed
-(it never gets an answer otherwise), the worker is replaced, and requests on
-other paths keep being served meanwhile."""
+with every thread's Python stack and its worker replaced; the worker lets
+go of its clients at once (it accepts no more; the stuck request and those
+waiting behind it get a 503 that closes; idle connections close; nothing
+it accepted is left open), and requests on other paths keep being served
+meanwhile."""
+import http.client
+import os
+import shutil
 import socket
 import subprocess
+import tempfile
+import threading
 import time
 
 import pytest
 
-from conftest import BIN, start_server
+from conftest import APPS, BIN, free_port, start_server
+from deploy_support import Proc, clean_env, wait_connect
+from httpclient import Reader
 from loadgen import wait_until
+from test_nginx import CONF, NGINX, localise, recipe
+
+TIMEOUT = 1  # --app-timeout (s)
 
 
 def get(port, path):
@@ -22,25 +34,28 @@ def get(port, path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_stuck_request_is_reported_closed_and_its_worker_replaced(workers):
+def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers):
     # Two pool threads: the loop gives new requests to the one not stuck.
-    srv = start_server("--workers", str(workers), "--blocking-threads", "2", "--app-timeout", "1",
+    srv = start_server("--workers", str(workers), "--blocking-threads", "2", "--app-timeout", str(TIMEOUT),
                        "--graceful-timeout", "2", app="hang_apps:application")
     try:
         stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
         t0 = time.monotonic()
         stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-        # Meanwhile the other paths are served.
+        # Meanwhile the other paths are served (until just before the
+        # watchdog may fire: from then on a request read by the stuck
+        # worker is answered 503).
         served = 0
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline and "every thread's Python stack" not in srv.log_text():
+        while time.monotonic() < t0 + TIMEOUT * 0.6:
             assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
             served += 1
         assert served > 0
-        # The stuck connection is closed, after the timeout, without an answer.
-        assert stuck.recv(100) == b""
+        # The stuck request is answered, after the timeout: 503, closing.
+        resp = Reader(stuck).read_response()
         waited = time.monotonic() - t0
-        assert 0.9 <= waited < 10, waited
+        assert resp.status == 503 and resp.header("connection") == "close", resp
+        assert stuck.recv(100) == b""
+        assert TIMEOUT * 0.9 <= waited < TIMEOUT + 2, waited
         stuck.close()
         assert "app watchdog: pool thread 0 has been in the app" in srv.log_text()
         # The stack, from faulthandler, follows that line (maybe still being written).
@@ -52,6 +67,165 @@ def test_a_stuck_request_is_reported_closed_and_its_worker_replaced(workers):
         srv.close()
 
 
+def _on(port, pid, timeout=15):
+    """A keep-alive connection to the worker whose pid is pid (with
+    --workers the kernel spreads connections over the workers' listeners)."""
+    for _ in range(200):
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        s.sendall(b"GET /pid HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = Reader(s)
+        if int(r.read_response().body) == pid:
+            return s, r
+        s.close()
+    raise AssertionError(f"no connection reached pid {pid}")
+
+
+def _tcp_peers(pid, port):
+    """The connected TCP sockets on the server's port that process pid
+    holds open (its listener is not one); empty once it has exited."""
+    conns = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] != "0A":  # 0A: LISTEN
+                conns.add(f[9])
+    held = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except FileNotFoundError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in conns:
+                held.add(link)
+    except FileNotFoundError:
+        pass
+    return held
+
+
+def _closes(r, within):
+    """The peer closes (EOF or reset) within `within` seconds, sending nothing more."""
+    r.sock.settimeout(within)
+    try:
+        assert r.buf == b"" and r.sock.recv(4096) == b""
+    except ConnectionResetError:
+        pass
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stuck_worker_lets_go_of_its_clients(workers):
+    """One pool thread, stuck: the stuck request, the requests queued behind
+    it (two pipelined on one connection) and a head completed after the
+    watchdog fired each get one 503 that closes, within the timeout and two
+    seconds; an idle keep-alive connection is closed; a new connection is
+    served by the successor; and once the stuck worker has drained it holds
+    no client's socket (not even one whose head never ends)."""
+    srv = start_server("--workers", str(workers), "--blocking-threads", "1", "--app-timeout", str(TIMEOUT),
+                       "--graceful-timeout", "2", "--keepalive-timeout", "60", app="hang_apps:application")
+    try:
+        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        stuck.sendall(b"GET /pid HTTP/1.1\r\nHost: x\r\n\r\n")
+        rs = Reader(stuck)
+        pid = int(rs.read_response().body)
+        idle, ri = _on(srv.port, pid)
+        queued, rq = _on(srv.port, pid)
+        partial, rp = _on(srv.port, pid)
+        slow, rl = _on(srv.port, pid)
+        slow.sendall(b"GET /ok HTTP/1.1\r\n")  # and never more: open past the drain
+        t0 = time.monotonic()
+        stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.3)  # in the app: the one pool thread is taken
+        queued.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+        partial.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")
+        assert wait_until(lambda: "app watchdog" in srv.log_text(), TIMEOUT + 5), srv.log_text()[-3000:]
+        partial.sendall(b"\r\n")  # a head that completes now: refused too
+        for name, r in (("stuck", rs), ("queued", rq), ("partial", rp)):
+            resp = r.read_response()
+            assert resp.status == 503 and resp.header("connection") == "close", (name, resp)
+            assert time.monotonic() - t0 < TIMEOUT + 2, name
+            _closes(r, 5)  # nothing after the 503: the pipelined second request is not answered
+        _closes(ri, 1)  # at once, not at the end of the drain
+        # A new client waits in the listener's backlog for the successor.
+        assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
+        assert wait_until(lambda: "serves" in srv.log_text(), 15), srv.log_text()[-3000:]
+        assert wait_until(lambda: "graceful timeout" in srv.log_text(), 15), srv.log_text()[-3000:]
+        assert wait_until(lambda: not _tcp_peers(pid, srv.port), 5), _tcp_peers(pid, srv.port)
+        _closes(rl, 5)
+        for s in (stuck, idle, queued, partial, slow):
+            s.close()
+    finally:
+        srv.close()
+
+
 def test_app_timeout_is_refused_without_pool_threads():
     r = subprocess.run([BIN, "--inline", "--app-timeout", "5"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--app-timeout" in r.stderr
+
+
+NGINX_TIMEOUT = 2  # --app-timeout behind nginx (s)
+
+
+@pytest.mark.skipif(NGINX is None or os.geteuid() != 0,
+                    reason="nginx (scripts/setup.sh installs nginx-light) and root (its workers run as www-data)")
+def test_behind_nginx_the_stuck_client_is_answered_and_others_served():
+    """Through the documented nginx recipe, one worker with two pool
+    threads: a request stuck in the app gets cserve's 503 (not nginx's 502)
+    within the timeout and two seconds, another client is served while it
+    waits, and a client after it is served by the successor."""
+    d = tempfile.mkdtemp(prefix="cserve-nginx-watchdog-")
+    os.chmod(d, 0o777)
+    os.makedirs(os.path.join(d, "tmp"), mode=0o777)
+    static = os.path.join(d, "static")
+    os.makedirs(static, mode=0o755)
+    sock, port = os.path.join(d, "cserve.sock"), free_port()
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(CONF.format(d=d, recipe=localise(recipe(), sock, port, static)))
+    srv = Proc([BIN, "--bind", f"unix:{sock}", "--socket-mode", "660", "--user", "nobody", "--group", "www-data",
+                "--blocking-threads", "2", "--app-timeout", str(NGINX_TIMEOUT), "--graceful-timeout", "3",
+                "--chdir", str(APPS), "hang_apps:application"], env=clean_env())
+    ngx = None
+    try:
+        wait_connect(srv, sock).close()
+        ngx = Proc([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"], env=clean_env())
+        wait_connect(ngx, ("127.0.0.1", port)).close()
+
+        def fetch(path):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                return r.status, r.read()
+            finally:
+                c.close()
+
+        result = {}
+
+        def stuck():
+            t = time.monotonic()
+            result["stuck"] = fetch("/hang"), time.monotonic() - t
+
+        th = threading.Thread(target=stuck)
+        th.start()
+        t0 = time.monotonic()
+        served = []
+        time.sleep(0.2)
+        while time.monotonic() < t0 + NGINX_TIMEOUT * 0.6:  # before the watchdog may fire
+            served.append(fetch("/ok"))
+        th.join(NGINX_TIMEOUT + 10)
+        (status, body), waited = result["stuck"]
+        assert status == 503 and b"Service Unavailable" in body, (status, body, srv.text()[-2000:])
+        assert waited < NGINX_TIMEOUT + 2, waited
+        assert served and all(r == (200, b"ok") for r in served), served
+        # The successor serves (the stuck worker closed its idle upstream
+        # connections when it answered: nginx opens a new one).
+        assert wait_until(lambda: "serves" in srv.text(), 15), srv.text()[-3000:]
+        assert fetch("/ok") == (200, b"ok"), srv.text()[-3000:]
+    finally:
+        if ngx:
+            ngx.stop()
+        srv.stop()
+        shutil.rmtree(d, ignore_errors=True)

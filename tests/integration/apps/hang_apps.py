@@ -1,8 +1,18 @@
 """/hang blocks for ever in a function whose name the watchdog test looks for
-in the logged stack; anything else answers at once."""
+in the logged stack; /pid answers the worker's pid (which worker a
+connection landed on); anything else answers "ok" at once.
+
+HANG_APPS_SLOW_REIMPORT=PATH: an import made once PATH exists (a
+replacement worker's, after the test created it) first sleeps 3 s, so the
+worker it replaces is the one that publishes its figures meanwhile."""
+import os
 import threading
+import time
 
 _never = threading.Event()
+
+if os.path.exists(os.environ.get("HANG_APPS_SLOW_REIMPORT", "/nonexistent")):
+    time.sleep(3)
 
 
 def stuck_in_this_function_for_ever():
@@ -12,6 +22,6 @@ def stuck_in_this_function_for_ever():
 def application(environ, start_response):
     if environ["PATH_INFO"] == "/hang":
         stuck_in_this_function_for_ever()
-    body = b"ok"
+    body = str(os.getpid()).encode() if environ["PATH_INFO"] == "/pid" else b"ok"
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]

@@ -7,16 +7,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../../lib/clock.h"
+#include "../base/log.h"
+#include "../base/signals.h"
+#include "../conn/loop.h"
 #include "../http/http_forwarded.h"
 #include "../http/http_parser.h"
-#include "../python/job.h"
-#include "../base/log.h"
 
 static int log_fd = -1;
 static const char *log_path; /* NULL: stderr */
@@ -148,21 +150,22 @@ static const struct http_header *field(const struct http_request *req, const cha
 
 static void put_field_quoted(struct line *l, const struct http_request *req, const char *name, bool json)
 {
-    const struct http_header *h = field(req, name);
+    const struct http_header *h = req ? field(req, name) : NULL;
     if (h)
         put_escaped(l, h->value, h->value_len, json, CAP_HEADER);
     else if (!json)
         puts_(l, "-");
 }
 
-void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
+void access_log_write(const struct loop_response *r)
 {
     if (log_fd < 0)
         return;
-    const struct http_request *req = &job->req;
+    const struct http_request *req = r->req;
+    const char *peer = r->peer;
     struct forwarded f;
     char client[64];
-    if (forwarded_read(req, peer, &f) && f.client.len && f.client.len < sizeof client) {
+    if (req && forwarded_read(req, peer, &f) && f.client.len && f.client.len < sizeof client) {
         memcpy(client, f.client.p, f.client.len);
         client[f.client.len] = '\0';
     } else {
@@ -172,7 +175,7 @@ void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
     clock_gettime(CLOCK_REALTIME, &now);
     struct tm tm;
     gmtime_r(&now.tv_sec, &tm);
-    unsigned long long us = end_ns > job->head_ns && job->head_ns ? (end_ns - job->head_ns) / 1000 : 0;
+    unsigned long long us = r->end_ns > r->head_ns && r->head_ns ? (r->end_ns - r->head_ns) / 1000 : 0;
     char num[192];
     struct line l = {.len = 0};
     if (log_format == ACCESS_LOG_JSON) {
@@ -182,13 +185,19 @@ void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
         snprintf(num, sizeof num, ".%03ldZ\", \"client\": \"", now.tv_nsec / 1000000);
         puts_(&l, num);
         puts_(&l, client);
-        puts_(&l, "\", \"method\": \"");
-        put_escaped(&l, req->method, req->method_len, true, CAP_METHOD);
-        puts_(&l, "\", \"target\": \"");
-        put_escaped(&l, req->target, req->target_len, true, CAP_TARGET);
-        snprintf(num, sizeof num, "\", \"protocol\": \"HTTP/1.%d\", \"status\": %d, \"bytes\": %llu, "
-                                  "\"duration_us\": %llu, \"referer\": \"",
-                 req->minor_version, job->status, (unsigned long long)job->body_bytes, us);
+        if (req) {
+            puts_(&l, "\", \"method\": \"");
+            put_escaped(&l, req->method, req->method_len, true, CAP_METHOD);
+            puts_(&l, "\", \"target\": \"");
+            put_escaped(&l, req->target, req->target_len, true, CAP_TARGET);
+            snprintf(num, sizeof num, "\", \"protocol\": \"HTTP/1.%d", req->minor_version);
+            puts_(&l, num);
+        } else { /* no head parsed: the line as the client sent it */
+            puts_(&l, "\", \"method\": \"\", \"target\": \"\", \"protocol\": \"\", \"request\": \"");
+            put_escaped(&l, r->line, r->line_len, true, CAP_TARGET);
+        }
+        snprintf(num, sizeof num, "\", \"status\": %d, \"bytes\": %llu, \"duration_us\": %llu, \"referer\": \"",
+                 r->status, (unsigned long long)r->body_bytes, us);
         puts_(&l, num);
         put_field_quoted(&l, req, "referer", true);
         puts_(&l, "\", \"user_agent\": \"");
@@ -198,14 +207,19 @@ void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
         puts_(&l, client);
         strftime(num, sizeof num, " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &tm);
         puts_(&l, num);
-        put_escaped(&l, req->method, req->method_len, false, CAP_METHOD);
-        puts_(&l, " ");
-        put_escaped(&l, req->target, req->target_len, false, CAP_TARGET);
-        if (job->body_bytes)
-            snprintf(num, sizeof num, " HTTP/1.%d\" %d %llu", req->minor_version, job->status,
-                     (unsigned long long)job->body_bytes);
+        if (req) {
+            put_escaped(&l, req->method, req->method_len, false, CAP_METHOD);
+            puts_(&l, " ");
+            put_escaped(&l, req->target, req->target_len, false, CAP_TARGET);
+            snprintf(num, sizeof num, " HTTP/1.%d", req->minor_version);
+            puts_(&l, num);
+        } else { /* no head parsed: the line as the client sent it, as Apache's %r */
+            put_escaped(&l, r->line, r->line_len, false, CAP_TARGET);
+        }
+        if (r->body_bytes)
+            snprintf(num, sizeof num, "\" %d %llu", r->status, (unsigned long long)r->body_bytes);
         else
-            snprintf(num, sizeof num, " HTTP/1.%d\" %d -", req->minor_version, job->status);
+            snprintf(num, sizeof num, "\" %d -", r->status);
         puts_(&l, num);
         if (log_format == ACCESS_LOG_COMBINED) {
             puts_(&l, " \"");
@@ -220,10 +234,29 @@ void access_log_write(const struct job *job, const char *peer, uint64_t end_ns)
         /* never half a JSON object: say what was cut instead */
         l.len = 0;
         l.cut = false;
-        snprintf(num, sizeof num, "{\"client\": \"%s\", \"status\": %d, \"truncated\": true}", client, job->status);
+        snprintf(num, sizeof num, "{\"client\": \"%s\", \"status\": %d, \"truncated\": true}", client, r->status);
         puts_(&l, num);
     }
     l.buf[l.len++] = '\n';
     ssize_t n = write(log_fd, l.buf, l.len);
     (void)n; /* a full disk loses log lines, never requests */
+}
+
+static void on_response(void *ctx, const struct loop_response *r)
+{
+    (void)ctx;
+    access_log_write(r);
+}
+
+static void on_signal(void *ctx, struct loop *l, const struct server_signal *si)
+{
+    (void)ctx, (void)l;
+    if (si->signo == SIGWINCH)
+        access_log_reopen();
+}
+
+int access_log_attach(struct loop *l)
+{
+    static const struct loop_hook hook = {.response = on_response, .signal = on_signal};
+    return loop_hook_add(l, &hook);
 }

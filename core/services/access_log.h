@@ -5,7 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct job;
+struct loop;
+struct loop_response;
 
 enum access_log_format {
     ACCESS_LOG_COMBINED, /* Apache/nginx "combined", then the duration in microseconds */
@@ -26,9 +27,11 @@ void access_log_adopt(int fd, const char *path, enum access_log_format format);
 /* SIGWINCH (logrotate): open the path anew; on failure keep the old file
  * and say why. */
 void access_log_reopen(void);
-/* One request: job's request line, status and bytes; peer is the
- * connection's address ("" for a unix: socket), the client a trusted proxy
- * names replaces it; end_ns the moment its last byte was written. */
-void access_log_write(const struct job *job, const char *peer, uint64_t end_ns);
+/* One response: its request line, status and bytes; the client a trusted
+ * proxy names replaces the connection's address. */
+void access_log_write(const struct loop_response *r);
+/* A worker's loop writes a line per response and reopens on SIGWINCH.
+ * loop_hook_add's result. */
+int access_log_attach(struct loop *l);
 
 #endif
