@@ -174,7 +174,7 @@ void interp_select(const struct options *opt)
         sscanf(cfg.version, "%*d.%d", &minor);
         die("virtualenv %s is Python %s but this cserve embeds Python %s (%s); use a Python %s "
             "virtualenv, or build cserve for %s.%d: make PYTHON=%s%spython%s.%d (or pip install "
-            "cserve into that virtualenv)",
+            "this checkout into that virtualenv)",
             venv_dir, cfg.version, mine, CSERVE_PYTHON_HOME, want, other, minor,
             cfg.home, cfg.home[0] ? "/" : "", other, minor);
     }
