@@ -937,7 +937,7 @@ int metrics_start(const struct options *opt, unsigned slots)
     char why[320] = "";
     M.opt = opt;
     if (metrics_shm_create(slots) != 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: shared memory: %s\n", strerror(errno));
+        log_error("--metrics-bind: shared memory: %s", strerror(errno));
         return -1;
     }
     const char *spec = opt->metrics_bind;
@@ -949,7 +949,7 @@ int metrics_start(const struct options *opt, unsigned slots)
         M.listen_fd = bind_tcp(spec, why, sizeof why);
     }
     if (M.listen_fd < 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: %s\n", why[0] ? why : strerror(errno));
+        log_error("--metrics-bind: %s", why[0] ? why : strerror(errno));
         return -1;
     }
     M.nslots = metrics_nslots();
@@ -961,7 +961,7 @@ int metrics_start(const struct options *opt, unsigned slots)
     for (unsigned i = 0; i < MAX_CONNS; i++)
         M.clients[i].fd = -1;
     if (!M.data || !M.have || M.wake_fd < 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: %s\n", strerror(errno));
+        log_error("--metrics-bind: %s", strerror(errno));
         return -1;
     }
     for (unsigned i = 0; i < HISTORY; i++)
@@ -970,7 +970,7 @@ int metrics_start(const struct options *opt, unsigned slots)
     decide();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     if (thread_start() != 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: cannot start its thread\n");
+        log_error("--metrics-bind: cannot start its thread");
         return -1;
     }
     log_info("metrics: serving /metrics, /stats.json and the dashboard on %s", spec);

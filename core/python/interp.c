@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/log.h"
 #include "../base/options.h"
 
 #ifndef CSERVE_PYTHON_HOME /* built without the Makefile: let CPython search */
@@ -52,9 +53,7 @@ static void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "cserve: error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    log_vmsg(LOG_ERROR, fmt, ap);
     va_end(ap);
     exit(2);
 }

@@ -38,7 +38,7 @@ static struct {
 static void refuse(const char *path, const char *why) __attribute__((noreturn));
 static void refuse(const char *path, const char *why)
 {
-    fprintf(stderr, "cserve: error: --bind unix:%s: %s\n", path, why);
+    log_error("--bind unix:%s: %s", path, why);
     exit(2);
 }
 

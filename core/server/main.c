@@ -103,17 +103,17 @@ int main(int argc, char **argv)
     wsgi_options = &opt;
     char why[160];
     if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
-        fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);
+        log_error("--forwarded-allow-ips: %s (see cserve --help)", why);
         return 2;
     }
     if (forwarded_fields_parse(opt.forwarded_headers, why, sizeof why) != 0) {
-        fprintf(stderr, "cserve: error: --forwarded-headers: %s (see cserve --help)\n", why);
+        log_error("--forwarded-headers: %s (see cserve --help)", why);
         return 2;
     }
 
     signal(SIGPIPE, SIG_IGN);
     if (signals_init() != 0) {
-        fprintf(stderr, "cserve: error: cannot set up signal handling: %s\n", strerror(errno));
+        log_error("cannot set up signal handling: %s", strerror(errno));
         return 1;
     }
     raise_fd_limit();
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
     char apps[PATH_MAX];
     default_app_dir(apps, sizeof apps);
     if (opt.chdir_dir && chdir(opt.chdir_dir) != 0) {
-        fprintf(stderr, "cserve: error: --chdir %s: %s\n", opt.chdir_dir, strerror(errno));
+        log_error("--chdir %s: %s", opt.chdir_dir, strerror(errno));
         return 2;
     }
     char app_name[PATH_MAX + 64];
@@ -163,23 +163,36 @@ int main(int argc, char **argv)
     /* Before root is dropped: /var/log is root's. */
     if (opt.access_log &&
         access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
-        fprintf(stderr, "cserve: error: --access-log=%s: %s\n", opt.access_log_file, strerror(errno));
+        log_error("--access-log=%s: %s", opt.access_log_file, strerror(errno));
         return 2;
     }
+    /* Exit 2: cserve refuses to start, for what it was given or found (an
+     * option, the app, an address in use, a file it cannot open), with one
+     * line, before it serves. Exit 1: the server itself failed (memory, a
+     * thread). */
     int *fds = calloc(opt.workers, sizeof *fds);
-    if (!fds)
+    if (!fds) {
+        log_error("out of memory");
         return 1;
+    }
     if (dropping) {
         if (listen_open_all(&opt, opt.workers, fds) != 0)
-            return 1;
+            return 2;
         privs_drop();
     }
     if (python)
         wsgi_init(&opt, apps);
-    if (!dropping && listen_open_all(&opt, opt.workers, fds) != 0)
-        return 1;
-    if (opt.pid_file && pidfile_write(opt.pid_file) != 0)
-        return 1;
+    /* Before the listeners (as the serving user, for a unix: socket's
+     * owner): a bad --metrics-bind fails before anything accepts. Before
+     * any worker exists: the slots are inherited, and the thread that
+     * serves them stays in this process through a reload. */
+    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0)
+        return 2;
+    if ((!dropping && listen_open_all(&opt, opt.workers, fds) != 0) ||
+        (opt.pid_file && pidfile_write(opt.pid_file) != 0)) {
+        metrics_stop();
+        return 2;
+    }
 
     char how[600];
     const char *mode = opt.native_hello ? "native hello, no Python"
@@ -201,12 +214,6 @@ int main(int argc, char **argv)
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");
-    /* Before any worker exists: the slots are inherited, and the thread
-     * that serves them stays in this process through a reload. */
-    if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0) {
-        free(fds);
-        return 2;
-    }
     int rc;
     if (opt.workers > 1) {
         rc = supervisor_run(&opt, app_name, fds, NULL);

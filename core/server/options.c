@@ -195,26 +195,31 @@ static void usage(FILE *out)
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
-"option on the command line wins over its variable; given twice, the last wins.\n");
+"option on the command line wins over its variable; given twice, the last wins.\n"
+"\n"
+"Exit status: 2 when cserve refuses to start (a bad option or variable, an app\n"
+"that does not import, an address in use, a file it cannot open: one line\n"
+"before it serves), 1 when the server itself fails, 0 after a clean stop.\n");
 }
 
 /* The variable being parsed, named in error messages (empty: the command line). */
 static char env_source[64];
 
-static void say_source(void)
+/* One error line, naming the variable the value came from; exit 2. */
+static void die_with(const char *what, const char *hint) __attribute__((noreturn));
+static void die_with(const char *what, const char *hint)
 {
-    if (env_source[0])
-        fprintf(stderr, " (from the environment: %s)", env_source);
+    log_error("%s%s%s%s%s", what, env_source[0] ? " (from the environment: " : "", env_source,
+              env_source[0] ? ")" : "", hint);
+    exit(2);
 }
 
 static void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
 static void die_usage(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "cserve: error: ");
-    fprintf(stderr, fmt, arg);
-    say_source();
-    fprintf(stderr, " (see cserve --help)\n");
-    exit(2);
+    char what[2048];
+    snprintf(what, sizeof what, fmt, arg);
+    die_with(what, " (see cserve --help)");
 }
 
 static unsigned long parse_count(const char *opt, const char *s, unsigned long lo, unsigned long hi)
@@ -223,11 +228,9 @@ static unsigned long parse_count(const char *opt, const char *s, unsigned long l
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-        fprintf(stderr, "cserve: error: %s needs a whole number from %lu to %lu, not '%s'",
-                opt, lo, hi, s);
-        say_source();
-        fputc('\n', stderr);
-        exit(2);
+        char what[512];
+        snprintf(what, sizeof what, "%s needs a whole number from %lu to %lu, not '%.200s'", opt, lo, hi, s);
+        die_with(what, "");
     }
     return v;
 }
@@ -240,11 +243,10 @@ static unsigned parse_seconds_ms(const char *opt, const char *s)
     /* Kept in milliseconds in an unsigned: at most about 49 days. */
     const double max_s = (double)UINT_MAX / 1000.0;
     if (errno || end == s || *end || !(v > 0) || v > max_s) {
-        fprintf(stderr, "cserve: error: %s needs a positive number of seconds up to %.0f, not '%s'", opt,
-                floor(max_s), s);
-        say_source();
-        fputc('\n', stderr);
-        exit(2);
+        char what[512];
+        snprintf(what, sizeof what, "%s needs a positive number of seconds up to %.0f, not '%.200s'", opt,
+                 floor(max_s), s);
+        die_with(what, "");
     }
     return (unsigned)ceil(v * 1000.0);
 }

@@ -79,7 +79,15 @@ ERRORS = [
     ("not_callable", ["wsgi_apps:not_callable"], "not_callable"),
     ("app_file_missing", ["no/such/file.py:application"], "no/such/file.py"),
     ("app_path_without_py", ["apps/wsgi_apps:application"], ".py"),
+    ("chdir_missing", ["--chdir", "/nonexistent-cserve-dir", APPARG], "/nonexistent-cserve-dir"),
+    ("access_log_unopenable", ["--access-log=/nonexistent-cserve-dir/a.log", APPARG], "--access-log"),
+    ("pid_file_unwritable", ["--pid-file", "/nonexistent-cserve-dir/p.pid", APPARG], "--pid-file"),
+    ("bind_unix_over_a_file", ["--bind", "unix:/etc/hostname", APPARG], "not a socket"),
+    ("metrics_bind_not_loopback", ["--metrics-bind", "0.0.0.0:1", APPARG], "--metrics-bind"),
+    ("forwarded_allow_ips_bad", ["--forwarded-allow-ips", "not-an-ip", APPARG], "not-an-ip"),
 ]
+# Every line cserve itself writes starts so, start-up errors included.
+PREFIX = re.compile(r"\[cserve \d+\] (debug|info|warning|error): ")
 
 
 @pytest.mark.parametrize("args,needle", [pytest.param(a, n, id=i) for i, a, n in ERRORS])
@@ -91,8 +99,21 @@ def test_error_exits_2_with_one_line_and_never_listens(args, needle):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert needle in lines[0], lines[0]
-    assert lines[0].startswith("cserve"), lines[0]
+    assert PREFIX.match(lines[0]) and " error: " in lines[0], lines[0]
     assert not accepted, "the port was listened on despite the error"
+
+
+def test_an_address_in_use_is_a_start_up_error_like_the_others():
+    """Exit 2 and one line, as a bad option or app gets."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        p = subprocess.run([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), APPARG], cwd=str(ROOT),
+                           capture_output=True, text=True, timeout=15)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert len(lines) == 1 and PREFIX.match(lines[0]) and "Address already in use" in lines[0], p.stderr
 
 
 def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
@@ -105,7 +126,9 @@ def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
     assert rc == 2 and not accepted, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert any(re.search(r'File ".*raises_on_import\.py", line \d+', ln) for ln in lines), err
-    assert lines[-1].startswith("cserve: error: cannot import app") and "boom-on-import" in lines[-1]
+    assert re.match(r"\[cserve \d+\] error: cannot import app", lines[-1]) and "boom-on-import" in lines[-1]
+    # cserve's own lines around the traceback carry the one prefix
+    assert PREFIX.match(lines[0]) and "raises_on_import" in lines[0], lines[0]
     assert "no virtualenv" in lines[-1], lines[-1]
 
 
