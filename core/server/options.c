@@ -175,8 +175,10 @@ static void usage(FILE *out)
 "      --check-config         print the effective configuration, import the app, exit\n"
 "\n"
 "Logs and instruments:\n"
-"      --access-log[=FILE]    one line per request (stderr without FILE), opened before\n"
-"                             --user drops root; SIGWINCH reopens it (logrotate)\n"
+"      --access-log [FILE]    one line per request to FILE (stderr without one), opened\n"
+"                             before --user drops root; SIGWINCH reopens it (logrotate).\n"
+"                             A word after it in the app's form (MODULE:CALLABLE) is the\n"
+"                             app, not FILE (--access-log=FILE is never read so)\n"
 "      --access-log-format F  combined (the default: Apache's, then the microseconds from\n"
 "                             the head to the last byte written), common or json; the\n"
 "                             client is the one a trusted proxy names (--forwarded-allow-ips)\n"
@@ -301,6 +303,20 @@ static void parse_spin(struct options *o, const char *s)
     }
 }
 
+/* The app's form, MODULE:CALLABLE or path/to/file.py:CALLABLE: a ':' and
+ * after the last one a dotted name. A log file's name rarely ends so; one
+ * that does is given as --access-log=FILE. */
+static bool app_form(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || !colon[1] || (colon[1] >= '0' && colon[1] <= '9'))
+        return false;
+    for (const char *p = colon + 1; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '.' || (unsigned char)*p >= 0x80))
+            return false;
+    return true;
+}
+
 static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
@@ -390,6 +406,12 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG:
+            /* The argument is optional, so getopt takes only
+             * --access-log=FILE; "--access-log FILE" would leave FILE to be
+             * read as the app. The next word is FILE unless it is an
+             * option or has the app's form. */
+            if (!optarg && optind < argc && argv[optind][0] != '-' && !app_form(argv[optind]))
+                optarg = argv[optind++];
             o->access_log = true;
             o->access_log_file = optarg;
             break;

@@ -258,3 +258,47 @@ def test_no_arguments_serves_default_app_on_8000():
         assert srv.stop() == 0
     finally:
         srv.close()
+
+
+def config_value(out, name):
+    """The value --check-config prints for name (without where it came from)."""
+    for ln in out.splitlines():
+        if ln.startswith(name + ": "):
+            return re.sub(r" \((default|command line|environment: CSERVE_\w+)\)$", "", ln[len(name) + 2:])
+    raise AssertionError(f"no {name} line in:\n{out}")
+
+
+ACCESS_LOG_FORMS = [
+    # (arguments, the access log, the app)
+    (["--access-log", "/tmp/cserve-cli-a.log", APPARG], "/tmp/cserve-cli-a.log", APPARG),
+    ([APPARG, "--access-log", "/tmp/cserve-cli-a.log"], "/tmp/cserve-cli-a.log", APPARG),
+    (["--access-log", "access.log"], "access.log", "(the default app)"),
+    (["--access-log", APPARG], "stderr", APPARG),
+    (["--access-log", "--workers", "2", APPARG], "stderr", APPARG),
+    (["--access-log=/tmp/cserve-cli-a.log", APPARG], "/tmp/cserve-cli-a.log", APPARG),
+]
+
+
+@pytest.mark.parametrize("args,log,app", ACCESS_LOG_FORMS)
+def test_access_log_takes_a_file_after_a_space_and_leaves_the_app(args, log, app):
+    """--access-log FILE reads as every other option's value does; a word in
+    the app's form after it stays the app."""
+    p = subprocess.run([BIN, "--check-config", "--chdir", str(APPS), *args], cwd=str(ROOT), capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert config_value(p.stdout, "access-log") == log, p.stdout
+    assert config_value(p.stdout, "app") == app, p.stdout
+
+
+def test_access_log_file_after_a_space_gets_the_requests(tmp_path):
+    log = tmp_path / "access.log"
+    port = free_port()
+    srv = Server([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--access-log", str(log), APPARG],
+                 port, cwd=str(ROOT))
+    try:
+        srv.wait_ready()
+        assert get(port, "/hello").body == b"hello"
+        assert srv.stop() == 0
+    finally:
+        srv.close()
+    assert '"GET /hello HTTP/1.1" 200' in log.read_text()
