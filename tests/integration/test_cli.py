@@ -81,7 +81,6 @@ ERRORS = [
     ("app_path_without_py", ["apps/wsgi_apps:application"], ".py"),
     ("chdir_missing", ["--chdir", "/nonexistent-cserve-dir", APPARG], "/nonexistent-cserve-dir"),
     ("access_log_unopenable", ["--access-log=/nonexistent-cserve-dir/a.log", APPARG], "--access-log"),
-    ("pid_file_unwritable", ["--pid-file", "/nonexistent-cserve-dir/p.pid", APPARG], "--pid-file"),
     ("bind_unix_over_a_file", ["--bind", "unix:/etc/hostname", APPARG], "not a socket"),
     ("metrics_bind_not_loopback", ["--metrics-bind", "0.0.0.0:1", APPARG], "--metrics-bind"),
     ("forwarded_allow_ips_bad", ["--forwarded-allow-ips", "not-an-ip", APPARG], "not-an-ip"),
@@ -103,17 +102,26 @@ def test_error_exits_2_with_one_line_and_never_listens(args, needle):
     assert not accepted, "the port was listened on despite the error"
 
 
+def _one_error_line(args, needle):
+    p = subprocess.run([BIN, "--chdir", str(APPS), *args, APPARG], cwd=str(ROOT), capture_output=True, text=True,
+                       timeout=15)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert len(lines) == 1 and PREFIX.match(lines[0]) and needle in lines[0], p.stderr
+
+
 def test_an_address_in_use_is_a_start_up_error_like_the_others():
     """Exit 2 and one line, as a bad option or app gets."""
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
-        port = held.getsockname()[1]
-        p = subprocess.run([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), APPARG], cwd=str(ROOT),
-                           capture_output=True, text=True, timeout=15)
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert p.returncode == 2, (p.returncode, p.stderr)
-    assert len(lines) == 1 and PREFIX.match(lines[0]) and "Address already in use" in lines[0], p.stderr
+        _one_error_line(["--bind", f"127.0.0.1:{held.getsockname()[1]}"], "Address already in use")
+
+
+def test_a_pid_file_that_cannot_be_written_is_a_start_up_error_like_the_others():
+    # (written once the server listens, so not in the never-listens table)
+    _one_error_line(["--bind", f"127.0.0.1:{free_port()}", "--pid-file", "/nonexistent-cserve-dir/p.pid"],
+                    "--pid-file")
 
 
 def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
