@@ -240,6 +240,21 @@ const char *interp_venv_note(void)
     return note;
 }
 
+const char *interp_venv_dir(void)
+{
+    return venv_dir;
+}
+
+const char *interp_venv_source(void)
+{
+    return venv_dir[0] && venv_source ? venv_source : "";
+}
+
+const char *interp_home(void)
+{
+    return CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)";
+}
+
 /* " free-threaded" for a build without the GIL (PEP 703), else "". */
 static const char *free_threaded(void)
 {

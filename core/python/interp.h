@@ -24,4 +24,11 @@ const char *interp_describe(void);
  * (from --virtualenv)" or "no virtualenv (...)". */
 const char *interp_venv_note(void);
 
+/* After interp_select: the virtualenv chosen ("" for none), how it was
+ * chosen ("--virtualenv", "VIRTUAL_ENV" or "the virtualenv cserve is
+ * installed in"; "" for none), and the installation's prefix. */
+const char *interp_venv_dir(void);
+const char *interp_venv_source(void);
+const char *interp_home(void);
+
 #endif

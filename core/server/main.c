@@ -120,16 +120,15 @@ int main(int argc, char **argv)
 
     if (exec_worker)
         return exec_worker_main(&opt, exec_index, exec_fd, exec_log_fd);
-    if (opt.check_config) {
-        options_print(&opt, stdout);
-        fflush(stdout);
-    }
-
     listen_claim_inherited();
     bool python = !opt.native_hello;
     /* A wrong virtualenv or user fails here, before anything listens. */
     if (python)
         interp_select(&opt);
+    if (opt.check_config) { /* after interp_select: it names the virtualenv chosen */
+        options_print(&opt, stdout);
+        fflush(stdout);
+    }
     bool dropping = privs_resolve(&opt);
     char apps[PATH_MAX];
     default_app_dir(apps, sizeof apps);

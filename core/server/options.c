@@ -6,12 +6,14 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "../../handoffs/handoff.h"
+#include "../../handoffs/ring_order.h" /* RING_DOZE_MAX_NS: --loop-doze's default */
 
 #ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
 #define CSERVE_ALLOC "?"
@@ -32,6 +34,7 @@ enum {
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
     OPT_RELOAD, OPT_METRICS_BIND,
+    OPT_END /* one past the last: the size of source_of[] */
 };
 
 static const struct option long_options[] = {
@@ -172,7 +175,9 @@ static void usage(FILE *out)
 "      --pid-file FILE        write the server's pid to FILE, held while it runs: a\n"
 "                             second server with the same FILE refuses to start;\n"
 "                             removed at exit if it still holds this pid\n"
-"      --check-config         print the effective configuration, import the app, exit\n"
+"      --check-config         print the effective configuration, each value with where it\n"
+"                             came from (default, command line, CSERVE_<NAME>), import\n"
+"                             the app, exit\n"
 "\n"
 "Logs and instruments:\n"
 "      --access-log [FILE]    one line per request to FILE (stderr without one), opened\n"
@@ -206,6 +211,16 @@ static void usage(FILE *out)
 
 /* The variable being parsed, named in error messages (empty: the command line). */
 static char env_source[64];
+
+/* Where each option's value came from, for --check-config: NULL for the
+ * default, else "command line" or the variable's name. */
+static const char *source_of[OPT_END];
+
+static void note_source(int opt)
+{
+    if (opt >= 0 && opt < OPT_END)
+        source_of[opt] = env_source[0] ? strdup(env_source) : "command line";
+}
 
 /* One error line, naming the variable the value came from; exit 2. */
 static void die_with(const char *what, const char *hint) __attribute__((noreturn));
@@ -328,6 +343,7 @@ static int parse_args(struct options *o, int argc, char **argv)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":b:w:hV", long_options, NULL)) != -1) {
+        note_source(c);
         switch (c) {
         case OPT_BIND: parse_bind(o, optarg); break;
         case OPT_CHDIR: o->chdir_dir = optarg; break;
@@ -559,9 +575,12 @@ void options_parse(struct options *o, int argc, char **argv)
             die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[first]);
         o->app_spec = argv[first];
         o->native_hello = false;
+        source_of[OPT_APP] = "command line";
     }
-    if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli)
+    if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli) {
         o->socket_mode = -1; /* CSERVE_SOCKET_MODE was for the unix socket the command line replaced */
+        source_of[OPT_SOCKET_MODE] = NULL;
+    }
     if (o->socket_mode >= 0 && !o->bind_unix)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
@@ -578,42 +597,115 @@ void options_parse(struct options *o, int argc, char **argv)
         die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
 }
 
+/* One "name: value (where it came from)" line of --check-config. */
+static void item(FILE *out, const char *name, int opt, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void item(FILE *out, const char *name, int opt, const char *fmt, ...)
+{
+    fprintf(out, "%s: ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    const char *src = source_of[opt];
+    if (!src)
+        fprintf(out, " (default)\n");
+    else if (strcmp(src, "command line") == 0)
+        fprintf(out, " (command line)\n");
+    else
+        fprintf(out, " (environment: %s)\n", src);
+}
+
 static const char *or_none(const char *s) { return s ? s : "-"; }
+
+/* A duration in seconds, or "off" for 0 where 0 means never. */
+static void seconds_or_off(char *buf, size_t cap, unsigned ms)
+{
+    if (ms)
+        snprintf(buf, cap, "%.3f", ms / 1e3);
+    else
+        snprintf(buf, cap, "off");
+}
 
 void options_print(const struct options *o, FILE *out)
 {
     if (o->bind_unix)
-        fprintf(out, "bind: unix:%s\n", o->bind_unix);
+        item(out, "bind", OPT_BIND, "unix:%s", o->bind_unix);
     else
-        fprintf(out, "bind: %s:%d\n", o->bind_host, o->bind_port);
-    fprintf(out, "app: %s\n", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
+        item(out, "bind", OPT_BIND, "%s:%d", o->bind_host, o->bind_port);
+    item(out, "app", OPT_APP, "%s", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
     if (o->socket_mode >= 0)
-        fprintf(out, "socket-mode: %03o\n", (unsigned)o->socket_mode);
+        item(out, "socket-mode", OPT_SOCKET_MODE, "%03o", (unsigned)o->socket_mode);
     else
-        fprintf(out, "socket-mode: -\n");
-    fprintf(out, "chdir: %s\nuser: %s\ngroup: %s\nvirtualenv: %s\n", or_none(o->chdir_dir), or_none(o->user),
-            or_none(o->group), or_none(o->virtualenv));
-    fprintf(out, "inline: %s\nworkers: %u\nblocking-threads: %u\nhandoff: %s\n", o->inline_app ? "yes" : "no",
-            o->workers, o->blocking_threads, o->handoff->name);
-    fprintf(out, "spin: %ld iterations, %ld ns\nloop-spin: %ld ns\nloop-doze: %ld ns\nqueue-size: %u\n",
-            o->spin_iters, o->spin_ns, o->loop_spin_ns, o->loop_doze_ns, o->queue_capacity);
-    fprintf(out, "backlog: %d\nmax-header-size: %zu\nmax-body-size: %llu\n", o->backlog, o->max_header_size,
-            (unsigned long long)o->max_body_size);
-    fprintf(out, "header-timeout: %.3f\nkeepalive-timeout: %.3f\nio-timeout: %.3f\ngraceful-timeout: %.3f\n",
-            o->header_timeout_ms / 1e3, o->keepalive_timeout_ms / 1e3, o->io_timeout_ms / 1e3,
-            o->graceful_timeout_ms / 1e3);
+        item(out, "socket-mode", OPT_SOCKET_MODE, "-");
+    item(out, "chdir", OPT_CHDIR, "%s", or_none(o->chdir_dir));
+    item(out, "user", OPT_USER, "%s", or_none(o->user));
+    item(out, "group", OPT_GROUP, "%s", or_none(o->group));
+    /* The virtualenv start-up would use (interp_select ran), and why:
+     * --virtualenv, else $VIRTUAL_ENV, else the one cserve is installed in. */
+    const char *venv = interp_venv_dir();
+    if (o->virtualenv)
+        item(out, "virtualenv", OPT_VIRTUALENV, "%s", venv);
+    else if (venv[0] && strcmp(interp_venv_source(), "VIRTUAL_ENV") == 0)
+        fprintf(out, "virtualenv: %s (environment: VIRTUAL_ENV)\n", venv);
+    else if (venv[0])
+        fprintf(out, "virtualenv: %s (default: the virtualenv cserve is installed in)\n", venv);
+    else
+        fprintf(out, "virtualenv: - (default: none, the packages of the Python at %s)\n", interp_home());
+    item(out, "inline", OPT_INLINE, "%s", o->inline_app ? "yes" : "no");
+    item(out, "workers", OPT_WORKERS, "%u", o->workers);
+    item(out, "blocking-threads", OPT_THREADS, "%u", o->blocking_threads);
+    item(out, "handoff", OPT_HANDOFF, "%s", o->handoff->name);
+    /* The ring's knobs in the units their options take; -1 and 0 are
+     * "adaptive" and "the default" inside, not values anyone typed. */
+    if (o->spin_ns > 0)
+        item(out, "spin", OPT_SPIN, "%ld us", o->spin_ns / 1000);
+    else if (o->spin_iters >= 0)
+        item(out, "spin", OPT_SPIN, "%ld iterations", o->spin_iters);
+    else
+        item(out, "spin", OPT_SPIN, "adaptive");
+    if (o->loop_spin_ns < 0)
+        item(out, "loop-spin", OPT_LOOP_SPIN, "adaptive");
+    else
+        item(out, "loop-spin", OPT_LOOP_SPIN, "%ld us%s", o->loop_spin_ns / 1000, o->loop_spin_ns ? "" : " (never)");
+    if (o->loop_doze_ns < 0)
+        item(out, "loop-doze", OPT_LOOP_DOZE, "0 us (never)");
+    else
+        item(out, "loop-doze", OPT_LOOP_DOZE, "%ld us", (o->loop_doze_ns ? o->loop_doze_ns : RING_DOZE_MAX_NS) / 1000);
+    item(out, "queue-size", OPT_QUEUE, "%u", o->queue_capacity);
+    item(out, "backlog", OPT_BACKLOG, "%d", o->backlog);
+    item(out, "max-header-size", OPT_MAX_HEADER, "%zu", o->max_header_size);
+    if (o->inline_app && !body_size_set)
+        fprintf(out, "max-body-size: %llu (default with --inline)\n", (unsigned long long)o->max_body_size);
+    else
+        item(out, "max-body-size", OPT_MAX_BODY, "%llu", (unsigned long long)o->max_body_size);
+    item(out, "header-timeout", OPT_HEADER_TIMEOUT, "%.3f", o->header_timeout_ms / 1e3);
+    item(out, "keepalive-timeout", OPT_KEEPALIVE_TIMEOUT, "%.3f", o->keepalive_timeout_ms / 1e3);
+    item(out, "io-timeout", OPT_IO_TIMEOUT, "%.3f", o->io_timeout_ms / 1e3);
+    item(out, "graceful-timeout", OPT_GRACEFUL_TIMEOUT, "%.3f", o->graceful_timeout_ms / 1e3);
     static const char *const formats[] = {"combined", "common", "json"};
-    fprintf(out, "access-log-format: %s\n", formats[o->access_log_format]);
-    fprintf(out, "access-log: %s\nlog-level: %s\nstats: %s\nstats-json: %s\nstats-window: %g\n",
-            o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off", log_level_name(),
-            o->stats ? "yes" : "no", or_none(o->stats_json), o->stats_window_s);
-    fprintf(out, "max-requests: %lu\nmax-requests-jitter: %lu\nworkers-lifetime: %.3f\nworkers-max-rss: %u\n"
-                 "app-timeout: %.3f\npid-file: %s\n",
-            o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
-            o->app_timeout_ms / 1e3, or_none(o->pid_file));
-    fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
-    fprintf(out, "metrics-bind: %s\n", or_none(o->metrics_bind));
-    fprintf(out, "forwarded-allow-ips: %s\nforwarded-headers: %s\nroot-path: %s\n",
-            *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-",
-            *o->forwarded_headers ? o->forwarded_headers : "-", or_none(o->root_path));
+    item(out, "access-log-format", OPT_ACCESS_LOG_FORMAT, "%s", formats[o->access_log_format]);
+    item(out, "access-log", OPT_ACCESS_LOG, "%s",
+         o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off");
+    item(out, "log-level", OPT_LOG_LEVEL, "%s", log_level_name());
+    item(out, "stats", OPT_STATS, "%s", o->stats ? "yes" : "no");
+    item(out, "stats-json", OPT_STATS_JSON, "%s", or_none(o->stats_json));
+    item(out, "stats-window", OPT_STATS_WINDOW, "%g", o->stats_window_s);
+    item(out, "max-requests", OPT_MAX_REQUESTS, "%lu", o->max_requests);
+    item(out, "max-requests-jitter", OPT_MAX_REQUESTS_JITTER, "%lu", o->max_requests_jitter);
+    char buf[32];
+    seconds_or_off(buf, sizeof buf, o->workers_lifetime_ms);
+    item(out, "workers-lifetime", OPT_WORKERS_LIFETIME, "%s", buf);
+    if (o->workers_max_rss_mb)
+        item(out, "workers-max-rss", OPT_WORKERS_MAX_RSS, "%u", o->workers_max_rss_mb);
+    else
+        item(out, "workers-max-rss", OPT_WORKERS_MAX_RSS, "off");
+    seconds_or_off(buf, sizeof buf, o->app_timeout_ms);
+    item(out, "app-timeout", OPT_APP_TIMEOUT, "%s", buf);
+    item(out, "pid-file", OPT_PID_FILE, "%s", or_none(o->pid_file));
+    item(out, "reload", OPT_RELOAD, "%s", o->reload ? "yes" : "no");
+    item(out, "metrics-bind", OPT_METRICS_BIND, "%s", or_none(o->metrics_bind));
+    item(out, "forwarded-allow-ips", OPT_FORWARDED_ALLOW_IPS, "%s",
+         *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-");
+    item(out, "forwarded-headers", OPT_FORWARDED_HEADERS, "%s", *o->forwarded_headers ? o->forwarded_headers : "-");
+    item(out, "root-path", OPT_ROOT_PATH, "%s", or_none(o->root_path));
 }
