@@ -100,6 +100,8 @@ int main(int argc, char **argv)
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
+    if (!exec_worker) /* the server's first process says it, not each worker again */
+        options_check_environment();
     wsgi_options = &opt;
     char why[160];
     if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {

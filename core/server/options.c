@@ -203,6 +203,9 @@ static void usage(FILE *out)
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
 "option on the command line wins over its variable; given twice, the last wins.\n"
+"A CSERVE_ variable that is no option's (a typo: CSERVE_WORKER) is ignored with a\n"
+"warning naming the closest option's, not refused: other tools may keep their own\n"
+"CSERVE_ variables in the same environment.\n"
 "\n"
 "Exit status: 2 when cserve refuses to start (a bad option or variable, an app\n"
 "that does not import, an address in use, a file it cannot open: one line\n"
@@ -494,6 +497,18 @@ static bool env_flag(const char *name, const char *v)
     die_usage("a flag option's variable takes 1/true/yes/on or 0/false/no/off, not '%s'", v);
 }
 
+/* CSERVE_<NAME> of a long option into name (an empty name: not a variable). */
+static void env_name_of(const struct option *lo, char *name, size_t cap)
+{
+    name[0] = '\0';
+    if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
+        return;
+    size_t k = (size_t)snprintf(name, cap, "CSERVE_");
+    for (const char *p = lo->name; *p && k + 1 < cap; p++)
+        name[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    name[k] = '\0';
+}
+
 /* The "--name=value" strings made from variables: the options point into
  * them (optarg) for the process's life, so they are kept here. */
 static char *volatile env_args[64]; /* volatile: never read, yet kept */
@@ -503,13 +518,10 @@ static void parse_env(struct options *o, const char *argv0)
 {
     size_t kept = 0;
     for (const struct option *lo = long_options; lo->name; lo++) {
-        if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
+        char name[64];
+        env_name_of(lo, name, sizeof name);
+        if (!name[0])
             continue;
-        char name[64] = "CSERVE_";
-        size_t k = strlen(name);
-        for (const char *p = lo->name; *p && k + 1 < sizeof name; p++)
-            name[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-        name[k] = '\0';
         const char *v = getenv(name);
         if (!v)
             continue;
@@ -540,6 +552,78 @@ static void parse_env(struct options *o, const char *argv0)
             die_usage("'%s' is not a value this option takes", v);
     }
     env_source[0] = '\0';
+}
+
+/* Edits (insert, delete, replace) between a and b, both short. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return (size_t)-1;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Variables cserve reads that are no option's: the test suite's fault
+ * hooks (core/conn/loop.c, core/python/pool.c) and the one a supervisor
+ * hands an exec'd worker (lifecycle.h). */
+static const char *const not_options[] = {"CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD", "CSERVE_EXEC_WORKER"};
+
+void options_check_environment(void)
+{
+    extern char **environ;
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "CSERVE_", 7) != 0)
+            continue;
+        char var[64];
+        size_t n = strcspn(*e, "=");
+        snprintf(var, sizeof var, "%.*s", (int)(n < sizeof var - 1 ? n : sizeof var - 1), *e);
+        bool known = false;
+        for (size_t i = 0; i < sizeof not_options / sizeof *not_options; i++)
+            known |= strcmp(var, not_options[i]) == 0;
+        const struct option *closest = NULL;
+        size_t best = (size_t)-1;
+        char name[64];
+        for (const struct option *lo = long_options; lo->name && !known; lo++) {
+            env_name_of(lo, name, sizeof name);
+            if (!name[0])
+                continue;
+            known = strcmp(var, name) == 0;
+            size_t d = edit_distance(var + 7, name + 7);
+            if (d < best) {
+                best = d;
+                closest = lo;
+            }
+        }
+        if (known)
+            continue;
+        /* Close enough to be a typo of it: a third of the name, and at
+         * least two edits (CSERVE_WORKER, CSERVE_BLOCKING_THREAD). */
+        size_t len = strlen(var + 7);
+        if (closest && best <= (len / 3 > 2 ? len / 3 : 2)) {
+            env_name_of(closest, name, sizeof name);
+            log_warn("%s is no option's variable: ignored. Did you mean %s (--%s)? (cserve --help lists them)", var,
+                     name, closest->name);
+        } else {
+            log_warn("%s is no option's variable: ignored (cserve --help lists them)", var);
+        }
+    }
 }
 
 void options_parse(struct options *o, int argc, char **argv)

@@ -9,12 +9,14 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import APPS, BIN, ROOT
+from conftest import APPS, BIN, ROOT, start_server
+from loadgen import wait_until
 
 # option -> (value of CSERVE_<NAME>, the --check-config line it must give,
 #            other variables the value needs)
@@ -293,3 +295,31 @@ def test_check_config_names_the_virtualenv_in_use_and_why(venv, venv2, tmp_path)
 def test_a_time_too_long_to_keep_is_refused_not_wrapped(option):
     r = subprocess.run([BIN, "--check-config", option, "5000000"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and option in r.stderr and "up to" in r.stderr
+
+
+@pytest.mark.parametrize("typo,meant", [("CSERVE_WORKER", "CSERVE_WORKERS (--workers)"),
+                                        ("CSERVE_BLOCKING_THREAD", "CSERVE_BLOCKING_THREADS (--blocking-threads)"),
+                                        ("CSERVE_ACCES_LOG", "CSERVE_ACCESS_LOG (--access-log)")])
+def test_a_variable_that_is_no_option_is_warned_about_with_the_closest(typo, meant):
+    r = check_config({typo: "2"})
+    assert r.returncode == 0, r.stderr
+    warnings = [ln for ln in r.stderr.splitlines() if "warning:" in ln]
+    assert len(warnings) == 1 and typo in warnings[0] and f"Did you mean {meant}?" in warnings[0], r.stderr
+    assert all(src.startswith("default") for _, src in config(r.stdout).values()), "the typo was read"
+
+
+def test_a_variable_like_no_option_is_warned_about_without_a_guess():
+    r = check_config({"CSERVE_ZQXJ": "1"})
+    assert r.returncode == 0 and "CSERVE_ZQXJ is no option's variable" in r.stderr and "Did you" not in r.stderr, \
+        r.stderr
+
+
+def test_the_warning_is_said_once_not_by_every_worker():
+    """The first process says it; workers, and those a reload execs, do not."""
+    srv = start_server("--workers", "2", env=dict(os.environ, CSERVE_WORKER="3"))
+    try:
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: srv.log_text().count(" serves; pid ") >= 2, 20), srv.log_text()
+        assert srv.log_text().count("CSERVE_WORKER is no option's variable") == 1, srv.log_text()
+    finally:
+        srv.close()

@@ -18,7 +18,7 @@ import pytest
 
 from deploy_support import http_get
 from httpclient import Reader
-from conftest import ROOT, free_port, start_server
+from conftest import BIN, ROOT, free_port, start_server
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import loadgen  # noqa: E402
@@ -414,8 +414,7 @@ def test_unix_socket_and_refused_addresses(server_factory, tmp_path):
     json.loads(body)
     srv.stop()
     assert not path.exists(), "the metrics socket is removed at exit"
-    bin_ = os.environ.get("CSERVE_BIN", str(ROOT / "cserve"))
-    p = subprocess.run([bin_, "--bind", f"127.0.0.1:{free_port()}", "--metrics-bind", "0.0.0.0:9"],
+    p = subprocess.run([BIN, "--bind", f"127.0.0.1:{free_port()}", "--metrics-bind", "0.0.0.0:9"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "loopback" in p.stderr
 
@@ -483,7 +482,7 @@ def test_dashboard_in_a_browser(server_factory, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(loadgen.sanitizer(os.environ.get("CSERVE_BIN", str(ROOT / "cserve"))) == "tsan",
+@pytest.mark.skipif(loadgen.sanitizer(BIN) == "tsan",
                     reason="under TSan a child forked from a pool thread may not start threads "
                            "(multiprocessing's Pool does): the app, not the server, cannot run")
 def test_app_that_forks_while_metrics_are_served(server_factory):
