@@ -230,13 +230,13 @@ void interp_start(void)
 
 const char *interp_venv_note(void)
 {
-    static char note[PATH_MAX + 160];
-    if (venv_dir[0])
-        snprintf(note, sizeof note, "virtualenv %s (from %s)", venv_dir, venv_source);
+    static char note[2 * PATH_MAX + 300];
+    if (venv_dir[0]) /* interp_describe() ends with ", virtualenv DIR" */
+        snprintf(note, sizeof note, "%s (from %s)", interp_describe(), venv_source);
     else
-        snprintf(note, sizeof note, "no virtualenv: the packages of the Python at %s (give --virtualenv DIR, "
+        snprintf(note, sizeof note, "%s; no virtualenv: the packages of the Python at %s (give --virtualenv DIR, "
                                     "or set VIRTUAL_ENV)",
-                 CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)");
+                 interp_describe(), CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)");
     return note;
 }
 

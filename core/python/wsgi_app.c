@@ -134,7 +134,7 @@ static PyObject *import_app(const char *spec)
         PyErr_Restore(type, value, tb);
         exception_line(why, sizeof why);
         size_t n = strlen(why);
-        snprintf(why + n, sizeof why - n, " [%s; %s]", interp_describe(), interp_venv_note());
+        snprintf(why + n, sizeof why - n, " [%s]", interp_venv_note());
         die_import(spec, why);
     }
     /* CALLABLE may be a dotted path inside the module. */

@@ -1,6 +1,7 @@
 """The command line: --help, --version, option and app
 errors (exit 2, one line, never listening), --bind unix:, --app native-hello,
 the default app."""
+import os
 import re
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from conftest import APPS, BIN, ROOT, Server, free_port
+from deploy_support import EMBEDDED_PY
 from httpclient import Reader, get, req
 
 OPTIONS = ["--bind", "--chdir", "--workers", "--blocking-threads", "--handoff", "--spin", "--inline",
@@ -138,6 +140,17 @@ def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
     # cserve's own lines around the traceback carry the one prefix
     assert PREFIX.match(lines[0]) and "raises_on_import" in lines[0], lines[0]
     assert "no virtualenv" in lines[-1], lines[-1]
+
+
+def test_the_import_error_line_names_the_virtualenv_once(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([EMBEDDED_PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = dict(os.environ, VIRTUAL_ENV=str(venv))
+    p = subprocess.run([BIN, "--chdir", str(APPS), "raises_on_import:application"], cwd=str(ROOT),
+                       capture_output=True, text=True, timeout=15, env=env)
+    assert p.returncode == 2, p.stderr
+    last = p.stderr.splitlines()[-1]
+    assert last.count(str(venv)) == 1 and f"virtualenv {venv} (from VIRTUAL_ENV)" in last, last
 
 
 def test_app_file_whose_name_is_no_module_name_is_refused(tmp_path):
