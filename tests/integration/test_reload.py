@@ -423,3 +423,53 @@ def test_a_reload_imports_in_the_environment_cserve_started_with(tmp_path, worke
             srv.log_text()[-3000:]
     finally:
         srv.close()
+
+
+DJANGO_WSGI = '''import os
+from django.core.wsgi import get_wsgi_application
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
+application = get_wsgi_application()
+'''
+# docs/operating.md's recipe: import the URLconf, and so every view, at start-up
+DJANGO_EAGER = '''from django.urls import get_resolver
+get_resolver().url_patterns
+'''
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_a_django_view_that_cannot_import_fails_the_reload_only_when_wsgi_py_imports_the_urls(tmp_path, eager):
+    """Django imports the URLconf and its views on the first request, not in
+    get_wsgi_application(): a view module that no longer imports passes a
+    reload and then fails every request, unless wsgi.py imports the URLconf
+    itself (the recipe docs/operating.md gives); then the reload fails and
+    the old workers keep serving."""
+    pytest.importorskip("django")
+    site = tmp_path / "mysite"
+    site.mkdir()
+    (site / "__init__.py").write_text("")
+    (site / "settings.py").write_text('SECRET_KEY = "test-only"\nALLOWED_HOSTS = ["*"]\nROOT_URLCONF = "mysite.urls"\n'
+                                      'INSTALLED_APPS = []\nMIDDLEWARE = []\n')
+    (site / "urls.py").write_text("from django.urls import path\nfrom . import views\n"
+                                  'urlpatterns = [path("", views.index)]\n')
+    (site / "wsgi.py").write_text(DJANGO_WSGI + (DJANGO_EAGER if eager else ""))
+
+    def views(text):
+        (site / "views.py").write_text(text)
+        shutil.rmtree(site / "__pycache__", ignore_errors=True)
+    views('from django.http import HttpResponse\n'
+          'def index(request):\n    return HttpResponse(b"v1", headers={"Content-Length": "2"})\n')
+    srv = start_server("--workers", "2", app="mysite.wsgi:application", chdir=tmp_path)
+    try:
+        assert get(srv.port) == (200, b"v1")
+        views('import no_such_module\n' + (site / "views.py").read_text())
+        srv.proc.send_signal(signal.SIGHUP)
+        if eager:
+            assert wait_until(lambda: "reload failed" in srv.log_text(), 20), srv.log_text()
+            assert "No module named 'no_such_module'" in srv.log_text()
+            assert all(get(srv.port) == (200, b"v1") for _ in range(6))
+        else:
+            assert wait_until(lambda: srv.log_text().count(" serves; pid ") >= 2, 20), srv.log_text()
+            assert "reload failed" not in srv.log_text()
+            assert wait_until(lambda: all(get(srv.port)[0] == 500 for _ in range(6)), 10), srv.log_text()[-3000:]
+    finally:
+        srv.close()
