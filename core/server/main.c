@@ -176,9 +176,10 @@ int main(int argc, char **argv)
         log_error("out of memory");
         return 1;
     }
+    int rc = 2;
     if (dropping) {
         if (listen_open_all(&opt, opt.workers, fds) != 0)
-            return 2;
+            goto out;
         privs_drop();
     }
     if (python)
@@ -188,11 +189,11 @@ int main(int argc, char **argv)
      * any worker exists: the slots are inherited, and the thread that
      * serves them stays in this process through a reload. */
     if (opt.metrics_bind && metrics_start(&opt, opt.workers) != 0)
-        return 2;
+        goto out;
     if ((!dropping && listen_open_all(&opt, opt.workers, fds) != 0) ||
         (opt.pid_file && pidfile_write(opt.pid_file) != 0)) {
         metrics_stop();
-        return 2;
+        goto out;
     }
 
     char how[600];
@@ -215,7 +216,6 @@ int main(int argc, char **argv)
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");
-    int rc;
     if (opt.workers > 1) {
         rc = supervisor_run(&opt, app_name, fds, NULL);
     } else {
@@ -224,8 +224,9 @@ int main(int argc, char **argv)
         if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
             rc = supervisor_run(&opt, app_name, &ho.listen_fd, &ho);
     }
-    free(fds);
     metrics_stop();
     listen_cleanup();
+out:
+    free(fds);
     return rc;
 }

@@ -215,14 +215,14 @@ static void usage(FILE *out)
 /* The variable being parsed, named in error messages (empty: the command line). */
 static char env_source[64];
 
-/* Where each option's value came from, for --check-config: NULL for the
- * default, else "command line" or the variable's name. */
-static const char *source_of[OPT_END];
+/* Where each option's value came from, for --check-config. */
+enum source { FROM_DEFAULT, FROM_COMMAND_LINE, FROM_ENVIRONMENT };
+static unsigned char source_of[OPT_END];
 
 static void note_source(int opt)
 {
     if (opt >= 0 && opt < OPT_END)
-        source_of[opt] = env_source[0] ? strdup(env_source) : "command line";
+        source_of[opt] = env_source[0] ? FROM_ENVIRONMENT : FROM_COMMAND_LINE;
 }
 
 /* One error line, naming the variable the value came from; exit 2. */
@@ -659,11 +659,11 @@ void options_parse(struct options *o, int argc, char **argv)
             die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[first]);
         o->app_spec = argv[first];
         o->native_hello = false;
-        source_of[OPT_APP] = "command line";
+        source_of[OPT_APP] = FROM_COMMAND_LINE;
     }
     if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli) {
         o->socket_mode = -1; /* CSERVE_SOCKET_MODE was for the unix socket the command line replaced */
-        source_of[OPT_SOCKET_MODE] = NULL;
+        source_of[OPT_SOCKET_MODE] = FROM_DEFAULT;
     }
     if (o->socket_mode >= 0 && !o->bind_unix)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
@@ -690,13 +690,17 @@ static void item(FILE *out, const char *name, int opt, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(out, fmt, ap);
     va_end(ap);
-    const char *src = source_of[opt];
-    if (!src)
+    if (source_of[opt] == FROM_DEFAULT) {
         fprintf(out, " (default)\n");
-    else if (strcmp(src, "command line") == 0)
+    } else if (source_of[opt] == FROM_COMMAND_LINE) {
         fprintf(out, " (command line)\n");
-    else
-        fprintf(out, " (environment: %s)\n", src);
+    } else {
+        char var[64] = "?";
+        for (const struct option *lo = long_options; lo->name; lo++)
+            if (lo->val == opt)
+                env_name_of(lo, var, sizeof var);
+        fprintf(out, " (environment: %s)\n", var);
+    }
 }
 
 static const char *or_none(const char *s) { return s ? s : "-"; }
