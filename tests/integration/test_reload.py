@@ -17,6 +17,7 @@ import pytest
 
 from conftest import BIN, start_server
 from deploy_support import http_get
+import loadgen
 from loadgen import wait_until
 
 APP = '''import os, time
@@ -436,6 +437,12 @@ get_resolver().url_patterns
 '''
 
 
+# Django's imports nest deeper than the 256 frames LSan records, and it
+# imports its views during the first request: its one-time allocations never
+# show the frame tests/lsan.supp names (import_app), so an ASan build's leak
+# check would fail on Django, not on cserve. The reloads themselves are
+# checked under ASan by the tests above.
+@pytest.mark.skipif(loadgen.sanitizer(BIN) == "asan", reason="LSan cannot attribute Django's deep imports")
 @pytest.mark.parametrize("eager", [False, True])
 def test_a_django_view_that_cannot_import_fails_the_reload_only_when_wsgi_py_imports_the_urls(tmp_path, eager):
     """Django imports the URLconf and its views on the first request, not in
