@@ -1,6 +1,9 @@
 """A PEP 517 build backend for cserve, with no dependencies beyond the
 standard library.
 
+The distribution is cserve-wsgi (a project named cserve on the public index
+is someone else's); the command it installs stays `cserve`.
+
 cserve is a C program that embeds CPython, so a wheel of it is a compiled
 binary tied to one interpreter: build_wheel runs the project's own Makefile
 with PYTHON set to the interpreter pip runs this backend on (a virtualenv's
@@ -28,12 +31,14 @@ import tempfile
 import time
 import zipfile
 
-NAME = "cserve"
+NAME = "cserve-wsgi"  # the distribution; the command is cserve
 VERSION = "0.1.0"
+# File names carry the name normalised (PEP 427, PEP 625): cserve_wsgi-0.1.0.
+STEM = f"{NAME.replace('-', '_')}-{VERSION}"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAKE_VARS = ("ALLOC", "OPT", "INSTRUMENTS", "CC", "PYTHON_LINK")
-DIST_INFO = f"{NAME}-{VERSION}.dist-info"
-DATA = f"{NAME}-{VERSION}.data"
+DIST_INFO = f"{STEM}.dist-info"
+DATA = f"{STEM}.data"
 
 
 def _metadata():
@@ -43,7 +48,9 @@ def _metadata():
 
 
 def _tag():
-    # The binary links this interpreter's libpython and bakes in its prefix.
+    # The binary links this interpreter's libpython and bakes in its prefix,
+    # so it runs only where that installation is: the platform stays the
+    # plain linux_x86_64, not a manylinux tag (docs/deploying.md says why).
     impl = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     abi = impl + getattr(sys, "abiflags", "")
     plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
@@ -100,7 +107,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for name in sorted(os.listdir(apps)):
             if name.endswith(".py"):
                 files.append((f"{DATA}/data/share/cserve/apps/{name}", os.path.join(apps, name), 0o644))
-        wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
+        wheel_name = f"{STEM}-{_tag()}.whl"
         path = os.path.join(wheel_directory, wheel_name)
         record = ""
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -142,7 +149,7 @@ def _sdist_files():
 
 
 def build_sdist(sdist_directory, config_settings=None):
-    base = f"{NAME}-{VERSION}"
+    base = STEM
     path = os.path.join(sdist_directory, base + ".tar.gz")
     with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tf:
         for rel in _sdist_files():

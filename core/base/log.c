@@ -27,20 +27,26 @@ const char *log_level_name(void)
     return level_names[log_threshold];
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
     if (level < log_threshold)
         return;
-    char line[2048];
+    /* Room for an error naming two paths and an exception's message. */
+    char line[8192];
     int n = snprintf(line, sizeof line, "[cserve %d] %s: ", (int)getpid(), level_names[level]);
-    va_list ap;
-    va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w; /* nowhere left to report a failed log write */
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
 }

@@ -1,6 +1,10 @@
-/* log.h — one-line log messages on stderr, filtered by --log-level. */
+/* log.h — one-line log messages on stderr, filtered by --log-level. Every
+ * line cserve writes itself starts "[cserve PID] LEVEL: ", start-up errors
+ * included, so one pattern finds them all. */
 #ifndef CSERVE_LOG_H
 #define CSERVE_LOG_H
+
+#include <stdarg.h>
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR };
 
@@ -11,6 +15,7 @@ int log_set_level(const char *name);
 const char *log_level_name(void);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_vmsg(enum log_level level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #define log_debug(...) do { if (log_threshold <= LOG_DEBUG) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

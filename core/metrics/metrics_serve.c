@@ -531,18 +531,18 @@ int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
     for (unsigned i = 0; i < MAX_CONNS; i++)
         M.clients[i] = (struct client){.fd = -1};
     if (metrics_shm_create(slots) != 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: shared memory: %s\n", strerror(errno));
+        log_error("--metrics-bind: shared memory: %s", strerror(errno));
         return -1;
     }
     M.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (metrics_history_init(&M.view, opt) != 0 || M.wake_fd < 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: %s\n", strerror(errno));
+        log_error("--metrics-bind: %s", strerror(errno));
         return -1;
     }
     learn_address();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     if (thread_start() != 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind: cannot start its thread\n");
+        log_error("--metrics-bind: cannot start its thread");
         return -1;
     }
     log_info("metrics: serving /metrics, /stats.json and the dashboard on %s", M.described);

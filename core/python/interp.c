@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/log.h"
 #include "../base/options.h"
 
 #ifndef CSERVE_PYTHON_HOME /* built without the Makefile: let CPython search */
@@ -52,9 +53,7 @@ static void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "cserve: error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    log_vmsg(LOG_ERROR, fmt, ap);
     va_end(ap);
     exit(2);
 }
@@ -174,7 +173,7 @@ void interp_select(const struct options *opt)
         sscanf(cfg.version, "%*d.%d", &minor);
         die("virtualenv %s is Python %s but this cserve embeds Python %s (%s); use a Python %s "
             "virtualenv, or build cserve for %s.%d: make PYTHON=%s%spython%s.%d (or pip install "
-            "cserve into that virtualenv)",
+            "this checkout into that virtualenv)",
             venv_dir, cfg.version, mine, CSERVE_PYTHON_HOME, want, other, minor,
             cfg.home, cfg.home[0] ? "/" : "", other, minor);
     }
@@ -231,14 +230,29 @@ void interp_start(void)
 
 const char *interp_venv_note(void)
 {
-    static char note[PATH_MAX + 160];
-    if (venv_dir[0])
-        snprintf(note, sizeof note, "virtualenv %s (from %s)", venv_dir, venv_source);
+    static char note[2 * PATH_MAX + 300];
+    if (venv_dir[0]) /* interp_describe() ends with ", virtualenv DIR" */
+        snprintf(note, sizeof note, "%s (from %s)", interp_describe(), venv_source);
     else
-        snprintf(note, sizeof note, "no virtualenv: the packages of the Python at %s (give --virtualenv DIR, "
+        snprintf(note, sizeof note, "%s; no virtualenv: the packages of the Python at %s (give --virtualenv DIR, "
                                     "or set VIRTUAL_ENV)",
-                 CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)");
+                 interp_describe(), CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)");
     return note;
+}
+
+const char *interp_venv_dir(void)
+{
+    return venv_dir;
+}
+
+const char *interp_venv_source(void)
+{
+    return venv_dir[0] && venv_source ? venv_source : "";
+}
+
+const char *interp_home(void)
+{
+    return CSERVE_PYTHON_HOME[0] ? CSERVE_PYTHON_HOME : "(searched)";
 }
 
 /* " free-threaded" for a build without the GIL (PEP 703), else "". */

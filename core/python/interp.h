@@ -20,8 +20,16 @@ void interp_start(void);
  * for --version and the start-up line. */
 const char *interp_describe(void);
 
-/* Which virtualenv serves and why, for an import error: "virtualenv DIR
- * (from --virtualenv)" or "no virtualenv (...)". */
+/* The Python and the virtualenv that serve, and why that virtualenv, for an
+ * import error, each named once: "Python 3.11.2 at /usr, virtualenv DIR
+ * (from --virtualenv)" or "Python 3.11.2 at /usr; no virtualenv: ...". */
 const char *interp_venv_note(void);
+
+/* After interp_select: the virtualenv chosen ("" for none), how it was
+ * chosen ("--virtualenv", "VIRTUAL_ENV" or "the virtualenv cserve is
+ * installed in"; "" for none), and the installation's prefix. */
+const char *interp_venv_dir(void);
+const char *interp_venv_source(void);
+const char *interp_home(void);
 
 #endif

@@ -23,7 +23,7 @@
 static void die_import(const char *spec, const char *why) __attribute__((noreturn));
 static void die_import(const char *spec, const char *why)
 {
-    fprintf(stderr, "cserve: error: cannot import app '%s': %s\n", spec, why);
+    log_error("cannot import app '%s': %s", spec, why);
     exit(2);
 }
 
@@ -128,14 +128,13 @@ static PyObject *import_app(const char *spec)
         if (value && tb)
             PyException_SetTraceback(value, tb);
         if (!app_not_found(value, module)) {
-            fprintf(stderr, "cserve: the app's import raised:\n");
-            fflush(stderr);
+            log_error("importing app '%s' raised (its traceback follows):", spec);
             PyErr_Display(type, value, tb);
         }
         PyErr_Restore(type, value, tb);
         exception_line(why, sizeof why);
         size_t n = strlen(why);
-        snprintf(why + n, sizeof why - n, " [%s; %s]", interp_describe(), interp_venv_note());
+        snprintf(why + n, sizeof why - n, " [%s]", interp_venv_note());
         die_import(spec, why);
     }
     /* CALLABLE may be a dotted path inside the module. */
@@ -187,7 +186,7 @@ void wsgi_init(const struct options *opt, const char *default_app_dir)
     if (PyType_Ready(&InputType) < 0 || PyType_Ready(&ResponderType) < 0 ||
         PyType_Ready(&FileWrapperType) < 0 || environ_init() < 0) {
         PyErr_Print();
-        fprintf(stderr, "cserve: error: cannot prepare the WSGI bridge\n");
+        log_error("cannot prepare the WSGI bridge");
         exit(2);
     }
     W.s_close = PyUnicode_InternFromString("close");
@@ -195,7 +194,7 @@ void wsgi_init(const struct options *opt, const char *default_app_dir)
     W.s_tell = PyUnicode_InternFromString("tell");
     if (!W.s_close || !W.s_fileno || !W.s_tell) {
         PyErr_Print();
-        fprintf(stderr, "cserve: error: cannot prepare the WSGI bridge\n");
+        log_error("cannot prepare the WSGI bridge");
         exit(2);
     }
 }

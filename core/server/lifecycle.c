@@ -123,7 +123,7 @@ bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd)
     unsigned i;
     int fd, lfd, mfd = -1;
     if (sscanf(v, "%u:%d:%d:%d", &i, &fd, &lfd, &mfd) < 3 || fd < 0) {
-        fprintf(stderr, "cserve: error: %s='%s' is not SLOT:FD:LOGFD[:METRICSFD]\n", EXEC_WORKER_ENV, v);
+        log_error("%s='%s' is not SLOT:FD:LOGFD[:METRICSFD]", EXEC_WORKER_ENV, v);
         exit(2);
     }
     if (mfd >= 0)

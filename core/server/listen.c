@@ -52,7 +52,7 @@ static struct created {
 static void refuse(const char *flag, const char *path, const char *why) __attribute__((noreturn));
 static void refuse(const char *flag, const char *path, const char *why)
 {
-    fprintf(stderr, "cserve: error: %s unix:%s: %s\n", flag, path, why);
+    log_error("%s unix:%s: %s", flag, path, why);
     exit(2);
 }
 
@@ -415,7 +415,7 @@ int listen_metrics_check(const struct options *opt)
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
     int rc = getaddrinfo(opt->metrics_host, serv, &hints, &res);
     if (rc != 0) {
-        fprintf(stderr, "cserve: error: --metrics-bind %s: %s\n", opt->metrics_bind, gai_strerror(rc));
+        log_error("--metrics-bind %s: %s", opt->metrics_bind, gai_strerror(rc));
         return -1;
     }
     bool ok = true;
@@ -423,8 +423,8 @@ int listen_metrics_check(const struct options *opt)
         ok = loopback(ai->ai_addr);
     freeaddrinfo(res);
     if (!ok)
-        fprintf(stderr, "cserve: error: --metrics-bind %s: %s is not a loopback address "
-                        "(metrics are served on loopback only)\n", opt->metrics_bind, opt->metrics_host);
+        log_error("--metrics-bind %s: %s is not a loopback address (metrics are served on loopback only)",
+                  opt->metrics_bind, opt->metrics_host);
     return ok ? 0 : -1;
 }
 

@@ -107,19 +107,21 @@ int main(int argc, char **argv)
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
+    if (!exec_worker) /* the server's first process says it, not each worker again */
+        options_check_environment();
     char why[160];
     if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
-        fprintf(stderr, "cserve: error: --forwarded-allow-ips: %s (see cserve --help)\n", why);
+        log_error("--forwarded-allow-ips: %s (see cserve --help)", why);
         return 2;
     }
     if (forwarded_fields_parse(opt.forwarded_headers, why, sizeof why) != 0) {
-        fprintf(stderr, "cserve: error: --forwarded-headers: %s (see cserve --help)\n", why);
+        log_error("--forwarded-headers: %s (see cserve --help)", why);
         return 2;
     }
 
     signal(SIGPIPE, SIG_IGN);
     if (signals_init() != 0) {
-        fprintf(stderr, "cserve: error: cannot set up signal handling: %s\n", strerror(errno));
+        log_error("cannot set up signal handling: %s", strerror(errno));
         return 1;
     }
     raise_fd_limit();
@@ -129,21 +131,20 @@ int main(int argc, char **argv)
     /* What the start refuses, --check-config refuses too. */
     if (listen_metrics_check(&opt) != 0)
         return 2;
-    if (opt.check_config) {
-        options_print(&opt, stdout);
-        fflush(stdout);
-    }
-
     listen_claim_inherited();
     bool python = !opt.native_hello;
     /* A wrong virtualenv or user fails here, before anything listens. */
     if (python)
         interp_select(&opt);
+    if (opt.check_config) { /* after interp_select: it names the virtualenv chosen */
+        options_print(&opt, stdout);
+        fflush(stdout);
+    }
     bool dropping = privs_resolve(&opt);
     char apps[PATH_MAX];
     default_app_dir(apps, sizeof apps);
     if (opt.chdir_dir && chdir(opt.chdir_dir) != 0) {
-        fprintf(stderr, "cserve: error: --chdir %s: %s\n", opt.chdir_dir, strerror(errno));
+        log_error("--chdir %s: %s", opt.chdir_dir, strerror(errno));
         return 2;
     }
     char app_name[PATH_MAX + 64];
@@ -168,25 +169,37 @@ int main(int argc, char **argv)
     /* A running server's pid file is not taken over: `kill -HUP $(cat FILE)`
      * must reach that server. Ours names us before anything listens. */
     if (opt.pid_file && pidfile_take(opt.pid_file) != 0)
-        return 1;
+        return 2;
     /* Before root is dropped: /var/log is root's. */
     if (opt.access_log &&
         access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
-        fprintf(stderr, "cserve: error: --access-log=%s: %s\n", opt.access_log_file, strerror(errno));
+        log_error("--access-log=%s: %s", opt.access_log_file, strerror(errno));
         return 2;
     }
+    /* Exit 2: cserve refuses to start, for what it was given or found (an
+     * option, the app, an address in use, a file it cannot open), with one
+     * line, before it serves. Exit 1: the server itself failed (memory, a
+     * thread). */
     int *fds = calloc(opt.workers, sizeof *fds), metrics_fd = -1;
-    if (!fds)
+    if (!fds) {
+        log_error("out of memory");
         return 1;
+    }
+    int rc = 2;
     if (dropping) {
         if (open_listeners(&opt, fds, &metrics_fd) != 0)
-            return 1;
+            goto out;
         privs_drop();
     }
     if (python)
         wsgi_init(&opt, apps);
     if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)
-        return 1;
+        goto out;
+    /* Before the start-up line, so a failure is the one line before it.
+     * Before any worker exists: the slots are inherited, and the thread
+     * that serves them stays in this process through a reload. */
+    if (opt.metrics_bind && metrics_start(&opt, opt.workers, metrics_fd) != 0)
+        goto out;
 
     char how[600];
     const char *mode = opt.native_hello ? "native hello, no Python"
@@ -208,13 +221,6 @@ int main(int argc, char **argv)
     log_info("cserve %s serving %s on %s (%s%s%s%s%s)", CSERVE_VERSION, app_name, listen_describe(), how,
              python ? "; " : "", python ? interp_describe() : "", dropping ? "; as " : "",
              dropping ? privs_describe() : "");
-    /* Before any worker exists: the slots are inherited, and the thread
-     * that serves them stays in this process through a reload. */
-    if (opt.metrics_bind && metrics_start(&opt, opt.workers, metrics_fd) != 0) {
-        free(fds);
-        return 2;
-    }
-    int rc;
     if (opt.workers > 1) {
         rc = supervisor_run(&opt, app_name, fds, NULL);
     } else {
@@ -223,8 +229,9 @@ int main(int argc, char **argv)
         if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
             rc = supervisor_run(&opt, app_name, &ho.listen_fd, &ho);
     }
-    free(fds);
     metrics_stop();
     listen_cleanup();
+out:
+    free(fds);
     return rc;
 }

@@ -6,12 +6,14 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "../../handoffs/handoff.h"
+#include "../../handoffs/ring_order.h" /* RING_DOZE_MAX_NS: --loop-doze's default */
 
 #ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
 #define CSERVE_ALLOC "?"
@@ -32,6 +34,7 @@ enum {
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
     OPT_RELOAD, OPT_METRICS_BIND,
+    OPT_END /* one past the last: the size of source_of[] */
 };
 
 static const struct option long_options[] = {
@@ -172,11 +175,15 @@ static void usage(FILE *out)
 "      --pid-file FILE        write the server's pid to FILE, held while it runs: a\n"
 "                             second server with the same FILE refuses to start;\n"
 "                             removed at exit if it still holds this pid\n"
-"      --check-config         print the effective configuration, import the app, exit\n"
+"      --check-config         print the effective configuration, each value with where it\n"
+"                             came from (default, command line, CSERVE_<NAME>), import\n"
+"                             the app, exit\n"
 "\n"
 "Logs and instruments:\n"
-"      --access-log[=FILE]    one line per request (stderr without FILE), opened before\n"
-"                             --user drops root; SIGWINCH reopens it (logrotate)\n"
+"      --access-log [FILE]    one line per request to FILE (stderr without one), opened\n"
+"                             before --user drops root; SIGWINCH reopens it (logrotate).\n"
+"                             A word after it in the app's form (MODULE:CALLABLE) is the\n"
+"                             app, not FILE (--access-log=FILE is never read so)\n"
 "      --access-log-format F  combined (the default: Apache's, then the microseconds from\n"
 "                             the head to the last byte written), common or json; the\n"
 "                             client is the one a trusted proxy names (--forwarded-allow-ips)\n"
@@ -195,26 +202,44 @@ static void usage(FILE *out)
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
-"option on the command line wins over its variable; given twice, the last wins.\n");
+"option on the command line wins over its variable; given twice, the last wins.\n"
+"A CSERVE_ variable that is no option's (a typo: CSERVE_WORKER) is ignored with a\n"
+"warning naming the closest option's, not refused: other tools may keep their own\n"
+"CSERVE_ variables in the same environment.\n"
+"\n"
+"Exit status: 2 when cserve refuses to start (a bad option or variable, an app\n"
+"that does not import, an address in use, a file it cannot open: one line\n"
+"before it serves), 1 when the server itself fails, 0 after a clean stop.\n");
 }
 
 /* The variable being parsed, named in error messages (empty: the command line). */
 static char env_source[64];
 
-static void say_source(void)
+/* Where each option's value came from, for --check-config. */
+enum source { FROM_DEFAULT, FROM_COMMAND_LINE, FROM_ENVIRONMENT };
+static unsigned char source_of[OPT_END];
+
+static void note_source(int opt)
 {
-    if (env_source[0])
-        fprintf(stderr, " (from the environment: %s)", env_source);
+    if (opt >= 0 && opt < OPT_END)
+        source_of[opt] = env_source[0] ? FROM_ENVIRONMENT : FROM_COMMAND_LINE;
+}
+
+/* One error line, naming the variable the value came from; exit 2. */
+static void die_with(const char *what, const char *hint) __attribute__((noreturn));
+static void die_with(const char *what, const char *hint)
+{
+    log_error("%s%s%s%s%s", what, env_source[0] ? " (from the environment: " : "", env_source,
+              env_source[0] ? ")" : "", hint);
+    exit(2);
 }
 
 static void die_usage(const char *fmt, const char *arg) __attribute__((noreturn));
 static void die_usage(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "cserve: error: ");
-    fprintf(stderr, fmt, arg);
-    say_source();
-    fprintf(stderr, " (see cserve --help)\n");
-    exit(2);
+    char what[2048];
+    snprintf(what, sizeof what, fmt, arg);
+    die_with(what, " (see cserve --help)");
 }
 
 static unsigned long parse_count(const char *opt, const char *s, unsigned long lo, unsigned long hi)
@@ -223,11 +248,9 @@ static unsigned long parse_count(const char *opt, const char *s, unsigned long l
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-        fprintf(stderr, "cserve: error: %s needs a whole number from %lu to %lu, not '%s'",
-                opt, lo, hi, s);
-        say_source();
-        fputc('\n', stderr);
-        exit(2);
+        char what[512];
+        snprintf(what, sizeof what, "%s needs a whole number from %lu to %lu, not '%.200s'", opt, lo, hi, s);
+        die_with(what, "");
     }
     return v;
 }
@@ -240,11 +263,10 @@ static unsigned parse_seconds_ms(const char *opt, const char *s)
     /* Kept in milliseconds in an unsigned: at most about 49 days. */
     const double max_s = (double)UINT_MAX / 1000.0;
     if (errno || end == s || *end || !(v > 0) || v > max_s) {
-        fprintf(stderr, "cserve: error: %s needs a positive number of seconds up to %.0f, not '%s'", opt,
-                floor(max_s), s);
-        say_source();
-        fputc('\n', stderr);
-        exit(2);
+        char what[512];
+        snprintf(what, sizeof what, "%s needs a positive number of seconds up to %.0f, not '%.200s'", opt,
+                 floor(max_s), s);
+        die_with(what, "");
     }
     return (unsigned)ceil(v * 1000.0);
 }
@@ -332,6 +354,20 @@ static void parse_spin(struct options *o, const char *s)
     }
 }
 
+/* The app's form, MODULE:CALLABLE or path/to/file.py:CALLABLE: a ':' and
+ * after the last one a dotted name. A log file's name rarely ends so; one
+ * that does is given as --access-log=FILE. */
+static bool app_form(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || !colon[1] || (colon[1] >= '0' && colon[1] <= '9'))
+        return false;
+    for (const char *p = colon + 1; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '.' || (unsigned char)*p >= 0x80))
+            return false;
+    return true;
+}
+
 static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
@@ -343,6 +379,7 @@ static int parse_args(struct options *o, int argc, char **argv)
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":b:w:hV", long_options, NULL)) != -1) {
+        note_source(c);
         switch (c) {
         case OPT_BIND: parse_bind(o, optarg); break;
         case OPT_CHDIR: o->chdir_dir = optarg; break;
@@ -421,6 +458,12 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG:
+            /* The argument is optional, so getopt takes only
+             * --access-log=FILE; "--access-log FILE" would leave FILE to be
+             * read as the app. The next word is FILE unless it is an
+             * option or has the app's form. */
+            if (!optarg && optind < argc && argv[optind][0] != '-' && !app_form(argv[optind]))
+                optarg = argv[optind++];
             o->access_log = true;
             o->access_log_file = optarg;
             break;
@@ -487,6 +530,18 @@ static bool env_flag(const char *name, const char *v)
     die_usage("a flag option's variable takes 1/true/yes/on or 0/false/no/off, not '%s'", v);
 }
 
+/* CSERVE_<NAME> of a long option into name (an empty name: not a variable). */
+static void env_name_of(const struct option *lo, char *name, size_t cap)
+{
+    name[0] = '\0';
+    if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
+        return;
+    size_t k = (size_t)snprintf(name, cap, "CSERVE_");
+    for (const char *p = lo->name; *p && k + 1 < cap; p++)
+        name[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    name[k] = '\0';
+}
+
 /* The "--name=value" strings made from variables: the options point into
  * them (optarg) for the process's life, so they are kept here. */
 static char *volatile env_args[64]; /* volatile: never read, yet kept */
@@ -496,13 +551,10 @@ static void parse_env(struct options *o, const char *argv0)
 {
     size_t kept = 0;
     for (const struct option *lo = long_options; lo->name; lo++) {
-        if (lo->val == OPT_HELP || lo->val == OPT_VERSION)
+        char name[64];
+        env_name_of(lo, name, sizeof name);
+        if (!name[0])
             continue;
-        char name[64] = "CSERVE_";
-        size_t k = strlen(name);
-        for (const char *p = lo->name; *p && k + 1 < sizeof name; p++)
-            name[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-        name[k] = '\0';
         const char *v = getenv(name);
         if (!v)
             continue;
@@ -533,6 +585,79 @@ static void parse_env(struct options *o, const char *argv0)
             die_usage("'%s' is not a value this option takes", v);
     }
     env_source[0] = '\0';
+}
+
+/* Edits (insert, delete, replace) between a and b, both short. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return (size_t)-1;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Variables cserve reads that are no option's: the test suite's fault
+ * hooks (the fault handoff core/server/worker.c installs, and
+ * core/python/pool.c) and the one a supervisor hands an exec'd worker
+ * (lifecycle.h). */
+static const char *const not_options[] = {"CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD", "CSERVE_EXEC_WORKER"};
+
+void options_check_environment(void)
+{
+    extern char **environ;
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "CSERVE_", 7) != 0)
+            continue;
+        char var[64];
+        size_t n = strcspn(*e, "=");
+        snprintf(var, sizeof var, "%.*s", (int)(n < sizeof var - 1 ? n : sizeof var - 1), *e);
+        bool known = false;
+        for (size_t i = 0; i < sizeof not_options / sizeof *not_options; i++)
+            known |= strcmp(var, not_options[i]) == 0;
+        const struct option *closest = NULL;
+        size_t best = (size_t)-1;
+        char name[64];
+        for (const struct option *lo = long_options; lo->name && !known; lo++) {
+            env_name_of(lo, name, sizeof name);
+            if (!name[0])
+                continue;
+            known = strcmp(var, name) == 0;
+            size_t d = edit_distance(var + 7, name + 7);
+            if (d < best) {
+                best = d;
+                closest = lo;
+            }
+        }
+        if (known)
+            continue;
+        /* Close enough to be a typo of it: a third of the name, and at
+         * least two edits (CSERVE_WORKER, CSERVE_BLOCKING_THREAD). */
+        size_t len = strlen(var + 7);
+        if (closest && best <= (len / 3 > 2 ? len / 3 : 2)) {
+            env_name_of(closest, name, sizeof name);
+            log_warn("%s is no option's variable: ignored. Did you mean %s (--%s)? (cserve --help lists them)", var,
+                     name, closest->name);
+        } else {
+            log_warn("%s is no option's variable: ignored (cserve --help lists them)", var);
+        }
+    }
 }
 
 void options_parse(struct options *o, int argc, char **argv)
@@ -568,9 +693,12 @@ void options_parse(struct options *o, int argc, char **argv)
             die_usage("the app must be MODULE:CALLABLE or path/to/file.py:CALLABLE, not '%s'", argv[first]);
         o->app_spec = argv[first];
         o->native_hello = false;
+        source_of[OPT_APP] = FROM_COMMAND_LINE;
     }
-    if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli)
+    if (o->socket_mode >= 0 && !o->bind_unix && socket_mode_from_env && bind_from_cli) {
         o->socket_mode = -1; /* CSERVE_SOCKET_MODE was for the unix socket the command line replaced */
+        source_of[OPT_SOCKET_MODE] = FROM_DEFAULT;
+    }
     if (o->socket_mode >= 0 && !o->bind_unix)
         die_usage("%s", "--socket-mode applies to --bind unix:PATH only");
     if (o->native_hello && o->inline_app)
@@ -587,42 +715,119 @@ void options_parse(struct options *o, int argc, char **argv)
         die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
 }
 
+/* One "name: value (where it came from)" line of --check-config. */
+static void item(FILE *out, const char *name, int opt, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void item(FILE *out, const char *name, int opt, const char *fmt, ...)
+{
+    fprintf(out, "%s: ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    if (source_of[opt] == FROM_DEFAULT) {
+        fprintf(out, " (default)\n");
+    } else if (source_of[opt] == FROM_COMMAND_LINE) {
+        fprintf(out, " (command line)\n");
+    } else {
+        char var[64] = "?";
+        for (const struct option *lo = long_options; lo->name; lo++)
+            if (lo->val == opt)
+                env_name_of(lo, var, sizeof var);
+        fprintf(out, " (environment: %s)\n", var);
+    }
+}
+
 static const char *or_none(const char *s) { return s ? s : "-"; }
+
+/* A duration in seconds, or "off" for 0 where 0 means never. */
+static void seconds_or_off(char *buf, size_t cap, unsigned ms)
+{
+    if (ms)
+        snprintf(buf, cap, "%.3f", ms / 1e3);
+    else
+        snprintf(buf, cap, "off");
+}
 
 void options_print(const struct options *o, FILE *out)
 {
     if (o->bind_unix)
-        fprintf(out, "bind: unix:%s\n", o->bind_unix);
+        item(out, "bind", OPT_BIND, "unix:%s", o->bind_unix);
     else
-        fprintf(out, "bind: %s:%d\n", o->bind_host, o->bind_port);
-    fprintf(out, "app: %s\n", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
+        item(out, "bind", OPT_BIND, "%s:%d", o->bind_host, o->bind_port);
+    item(out, "app", OPT_APP, "%s", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
     if (o->socket_mode >= 0)
-        fprintf(out, "socket-mode: %03o\n", (unsigned)o->socket_mode);
+        item(out, "socket-mode", OPT_SOCKET_MODE, "%03o", (unsigned)o->socket_mode);
     else
-        fprintf(out, "socket-mode: -\n");
-    fprintf(out, "chdir: %s\nuser: %s\ngroup: %s\nvirtualenv: %s\n", or_none(o->chdir_dir), or_none(o->user),
-            or_none(o->group), or_none(o->virtualenv));
-    fprintf(out, "inline: %s\nworkers: %u\nblocking-threads: %u\nhandoff: %s\n", o->inline_app ? "yes" : "no",
-            o->workers, o->blocking_threads, o->handoff->name);
-    fprintf(out, "spin: %ld iterations, %ld ns\nloop-spin: %ld ns\nloop-doze: %ld ns\nqueue-size: %u\n",
-            o->spin_iters, o->spin_ns, o->loop_spin_ns, o->loop_doze_ns, o->queue_capacity);
-    fprintf(out, "backlog: %d\nmax-header-size: %zu\nmax-body-size: %llu\n", o->backlog, o->max_header_size,
-            (unsigned long long)o->max_body_size);
-    fprintf(out, "header-timeout: %.3f\nkeepalive-timeout: %.3f\nio-timeout: %.3f\ngraceful-timeout: %.3f\n",
-            o->header_timeout_ms / 1e3, o->keepalive_timeout_ms / 1e3, o->io_timeout_ms / 1e3,
-            o->graceful_timeout_ms / 1e3);
+        item(out, "socket-mode", OPT_SOCKET_MODE, "-");
+    item(out, "chdir", OPT_CHDIR, "%s", or_none(o->chdir_dir));
+    item(out, "user", OPT_USER, "%s", or_none(o->user));
+    item(out, "group", OPT_GROUP, "%s", or_none(o->group));
+    /* The virtualenv start-up would use (interp_select ran), and why:
+     * --virtualenv, else $VIRTUAL_ENV, else the one cserve is installed in. */
+    const char *venv = interp_venv_dir();
+    if (o->virtualenv)
+        item(out, "virtualenv", OPT_VIRTUALENV, "%s", venv);
+    else if (venv[0] && strcmp(interp_venv_source(), "VIRTUAL_ENV") == 0)
+        fprintf(out, "virtualenv: %s (environment: VIRTUAL_ENV)\n", venv);
+    else if (venv[0])
+        fprintf(out, "virtualenv: %s (default: the virtualenv cserve is installed in)\n", venv);
+    else
+        fprintf(out, "virtualenv: - (default: none, the packages of the Python at %s)\n", interp_home());
+    item(out, "inline", OPT_INLINE, "%s", o->inline_app ? "yes" : "no");
+    item(out, "workers", OPT_WORKERS, "%u", o->workers);
+    item(out, "blocking-threads", OPT_THREADS, "%u", o->blocking_threads);
+    item(out, "handoff", OPT_HANDOFF, "%s", o->handoff->name);
+    /* The ring's knobs in the units their options take; -1 and 0 are
+     * "adaptive" and "the default" inside, not values anyone typed. */
+    if (o->spin_ns > 0)
+        item(out, "spin", OPT_SPIN, "%ld us", o->spin_ns / 1000);
+    else if (o->spin_iters >= 0)
+        item(out, "spin", OPT_SPIN, "%ld iterations", o->spin_iters);
+    else
+        item(out, "spin", OPT_SPIN, "adaptive");
+    if (o->loop_spin_ns < 0)
+        item(out, "loop-spin", OPT_LOOP_SPIN, "adaptive");
+    else
+        item(out, "loop-spin", OPT_LOOP_SPIN, "%ld us%s", o->loop_spin_ns / 1000, o->loop_spin_ns ? "" : " (never)");
+    if (o->loop_doze_ns < 0)
+        item(out, "loop-doze", OPT_LOOP_DOZE, "0 us (never)");
+    else
+        item(out, "loop-doze", OPT_LOOP_DOZE, "%ld us", (o->loop_doze_ns ? o->loop_doze_ns : RING_DOZE_MAX_NS) / 1000);
+    item(out, "queue-size", OPT_QUEUE, "%u", o->queue_capacity);
+    item(out, "backlog", OPT_BACKLOG, "%d", o->backlog);
+    item(out, "max-header-size", OPT_MAX_HEADER, "%zu", o->max_header_size);
+    if (o->inline_app && !body_size_set)
+        fprintf(out, "max-body-size: %llu (default with --inline)\n", (unsigned long long)o->max_body_size);
+    else
+        item(out, "max-body-size", OPT_MAX_BODY, "%llu", (unsigned long long)o->max_body_size);
+    item(out, "header-timeout", OPT_HEADER_TIMEOUT, "%.3f", o->header_timeout_ms / 1e3);
+    item(out, "keepalive-timeout", OPT_KEEPALIVE_TIMEOUT, "%.3f", o->keepalive_timeout_ms / 1e3);
+    item(out, "io-timeout", OPT_IO_TIMEOUT, "%.3f", o->io_timeout_ms / 1e3);
+    item(out, "graceful-timeout", OPT_GRACEFUL_TIMEOUT, "%.3f", o->graceful_timeout_ms / 1e3);
     static const char *const formats[] = {"combined", "common", "json"};
-    fprintf(out, "access-log-format: %s\n", formats[o->access_log_format]);
-    fprintf(out, "access-log: %s\nlog-level: %s\nstats: %s\nstats-json: %s\nstats-window: %g\n",
-            o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off", log_level_name(),
-            o->stats ? "yes" : "no", or_none(o->stats_json), o->stats_window_s);
-    fprintf(out, "max-requests: %lu\nmax-requests-jitter: %lu\nworkers-lifetime: %.3f\nworkers-max-rss: %u\n"
-                 "app-timeout: %.3f\npid-file: %s\n",
-            o->max_requests, o->max_requests_jitter, o->workers_lifetime_ms / 1e3, o->workers_max_rss_mb,
-            o->app_timeout_ms / 1e3, or_none(o->pid_file));
-    fprintf(out, "reload: %s\n", o->reload ? "yes" : "no");
-    fprintf(out, "metrics-bind: %s\n", or_none(o->metrics_bind));
-    fprintf(out, "forwarded-allow-ips: %s\nforwarded-headers: %s\nroot-path: %s\n",
-            *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-",
-            *o->forwarded_headers ? o->forwarded_headers : "-", or_none(o->root_path));
+    item(out, "access-log-format", OPT_ACCESS_LOG_FORMAT, "%s", formats[o->access_log_format]);
+    item(out, "access-log", OPT_ACCESS_LOG, "%s",
+         o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off");
+    item(out, "log-level", OPT_LOG_LEVEL, "%s", log_level_name());
+    item(out, "stats", OPT_STATS, "%s", o->stats ? "yes" : "no");
+    item(out, "stats-json", OPT_STATS_JSON, "%s", or_none(o->stats_json));
+    item(out, "stats-window", OPT_STATS_WINDOW, "%g", o->stats_window_s);
+    item(out, "max-requests", OPT_MAX_REQUESTS, "%lu", o->max_requests);
+    item(out, "max-requests-jitter", OPT_MAX_REQUESTS_JITTER, "%lu", o->max_requests_jitter);
+    char buf[32];
+    seconds_or_off(buf, sizeof buf, o->workers_lifetime_ms);
+    item(out, "workers-lifetime", OPT_WORKERS_LIFETIME, "%s", buf);
+    if (o->workers_max_rss_mb)
+        item(out, "workers-max-rss", OPT_WORKERS_MAX_RSS, "%u", o->workers_max_rss_mb);
+    else
+        item(out, "workers-max-rss", OPT_WORKERS_MAX_RSS, "off");
+    seconds_or_off(buf, sizeof buf, o->app_timeout_ms);
+    item(out, "app-timeout", OPT_APP_TIMEOUT, "%s", buf);
+    item(out, "pid-file", OPT_PID_FILE, "%s", or_none(o->pid_file));
+    item(out, "reload", OPT_RELOAD, "%s", o->reload ? "yes" : "no");
+    item(out, "metrics-bind", OPT_METRICS_BIND, "%s", or_none(o->metrics_bind));
+    item(out, "forwarded-allow-ips", OPT_FORWARDED_ALLOW_IPS, "%s",
+         *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-");
+    item(out, "forwarded-headers", OPT_FORWARDED_HEADERS, "%s", *o->forwarded_headers ? o->forwarded_headers : "-");
+    item(out, "root-path", OPT_ROOT_PATH, "%s", or_none(o->root_path));
 }

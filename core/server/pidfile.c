@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/log.h"
+
 static const char *held_path;
 static int held_fd = -1;
 static pid_t held_pid;
@@ -35,8 +37,8 @@ static struct flock whole_file(short type)
 
 static void refuse(const char *path, pid_t holder)
 {
-    fprintf(stderr, "cserve: error: --pid-file %s is held by a running server (pid %d): stop it first, "
-                    "or give another file\n", path, (int)holder);
+    log_error("--pid-file %s is held by a running server (pid %d): stop it first, or give another file", path,
+              (int)holder);
     exit(2);
 }
 
@@ -58,7 +60,7 @@ int pidfile_take(const char *path)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
-        fprintf(stderr, "cserve: error: --pid-file %s: %s\n", path, strerror(errno));
+        log_error("--pid-file %s: %s", path, strerror(errno));
         return -1;
     }
     struct flock fl = whole_file(F_WRLCK);
@@ -74,7 +76,7 @@ int pidfile_take(const char *path)
     /* Over the old text, then cut to size: a reader never finds the file
      * empty, only the old pid or this one. */
     if (pwrite(fd, line, (size_t)n, 0) != n || ftruncate(fd, n) != 0) {
-        fprintf(stderr, "cserve: error: --pid-file %s: %s\n", path, strerror(errno));
+        log_error("--pid-file %s: %s", path, strerror(errno));
         close(fd);
         return -1;
     }

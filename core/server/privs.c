@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/log.h"
 #include "listen.h"
 #include "../base/options.h"
 
@@ -29,7 +30,7 @@ static char description[200];
 static void die(const char *what, const char *arg, const char *why) __attribute__((noreturn));
 static void die(const char *what, const char *arg, const char *why)
 {
-    fprintf(stderr, "cserve: error: %s %s: %s\n", what, arg, why);
+    log_error("%s %s: %s", what, arg, why);
     exit(2);
 }
 

@@ -14,7 +14,10 @@
  * A reload execs cserve (lifecycle.c), so the new worker imports the app
  * afresh; once a slot has been reloaded, its respawns exec too, since the
  * app imported here is the old code. A new worker that dies before it is
- * ready leaves the old one serving. */
+ * ready leaves the old one serving. A reload starts slot 0's new worker
+ * first and the others only once it serves: new code that does not import
+ * fails once (one traceback, one line) instead of once per worker, and
+ * every slot keeps its old worker. */
 #include <Python.h>
 
 #include <errno.h>
@@ -55,6 +58,7 @@ struct slot {
     bool exec;             /* start workers by exec: the imported app is stale or absent */
     bool reloading;        /* next is a reload's (logged as such when it fails) */
     bool reload_pending;   /* SIGHUP came while next was starting: reload again after it */
+    bool reload_queued;    /* a reload waits for slot 0's new worker to serve first */
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
@@ -143,6 +147,35 @@ static void replace_slot(const struct options *opt, struct slot *slots, unsigned
         return;
     slots[i].next = pid;
     slots[i].reloading = reload;
+}
+
+/* A reload: slot 0's new worker first; the others are queued behind it. */
+static void reload_all(const struct options *opt, struct slot *slots, unsigned n, const char *app_name)
+{
+    replace_slot(opt, slots, 0, app_name, true);
+    for (unsigned i = 1; i < n; i++)
+        slots[i].reload_queued = true;
+}
+
+/* Slot 0's new worker serves the new code: the queued slots follow. */
+static void reload_queued_slots(const struct options *opt, struct slot *slots, unsigned n, const char *app_name)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (slots[i].reload_queued) {
+            slots[i].reload_queued = false;
+            replace_slot(opt, slots, i, app_name, true);
+        }
+}
+
+/* Slot 0's new worker failed: the queued slots keep their workers. */
+static unsigned unqueue_reload(struct slot *slots, unsigned n)
+{
+    unsigned dropped = 0;
+    for (unsigned i = 0; i < n; i++) {
+        dropped += slots[i].reload_queued;
+        slots[i].reload_queued = false;
+    }
+    return dropped;
 }
 
 /* Slot i's replacement accepts: it becomes the worker, the old one drains. */
@@ -291,13 +324,21 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
             s->next = 0;
             if (stopping)
                 return;
+            /* The reload's first new worker failed: the queued ones would
+             * import the same code (a newer SIGHUP's retry keeps them). */
+            unsigned dropped = s->reloading && !s->reload_pending ? unqueue_reload(slots, n) : 0;
+            char others[96] = "";
+            if (dropped)
+                snprintf(others, sizeof others, "; the other %u worker%s keep%s the old code too", dropped,
+                         dropped == 1 ? "" : "s", dropped == 1 ? "s" : "");
             if (s->pid > 0)
-                log_error("%s: worker %u's new process (pid %d) %s before it served; pid %d keeps serving",
-                          s->reloading ? "reload failed" : "recycling failed", i, (int)pid, how, (int)s->pid);
+                log_error("%s: worker %u's new process (pid %d) %s before it served; pid %d keeps serving%s",
+                          s->reloading ? "reload failed" : "recycling failed", i, (int)pid, how, (int)s->pid,
+                          others);
             else /* the worker it was to replace died meanwhile: the slot has none */
                 log_error("%s: worker %u's new process (pid %d) %s before it served, and the slot has no "
-                          "worker; starting one", s->reloading ? "reload failed" : "recycling failed", i,
-                          (int)pid, how);
+                          "worker; starting one%s", s->reloading ? "reload failed" : "recycling failed", i,
+                          (int)pid, how, others);
             if (s->reload_pending) { /* a newer reload may find the app mended */
                 s->reload_pending = false;
                 replace_slot(opt, slots, i, app_name, true);
@@ -399,9 +440,12 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
             signal_all(slots, n, SIGKILL);
         } else if (sig == SIGHUP) {
             if (!stopping) {
-                log_info("supervisor: SIGHUP: new worker(s) that import the app afresh");
-                for (unsigned i = 0; i < n; i++)
-                    replace_slot(opt, slots, i, app_name, true);
+                if (n > 1)
+                    log_info("supervisor: SIGHUP: a new worker imports the app afresh; once it serves, %u more "
+                             "follow", n - 1);
+                else
+                    log_info("supervisor: SIGHUP: a new worker imports the app afresh");
+                reload_all(opt, slots, n, app_name);
             }
         } else if (sig == WORKER_RECYCLE_SIGNAL) {
             for (unsigned i = 0; i < n && !stopping; i++)
@@ -414,7 +458,10 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                         kill(slots[i].next, SIGTERM);
                         continue;
                     }
+                    bool reloaded = slots[i].reloading;
                     promote(&slots[i], i);
+                    if (reloaded) /* the new code imports: the queued slots follow */
+                        reload_queued_slots(opt, slots, n, app_name);
                     if (slots[i].reload_pending) { /* SIGHUP came while it started */
                         slots[i].reload_pending = false;
                         replace_slot(opt, slots, i, app_name, true);

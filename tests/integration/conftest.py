@@ -3,6 +3,10 @@
 CSERVE_BIN      the binary under test (default: ./cserve at the repo root)
 CSERVE_HANDOFFS comma-separated backends the `handoff` fixture runs over
                 (default: all four)
+
+These and the suite's other own variables (HARNESS_VARIABLES) are taken out
+of the environment before the first test, so the servers the tests start
+do not see them: cserve warns about a CSERVE_* variable that is no option's.
 """
 import os
 import pathlib
@@ -23,8 +27,20 @@ if not os.path.isabs(BIN):
     BIN = str(ROOT / BIN)
 ALL_HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 HANDOFFS = [h for h in os.environ.get("CSERVE_HANDOFFS", ",".join(ALL_HANDOFFS)).split(",") if h]
+# make integration-test passes its PYTHON_LINK (how BIN links libpython)
+PYTHON_LINK = os.environ.get("CSERVE_PYTHON_LINK", "auto")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+# Read by this suite (here, or by the test modules as they are imported), not by cserve.
+HARNESS_VARIABLES = ("CSERVE_BIN", "CSERVE_HANDOFFS", "CSERVE_PYTHON_LINK", "CSERVE_SOAK", "CSERVE_LOAD_SCALE")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _harness_variables_not_passed_on():
+    """After collection (the modules have read theirs), before any server starts."""
+    for k in HARNESS_VARIABLES:
+        os.environ.pop(k, None)
 
 
 # What ASan, UBSan, LSan and TSan print when they find something.

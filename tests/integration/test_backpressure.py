@@ -135,7 +135,7 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
     """One pool thread, a queue of 2: two slow requests fill it, a third is
     parked. Its client resets; when the queue drains the app must not run it."""
     log = tmp_path / "runs"
-    monkeypatch.setenv("CSERVE_TEST_RUNLOG", str(log))
+    monkeypatch.setenv("LOGGING_APPS_RUNLOG", str(log))
     srv = server_factory("--blocking-threads", "1", "--queue-size", "2", app=LOGAPP, handoff=handoff)
     busy = [srv.connect() for _ in range(2)]
     busy[0].sendall(_get("/slow1?s=3"))  # still running when the reset arrives, however late

@@ -1,6 +1,7 @@
 """The command line: --help, --version, option and app
 errors (exit 2, one line, never listening), --bind unix:, --app native-hello,
 the default app."""
+import os
 import re
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from conftest import APPS, BIN, ROOT, Server, free_port
+from deploy_support import EMBEDDED_PY
 from httpclient import Reader, get, req
 
 OPTIONS = ["--bind", "--chdir", "--workers", "--blocking-threads", "--handoff", "--spin", "--inline",
@@ -79,7 +81,14 @@ ERRORS = [
     ("not_callable", ["wsgi_apps:not_callable"], "not_callable"),
     ("app_file_missing", ["no/such/file.py:application"], "no/such/file.py"),
     ("app_path_without_py", ["apps/wsgi_apps:application"], ".py"),
+    ("chdir_missing", ["--chdir", "/nonexistent-cserve-dir", APPARG], "/nonexistent-cserve-dir"),
+    ("access_log_unopenable", ["--access-log=/nonexistent-cserve-dir/a.log", APPARG], "--access-log"),
+    ("bind_unix_over_a_file", ["--bind", "unix:/etc/hostname", APPARG], "not a socket"),
+    ("metrics_bind_not_loopback", ["--metrics-bind", "0.0.0.0:1", APPARG], "--metrics-bind"),
+    ("forwarded_allow_ips_bad", ["--forwarded-allow-ips", "not-an-ip", APPARG], "not-an-ip"),
 ]
+# Every line cserve itself writes starts so, start-up errors included.
+PREFIX = re.compile(r"\[cserve \d+\] (debug|info|warning|error): ")
 
 
 @pytest.mark.parametrize("args,needle", [pytest.param(a, n, id=i) for i, a, n in ERRORS])
@@ -91,8 +100,30 @@ def test_error_exits_2_with_one_line_and_never_listens(args, needle):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert needle in lines[0], lines[0]
-    assert lines[0].startswith("cserve"), lines[0]
+    assert PREFIX.match(lines[0]) and " error: " in lines[0], lines[0]
     assert not accepted, "the port was listened on despite the error"
+
+
+def _one_error_line(args, needle):
+    p = subprocess.run([BIN, "--chdir", str(APPS), *args, APPARG], cwd=str(ROOT), capture_output=True, text=True,
+                       timeout=15)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert len(lines) == 1 and PREFIX.match(lines[0]) and needle in lines[0], p.stderr
+
+
+def test_an_address_in_use_is_a_start_up_error_like_the_others():
+    """Exit 2 and one line, as a bad option or app gets."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        _one_error_line(["--bind", f"127.0.0.1:{held.getsockname()[1]}"], "Address already in use")
+
+
+def test_a_pid_file_that_cannot_be_written_is_a_start_up_error_like_the_others():
+    # (written once the server listens, so not in the never-listens table)
+    _one_error_line(["--bind", f"127.0.0.1:{free_port()}", "--pid-file", "/nonexistent-cserve-dir/p.pid"],
+                    "--pid-file")
 
 
 def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
@@ -105,8 +136,21 @@ def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
     assert rc == 2 and not accepted, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert any(re.search(r'File ".*raises_on_import\.py", line \d+', ln) for ln in lines), err
-    assert lines[-1].startswith("cserve: error: cannot import app") and "boom-on-import" in lines[-1]
+    assert re.match(r"\[cserve \d+\] error: cannot import app", lines[-1]) and "boom-on-import" in lines[-1]
+    # cserve's own lines around the traceback carry the one prefix
+    assert PREFIX.match(lines[0]) and "raises_on_import" in lines[0], lines[0]
     assert "no virtualenv" in lines[-1], lines[-1]
+
+
+def test_the_import_error_line_names_the_virtualenv_once(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([EMBEDDED_PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = dict(os.environ, VIRTUAL_ENV=str(venv))
+    p = subprocess.run([BIN, "--chdir", str(APPS), "raises_on_import:application"], cwd=str(ROOT),
+                       capture_output=True, text=True, timeout=15, env=env)
+    assert p.returncode == 2, p.stderr
+    last = p.stderr.splitlines()[-1]
+    assert last.count(str(venv)) == 1 and f"virtualenv {venv} (from VIRTUAL_ENV)" in last, last
 
 
 def test_app_file_whose_name_is_no_module_name_is_refused(tmp_path):
@@ -235,3 +279,47 @@ def test_no_arguments_serves_default_app_on_8000():
         assert srv.stop() == 0
     finally:
         srv.close()
+
+
+def config_value(out, name):
+    """The value --check-config prints for name (without where it came from)."""
+    for ln in out.splitlines():
+        if ln.startswith(name + ": "):
+            return re.sub(r" \((default|command line|environment: CSERVE_\w+)\)$", "", ln[len(name) + 2:])
+    raise AssertionError(f"no {name} line in:\n{out}")
+
+
+ACCESS_LOG_FORMS = [
+    # (arguments, the access log, the app)
+    (["--access-log", "/tmp/cserve-cli-a.log", APPARG], "/tmp/cserve-cli-a.log", APPARG),
+    ([APPARG, "--access-log", "/tmp/cserve-cli-a.log"], "/tmp/cserve-cli-a.log", APPARG),
+    (["--access-log", "access.log"], "access.log", "(the default app)"),
+    (["--access-log", APPARG], "stderr", APPARG),
+    (["--access-log", "--workers", "2", APPARG], "stderr", APPARG),
+    (["--access-log=/tmp/cserve-cli-a.log", APPARG], "/tmp/cserve-cli-a.log", APPARG),
+]
+
+
+@pytest.mark.parametrize("args,log,app", ACCESS_LOG_FORMS)
+def test_access_log_takes_a_file_after_a_space_and_leaves_the_app(args, log, app):
+    """--access-log FILE reads as every other option's value does; a word in
+    the app's form after it stays the app."""
+    p = subprocess.run([BIN, "--check-config", "--chdir", str(APPS), *args], cwd=str(ROOT), capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert config_value(p.stdout, "access-log") == log, p.stdout
+    assert config_value(p.stdout, "app") == app, p.stdout
+
+
+def test_access_log_file_after_a_space_gets_the_requests(tmp_path):
+    log = tmp_path / "access.log"
+    port = free_port()
+    srv = Server([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--access-log", str(log), APPARG],
+                 port, cwd=str(ROOT))
+    try:
+        srv.wait_ready()
+        assert get(port, "/hello").body == b"hello"
+        assert srv.stop() == 0
+    finally:
+        srv.close()
+    assert '"GET /hello HTTP/1.1" 200' in log.read_text()

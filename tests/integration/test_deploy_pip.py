@@ -50,7 +50,7 @@ def test_sdist_carries_the_build(tmp_path):
     assert r.returncode == 0, r.stderr
     with tarfile.open(tmp_path / r.stdout.strip()) as tf:
         names = set(tf.getnames())
-    base = "cserve-0.1.0/"
+    base = "cserve_wsgi-0.1.0/"
     for need in ("pyproject.toml", "pip_backend/cserve_build.py", "Makefile", "core/server/main.c", "core/python/interp.c",
                  "handoffs/handoffs.mk", "tests/parser.mk", "apps/hello.py", "PKG-INFO"):
         assert base + need in names, need

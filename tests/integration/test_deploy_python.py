@@ -17,7 +17,7 @@ import pytest
 
 import loadgen
 import procfs
-from conftest import APPS, BIN, ROOT, free_port
+from conftest import APPS, BIN, PYTHON_LINK, ROOT, free_port
 from deploy_support import EMBEDDED_PY, Proc, clean_env, embedded_sys_path, info, one_line_error, serve_info
 
 BASE_PREFIX = sys.base_prefix  # the tests run on the interpreter cserve embeds (make PYTHON=...)
@@ -64,7 +64,7 @@ def test_libpython_as_the_interpreter_links_it():
     modules load against the executable's symbols either way."""
     how = linked(BIN)
     # make integration-test passes its PYTHON_LINK; run by hand, set it for a non-auto build
-    knob = os.environ.get("CSERVE_PYTHON_LINK", "auto")
+    knob = PYTHON_LINK
     if knob == "auto":
         want = "shared" if loadgen.sanitizer(BIN) else auto_link(EMBEDDED_PY)
         assert how == want, f"{BIN} links libpython {how}; for {EMBEDDED_PY} auto means {want}"

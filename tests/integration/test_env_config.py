@@ -1,16 +1,22 @@
 """Every long option can be set as CSERVE_<NAME>; the command line wins over
 the variable, option by option, and of two values on the command line the
 last one (--bind unix: or HOST:PORT alike); --check-config prints the
-effective configuration and whether the app imports. The table below must name every option --help lists, so an option
-added without its variable (or without a row here) fails."""
+effective configuration, where each value came from (default, environment
+or command line), the virtualenv in use, and whether the app imports. The
+table below must name every option --help lists, so an option added without
+its variable (or without a row here) fails."""
 import os
+import pathlib
 import re
+import shutil
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import BIN, APPS
+from conftest import APPS, BIN, ROOT, start_server
+from loadgen import wait_until
 
 # option -> (value of CSERVE_<NAME>, the --check-config line it must give,
 #            other variables the value needs)
@@ -26,9 +32,9 @@ TABLE = {
     "workers": ("3", "workers: 3", {}),
     "blocking-threads": ("4", "blocking-threads: 4", {}),
     "handoff": ("condvar", "handoff: condvar", {}),
-    "spin": ("7us", "spin: -1 iterations, 7000 ns", {}),
-    "loop-spin": ("9", "loop-spin: 9000 ns", {}),
-    "loop-doze": ("11", "loop-doze: 11000 ns", {}),
+    "spin": ("7us", "spin: 7 us", {}),
+    "loop-spin": ("9", "loop-spin: 9 us", {}),
+    "loop-doze": ("11", "loop-doze: 11 us", {}),
     "queue-size": ("64", "queue-size: 64", {}),
     "backlog": ("77", "backlog: 77", {}),
     "max-header-size": ("4096", "max-header-size: 4096", {}),
@@ -70,9 +76,9 @@ COMMAND_LINE = {
     "workers": ("2", "workers: 2"),
     "blocking-threads": ("2", "blocking-threads: 2"),
     "handoff": ("dgram", "handoff: dgram"),
-    "spin": ("5", "spin: 5 iterations, 0 ns"),
-    "loop-spin": ("3", "loop-spin: 3000 ns"),
-    "loop-doze": ("13", "loop-doze: 13000 ns"),
+    "spin": ("5", "spin: 5 iterations"),
+    "loop-spin": ("3", "loop-spin: 3 us"),
+    "loop-doze": ("13", "loop-doze: 13 us"),
     "queue-size": ("128", "queue-size: 128"),
     "backlog": ("78", "backlog: 78"),
     "max-header-size": ("2048", "max-header-size: 2048"),
@@ -110,10 +116,27 @@ def env_name(option):
     return "CSERVE_" + option.upper().replace("-", "_")
 
 
-def check_config(env, *args):
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CSERVE_")}
+def check_config(env, *args, bin_=BIN):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CSERVE_") and k != "VIRTUAL_ENV"}
     clean.update(env)
-    return subprocess.run([BIN, "--check-config", *args], capture_output=True, text=True, env=clean, timeout=30)
+    return subprocess.run([bin_, "--check-config", *args], capture_output=True, text=True, env=clean, timeout=30)
+
+
+CONFIG_LINE = re.compile(r"^([a-z-]+): (.*) \((default[^)]*|command line|environment: [A-Z_]+)\)$")
+
+
+def config(out):
+    """--check-config's lines as {name: (the "name: value" line, where it came from)}."""
+    got = {}
+    for ln in out.splitlines():
+        m = CONFIG_LINE.match(ln)
+        if m:
+            got[m.group(1)] = (f"{m.group(1)}: {m.group(2)}", m.group(3))
+    return got
+
+
+def lines(out):
+    return {line for line, _ in config(out).values()}
 
 
 def test_the_table_covers_every_option_in_help():
@@ -130,6 +153,14 @@ def venv(tmp_path_factory):
     return str(d)
 
 
+def test_check_config_says_every_value_is_a_default_when_nothing_is_given():
+    r = check_config({})
+    assert r.returncode == 0, r.stderr
+    got = config(r.stdout)
+    assert set(TABLE) <= set(got), r.stdout
+    assert all(src.startswith("default") for _, src in got.values()), r.stdout
+
+
 @pytest.mark.parametrize("option", sorted(TABLE))
 def test_each_option_is_read_from_its_variable(option, venv):
     value, line, extra = TABLE[option]
@@ -137,11 +168,11 @@ def test_each_option_is_read_from_its_variable(option, venv):
         value, line = venv, line.format(venv=venv)
     default = check_config({})
     assert default.returncode == 0, default.stderr
-    assert line not in default.stdout.splitlines(), "the test value must differ from the default"
+    assert line not in lines(default.stdout), "the test value must differ from the default"
     env = {env_name(option): value, **extra}
     r = check_config(env)
     assert r.returncode == 0, r.stderr
-    assert line in r.stdout.splitlines(), r.stdout
+    assert config(r.stdout).get(option) == (line, f"environment: {env_name(option)}"), r.stdout
 
 
 def test_every_option_has_a_command_line_row():
@@ -167,7 +198,7 @@ def test_each_option_on_the_command_line_wins_over_its_variable(option, venv, ve
     assert line != env_line
     r = check_config({env_name(option): env_value, **extra}, f"--{option}={value}")
     assert r.returncode == 0, r.stderr
-    assert line in r.stdout.splitlines(), r.stdout
+    assert config(r.stdout).get(option) == (line, "command line"), r.stdout
 
 
 @pytest.mark.parametrize("env,args,line", [
@@ -185,7 +216,7 @@ def test_each_option_on_the_command_line_wins_over_its_variable(option, venv, ve
 def test_the_last_value_wins_and_a_bind_of_either_kind_replaces_the_other(env, args, line):
     r = check_config(env, *args)
     assert r.returncode == 0, r.stderr
-    assert line in r.stdout.splitlines(), r.stdout
+    assert line in lines(r.stdout), r.stdout
 
 
 def test_an_app_given_twice_on_the_command_line_is_refused_whatever_cserve_app_says():
@@ -199,8 +230,9 @@ def test_the_command_line_wins_over_the_variable():
     r = subprocess.run([BIN, "--check-config", "--workers", "2", "--chdir", str(APPS), "wsgi_apps:application"],
                        capture_output=True, text=True, env=clean, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert "workers: 2" in r.stdout.splitlines()
-    assert "app: wsgi_apps:application" in r.stdout.splitlines()
+    got = config(r.stdout)
+    assert got["workers"] == ("workers: 2", "command line"), r.stdout
+    assert got["app"] == ("app: wsgi_apps:application", "command line"), r.stdout
     assert "app imports: yes" in r.stdout
 
 
@@ -226,10 +258,68 @@ def test_check_config_says_when_the_app_does_not_import(tmp_path):
 def test_the_access_log_variable_takes_the_flag_words_too(value, line):
     r = check_config({"CSERVE_ACCESS_LOG": value})
     assert r.returncode == 0, r.stderr
-    assert line in r.stdout.splitlines()
+    assert line in lines(r.stdout), r.stdout
+
+
+def test_the_ring_knobs_print_what_they_do_not_their_sentinels():
+    """Unset, --spin and --loop-spin are adaptive and --loop-doze is the
+    ring's own default, in the units the options take."""
+    doze_ns = int(re.search(r"#define RING_DOZE_MAX_NS (\d+)L", (ROOT / "handoffs" / "ring_order.h").read_text()).group(1))
+    got = lines(check_config({}).stdout)
+    assert {"spin: adaptive", "loop-spin: adaptive", f"loop-doze: {doze_ns // 1000} us"} <= got, got
+    got = lines(check_config({}, "--loop-doze", "0", "--loop-spin", "0", "--spin", "0").stdout)
+    assert {"spin: 0 iterations", "loop-spin: 0 us (never)", "loop-doze: 0 us (never)"} <= got, got
+
+
+def test_check_config_names_the_virtualenv_in_use_and_why(venv, venv2, tmp_path):
+    """--virtualenv, else $VIRTUAL_ENV, else the virtualenv cserve is
+    installed in: the one start-up would use, not just the option."""
+    app = f"{APPS}/wsgi_apps.py:application"
+    r = check_config({"VIRTUAL_ENV": venv}, app)
+    assert config(r.stdout)["virtualenv"] == (f"virtualenv: {venv}", "environment: VIRTUAL_ENV"), r.stdout
+    r = check_config({"VIRTUAL_ENV": venv}, "--virtualenv", venv2, app)
+    assert config(r.stdout)["virtualenv"] == (f"virtualenv: {venv2}", "command line"), r.stdout
+    installed = pathlib.Path(venv) / "bin" / "cserve"
+    shutil.copy(BIN, installed)
+    try:
+        r = check_config({}, app, bin_=str(installed))
+    finally:
+        installed.unlink()
+    assert config(r.stdout)["virtualenv"] == (f"virtualenv: {venv}", "default: the virtualenv cserve is installed in"), \
+        r.stdout
+    got = config(check_config({}, app).stdout)["virtualenv"]
+    assert got[0] == "virtualenv: -" and got[1].startswith("default: none"), got
 
 
 @pytest.mark.parametrize("option", ["--graceful-timeout", "--app-timeout", "--keepalive-timeout"])
 def test_a_time_too_long_to_keep_is_refused_not_wrapped(option):
     r = subprocess.run([BIN, "--check-config", option, "5000000"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and option in r.stderr and "up to" in r.stderr
+
+
+@pytest.mark.parametrize("typo,meant", [("CSERVE_WORKER", "CSERVE_WORKERS (--workers)"),
+                                        ("CSERVE_BLOCKING_THREAD", "CSERVE_BLOCKING_THREADS (--blocking-threads)"),
+                                        ("CSERVE_ACCES_LOG", "CSERVE_ACCESS_LOG (--access-log)")])
+def test_a_variable_that_is_no_option_is_warned_about_with_the_closest(typo, meant):
+    r = check_config({typo: "2"})
+    assert r.returncode == 0, r.stderr
+    warnings = [ln for ln in r.stderr.splitlines() if "warning:" in ln]
+    assert len(warnings) == 1 and typo in warnings[0] and f"Did you mean {meant}?" in warnings[0], r.stderr
+    assert all(src.startswith("default") for _, src in config(r.stdout).values()), "the typo was read"
+
+
+def test_a_variable_like_no_option_is_warned_about_without_a_guess():
+    r = check_config({"CSERVE_ZQXJ": "1"})
+    assert r.returncode == 0 and "CSERVE_ZQXJ is no option's variable" in r.stderr and "Did you" not in r.stderr, \
+        r.stderr
+
+
+def test_the_warning_is_said_once_not_by_every_worker():
+    """The first process says it; workers, and those a reload execs, do not."""
+    srv = start_server("--workers", "2", env=dict(os.environ, CSERVE_WORKER="3"))
+    try:
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: srv.log_text().count(" serves; pid ") >= 2, 20), srv.log_text()
+        assert srv.log_text().count("CSERVE_WORKER is no option's variable") == 1, srv.log_text()
+    finally:
+        srv.close()

@@ -865,7 +865,7 @@ def test_dashboard_in_a_browser(server_factory, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(loadgen.sanitizer(os.environ.get("CSERVE_BIN", str(ROOT / "cserve"))) == "tsan",
+@pytest.mark.skipif(loadgen.sanitizer(BIN) == "tsan",
                     reason="under TSan a child forked from a pool thread may not start threads "
                            "(multiprocessing's Pool does): the app, not the server, cannot run")
 def test_app_that_forks_while_metrics_are_served(server_factory):

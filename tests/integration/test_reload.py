@@ -17,6 +17,7 @@ import pytest
 
 from conftest import BIN, start_server
 from deploy_support import http_get
+import loadgen
 from loadgen import wait_until
 from procfs import alive, children, cmdline, descendants
 
@@ -109,20 +110,28 @@ def test_reload_under_load_drops_nothing_and_serves_the_new_code(tmp_path, worke
         srv.close()
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 3])
 def test_a_reload_that_fails_to_import_keeps_the_old_code_serving(tmp_path, workers):
+    """Every old worker keeps serving, and the failure is told once: one
+    new worker tries the code, so one traceback and one error line, however
+    many workers there are."""
     write_app(tmp_path, "old")
     srv = start_server("--workers", str(workers), app="reload_app:application", chdir=tmp_path)
     try:
         wrk = start_wrk(srv.port, 6, conns=16)
         write_app(tmp_path, "new", broken=True)
         srv.proc.send_signal(signal.SIGHUP)
-        assert wait_until(lambda: srv.log_text().count("reload failed") >= workers, 20), srv.log_text()
-        assert "the new version does not import" in srv.log_text()
+        assert wait_until(lambda: "reload failed" in srv.log_text(), 20), srv.log_text()
         for _ in range(20):
             assert get(srv.port) == (200, b"old")
         requests, errors, non2xx, out = wrk_result(wrk)
         assert requests > 0 and errors == (0, 0, 0, 0) and non2xx == 0, out
+        log = srv.log_text()  # the wrk run's seconds later: any other worker's try would be here
+        assert log.count("Traceback (most recent call last)") == 1, log
+        assert log.count("cannot import app") == 1, log
+        assert log.count("reload failed") == 1, log
+        if workers > 1:
+            assert f"the other {workers - 1} workers keep the old code too" in log, log
         # The app mended, the next reload takes.
         write_app(tmp_path, "mended")
         srv.proc.send_signal(signal.SIGHUP)
@@ -395,5 +404,61 @@ def test_a_reload_imports_in_the_environment_cserve_started_with(tmp_path, worke
         srv.proc.send_signal(signal.SIGHUP)
         assert wait_until(lambda: all(get(srv.port, "/settings") == (200, b"v2") for _ in range(4)), 20), \
             srv.log_text()[-3000:]
+    finally:
+        srv.close()
+
+
+DJANGO_WSGI = '''import os
+from django.core.wsgi import get_wsgi_application
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
+application = get_wsgi_application()
+'''
+# docs/operating.md's recipe: import the URLconf, and so every view, at start-up
+DJANGO_EAGER = '''from django.urls import get_resolver
+get_resolver().url_patterns
+'''
+
+
+# Django's imports nest deeper than the 256 frames LSan records, and it
+# imports its views during the first request: its one-time allocations never
+# show the frame tests/lsan.supp names (import_app), so an ASan build's leak
+# check would fail on Django, not on cserve. The reloads themselves are
+# checked under ASan by the tests above.
+@pytest.mark.skipif(loadgen.sanitizer(BIN) == "asan", reason="LSan cannot attribute Django's deep imports")
+@pytest.mark.parametrize("eager", [False, True])
+def test_a_django_view_that_cannot_import_fails_the_reload_only_when_wsgi_py_imports_the_urls(tmp_path, eager):
+    """Django imports the URLconf and its views on the first request, not in
+    get_wsgi_application(): a view module that no longer imports passes a
+    reload and then fails every request, unless wsgi.py imports the URLconf
+    itself (the recipe docs/operating.md gives); then the reload fails and
+    the old workers keep serving."""
+    pytest.importorskip("django")
+    site = tmp_path / "mysite"
+    site.mkdir()
+    (site / "__init__.py").write_text("")
+    (site / "settings.py").write_text('SECRET_KEY = "test-only"\nALLOWED_HOSTS = ["*"]\nROOT_URLCONF = "mysite.urls"\n'
+                                      'INSTALLED_APPS = []\nMIDDLEWARE = []\n')
+    (site / "urls.py").write_text("from django.urls import path\nfrom . import views\n"
+                                  'urlpatterns = [path("", views.index)]\n')
+    (site / "wsgi.py").write_text(DJANGO_WSGI + (DJANGO_EAGER if eager else ""))
+
+    def views(text):
+        (site / "views.py").write_text(text)
+        shutil.rmtree(site / "__pycache__", ignore_errors=True)
+    views('from django.http import HttpResponse\n'
+          'def index(request):\n    return HttpResponse(b"v1", headers={"Content-Length": "2"})\n')
+    srv = start_server("--workers", "2", app="mysite.wsgi:application", chdir=tmp_path)
+    try:
+        assert get(srv.port) == (200, b"v1")
+        views('import no_such_module\n' + (site / "views.py").read_text())
+        srv.proc.send_signal(signal.SIGHUP)
+        if eager:
+            assert wait_until(lambda: "reload failed" in srv.log_text(), 20), srv.log_text()
+            assert "No module named 'no_such_module'" in srv.log_text()
+            assert all(get(srv.port) == (200, b"v1") for _ in range(6))
+        else:
+            assert wait_until(lambda: srv.log_text().count(" serves; pid ") >= 2, 20), srv.log_text()
+            assert "reload failed" not in srv.log_text()
+            assert wait_until(lambda: all(get(srv.port)[0] == 500 for _ in range(6)), 10), srv.log_text()[-3000:]
     finally:
         srv.close()

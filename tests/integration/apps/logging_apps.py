@@ -1,6 +1,6 @@
 """An app that records every request it runs, for tests that must prove a
 request was never run (test_backpressure.py). The log file is named by the
-CSERVE_TEST_RUNLOG environment variable; ?s=SECONDS makes the request slow."""
+LOGGING_APPS_RUNLOG environment variable; ?s=SECONDS makes the request slow."""
 import os
 import time
 from urllib.parse import parse_qs
@@ -8,7 +8,7 @@ from urllib.parse import parse_qs
 
 def application(environ, start_response):
     path = environ.get("PATH_INFO", "")
-    with open(os.environ["CSERVE_TEST_RUNLOG"], "a") as f:
+    with open(os.environ["LOGGING_APPS_RUNLOG"], "a") as f:
         f.write(path + "\n")
     q = parse_qs(environ.get("QUERY_STRING", ""))
     time.sleep(float(q.get("s", ["0"])[0]))
