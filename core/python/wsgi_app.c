@@ -169,7 +169,7 @@ static void prepend_sys_path(const char *dir)
 
 void wsgi_init(const struct options *opt, const char *default_app_dir)
 {
-    W.opt = opt;
+    bridge.opt = opt;
     interp_start(); /* interp.c: the build's prefix, the selected virtualenv */
     const char *spec = opt->app_spec;
     if (spec) {
@@ -179,20 +179,20 @@ void wsgi_init(const struct options *opt, const char *default_app_dir)
         prepend_sys_path(default_app_dir);
         spec = "hello:application";
     }
-    W.app = import_app(spec);
+    bridge.app = import_app(spec);
 
-    W.errors = PySys_GetObject("stderr");
-    Py_XINCREF(W.errors);
+    bridge.errors = PySys_GetObject("stderr");
+    Py_XINCREF(bridge.errors);
     if (PyType_Ready(&InputType) < 0 || PyType_Ready(&ResponderType) < 0 ||
         PyType_Ready(&FileWrapperType) < 0 || environ_init() < 0) {
         PyErr_Print();
         log_error("cannot prepare the WSGI bridge");
         exit(2);
     }
-    W.s_close = PyUnicode_InternFromString("close");
-    W.s_fileno = PyUnicode_InternFromString("fileno");
-    W.s_tell = PyUnicode_InternFromString("tell");
-    if (!W.s_close || !W.s_fileno || !W.s_tell) {
+    bridge.s_close = PyUnicode_InternFromString("close");
+    bridge.s_fileno = PyUnicode_InternFromString("fileno");
+    bridge.s_tell = PyUnicode_InternFromString("tell");
+    if (!bridge.s_close || !bridge.s_fileno || !bridge.s_tell) {
         PyErr_Print();
         log_error("cannot prepare the WSGI bridge");
         exit(2);
@@ -270,11 +270,11 @@ int wsgi_watchdog_arm(int signo)
 void wsgi_finalize(void)
 {
     wsgi_thread_cleanup(); /* the calling thread's, for --inline */
-    Py_CLEAR(W.app);
-    Py_CLEAR(W.errors);
-    Py_CLEAR(W.s_close);
-    Py_CLEAR(W.s_fileno);
-    Py_CLEAR(W.s_tell);
+    Py_CLEAR(bridge.app);
+    Py_CLEAR(bridge.errors);
+    Py_CLEAR(bridge.s_close);
+    Py_CLEAR(bridge.s_fileno);
+    Py_CLEAR(bridge.s_tell);
     environ_fini();
     Py_FinalizeEx();
 }
@@ -318,7 +318,7 @@ static void respond_error(Responder *r, int status)
 static int try_sendfile(Responder *r, FileWrapper *fw)
 {
     struct job *job = r->job;
-    PyObject *fno = PyObject_CallMethodNoArgs(fw->filelike, W.s_fileno);
+    PyObject *fno = PyObject_CallMethodNoArgs(fw->filelike, bridge.s_fileno);
     if (!fno) {
         PyErr_Clear();
         return 0;
@@ -334,7 +334,7 @@ static int try_sendfile(Responder *r, FileWrapper *fw)
         return 0;
     }
     off_t off = lseek((int)fd, 0, SEEK_CUR);
-    PyObject *pos = PyObject_CallMethodNoArgs(fw->filelike, W.s_tell);
+    PyObject *pos = PyObject_CallMethodNoArgs(fw->filelike, bridge.s_tell);
     if (pos) {
         off = (off_t)PyLong_AsLongLong(pos);
         Py_DECREF(pos);
@@ -459,9 +459,9 @@ static int consume(Responder *r, PyObject *result)
 
 static int call_close(PyObject *result)
 {
-    if (!PyObject_HasAttr(result, W.s_close))
+    if (!PyObject_HasAttr(result, bridge.s_close))
         return 0;
-    PyObject *rv = PyObject_CallMethodNoArgs(result, W.s_close);
+    PyObject *rv = PyObject_CallMethodNoArgs(result, bridge.s_close);
     if (!rv)
         return -1;
     Py_DECREF(rv);
@@ -478,7 +478,7 @@ void wsgi_handle(struct job *job)
     PyObject *result = NULL;
     if (environ) {
         PyObject *args[2] = {environ, (PyObject *)r};
-        result = PyObject_Vectorcall(W.app, args, 2, NULL);
+        result = PyObject_Vectorcall(bridge.app, args, 2, NULL);
     }
     /* From here the pool thread works the response: one thread at a time on
      * the Responder, as the app's calls are (wsgi_internal.h). r may be NULL

@@ -14,7 +14,7 @@
 /* The bridge's state. wsgi_app.c fills it at start-up; it is defined here,
  * beside the environ that reads most of it, so that wsgi_app.c, which
  * builds each request's environ, depends on this file and not both ways. */
-struct wsgi_state W;
+struct wsgi_state bridge;
 
 #define KEY_CACHE_SLOTS 512
 #define KEY_NAME_MAX 64
@@ -64,17 +64,17 @@ static int put_new(PyObject *dict, const char *key, PyObject *value)
 
 int environ_init(void)
 {
-    const struct options *opt = W.opt;
+    const struct options *opt = bridge.opt;
     struct {
         PyObject **slot;
         const char *text;
     } strings[] = {
-        {&W.k_request_method, "REQUEST_METHOD"}, {&W.k_path_info, "PATH_INFO"},
-        {&W.k_query_string, "QUERY_STRING"},     {&W.k_content_type, "CONTENT_TYPE"},
-        {&W.k_content_length, "CONTENT_LENGTH"}, {&W.k_server_protocol, "SERVER_PROTOCOL"},
-        {&W.k_remote_addr, "REMOTE_ADDR"},       {&W.k_remote_port, "REMOTE_PORT"},
-        {&W.k_input, "wsgi.input"},              {&W.v_http10, "HTTP/1.0"},
-        {&W.v_http11, "HTTP/1.1"},               {&W.v_empty, ""},
+        {&bridge.k_request_method, "REQUEST_METHOD"}, {&bridge.k_path_info, "PATH_INFO"},
+        {&bridge.k_query_string, "QUERY_STRING"},     {&bridge.k_content_type, "CONTENT_TYPE"},
+        {&bridge.k_content_length, "CONTENT_LENGTH"}, {&bridge.k_server_protocol, "SERVER_PROTOCOL"},
+        {&bridge.k_remote_addr, "REMOTE_ADDR"},       {&bridge.k_remote_port, "REMOTE_PORT"},
+        {&bridge.k_input, "wsgi.input"},              {&bridge.v_http10, "HTTP/1.0"},
+        {&bridge.v_http11, "HTTP/1.1"},               {&bridge.v_empty, ""},
     };
     for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
         if (!(*strings[i].slot = PyUnicode_InternFromString(strings[i].text)))
@@ -98,7 +98,7 @@ int environ_init(void)
         put_new(t, "SERVER_SOFTWARE", PyUnicode_FromString("cserve/" CSERVE_VERSION)) < 0 ||
         put_new(t, "wsgi.version", Py_BuildValue("(ii)", 1, 0)) < 0 ||
         put_new(t, "wsgi.url_scheme", PyUnicode_FromString("http")) < 0 ||
-        PyDict_SetItemString(t, "wsgi.errors", W.errors ? W.errors : Py_None) < 0 ||
+        PyDict_SetItemString(t, "wsgi.errors", bridge.errors ? bridge.errors : Py_None) < 0 ||
         PyDict_SetItemString(t, "wsgi.multithread", opt->blocking_threads > 1 ? Py_True : Py_False) < 0 ||
         PyDict_SetItemString(t, "wsgi.multiprocess", opt->workers > 1 ? Py_True : Py_False) < 0 ||
         PyDict_SetItemString(t, "wsgi.run_once", Py_False) < 0 ||
@@ -107,7 +107,7 @@ int environ_init(void)
         Py_DECREF(t);
         return -1;
     }
-    W.environ_template = t;
+    bridge.environ_template = t;
     return 0;
 }
 
@@ -115,10 +115,10 @@ int environ_init(void)
  * finalised (so a leak checker sees only what the interpreter itself keeps). */
 void environ_fini(void)
 {
-    PyObject **kept[] = {&W.k_request_method, &W.k_path_info, &W.k_query_string, &W.k_content_type,
-                         &W.k_content_length, &W.k_server_protocol, &W.k_remote_addr,
-                         &W.k_remote_port, &W.k_input, &W.v_http10, &W.v_http11, &W.v_empty,
-                         &W.environ_template};
+    PyObject **kept[] = {&bridge.k_request_method, &bridge.k_path_info, &bridge.k_query_string, &bridge.k_content_type,
+                         &bridge.k_content_length, &bridge.k_server_protocol, &bridge.k_remote_addr,
+                         &bridge.k_remote_port, &bridge.k_input, &bridge.v_http10, &bridge.v_http11, &bridge.v_empty,
+                         &bridge.environ_template};
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
         Py_CLEAR(*kept[i]);
     for (size_t i = 0; i < KEY_CACHE_SLOTS; i++) {
@@ -278,7 +278,7 @@ static _Thread_local size_t path_scratch_cap;
 
 PyObject *environ_build(struct job *job, PyObject *input)
 {
-    PyObject *env = PyDict_Copy(W.environ_template);
+    PyObject *env = PyDict_Copy(bridge.environ_template);
     if (!env)
         return NULL;
     const struct http_request *req = &job->req;
@@ -299,20 +299,20 @@ PyObject *environ_build(struct job *job, PyObject *input)
         path += root_len;
         plen -= root_len;
     }
-    if (set_latin1(env, W.k_request_method, req->method, req->method_len) < 0 ||
-        set_latin1(env, W.k_path_info, path, plen) < 0 ||
-        (t->query_len ? set_latin1(env, W.k_query_string, t->query, t->query_len)
-                      : PyDict_SetItem(env, W.k_query_string, W.v_empty)) < 0 ||
-        PyDict_SetItem(env, W.k_server_protocol,
-                       req->minor_version == 0 ? W.v_http10 : W.v_http11) < 0 ||
-        set_latin1(env, W.k_remote_addr, job->remote_addr, strlen(job->remote_addr)) < 0 ||
-        set_latin1(env, W.k_remote_port, job->remote_port, strlen(job->remote_port)) < 0 ||
-        PyDict_SetItem(env, W.k_input, input) < 0)
+    if (set_latin1(env, bridge.k_request_method, req->method, req->method_len) < 0 ||
+        set_latin1(env, bridge.k_path_info, path, plen) < 0 ||
+        (t->query_len ? set_latin1(env, bridge.k_query_string, t->query, t->query_len)
+                      : PyDict_SetItem(env, bridge.k_query_string, bridge.v_empty)) < 0 ||
+        PyDict_SetItem(env, bridge.k_server_protocol,
+                       req->minor_version == 0 ? bridge.v_http10 : bridge.v_http11) < 0 ||
+        set_latin1(env, bridge.k_remote_addr, job->remote_addr, strlen(job->remote_addr)) < 0 ||
+        set_latin1(env, bridge.k_remote_port, job->remote_port, strlen(job->remote_port)) < 0 ||
+        PyDict_SetItem(env, bridge.k_input, input) < 0)
         goto fail;
     if (job->framing.body == HTTP_BODY_LENGTH) {
         char cl[24];
         int n = snprintf(cl, sizeof cl, "%llu", (unsigned long long)job->framing.content_length);
-        if (set_latin1(env, W.k_content_length, cl, (size_t)n) < 0)
+        if (set_latin1(env, bridge.k_content_length, cl, (size_t)n) < 0)
             goto fail;
     }
     /* An absolute-form target names the host itself, and the Host field
@@ -337,7 +337,7 @@ PyObject *environ_build(struct job *job, PyObject *input)
         if (absolute && http_token_eq(h->name, h->name_len, "host"))
             continue;
         if (http_token_eq(h->name, h->name_len, "content-type")) {
-            if (set_or_join(env, W.k_content_type, h->value, h->value_len, false) < 0)
+            if (set_or_join(env, bridge.k_content_type, h->value, h->value_len, false) < 0)
                 goto fail;
             continue;
         }

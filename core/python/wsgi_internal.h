@@ -37,7 +37,7 @@ struct wsgi_state {
     PyObject *s_close, *s_fileno, *s_tell;
 };
 
-extern struct wsgi_state W;
+extern struct wsgi_state bridge;
 
 extern PyTypeObject InputType;       /* wsgi.input */
 extern PyTypeObject ResponderType;   /* start_response; also holds the response state */
