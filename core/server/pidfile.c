@@ -42,7 +42,7 @@ static void refuse(const char *path, pid_t holder)
     exit(2);
 }
 
-static void pidfile_remove(void)
+void pidfile_release(void)
 {
     if (held_fd < 0 || held_pid != getpid())
         return; /* a forked child exiting: the file is its parent's */
@@ -83,6 +83,6 @@ int pidfile_take(const char *path)
     held_path = path;
     held_fd = fd; /* kept open: the lock lives as long as it does */
     held_pid = getpid();
-    atexit(pidfile_remove);
+    atexit(pidfile_release);
     return 0;
 }

@@ -329,3 +329,22 @@ def test_at_exit_a_pid_file_that_no_longer_holds_our_pid_is_left(tmp_path, how):
     finally:
         srv.close()
     assert pid_file.read_text() == "4194000\n"
+
+
+def test_a_pid_file_is_removed_when_a_stuck_app_cuts_the_exit_short(tmp_path):
+    """A lone worker whose app still holds a request at --graceful-timeout
+    exits without finalising Python: the pid file goes all the same, so no
+    stale file names a pid the kernel may hand to another process."""
+    pid_file = tmp_path / "cserve.pid"
+    srv = start_server("--pid-file", str(pid_file), "--graceful-timeout", "1", app="hang_apps:application")
+    try:
+        assert int(pid_file.read_text()) == srv.proc.pid
+        s = srv.connect(timeout=10)
+        s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.3)  # the request is with the app
+        assert srv.stop(signal.SIGTERM, timeout=10) == 0
+        assert "exiting with 1 request(s) unfinished" in srv.log_text(), srv.log_text()
+        s.close()
+    finally:
+        srv.close()
+    assert not pid_file.exists(), pid_file.read_text()
