@@ -229,13 +229,17 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
          * again only after a back-off, or at once for a newer SIGHUP. */
         int status;
         if (waitpid(lc->successor, &status, WNOHANG) == lc->successor) {
-            log_error("%s failed: the new worker (pid %d) %s %d before it served; the old one keeps serving",
+            back_off(lc, now_ms);
+            char after[96] = "the old one keeps serving";
+            if (lc->required)
+                snprintf(after, sizeof after, "the old one cannot serve; another try in %.0f s",
+                         (double)(lc->retry_at_ms - now_ms) / 1000.0);
+            log_error("%s failed: the new worker (pid %d) %s %d before it served; %s",
                       lc->reloading ? "reload" : "recycling", (int)lc->successor,
                       WIFSIGNALED(status) ? "was killed by signal" : "exited with",
-                      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), after);
             lc->successor = 0;
             lc->asked = false;
-            back_off(lc, now_ms);
             if (lc->reload_pending) {
                 lc->reload_pending = false;
                 lifecycle_reload(lc);
@@ -249,6 +253,15 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
         if (lc->supervisor > 0 && now_ms >= lc->retry_at_ms && getppid() == lc->supervisor) {
             kill(lc->supervisor, WORKER_RECYCLE_SIGNAL);
             back_off(lc, now_ms);
+        }
+        return;
+    }
+    if (lc->required) {
+        /* A worker that refuses every request serves nobody until its
+         * successor does: no limit to wait for, only the back-off. */
+        if (now_ms >= lc->retry_at_ms) {
+            lc->reloading = false;
+            lifecycle_replace(lc, lc->required);
         }
         return;
     }
@@ -290,6 +303,7 @@ static void owner_tick(void *lc, uint64_t now_ms, uint64_t requests)
 
 static void owner_replace(void *lc, const char *why)
 {
+    ((struct lifecycle *)lc)->required = why;
     lifecycle_replace(lc, why);
 }
 

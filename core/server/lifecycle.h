@@ -43,6 +43,9 @@ struct lifecycle {
     bool asked;              /* a replacement is asked for, or (alone) starting */
     bool reloading;          /* ... by SIGHUP (else a recycling): how a failure is logged */
     bool reload_pending;     /* SIGHUP came while a successor started: reload after it */
+    const char *required;    /* a replacement this worker cannot do without (it refuses
+                              * requests: the watchdog's), asked for again after each
+                              * failure; NULL: none */
     uint64_t retry_at_ms;    /* not before then: after a failure, or to ask a supervisor again */
     uint64_t backoff_ms;     /* the next wait after a failure (doubles, to a minute) */
     pid_t successor;         /* one worker alone: the fresh worker starting */
@@ -54,7 +57,8 @@ void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t super
  * successor that failed to start) at most once a second. */
 void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests);
 /* Ask for a replacement, once: the supervisor, or (one worker alone)
- * start the successor here. why is logged. */
+ * start the successor here. why is logged. The services' request
+ * (owner->replace) is also required: asked for again until one serves. */
 void lifecycle_replace(struct lifecycle *lc, const char *why);
 /* SIGHUP reached this worker. */
 void lifecycle_reload(struct lifecycle *lc);
