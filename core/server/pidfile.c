@@ -1,14 +1,17 @@
-/* pidfile.c — --pid-file, held with a POSIX record lock for as long as the
- * server runs.
+/* pidfile.c — --pid-file, held with an open file description lock (OFD,
+ * fcntl F_OFD_SETLK) for as long as the server runs.
  *
  * The lock, not the pid written in the file, says whether a server still
- * runs: the kernel drops it when the process that took it exits, however
- * it exits, and a pid read back from a stale file may since belong to any
- * other process (after a reboot, in a new container). A record lock (not
- * flock) is not inherited by fork, so a worker forked by the supervisor
- * never keeps it alive, and F_GETLK names the pid that holds it. It is
- * dropped when this process closes any descriptor of the file, so the file
- * is opened once and read back through that descriptor at exit.
+ * runs: the kernel drops it when the last descriptor of the open file goes,
+ * however the process exits, and a pid read back from a stale file may
+ * since belong to any other process (after a reboot, in a new container).
+ * Not a POSIX record lock: that one is dropped when its process closes any
+ * descriptor of the file, and with one worker the app runs in this process
+ * (an app that reads the pid file would let a second server take it over).
+ * Not flock either, for the same reason as OFD locks need care: a forked
+ * child shares the open file, so each child closes its copy at once
+ * (pthread_atfork) and only this process keeps the lock alive. Who holds
+ * the lock is read from the file, which its holder wrote before it serves.
  *
  * At exit the file is removed only when the path still names the file this
  * process holds and it still holds this pid: a file another server wrote
@@ -17,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,11 +39,26 @@ static struct flock whole_file(short type)
     return (struct flock){.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
 }
 
-static void refuse(const char *path, pid_t holder)
+static void refuse(const char *path, int fd)
 {
-    log_error("--pid-file %s is held by a running server (pid %d): stop it first, or give another file", path,
-              (int)holder);
+    /* The holder writes its pid right after it takes the lock: a start
+     * racing it may read the file as it was just before. */
+    char text[32] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    text[strcspn(text, "\n")] = '\0';
+    log_error("--pid-file %s is held by a running server (pid %s): stop it first, or give another file", path,
+              text[0] ? text : "unknown");
     exit(2);
+}
+
+/* A forked child (a worker, or a process the app forks) must not keep the
+ * open file, and with it the lock, alive after this process exits. */
+static void close_in_child(void)
+{
+    if (held_fd >= 0)
+        close(held_fd);
+    held_fd = -1;
 }
 
 void pidfile_release(void)
@@ -64,12 +83,13 @@ int pidfile_take(const char *path)
         return -1;
     }
     struct flock fl = whole_file(F_WRLCK);
-    if (fcntl(fd, F_SETLK, &fl) != 0) {
-        /* a running server holds it */
-        struct flock who = whole_file(F_WRLCK);
-        pid_t holder = fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? who.l_pid : 0;
-        close(fd);
-        refuse(path, holder);
+    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        if (errno != EAGAIN && errno != EACCES) {
+            log_error("--pid-file %s: cannot lock it: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        refuse(path, fd); /* a running server holds it */
     }
     char line[32];
     int n = snprintf(line, sizeof line, "%d\n", (int)getpid());
@@ -84,5 +104,6 @@ int pidfile_take(const char *path)
     held_fd = fd; /* kept open: the lock lives as long as it does */
     held_pid = getpid();
     atexit(pidfile_release);
+    pthread_atfork(NULL, NULL, close_in_child);
     return 0;
 }

@@ -348,3 +348,47 @@ def test_a_pid_file_is_removed_when_a_stuck_app_cuts_the_exit_short(tmp_path):
     finally:
         srv.close()
     assert not pid_file.exists(), pid_file.read_text()
+
+
+def test_an_app_that_reads_the_pid_file_does_not_release_it(tmp_path):
+    """With one worker the app runs in the process that holds the pid file:
+    the app opening and closing that file (to read the server's pid) must
+    not let a second server take the file over."""
+    pid_file = tmp_path / "cserve.pid"
+    first = start_server("--pid-file", str(pid_file), app=APP)
+    try:
+        r = get(first.port, f"/cat?path={pid_file}")
+        assert r.status == 200 and int(r.body) == first.proc.pid, r
+        second = start_server("--pid-file", str(pid_file), app=APP, wait=False)
+        try:
+            assert second.proc.wait(timeout=20) == 2, second.log_text()
+            assert f"pid {first.proc.pid}" in second.log_text(), second.log_text()
+        finally:
+            second.killed = True
+            second.close()
+        assert int(pid_file.read_text()) == first.proc.pid
+    finally:
+        first.close()
+    assert not pid_file.exists()
+
+
+def test_a_child_the_app_forks_does_not_keep_the_pid_file(tmp_path):
+    """A process the app forks, still running after the server was killed
+    (the file left behind), does not hold the pid file: the next server
+    takes it."""
+    pid_file = tmp_path / "cserve.pid"
+    first = start_server("--pid-file", str(pid_file), app="fork_apps:sleeper", killed=True)
+    try:
+        child = int(get(first.port, "/?secs=30").body)
+    finally:
+        first.proc.kill()
+        first.close()
+    try:
+        assert alive(child)
+        second = start_server("--pid-file", str(pid_file), app=APP)
+        try:
+            assert int(pid_file.read_text()) == second.proc.pid
+        finally:
+            second.close()
+    finally:
+        os.kill(child, signal.SIGKILL)
