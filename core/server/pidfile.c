@@ -13,13 +13,17 @@
  * (pthread_atfork) and only this process keeps the lock alive. Who holds
  * the lock is read from the file, which its holder wrote before it serves.
  *
- * At exit the file is removed only when the path still names the file this
+ * At exit the file is removed only when its name still names the file this
  * process holds and it still holds this pid: a file another server wrote
- * since, or someone rewrote, is left alone. */
+ * since, or someone rewrote, is left alone. The name is looked up in the
+ * directory the file was opened in (held open), not through the path
+ * again: with one worker the app runs in this process and may have
+ * changed its directory since, which would move a relative path. */
 #include "pidfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,7 +34,8 @@
 
 #include "../base/log.h"
 
-static const char *held_path;
+static const char *held_name; /* the file's name in held_dir */
+static int held_dir = -1;
 static int held_fd = -1;
 static pid_t held_pid;
 
@@ -58,7 +63,9 @@ static void close_in_child(void)
 {
     if (held_fd >= 0)
         close(held_fd);
-    held_fd = -1;
+    if (held_dir >= 0)
+        close(held_dir);
+    held_fd = held_dir = -1;
 }
 
 void pidfile_release(void)
@@ -68,18 +75,40 @@ void pidfile_release(void)
     struct stat named, ours;
     char text[32];
     ssize_t n = pread(held_fd, text, sizeof text - 1, 0);
-    if (n <= 0 || stat(held_path, &named) != 0 || fstat(held_fd, &ours) != 0)
+    if (n <= 0 || fstatat(held_dir, held_name, &named, AT_SYMLINK_NOFOLLOW) != 0 || fstat(held_fd, &ours) != 0)
         return;
     text[n] = '\0';
     if (named.st_dev == ours.st_dev && named.st_ino == ours.st_ino && strtol(text, NULL, 10) == held_pid)
-        unlink(held_path);
+        unlinkat(held_dir, held_name, 0);
+}
+
+/* The directory path is in, opened (O_PATH) for lookups of *name later. */
+static int open_dir_of(const char *path, const char **name)
+{
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (!slash)
+        return open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    char dir[PATH_MAX];
+    size_t len = slash == path ? 1 : (size_t)(slash - path);
+    if (len >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+    return open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 int pidfile_take(const char *path)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    const char *name;
+    int dir = open_dir_of(path, &name);
+    int fd = dir < 0 ? -1 : openat(dir, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         log_error("--pid-file %s: %s", path, strerror(errno));
+        if (dir >= 0)
+            close(dir);
         return -1;
     }
     struct flock fl = whole_file(F_WRLCK);
@@ -87,6 +116,7 @@ int pidfile_take(const char *path)
         if (errno != EAGAIN && errno != EACCES) {
             log_error("--pid-file %s: cannot lock it: %s", path, strerror(errno));
             close(fd);
+            close(dir);
             return -1;
         }
         refuse(path, fd); /* a running server holds it */
@@ -98,9 +128,11 @@ int pidfile_take(const char *path)
     if (pwrite(fd, line, (size_t)n, 0) != n || ftruncate(fd, n) != 0) {
         log_error("--pid-file %s: %s", path, strerror(errno));
         close(fd);
+        close(dir);
         return -1;
     }
-    held_path = path;
+    held_name = name;
+    held_dir = dir;
     held_fd = fd; /* kept open: the lock lives as long as it does */
     held_pid = getpid();
     atexit(pidfile_release);

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Server, free_port, start_server
+from conftest import APPS, BIN, ROOT, Server, free_port, start_server
 from httpclient import Reader, get, req
 from procfs import alive
 
@@ -392,3 +392,20 @@ def test_a_child_the_app_forks_does_not_keep_the_pid_file(tmp_path):
             second.close()
     finally:
         os.kill(child, signal.SIGKILL)
+
+
+def test_a_relative_pid_file_is_removed_after_the_app_changes_directory(tmp_path):
+    """--pid-file NAME is relative to the directory cserve starts in (after
+    --chdir); an app that changes the process's directory (one worker: the
+    same process) does not stop its removal at exit."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "cserve.pid").write_text("4194000\n")  # what the name means from there
+    srv = start_server("--pid-file", "cserve.pid", app=f"{APPS / 'wsgi_apps.py'}:application", chdir=tmp_path)
+    try:
+        assert int((tmp_path / "cserve.pid").read_text()) == srv.proc.pid
+        assert get(srv.port, f"/chdir?to={elsewhere}").body == str(elsewhere).encode()
+    finally:
+        srv.close()
+    assert not (tmp_path / "cserve.pid").exists()
+    assert (elsewhere / "cserve.pid").read_text() == "4194000\n"
