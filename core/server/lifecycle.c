@@ -37,6 +37,7 @@ extern char **environ;
 
 static char **saved_argv;
 static char **saved_env;
+static int saved_dir = -1; /* lifecycle_save_dir: O_PATH */
 
 /* A new worker starts from the environment cserve was started with, not
  * the one the app's import left (os.environ.setdefault of a settings
@@ -62,6 +63,12 @@ void lifecycle_save_argv(int argc, char **argv)
     for (size_t i = 0, k = 0; saved_env && i < n; i++)
         if (for_new_workers(environ[i]))
             saved_env[k++] = strdup(environ[i]);
+}
+
+void lifecycle_save_dir(void)
+{
+    if (saved_dir < 0)
+        saved_dir = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 pid_t spawn_exec(int listen_fd, unsigned index)
@@ -104,6 +111,10 @@ pid_t spawn_exec(int listen_fd, unsigned index)
          * opened before root was dropped (it may not open it itself). */
         if (fcntl(listen_fd, F_SETFD, 0) < 0 || (log_fd >= 0 && fcntl(log_fd, F_SETFD, 0) < 0) ||
             (metrics_fd >= 0 && fcntl(metrics_fd, F_SETFD, 0) < 0))
+            _exit(126);
+        /* It imports the app from its directory (sys.path[0]), which the
+         * app's own os.chdir may have moved this process from. */
+        if (saved_dir >= 0 && fchdir(saved_dir) != 0)
             _exit(126);
         execve("/proc/self/exe", saved_argv, envp);
         _exit(127);

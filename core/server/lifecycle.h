@@ -19,6 +19,11 @@ struct worker_owner;
  * point into a copy of it). Call once, first thing in main. */
 void lifecycle_save_argv(int argc, char **argv);
 
+/* Remember the directory the server serves from (the current one, after
+ * --chdir). A new worker is exec'd there, whatever directory the app has
+ * moved the process to since (one worker alone runs the app itself). */
+void lifecycle_save_dir(void);
+
 /* Fork and exec cserve as worker `index` of a supervisor, serving on
  * listen_fd (which the new process inherits). The child never outlives the
  * caller's thread (PR_SET_PDEATHSIG). Returns its pid, or -1. */
