@@ -87,6 +87,10 @@ static int open_dir_of(const char *path, const char **name)
 {
     const char *slash = strrchr(path, '/');
     *name = slash ? slash + 1 : path;
+    if (!**name) { /* "" or "dir/": no file named */
+        errno = path[0] ? EISDIR : ENOENT;
+        return -1;
+    }
     if (!slash)
         return open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     char dir[PATH_MAX];
