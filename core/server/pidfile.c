@@ -8,10 +8,10 @@
  * Not a POSIX record lock: that one is dropped when its process closes any
  * descriptor of the file, and with one worker the app runs in this process
  * (an app that reads the pid file would let a second server take it over).
- * Not flock either, for the same reason as OFD locks need care: a forked
- * child shares the open file, so each child closes its copy at once
- * (pthread_atfork) and only this process keeps the lock alive. Who holds
- * the lock is read from the file, which its holder wrote before it serves.
+ * An OFD lock, like flock's, belongs to the open file, which a forked
+ * child shares: each child closes its copy at once (pthread_atfork), so
+ * only this process keeps the lock alive. Who holds it is read from the
+ * file, which its holder wrote before it serves.
  *
  * At exit the file is removed only when its name still names the file this
  * process holds and it still holds this pid: a file another server wrote
