@@ -37,6 +37,7 @@ extern char **environ;
 
 static char **saved_argv;
 static char **saved_env;
+static int saved_dir = -1; /* lifecycle_save_dir: O_PATH */
 
 /* A new worker starts from the environment cserve was started with, not
  * the one the app's import left (os.environ.setdefault of a settings
@@ -62,6 +63,12 @@ void lifecycle_save_argv(int argc, char **argv)
     for (size_t i = 0, k = 0; saved_env && i < n; i++)
         if (for_new_workers(environ[i]))
             saved_env[k++] = strdup(environ[i]);
+}
+
+void lifecycle_save_dir(void)
+{
+    if (saved_dir < 0)
+        saved_dir = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 pid_t spawn_exec(int listen_fd, unsigned index)
@@ -104,6 +111,10 @@ pid_t spawn_exec(int listen_fd, unsigned index)
          * opened before root was dropped (it may not open it itself). */
         if (fcntl(listen_fd, F_SETFD, 0) < 0 || (log_fd >= 0 && fcntl(log_fd, F_SETFD, 0) < 0) ||
             (metrics_fd >= 0 && fcntl(metrics_fd, F_SETFD, 0) < 0))
+            _exit(126);
+        /* It imports the app from its directory (sys.path[0]), which the
+         * app's own os.chdir may have moved this process from. */
+        if (saved_dir >= 0 && fchdir(saved_dir) != 0)
             _exit(126);
         execve("/proc/self/exe", saved_argv, envp);
         _exit(127);
@@ -229,13 +240,17 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
          * again only after a back-off, or at once for a newer SIGHUP. */
         int status;
         if (waitpid(lc->successor, &status, WNOHANG) == lc->successor) {
-            log_error("%s failed: the new worker (pid %d) %s %d before it served; the old one keeps serving",
+            back_off(lc, now_ms);
+            char after[96] = "the old one keeps serving";
+            if (lc->required)
+                snprintf(after, sizeof after, "the old one cannot serve; another try in %.0f s",
+                         (double)(lc->retry_at_ms - now_ms) / 1000.0);
+            log_error("%s failed: the new worker (pid %d) %s %d before it served; %s",
                       lc->reloading ? "reload" : "recycling", (int)lc->successor,
                       WIFSIGNALED(status) ? "was killed by signal" : "exited with",
-                      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), after);
             lc->successor = 0;
             lc->asked = false;
-            back_off(lc, now_ms);
             if (lc->reload_pending) {
                 lc->reload_pending = false;
                 lifecycle_reload(lc);
@@ -249,6 +264,15 @@ void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests)
         if (lc->supervisor > 0 && now_ms >= lc->retry_at_ms && getppid() == lc->supervisor) {
             kill(lc->supervisor, WORKER_RECYCLE_SIGNAL);
             back_off(lc, now_ms);
+        }
+        return;
+    }
+    if (lc->required) {
+        /* A worker that refuses every request serves nobody until its
+         * successor does: no limit to wait for, only the back-off. */
+        if (now_ms >= lc->retry_at_ms) {
+            lc->reloading = false;
+            lifecycle_replace(lc, lc->required);
         }
         return;
     }
@@ -290,6 +314,7 @@ static void owner_tick(void *lc, uint64_t now_ms, uint64_t requests)
 
 static void owner_replace(void *lc, const char *why)
 {
+    ((struct lifecycle *)lc)->required = why;
     lifecycle_replace(lc, why);
 }
 

@@ -19,6 +19,11 @@ struct worker_owner;
  * point into a copy of it). Call once, first thing in main. */
 void lifecycle_save_argv(int argc, char **argv);
 
+/* Remember the directory the server serves from (the current one, after
+ * --chdir). A new worker is exec'd there, whatever directory the app has
+ * moved the process to since (one worker alone runs the app itself). */
+void lifecycle_save_dir(void);
+
 /* Fork and exec cserve as worker `index` of a supervisor, serving on
  * listen_fd (which the new process inherits). The child never outlives the
  * caller's thread (PR_SET_PDEATHSIG). Returns its pid, or -1. */
@@ -43,6 +48,9 @@ struct lifecycle {
     bool asked;              /* a replacement is asked for, or (alone) starting */
     bool reloading;          /* ... by SIGHUP (else a recycling): how a failure is logged */
     bool reload_pending;     /* SIGHUP came while a successor started: reload after it */
+    const char *required;    /* a replacement this worker cannot do without (it refuses
+                              * requests: the watchdog's), asked for again after each
+                              * failure; NULL: none */
     uint64_t retry_at_ms;    /* not before then: after a failure, or to ask a supervisor again */
     uint64_t backoff_ms;     /* the next wait after a failure (doubles, to a minute) */
     pid_t successor;         /* one worker alone: the fresh worker starting */
@@ -54,7 +62,8 @@ void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t super
  * successor that failed to start) at most once a second. */
 void lifecycle_tick(struct lifecycle *lc, uint64_t now_ms, uint64_t requests);
 /* Ask for a replacement, once: the supervisor, or (one worker alone)
- * start the successor here. why is logged. */
+ * start the successor here. why is logged. The services' request
+ * (owner->replace) is also required: asked for again until one serves. */
 void lifecycle_replace(struct lifecycle *lc, const char *why);
 /* SIGHUP reached this worker. */
 void lifecycle_reload(struct lifecycle *lc);

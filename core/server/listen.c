@@ -43,7 +43,7 @@
 static char described[NI_MAXHOST + NI_MAXSERV + 200];
 /* The unix: sockets this process created: --bind's and --metrics-bind's. */
 static struct created {
-    char path[sizeof ((struct sockaddr_un *)0)->sun_path];
+    char path[PATH_MAX]; /* absolute: the app's os.chdir (one worker) must not move it */
     dev_t dev;
     ino_t ino;
     pid_t owner; /* 0: no socket of ours to remove */
@@ -257,7 +257,10 @@ static int listen_unix(const char *flag, const char *path, int mode, int backlog
         close(fd);
         return -1;
     }
-    snprintf(own->path, sizeof own->path, "%s", path);
+    char cwd[PATH_MAX];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd) ||
+        (size_t)snprintf(own->path, sizeof own->path, "%s/%s", cwd, path) >= sizeof own->path)
+        snprintf(own->path, sizeof own->path, "%s", path);
     own->dev = st.st_dev;
     own->ino = st.st_ino;
     own->owner = getpid();

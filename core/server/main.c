@@ -147,6 +147,7 @@ int main(int argc, char **argv)
         log_error("--chdir %s: %s", opt.chdir_dir, strerror(errno));
         return 2;
     }
+    lifecycle_save_dir();
     char app_name[PATH_MAX + 64];
     if (opt.native_hello)
         snprintf(app_name, sizeof app_name, "native-hello");

@@ -10,5 +10,8 @@
  * over. Removed at this process's exit if it still holds that pid. Returns
  * 0, or -1 after one line saying why. */
 int pidfile_take(const char *path);
+/* Remove the file as pidfile_take's exit handler does (if this process
+ * took it and it still holds this pid): for an exit that skips atexit. */
+void pidfile_release(void);
 
 #endif

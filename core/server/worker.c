@@ -17,6 +17,7 @@
 #include "../http/buffer.h"
 #include "lifecycle.h"
 #include "listen.h"
+#include "pidfile.h"
 #include "../base/log.h"
 #include "../conn/loop.h"
 #include "../metrics/metrics.h"
@@ -144,6 +145,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
         }
         log_warn("exiting with %u request(s) unfinished", abandoned);
         listen_cleanup(); /* _exit skips atexit */
+        pidfile_release();
         fflush(NULL);
         _exit(0);
     }

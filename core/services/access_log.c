@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,19 @@ int access_log_format_parse(const char *name)
     return -1;
 }
 
+/* A relative path made absolute against the current directory (after
+ * --chdir): with one worker the app runs in this process, and its os.chdir
+ * must not move the file a reopen (SIGWINCH) makes. */
+static const char *absolute(const char *path)
+{
+    static char abs_path[PATH_MAX];
+    char cwd[PATH_MAX];
+    if (!path || path[0] == '/' || !getcwd(cwd, sizeof cwd) ||
+        (size_t)snprintf(abs_path, sizeof abs_path, "%s/%s", cwd, path) >= sizeof abs_path)
+        return path;
+    return abs_path;
+}
+
 static int open_path(const char *path)
 {
     return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
@@ -43,7 +57,7 @@ static int open_path(const char *path)
 int access_log_open(const char *path, enum access_log_format format)
 {
     log_format = format;
-    log_path = path;
+    log_path = absolute(path);
     if (!path) {
         log_fd = STDERR_FILENO;
         return 0;
@@ -60,7 +74,7 @@ int access_log_fd(void)
 void access_log_adopt(int fd, const char *path, enum access_log_format format)
 {
     log_format = format;
-    log_path = path;
+    log_path = absolute(path);
     log_fd = fd >= 0 ? fd : STDERR_FILENO;
 }
 

@@ -19,7 +19,8 @@ struct worker_owner {
     void *ctx;
     /* once a pass: are the limits reached? */
     void (*tick)(void *ctx, uint64_t now_ms, uint64_t requests);
-    /* ask for a replacement, once; why is logged */
+    /* ask for a replacement; why (kept, not copied) is logged. The
+     * worker cannot serve without one: asked again until one serves */
     void (*replace)(void *ctx, const char *why);
     /* SIGHUP (or --reload) reached this worker */
     void (*reload)(void *ctx);

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from conftest import start_server
+from conftest import APPS, start_server
 from loadgen import wait_until
 
 COMBINED = re.compile(r'^(\S+) - - \[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000)\] "([^"\\]*(?:\\.[^"\\]*)*)" '
@@ -132,6 +132,26 @@ def test_sigwinch_reopens_the_log_for_logrotate(tmp_path, workers):
         new = lines(log, 4)
         assert all("/after" in x for x in new), new
         assert "/before" in (tmp_path / "access.log.1").read_text()
+    finally:
+        srv.close()
+
+
+def test_sigwinch_reopens_a_relative_log_where_it_was_after_the_app_changed_directory(tmp_path):
+    """--access-log=NAME is relative to the directory cserve starts in
+    (after --chdir); with one worker the app runs in the server's process,
+    and its os.chdir does not move the file a reopen makes."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    srv = start_server("--access-log=access.log", app=f"{APPS / 'wsgi_apps.py'}:application", chdir=tmp_path)
+    try:
+        send(srv.port, f"GET /chdir?to={elsewhere} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        lines(tmp_path / "access.log", 1)
+        os.rename(tmp_path / "access.log", tmp_path / "access.log.1")
+        srv.proc.send_signal(signal.SIGWINCH)
+        assert wait_until(lambda: "access log: reopened" in srv.log_text(), 10), srv.log_text()
+        send(srv.port, b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert "/after" in lines(tmp_path / "access.log", 1)[0]
+        assert not (elsewhere / "access.log").exists()
     finally:
         srv.close()
 

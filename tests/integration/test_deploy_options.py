@@ -40,6 +40,27 @@ def test_socket_mode_and_removed_at_exit(tmp_path, workers):
         p.close()
 
 
+def test_a_relative_unix_socket_is_removed_after_the_app_changes_directory(tmp_path):
+    """unix:NAME is relative to the directory cserve starts in (after
+    --chdir); with one worker the app runs in the server's process, and its
+    os.chdir does not stop the socket's removal at exit."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = Proc([BIN, "--bind", "unix:s.sock", "--chdir", str(tmp_path), f"{APPS / 'wsgi_apps.py'}:application"],
+             env=clean_env())
+    try:
+        with wait_connect(p, str(tmp_path / "s.sock")) as s:
+            s.sendall(f"GET /chdir?to={elsewhere} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(str(elsewhere).encode()), reply
+        assert p.stop() == 0, p.text()
+        assert not (tmp_path / "s.sock").exists(), "the socket file was left behind after a graceful exit"
+    finally:
+        p.close()
+
+
 def test_socket_mode_needs_a_unix_bind():
     p = Proc([BIN, "--bind", f"127.0.0.1:{free_port()}", "--socket-mode", "660"], env=clean_env())
     assert p.wait_exit() == 2 and "--socket-mode" in one_line_error(p)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Server, free_port, start_server
+from conftest import APPS, BIN, ROOT, Server, free_port, start_server
 from httpclient import Reader, get, req
 from procfs import alive
 
@@ -329,3 +329,83 @@ def test_at_exit_a_pid_file_that_no_longer_holds_our_pid_is_left(tmp_path, how):
     finally:
         srv.close()
     assert pid_file.read_text() == "4194000\n"
+
+
+def test_a_pid_file_is_removed_when_a_stuck_app_cuts_the_exit_short(tmp_path):
+    """A lone worker whose app still holds a request at --graceful-timeout
+    exits without finalising Python: the pid file goes all the same, so no
+    stale file names a pid the kernel may hand to another process."""
+    pid_file = tmp_path / "cserve.pid"
+    srv = start_server("--pid-file", str(pid_file), "--graceful-timeout", "1", app="hang_apps:application")
+    try:
+        assert int(pid_file.read_text()) == srv.proc.pid
+        s = srv.connect(timeout=10)
+        s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.3)  # the request is with the app
+        assert srv.stop(signal.SIGTERM, timeout=10) == 0
+        assert "exiting with 1 request(s) unfinished" in srv.log_text(), srv.log_text()
+        s.close()
+    finally:
+        srv.close()
+    assert not pid_file.exists(), pid_file.read_text()
+
+
+def test_an_app_that_reads_the_pid_file_does_not_release_it(tmp_path):
+    """With one worker the app runs in the process that holds the pid file:
+    the app opening and closing that file (to read the server's pid) must
+    not let a second server take the file over."""
+    pid_file = tmp_path / "cserve.pid"
+    first = start_server("--pid-file", str(pid_file), app=APP)
+    try:
+        r = get(first.port, f"/cat?path={pid_file}")
+        assert r.status == 200 and int(r.body) == first.proc.pid, r
+        second = start_server("--pid-file", str(pid_file), app=APP, wait=False)
+        try:
+            assert second.proc.wait(timeout=20) == 2, second.log_text()
+            assert f"pid {first.proc.pid}" in second.log_text(), second.log_text()
+        finally:
+            second.killed = True
+            second.close()
+        assert int(pid_file.read_text()) == first.proc.pid
+    finally:
+        first.close()
+    assert not pid_file.exists()
+
+
+def test_a_child_the_app_forks_does_not_keep_the_pid_file(tmp_path):
+    """A process the app forks, still running after the server was killed
+    (the file left behind), does not hold the pid file: the next server
+    takes it."""
+    pid_file = tmp_path / "cserve.pid"
+    first = start_server("--pid-file", str(pid_file), app="fork_apps:sleeper", killed=True)
+    try:
+        child = int(get(first.port, "/?secs=30").body)
+    finally:
+        first.proc.kill()
+        first.close()
+    try:
+        assert alive(child)
+        second = start_server("--pid-file", str(pid_file), app=APP)
+        try:
+            assert int(pid_file.read_text()) == second.proc.pid
+        finally:
+            second.close()
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_a_relative_pid_file_is_removed_after_the_app_changes_directory(tmp_path):
+    """--pid-file NAME is relative to the directory cserve starts in (after
+    --chdir); an app that changes the process's directory (one worker: the
+    same process) does not stop its removal at exit."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "cserve.pid").write_text("4194000\n")  # what the name means from there
+    srv = start_server("--pid-file", "cserve.pid", app=f"{APPS / 'wsgi_apps.py'}:application", chdir=tmp_path)
+    try:
+        assert int((tmp_path / "cserve.pid").read_text()) == srv.proc.pid
+        assert get(srv.port, f"/chdir?to={elsewhere}").body == str(elsewhere).encode()
+    finally:
+        srv.close()
+    assert not (tmp_path / "cserve.pid").exists()
+    assert (elsewhere / "cserve.pid").read_text() == "4194000\n"

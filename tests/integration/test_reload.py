@@ -26,6 +26,8 @@ time.sleep(float(os.environ.get("RELOAD_APP_IMPORT_SECONDS", "0")))
 os.environ.setdefault("RELOAD_APP_SETTINGS", "VERSION")
 BODY = b"VERSION"
 def application(environ, start_response):
+    if environ["PATH_INFO"] == "/chdir":
+        os.chdir("/")
     if environ["PATH_INFO"] == "/settings":
         body = os.environ["RELOAD_APP_SETTINGS"].encode()
         start_response("200 OK", [("Content-Length", str(len(body)))])
@@ -291,6 +293,24 @@ def test_a_reload_during_a_reload_is_not_lost(tmp_path):
         write_app(tmp_path, "v3")
         srv.proc.send_signal(signal.SIGHUP)
         assert wait_until(lambda: all(get(srv.port)[1] == b"v3" for _ in range(6)), 30), srv.log_text()[-3000:]
+    finally:
+        srv.close()
+
+
+def test_a_reload_after_the_app_changed_directory_imports_the_new_code(tmp_path):
+    """One worker alone runs the app in the process that starts its
+    successor: after the app's os.chdir, the new worker is still started in
+    the directory cserve serves from, so it imports the app from there (and
+    so does the next, started by the process that is now its supervisor)."""
+    write_app(tmp_path, "v1")
+    srv = start_server(app="reload_app:application", chdir=tmp_path)
+    try:
+        for version in ("v2", "v3"):
+            assert get(srv.port, "/chdir")[0] == 200
+            write_app(tmp_path, version)
+            srv.proc.send_signal(signal.SIGHUP)
+            assert wait_until(lambda: get(srv.port)[1] == version.encode(), 15), srv.log_text()[-3000:]
+        assert "failed" not in srv.log_text(), srv.log_text()[-3000:]
     finally:
         srv.close()
 

@@ -161,6 +161,32 @@ def test_a_stuck_worker_lets_go_of_its_clients(workers):
         srv.close()
 
 
+def test_a_lone_stuck_worker_tries_again_when_its_successor_fails(tmp_path):
+    """One worker alone, stuck, whose first successor fails to import the
+    app: it refuses every request, so it cannot go on as the only server;
+    it starts another successor after the back-off, and a client waiting
+    in the listener's backlog meanwhile is served by that one."""
+    broken = tmp_path / "broken"
+    env = dict(os.environ, HANG_APPS_BROKEN_REIMPORT=str(broken))
+    srv = start_server("--blocking-threads", "2", "--app-timeout", str(TIMEOUT), "--graceful-timeout", "2",
+                       app="hang_apps:application", env=env)
+    try:
+        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        broken.touch()
+        stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert Reader(stuck).read_response().status == 503
+        assert wait_until(lambda: "before it served" in srv.log_text(), 15), srv.log_text()[-3000:]
+        assert "the old one cannot serve" in srv.log_text(), srv.log_text()[-3000:]
+        broken.unlink()
+        # Accepted by nobody until a successor serves: the back-off (1 s)
+        # and the next look (at most 1 s), then the successor's start.
+        assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
+        assert wait_until(lambda: "serves" in srv.log_text(), 15), srv.log_text()[-3000:]
+        stuck.close()
+    finally:
+        srv.close()
+
+
 def test_app_timeout_is_refused_without_pool_threads():
     r = subprocess.run([BIN, "--inline", "--app-timeout", "5"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--app-timeout" in r.stderr

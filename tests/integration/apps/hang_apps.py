@@ -4,7 +4,9 @@ connection landed on); anything else answers "ok" at once.
 
 HANG_APPS_SLOW_REIMPORT=PATH: an import made once PATH exists (a
 replacement worker's, after the test created it) first sleeps 3 s, so the
-worker it replaces is the one that publishes its figures meanwhile."""
+worker it replaces is the one that publishes its figures meanwhile.
+HANG_APPS_BROKEN_REIMPORT=PATH: an import made while PATH exists raises
+(a replacement worker that fails to start)."""
 import os
 import threading
 import time
@@ -13,6 +15,8 @@ _never = threading.Event()
 
 if os.path.exists(os.environ.get("HANG_APPS_SLOW_REIMPORT", "/nonexistent")):
     time.sleep(3)
+if os.path.exists(os.environ.get("HANG_APPS_BROKEN_REIMPORT", "/nonexistent")):
+    raise RuntimeError("HANG_APPS_BROKEN_REIMPORT exists")
 
 
 def stuck_in_this_function_for_ever():

@@ -455,8 +455,27 @@ def threads(environ, start_response):
     return [body]
 
 
+def cat(environ, start_response):
+    """The file at ?path=, read and closed again (an app that reads, say,
+    its server's pid file)."""
+    with open(_q(environ)["path"], "rb") as f:
+        body = f.read()
+    start_response("200 OK", [CT, ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def chdir(environ, start_response):
+    """os.chdir(?to=): an app that changes the process's directory."""
+    os.chdir(_q(environ)["to"])
+    body = os.getcwd().encode()
+    start_response("200 OK", [CT, ("Content-Length", str(len(body)))])
+    return [body]
+
+
 ROUTES = {
     "hello": hello,
+    "cat": cat,
+    "chdir": chdir,
     "environ": environ_app,
     "echo": echo,
     "raw_echo": raw_echo,
