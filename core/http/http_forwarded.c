@@ -108,9 +108,12 @@ int forwarded_trust_parse(const char *list, char *err, size_t errcap)
             unsigned max = n->family == AF_INET ? 32 : 128;
             n->bits = max;
             if (slash) {
-                char *e;
-                unsigned long b = strtoul(slash + 1, &e, 10);
-                if (e != p + len || e == slash + 1 || b > max) {
+                /* Digits only: strtoul would also take "/ 8", "/+8" and "/-0". */
+                const char *d = slash + 1;
+                unsigned long b = 0;
+                while (d < p + len && *d >= '0' && *d <= '9' && b <= max)
+                    b = b * 10 + (unsigned long)(*d++ - '0');
+                if (d != p + len || d == slash + 1 || b > max) {
                     snprintf(err, errcap, "'%.*s': the prefix length must be 0 to %u", (int)len, p, max);
                     return -1;
                 }

@@ -141,10 +141,14 @@ static void check_parse_errors(void)
               bad_fields[i]);
     CHECK(forwarded_fields_parse(" X-Forwarded-For , x-forwarded-proto ", errbuf, sizeof errbuf) == 0,
           "names are case-insensitive and trimmed");
-    static const char *const bad_allow[] = {"10.0.0.300", "10.0.0.0/33", "example.com", "::1/129"};
+    static const char *const bad_allow[] = {"10.0.0.300", "10.0.0.0/33", "example.com", "::1/129", "10.0.0.0/ 8",
+                                            "10.0.0.0/+8", "10.0.0.0/-0", "10.0.0.0/", "10.0.0.0/8x",
+                                            "::1/99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_allow / sizeof *bad_allow; i++)
         CHECK(forwarded_trust_parse(bad_allow[i], errbuf, sizeof errbuf) == -1, "allow '%s' refused",
               bad_allow[i]);
+    CHECK(forwarded_trust_parse("10.0.0.0/8, ::1/128, 10.1.2.3/0", errbuf, sizeof errbuf) == 0,
+          "prefix lengths in digits are taken");
 }
 
 int main(void)
