@@ -203,8 +203,11 @@ static bool publish(unsigned i, const struct metrics_data *d)
     uint64_t w = atomic_load_explicit(&s->seq, memory_order_relaxed), held;
     if (!(SEQ_COUNT(w) & 1))
         held = SEQ_WORD(me, SEQ_COUNT(w) + 1);
-    else if (SEQ_HOLDER(w) != me && writer_gone(SEQ_HOLDER(w)))
-        held = SEQ_WORD(me, SEQ_COUNT(w)); /* killed while it wrote: take it over */
+    else if (SEQ_HOLDER(w) == me || writer_gone(SEQ_HOLDER(w)))
+        /* Killed while it wrote: take it over. Held in our own name, it was
+         * an earlier process with our pid: only the loop thread publishes,
+         * so never this one mid-write. */
+        held = SEQ_WORD(me, SEQ_COUNT(w));
     else
         return false;
     if (!atomic_compare_exchange_strong_explicit(&s->seq, &w, held, memory_order_relaxed,
