@@ -1,8 +1,11 @@
-/* log.c — stderr logging. Each message is formatted into one buffer and
- * written with a single write(2), so lines from several threads and worker
- * processes never interleave mid-line. */
+/* log.c — stderr logging. Each message is formatted into one buffer of at
+ * most PIPE_BUF bytes and written with a single write(2): on a pipe (a
+ * supervisor's, systemd's journal) a write that size is atomic, so lines
+ * from several threads and worker processes never interleave mid-line. A
+ * longer message is cut. */
 #include "log.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,8 +34,7 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
     if (level < log_threshold)
         return;
-    /* Room for an error naming two paths and an exception's message. */
-    char line[8192];
+    char line[PIPE_BUF];
     int n = snprintf(line, sizeof line, "[cserve %d] %s: ", (int)getpid(), level_names[level]);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
