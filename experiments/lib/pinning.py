@@ -139,9 +139,28 @@ def unpinned(pids, sets):
     return out
 
 
+def switches(pid, tid):
+    """(voluntary, involuntary) context switches of a thread so far, from
+    /proc/PID/task/TID/status: the times it slept (blocked for a wake-up)
+    and the times it was preempted while runnable. (None, None) where the
+    thread ended."""
+    vol = inv = None
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol = int(line.split(":")[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    inv = int(line.split(":")[1])
+    except (OSError, ValueError):
+        pass
+    return vol, inv
+
+
 def schedstat(pids):
-    """{(pid, tid): (comm, on-CPU ns, run-delay ns, timeslices)} of every
-    thread of pids, from /proc/PID/task/TID/schedstat."""
+    """{(pid, tid): (comm, on-CPU ns, run-delay ns, timeslices, voluntary
+    switches, involuntary switches)} of every thread of pids, from
+    /proc/PID/task/TID/schedstat and status."""
     out = {}
     for pid in pids:
         for tid in _tasks(pid):
@@ -152,26 +171,31 @@ def schedstat(pids):
             except (OSError, ValueError):
                 continue
             if comm is not None:
-                out[(pid, int(tid))] = (comm, run, delay, slices)
+                out[(pid, int(tid))] = (comm, run, delay, slices) + switches(pid, tid)
     return out
 
 
 def sched_window(before, after, seconds, client_pids=()):
     """Per thread alive at both ends: its on-CPU time and run delay as
-    fractions of the window, its timeslices, and its role (the client's by
-    process). Sorted by role, then on-CPU, busiest first; threads idle in
-    the window (under 1 % on CPU and in delay) are dropped."""
+    fractions of the window, its timeslices, its voluntary and involuntary
+    context switches in the window (where schedstat() read them), and its
+    role (the client's by process). Sorted by role, then on-CPU, busiest
+    first; threads idle in the window (under 1 % on CPU and in delay) are
+    dropped."""
     rows = []
-    for key, (comm, run1, delay1, sl1) in after.items():
+    for key, (comm, run1, delay1, sl1, *cs1) in after.items():
         if key not in before or seconds <= 0:
             continue
-        _, run0, delay0, sl0 = before[key]
+        _, run0, delay0, sl0, *cs0 = before[key]
         on, delay = (run1 - run0) / 1e9 / seconds, (delay1 - delay0) / 1e9 / seconds
         if on < 0.01 and delay < 0.01:
             continue
         role = "client" if key[0] in client_pids else role_of(comm)
-        rows.append({"name": comm, "pid": key[0], "tid": key[1], "role": role, "on_cpu": round(on, 4),
-                     "run_delay": round(delay, 4), "slices": sl1 - sl0})
+        row = {"name": comm, "pid": key[0], "tid": key[1], "role": role, "on_cpu": round(on, 4),
+               "run_delay": round(delay, 4), "slices": sl1 - sl0}
+        if len(cs0) == 2 and len(cs1) == 2 and None not in cs0 + cs1:
+            row["vcs"], row["ivcs"] = cs1[0] - cs0[0], cs1[1] - cs0[1]
+        rows.append(row)
     order = {"loop": 0, "pool": 1, "client": 2, "other": 3}
     rows.sort(key=lambda r: (order[r["role"]], -r["on_cpu"]))
     return rows

@@ -253,6 +253,7 @@ def load_window(proc, wp, warmup, duration, interval, children, stats_file=None)
     own = sum(e["cpu_s"] for e in series.values())
     window_cpu = provenance.window_cpu(ps0, ps1, t1 - t0, own)
     window_cpu["sched"] = pinning.sched_window(ss0, ss1, t1 - t0, set(threadcpu.descendants(wp.pid)))
+    window_cpu["seconds"] = round(t1 - t0, 4)
     mtime = 0
     if stats_file:
         try:
