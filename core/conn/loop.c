@@ -1,8 +1,10 @@
 /* loop.c — the event loop of one worker: epoll, accept, signals, timers,
  * and the handoff's completions.
  *
- * One pass: wait (unless work is already waiting; a doze, a short timed wait
- * announced to nobody, while a busy pool's next completion is near), handle
+ * One pass: wait (unless work is already waiting; a hold, a timed sleep deaf
+ * to the sockets, while every pool thread has work queued; a doze, a short
+ * timed wait announced to nobody, while a busy pool's next completion is
+ * near), handle
  * socket events (reads parse and submit), flush the handoff (wake the pool
  * once for the batch), drain completions (writes), expire timers, then the
  * hooks' ticks. The hooks (loop.h) are the features': the loop calls them
@@ -278,6 +280,19 @@ static int wait_events(struct loop *l, struct epoll_event *events, int timeout_m
     return n;
 }
 
+/* A hold (handoff.h): sleep hold_ns (or until the loop's own timeout)
+ * without watching the sockets, then take every event that came meanwhile
+ * without waiting. A signal ends the sleep early (EINTR): it is read in
+ * this pass like any event. */
+static int hold_events(struct loop *l, struct epoll_event *events, int timeout_ms, uint64_t hold_ns)
+{
+    if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < hold_ns)
+        hold_ns = (uint64_t)timeout_ms * 1000000u;
+    struct timespec ts = {.tv_sec = (time_t)(hold_ns / 1000000000u), .tv_nsec = (long)(hold_ns % 1000000000u)};
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+    return epoll_wait(l->epfd, events, MAX_EVENTS, 0);
+}
+
 unsigned loop_run(struct loop *l)
 {
     struct epoll_event events[MAX_EVENTS];
@@ -286,20 +301,25 @@ unsigned loop_run(struct loop *l)
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
-        uint64_t doze_ns = 0;
+        uint64_t doze_ns = 0, hold_ns = 0;
         if (timeout != 0 && hops) {
+            /* Every pool thread has work queued for a while: let requests
+             * and completions gather, deaf to the sockets, and take them in
+             * one pass (handoffs/README.md, "Holding"). */
+            if (hops->hold)
+                hold_ns = hops->hold(l->handoff, l->outstanding_total);
             /* A busy pool's next completion is near: wait for it on a timer
              * (the handoff polls) rather than have the pool wake us. */
-            if (hops->doze && !l->no_doze)
+            if (!hold_ns && hops->doze && !l->no_doze)
                 doze_ns = hops->doze(l->handoff, l->outstanding_total);
-            if (!doze_ns) {
+            if (!hold_ns && !doze_ns) {
                 if (hops->before_sleep(l->handoff, l->outstanding_total))
                     timeout = 0;
                 slept = true;
             }
         }
         uint64_t t0 = clock_ns();
-        int n = wait_events(l, events, timeout, doze_ns);
+        int n = hold_ns ? hold_events(l, events, timeout, hold_ns) : wait_events(l, events, timeout, doze_ns);
         uint64_t t1 = clock_ns();
         if (slept)
             hops->after_sleep(l->handoff);

@@ -25,7 +25,7 @@
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
-    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_LOOP_DOZE, OPT_QUEUE, OPT_INLINE, OPT_APP,
+    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_LOOP_DOZE, OPT_LOOP_HOLD, OPT_QUEUE, OPT_INLINE, OPT_APP,
     OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
@@ -47,6 +47,7 @@ static const struct option long_options[] = {
     {"spin", required_argument, NULL, OPT_SPIN},
     {"loop-spin", required_argument, NULL, OPT_LOOP_SPIN},
     {"loop-doze", required_argument, NULL, OPT_LOOP_DOZE},
+    {"loop-hold", required_argument, NULL, OPT_LOOP_HOLD},
     {"queue-size", required_argument, NULL, OPT_QUEUE},
     {"inline", no_argument, NULL, OPT_INLINE},
     {"app", required_argument, NULL, OPT_APP},
@@ -144,6 +145,10 @@ static void usage(FILE *out)
 "                             being woken by it (which costs the pool a syscall); 0 never\n"
 "                             (default 50; a doze is a quarter of the pool's pace, or a\n"
 "                             16th of the work queued ahead of a pool that is fast)\n"
+"      --loop-hold US         ring: the longest the loop sleeps without watching its\n"
+"                             sockets while every pool thread has work queued, to take\n"
+"                             what came meanwhile in one pass; 0 never (default 2000;\n"
+"                             a hold ends before the queued work would run out)\n"
 "      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "\n"
 "Limits (what a client gets when it hits one, in brackets):\n"
@@ -377,6 +382,11 @@ static int parse_args(struct options *o, int argc, char **argv)
             o->loop_doze_ns = us ? us * 1000 : -1;
             break;
         }
+        case OPT_LOOP_HOLD: {
+            long us = (long)parse_count("--loop-hold", optarg, 0, 1000000);
+            o->loop_hold_ns = us ? us * 1000 : -1;
+            break;
+        }
         case OPT_QUEUE: {
             unsigned long q = parse_count("--queue-size", optarg, 2, 1u << 20);
             if (q & (q - 1))
@@ -604,8 +614,9 @@ void options_print(const struct options *o, FILE *out)
             or_none(o->group), or_none(o->virtualenv));
     fprintf(out, "inline: %s\nworkers: %u\nblocking-threads: %u\nhandoff: %s\n", o->inline_app ? "yes" : "no",
             o->workers, o->blocking_threads, o->handoff->name);
-    fprintf(out, "spin: %ld iterations, %ld ns\nloop-spin: %ld ns\nloop-doze: %ld ns\nqueue-size: %u\n",
-            o->spin_iters, o->spin_ns, o->loop_spin_ns, o->loop_doze_ns, o->queue_capacity);
+    fprintf(out, "spin: %ld iterations, %ld ns\nloop-spin: %ld ns\nloop-doze: %ld ns\nloop-hold: %ld ns\n"
+            "queue-size: %u\n", o->spin_iters, o->spin_ns, o->loop_spin_ns, o->loop_doze_ns, o->loop_hold_ns,
+            o->queue_capacity);
     fprintf(out, "backlog: %d\nmax-header-size: %zu\nmax-body-size: %llu\n", o->backlog, o->max_header_size,
             (unsigned long long)o->max_body_size);
     fprintf(out, "header-timeout: %.3f\nkeepalive-timeout: %.3f\nio-timeout: %.3f\ngraceful-timeout: %.3f\n",
