@@ -25,12 +25,15 @@ client, with the account of what a request costs each thread.
 
     /usr/bin/python3 -m experiments.production [--quick] [--rounds 6] [--baseline REV] [--out DIR]
         [--apps flask,django,io] [--conns 16,64,256] [--rows cserve,inline,...]
-        [--variant NAME=BINARY[,ARG...]]...
+        [--variant NAME=BINARY[,ARG...][@PLACEMENT]]...
     /usr/bin/python3 -m experiments.production --report [--out DIR]   # the .md from the .jsonl
     /usr/bin/python3 -m experiments.production --readme               # the generated blocks
 
---variant adds a cserve row of another build or other flags to every cell
-(designs side by side: `--variant nodoze=build-noinst/cserve,--loop-doze,0`).
+--variant adds a cserve row of another build, other flags or another
+placement to every cell (designs side by side:
+`--variant nohold=build-noinst/cserve,--loop-hold,0`,
+`--variant pinned=build-noinst/cserve@per-worker`: each worker's threads on
+a CPU of its own, lib/pinning.py).
 
 Per run: wrk's rate and latency percentiles, its socket errors and non-2xx
 responses; the server's processes' RSS summed at the window's end; and the
@@ -48,7 +51,7 @@ import os
 import subprocess
 import sys
 
-from experiments.lib import account, configs, entry, generated, model, probe, stats
+from experiments.lib import account, configs, entry, generated, model, pinning, probe, stats
 from experiments.lib.serverctl import ROOT, app_spec
 
 OUT = os.path.join(ROOT, "experiments", "results", "production")
@@ -62,8 +65,13 @@ NOINST = configs.NOINST
 FT_PYTHON = "/opt/cserve-py313t/bin/python3.13t"
 FT_BINARY = "build-ft/cserve"
 FT_VENV = os.path.join(ROOT, "build-ft", "production-venv")
+# The GIL build's side of the free-threaded comparison: a venv of the
+# interpreter cserve embeds with the same Flask and Django as FT_VENV (the
+# system's are older than 3.13 runs: Django 3.2 imports cgi, gone in 3.13).
+GIL_VENV = os.path.join(ROOT, "build-ft", "production-gil-venv")
+FT_PACKAGES = ("flask>=3.1,<3.2", "django>=5.2,<6")  # releases that run on 3.11 and on 3.13t
 FT_THREADS = 2
-ROWS = ("cserve", "inline", "granian", "uwsgi", "uwsgi-all", "gunicorn", "ft")
+ROWS = ("cserve", "inline", "granian", "uwsgi", "uwsgi-all", "gunicorn", "ft", "gil-venv")
 PEERS = ("granian", "uwsgi", "uwsgi-all", "gunicorn")
 CPU_APPS = ("flask", "django")
 
@@ -102,16 +110,24 @@ def row(kind, app, conns, variants=None, baseline=None):
         return base_cfg("uwsgi", app, conns, n, row=kind) if n > bt else None
     if kind == "gunicorn":
         return base_cfg("gunicorn", app, conns, bt, row=kind) if conns == 64 else None
-    if kind == "ft":
+    if kind in ("ft", "gil-venv"):
         if app not in CPU_APPS or conns != 64:
             return None
-        return base_cfg("cserve", app, conns, FT_THREADS, workers=1, handoff="ring", binary=FT_BINARY,
-                        args=["--virtualenv", FT_VENV], python=os.path.join(FT_VENV, "bin", "python"), row=kind)
+        if kind == "ft":  # one process of FT_THREADS threads, the GIL off
+            return base_cfg("cserve", app, conns, FT_THREADS, workers=1, handoff="ring", binary=FT_BINARY,
+                            args=["--virtualenv", FT_VENV], python=os.path.join(FT_VENV, "bin", "python"),
+                            row=kind)
+        # as many GIL workers of one thread, the same Flask and Django
+        return base_cfg("cserve", app, conns, bt, workers=FT_THREADS, handoff="ring", binary=NOINST,
+                        args=["--virtualenv", GIL_VENV], python=os.path.join(GIL_VENV, "bin", "python"), row=kind)
     if kind == "baseline":
         return base_cfg("cserve", app, conns, bt, handoff="ring", binary=baseline, row=kind)
     if variants and kind in variants:
-        binary, args = variants[kind]
-        return base_cfg("cserve", app, conns, bt, handoff="ring", binary=binary, args=list(args), row=kind)
+        binary, args, placement = variants[kind]
+        c = base_cfg("cserve", app, conns, bt, handoff="ring", binary=binary, args=list(args), row=kind)
+        if placement:
+            c["placement"] = placement
+        return c
     raise ValueError(kind)
 
 
@@ -145,6 +161,8 @@ def row_name(c):
         return f"uwsgi {c['bt']} threads"
     if k == "ft":
         return f"cserve 3.13t, 1×{c['bt']}"
+    if k == "gil-venv":
+        return f"cserve 3.11, {c['workers']}×1"
     if k == "inline":
         return "cserve --inline"
     return k
@@ -172,28 +190,32 @@ def build_baseline(rev):
 
 
 def prepare_ft(log):
-    """Build FT_BINARY and the venv of FT_PYTHON with Flask and Django; why
-    not (a string) where either cannot be had."""
+    """Build FT_BINARY, and the venvs of FT_PYTHON and of the GIL build's
+    interpreter with FT_PACKAGES; why not (a string) where they cannot be
+    had."""
     if not os.access(FT_PYTHON, os.X_OK):
         return f"no {FT_PYTHON} (scripts/build-freethreaded-python.sh)"
     with open(log, "a") as f:
         if subprocess.run(["make", "-s", "-j2", "BUILD=build-ft", f"PYTHON={FT_PYTHON}", FT_BINARY], cwd=ROOT,
                           stdout=f, stderr=subprocess.STDOUT).returncode:
             return f"make {FT_BINARY} failed (see {log})"
-        py = os.path.join(FT_VENV, "bin", "python")
-        if not os.access(py, os.X_OK):
-            subprocess.run([FT_PYTHON, "-m", "venv", FT_VENV], stdout=f, stderr=subprocess.STDOUT)
-        if subprocess.run([py, "-c", "import flask, django"], capture_output=True).returncode:
-            subprocess.run([py, "-m", "pip", "install", "-q", "flask", "django"], stdout=f, stderr=subprocess.STDOUT)
+        for python, venv in ((FT_PYTHON, FT_VENV), ("/usr/bin/python3", GIL_VENV)):
+            py = os.path.join(venv, "bin", "python")
+            if not os.access(py, os.X_OK):
+                subprocess.run([python, "-m", "venv", venv], stdout=f, stderr=subprocess.STDOUT)
+            if subprocess.run([py, "-c", "import flask, django"], capture_output=True).returncode:
+                subprocess.run([py, "-m", "pip", "install", "-q", *FT_PACKAGES], stdout=f, stderr=subprocess.STDOUT)
+            if subprocess.run([py, "-c", "import flask, django"], capture_output=True).returncode:
+                return f"Flask and Django do not import in {venv} (see {log})"
     return None
 
 
-def ft_versions():
-    py = os.path.join(FT_VENV, "bin", "python")
+def ft_versions(venv=FT_VENV):
+    py = os.path.join(venv, "bin", "python")
     try:
         out = subprocess.run([py, "-c", "import sys, flask, django, importlib.metadata as m; "
                                         "print(sys.version.split()[0], m.version('flask'), django.__version__, "
-                                        "sys._is_gil_enabled())"],
+                                        "getattr(sys, '_is_gil_enabled', lambda: True)())"],
                              capture_output=True, text=True, timeout=60).stdout.split()
     except OSError:
         return None
@@ -392,10 +414,11 @@ def goals_table(rows):
 
 
 def ft_lines(rows):
-    """The free-threaded row against the GIL build's two workers, per app."""
+    """The free-threaded row against the GIL build's two workers with the
+    same Flask and Django, per app."""
     out = []
     for (app, conns), srv in cells(rows):
-        ft, cs = srv.get("ft"), srv.get("cserve")
+        ft, cs = srv.get("ft"), srv.get("gil-venv")
         if not ft or not cs or not ft["rates"] or not cs["rates"]:
             continue
         rr = ratio_text(ft["rates"], cs["rates"])
@@ -422,8 +445,11 @@ def markdown(meta, recs, quick):
           "threads enough for every connection (connections ÷ workers per process). gunicorn runs the "
           "gthread worker. "
           + (f"The free-threaded row is one cserve process of {FT_THREADS} pool threads on CPython "
-             f"{ftv['python']} (free-threaded, GIL {'on' if ftv['gil_enabled'] else 'off'}), Flask "
-             f"{ftv['flask']}, Django {ftv['django']}. " if ftv else "")
+             f"{ftv['python']} (free-threaded, GIL {'on' if ftv['gil_enabled'] else 'off'} with both imported), "
+             f"Flask {ftv['flask']}, Django {ftv['django']}, in a venv; beside it {FT_THREADS} workers of the "
+             f"GIL build with the same releases in a venv of its CPython {(meta.get('gil_venv') or {}).get('python')} "
+             "(the rows without a venv run the system's Flask and Django, whose Django does not run on 3.13: "
+             "it imports `cgi`, removed in 3.13). " if ftv else "")
           + (f"The baseline is cserve built from {meta['baseline']}. " if meta.get("baseline") else "")
           + "Client: `wrk -t1 -cC --latency`, the rate is wrk's. "
           f"{meta['rounds']} interleaved, shuffled rounds; {meta['warmup']} s warm-up, {meta['duration']} s "
@@ -519,13 +545,16 @@ FULL, QUICK = (6, 3.0, 1.0), (1, 1.0, 0.5)   # rounds, window s, warm-up s
 
 
 def parse_variants(items):
+    """NAME=BINARY[,ARG...][@PLACEMENT] -> {NAME: (BINARY, [ARG...], PLACEMENT or None)}."""
     out = {}
     for it in items or ():
         name, _, rest = it.partition("=")
+        rest, _, placement = rest.partition("@")
         parts = rest.split(",")
-        if not name or not parts[0] or name in ROWS + ("baseline",):
-            raise SystemExit(f"production: --variant NAME=BINARY[,ARG...], NAME not a row's: {it!r}")
-        out[name] = (parts[0], parts[1:])
+        if not name or not parts[0] or name in ROWS + ("baseline",) or \
+                (placement and placement not in pinning.PLACEMENTS):
+            raise SystemExit(f"production: --variant NAME=BINARY[,ARG...][@PLACEMENT], NAME not a row's: {it!r}")
+        out[name] = (parts[0], parts[1:], placement or None)
     return out
 
 
@@ -535,7 +564,9 @@ def main():
     ap.add_argument("--apps", help="comma-separated of flask, django, io (default all)")
     ap.add_argument("--conns", help="comma-separated connection counts (default 16,64,256)")
     ap.add_argument("--rows", help=f"comma-separated of {', '.join(ROWS)} (default all)")
-    ap.add_argument("--variant", action="append", help="NAME=BINARY[,ARG...]: another cserve row in every cell")
+    ap.add_argument("--variant", action="append",
+                    help="NAME=BINARY[,ARG...][@PLACEMENT]: another cserve row in every cell (a placement of "
+                         "lib/pinning.py, e.g. per-worker)")
     ap.add_argument("--baseline", help="a git revision: cserve built from it, a row in every cell")
     a = ap.parse_args()
     if a.report:
@@ -553,11 +584,13 @@ def main():
         raise SystemExit(f"production: unknown rows {sorted(set(rows) - set(ROWS))}")
     variants = parse_variants(a.variant)
     baseline = build_baseline(a.baseline) if a.baseline else None
-    meta_extra = {"baseline": a.baseline, "variants": {k: [b] + v for k, (b, v) in variants.items()}}
+    meta_extra = {"baseline": a.baseline, "variants": {k: [b] + v + ([f"@{p}"] if p else [])
+                                                       for k, (b, v, p) in variants.items()}}
     if not a.quick and (rows is None or "ft" in rows):
         os.makedirs(os.path.join(ROOT, "build-ft"), exist_ok=True)
         meta_extra["ft_missing"] = prepare_ft(os.path.join(ROOT, "build-ft", "production.log"))
         meta_extra["ft"] = ft_versions()
+        meta_extra["gil_venv"] = ft_versions(GIL_VENV)
     todo = entry.runnable("production", plan(a.quick, apps, conns, rows, variants, baseline), label)
     meta, recs = entry.measure(a, "production", todo, per_run_extra=2.0, meta_extra=meta_extra)
     entry.write_records(os.path.join(a.out, "production.jsonl"), meta, recs)

@@ -16,6 +16,8 @@ Placements, over the CPUs this process may use, in order (c0, c1, ...):
               other threads, the loop on c1, pool thread k on c(2+k), the
               client on the rest (a machine with cores to spare:
               scripts/many_core.sh)
+  per-worker  every thread of worker process k (cserve --workers) on ck,
+              the client anywhere
 The server's threads are pinned with sched_setaffinity on each TID after
 start-up and before the load; the client is started pinned (its threads
 inherit it). A thread the server starts after that keeps its inherited
@@ -28,7 +30,7 @@ the window: a stage that is busy but preempted shows a large run delay, a
 stage waiting for work neither (it sleeps)."""
 import os
 
-PLACEMENTS = ("shared", "loop-alone", "dedicated")
+PLACEMENTS = ("shared", "loop-alone", "dedicated", "per-worker")
 CLIENT_NAMES = ("wrk", "pipeload")
 
 
@@ -49,7 +51,7 @@ def cpu_sets(placement, pool_threads=1, cpus=None):
     """{role: [cpus]} for a placement ("loop", "pool" or "pool:K", "client",
     "other"), or None for shared. cpus: the CPUs to place on (default: this
     process's, sorted). Raises ValueError where the machine has too few."""
-    if placement in (None, "shared"):
+    if placement in (None, "shared", "per-worker"):  # per-worker pins by process: pin_per_worker
         return None
     cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
     if placement == "loop-alone":
@@ -217,10 +219,38 @@ def stage_sched(rows):
     return out
 
 
+def worker_pids(pids):
+    """The processes of pids that have a cserve-loop thread, in pid order."""
+    return sorted(p for p in pids if any(_comm(p, t) == "cserve-loop" for t in _tasks(p)))
+
+
+def pin_per_worker(pids, cpus=None):
+    """per-worker: every thread of the k-th worker process (worker_pids) on
+    CPU k (modulo the CPUs), the other processes and the client unpinned.
+    Returns the pinned threads, as pin_server does."""
+    cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    workers = worker_pids(pids)
+    done = []
+    for k, pid in enumerate(workers):
+        cpu = [cpus[k % len(cpus)]]
+        for tid in _tasks(pid):
+            comm = _comm(pid, tid)
+            try:
+                os.sched_setaffinity(int(tid), cpu)
+            except OSError:
+                continue
+            done.append({"tid": int(tid), "name": comm, "role": role_of(comm or ""), "cpus": cpu})
+    return done
+
+
 def place(pids, placement, pool_threads=1):
     """Pin the server's threads (pids: its processes) for a placement.
     Returns (sets, record): cpu_sets()'s mapping (None: shared) and what a
-    run records: the placement's name, its CPU sets and each pinned thread."""
+    run records: the placement's name, its CPU sets and each pinned thread.
+    "per-worker" (pin_per_worker) pins by process, not by role: its sets are
+    None (the client runs anywhere)."""
+    if placement == "per-worker":
+        return None, {"name": placement, "threads": pin_per_worker(pids)}
     sets = cpu_sets(placement, pool_threads)
     rec = {"name": placement or "shared"}
     if sets:

@@ -92,7 +92,19 @@ def test_a_goal_missed_is_marked():
     assert g["rate ÷ best peer"][1] is False and g["p99 vs Granian's"][1] is False
 
 
-def test_the_free_threaded_row_is_set_against_the_gil_workers():
-    recs = [run("cserve", rate=10000.0, rss=120 * 1024), run("ft", rate=9600.0, rss=60 * 1024)]
+def test_the_free_threaded_row_is_set_against_the_gil_workers_of_its_releases():
+    # the GIL row in its venv (the same Flask and Django), not the default row
+    recs = [run("cserve", rate=20000.0, rss=100 * 1024), run("gil-venv", rate=10000.0, rss=120 * 1024),
+            run("ft", rate=9600.0, rss=60 * 1024)]
     (line,) = production.ft_lines(production.summarise(recs))
     assert "0.96×" in line and "0.50× their RSS" in line
+    ft, gil = production.row("ft", "django", 64), production.row("gil-venv", "django", 64)
+    assert (ft["workers"], ft["bt"], gil["workers"], gil["bt"]) == (1, 2, 2, 1)
+    assert ft["args"] == ["--virtualenv", production.FT_VENV] and gil["args"] == ["--virtualenv", production.GIL_VENV]
+
+
+def test_a_variant_may_carry_a_placement():
+    v = production.parse_variants(["pinned=build-noinst/cserve@per-worker", "nohold=b/cserve,--loop-hold,0"])
+    assert production.row("pinned", "flask", 64, v)["placement"] == "per-worker"
+    c = production.row("nohold", "flask", 64, v)
+    assert c["args"] == ["--loop-hold", "0"] and "placement" not in c
