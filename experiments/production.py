@@ -429,6 +429,32 @@ def ft_lines(rows):
     return out
 
 
+def gap_lines(rows):
+    """Per cell with a baseline: where the default's CPU per request went
+    against the baseline's and --inline's, from the account: the loop's
+    blocks (each a wake-up), the app threads' preemptions, and each group's
+    CPU, per request."""
+    out = []
+    for (app, conns), srv in cells(rows):
+        cs, b, il = srv.get("cserve"), srv.get("baseline"), srv.get("inline")
+        if not cs or not b or cs.get("server.cpu_us") is None or b.get("server.cpu_us") is None:
+            continue
+
+        def f(r, k, fmt="{:.2f}"):
+            return num(r.get(k), fmt)
+        line = (f"{app_name(app)}, c{conns}: the baseline's loop blocked {f(b, 'loop.vcs')} times a request and "
+                f"its app threads were preempted {f(b, 'app.ivcs')} times; cserve's now {f(cs, 'loop.vcs')} and "
+                f"{f(cs, 'app.ivcs')}. CPU µs a request, baseline → cserve: loop {f(b, 'loop.cpu_us', '{:.1f}')} → "
+                f"{f(cs, 'loop.cpu_us', '{:.1f}')}, app threads {f(b, 'app.cpu_us', '{:.1f}')} → "
+                f"{f(cs, 'app.cpu_us', '{:.1f}')}, client {f(b, 'client.cpu_us', '{:.1f}')} → "
+                f"{f(cs, 'client.cpu_us', '{:.1f}')}")
+        if il and il.get("server.cpu_us") is not None:
+            line += (f"; `--inline` {f(il, 'server.cpu_us', '{:.1f}')} in its one thread a worker, preempted "
+                     f"{f(il, 'loop.ivcs')} times a request, its client {f(il, 'client.cpu_us', '{:.1f}')}")
+        out.append(line + ".")
+    return out
+
+
 def markdown(meta, recs, quick):
     rows = summarise(recs)
     L = ["# The production shape: two workers each, Flask, Django and an I/O-bound app", ""]
@@ -479,6 +505,9 @@ def markdown(meta, recs, quick):
           "vol: voluntary switches (blocks, each a wake-up); invol: preemptions. Run delay: µs the server's "
           "threads were runnable and waiting for a CPU. Idle cores: the machine's, over the window.", ""]
     L += account_table(rows)
+    gap = gap_lines(rows)
+    if gap:
+        L += ["", "Where the CPU went:", ""] + [f"- {x}" for x in gap]
     dist = sum(r["disturbed_runs"] for r in rows.values())
     L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows.values())} (each rerun "
           f"up to twice; a row's medians leave its disturbed runs out unless all were)."]
@@ -510,6 +539,9 @@ def brief(meta, recs, link):
          "parentheses). CPU and switches per request: every server thread, from the kernel's counts. "
          f"The account per thread, p50/p90, RSS, steal and the commands: [{os.path.basename(link)}]({link}).", ""]
     L += goals_table(rows)
+    gap = [x for x in gap_lines(rows) if ", c64:" in x]
+    if gap:
+        L += ["", "Where the CPU went, at 64 connections: " + " ".join(gap)]
     ft = ft_lines(rows)
     if ft:
         L += [""] + [" ".join(ft)]

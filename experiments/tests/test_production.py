@@ -108,3 +108,12 @@ def test_a_variant_may_carry_a_placement():
     assert production.row("pinned", "flask", 64, v)["placement"] == "per-worker"
     c = production.row("nohold", "flask", 64, v)
     assert c["args"] == ["--loop-hold", "0"] and "placement" not in c
+
+
+def test_where_the_cpu_went_reads_each_groups_blocks_preemptions_and_cpu():
+    recs = [run("cserve", cpu=0.8, vcs=200), run("baseline", cpu=1.2, vcs=20000), run("inline", cpu=0.9, vcs=500)]
+    (line,) = production.gap_lines(production.summarise(recs))
+    # the baseline: 20000 blocks of its loop and preemptions of its pool over 2 s of 10k requests a second
+    assert "the baseline's loop blocked 1.00 times a request and its app threads were preempted 1.00 times" in line
+    assert "cserve's now 0.01 and 0.01" in line
+    assert "loop 60.0 → 40.0, app threads 60.0 → 40.0" in line and "`--inline` 90.0" in line
