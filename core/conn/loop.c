@@ -68,10 +68,6 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     if (l->signal_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->signal_fd, &ev) != 0)
         return -1;
 
-    /* A doze (handoff.h) is tens of microseconds; the kernel's default timer
-     * slack (50 us) would stretch it by as much again. This thread's other
-     * timeouts are milliseconds and lose nothing by being precise. */
-    prctl(PR_SET_TIMERSLACK, 1000UL);
     if (h) {
         l->handoff_src.kind = POLL_HANDOFF;
         if (h->ops->watch(h, l->epfd, (uint64_t)(uintptr_t)&l->handoff_src) != 0)
@@ -297,6 +293,14 @@ unsigned loop_run(struct loop *l)
 {
     struct epoll_event events[MAX_EVENTS];
     const struct handoff_ops *hops = l->handoff ? l->handoff->ops : NULL;
+    /* A doze or a hold (handoff.h) is microseconds; the kernel's default
+     * timer slack (50 us) would stretch it by as much again. This thread's
+     * other timeouts are milliseconds and lose nothing by being precise.
+     * Set here, on the loop's own thread once the pool has started, not
+     * before: a thread inherits its creator's slack, and the app's own
+     * sleeps on a pool thread keep the kernel's default, as under any
+     * other server. */
+    prctl(PR_SET_TIMERSLACK, 1000UL);
     uint64_t t_mark = clock_ns();
     for (;;) {
         int timeout = next_timeout_ms(l);

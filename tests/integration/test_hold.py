@@ -4,8 +4,11 @@ takes what came meanwhile in one pass. Checked by its effect (the loop's
 waits per request, with and without --loop-hold 0) and by what it must not
 cost: another connection is read within the hold's ceiling, not when the
 queue is done; an app that waits keeps every one of its threads busy at
-once, at the rate it has without holds."""
+once, at the rate it has without holds. The loop's timer slack, which
+makes its short sleeps precise, is its own: the app's threads keep the
+kernel's default."""
 import json
+import os
 import re
 import shutil
 import socket
@@ -122,3 +125,23 @@ def test_an_app_that_waits_keeps_all_its_threads_busy(server_factory, tmp_path):
     assert holds[None] > 0 and holds["0"] == 0
     assert most[None] == 16 and most["0"] == 16
     assert rate[None] >= 0.8 * rate["0"], rate
+
+
+def test_the_apps_threads_keep_the_kernels_timer_slack(server_factory):
+    """The loop sets its own timer slack to 1 us (a hold or a doze of tens
+    of microseconds would stretch by the default 50 us); the pool threads,
+    which run the app's own sleeps, keep the slack a thread gets by
+    default, as under any other server."""
+    with open(f"/proc/{threading.get_native_id()}/timerslack_ns") as f:
+        default = int(f.read())
+    srv = server_factory("--blocking-threads", "2", app=APP)
+    with srv.connect() as s:
+        s.sendall(b"GET /slack HTTP/1.1\r\nHost: x\r\n\r\n")
+        app_slack = int(Reader(s).read_response().body)
+    pid = srv.proc.pid
+    loop = [t for t in os.listdir(f"/proc/{pid}/task")
+            if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "cserve-loop"]
+    (loop_slack,) = {int(open(f"/proc/{t}/timerslack_ns").read()) for t in loop}
+    print(f"\n  timer slack: loop {loop_slack} ns, the app's thread {app_slack} ns, a default thread {default} ns")
+    assert loop_slack == 1000
+    assert app_slack == default != 1000

@@ -1,7 +1,8 @@
 """Apps for test_hold.py: /work (the GIL held for us= microseconds) and
 /wait (ms= milliseconds of time.sleep, the GIL released, as a database call
 waits), which counts the requests in the app at once; /most answers the
-most there were at once since the last /most, and starts the count again."""
+most there were at once since the last /most, and starts the count again;
+/slack answers the timer slack of the thread the app runs on (ns)."""
 import threading
 import time
 
@@ -36,7 +37,14 @@ def most(environ, start_response):
     return [body]
 
 
-ROUTES = {"/work": work, "/wait": wait, "/most": most}
+def slack(environ, start_response):
+    with open(f"/proc/{threading.get_native_id()}/timerslack_ns") as f:
+        body = f.read().strip().encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+ROUTES = {"/work": work, "/wait": wait, "/most": most, "/slack": slack}
 
 
 def application(environ, start_response):
