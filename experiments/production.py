@@ -224,6 +224,49 @@ def ft_versions(venv=FT_VENV):
     return {"python": out[0], "flask": out[1], "django": out[2], "gil_enabled": out[3] == "True"}
 
 
+def io_sleep_us(n=400):
+    """What the I/O app's wait takes here: the median of n time.sleep calls
+    of IO_US, on a thread of a fresh /usr/bin/python3 (the kernel's default
+    timer slack, as the app's threads have): with a thread per request in
+    flight, a worker's threads can answer at most threads / this a
+    second."""
+    code = ("import time, statistics\nd=[]\nfor _ in range(%d):\n t=time.perf_counter(); time.sleep(%g); "
+            "d.append(time.perf_counter()-t)\nprint(statistics.median(d)*1e6)" % (n, IO_US / 1e6))
+    try:
+        return round(float(subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                                          timeout=60).stdout), 1)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def io_bound(meta, bt=APPS[IO_APP]):
+    """Requests a second the I/O app allows on WORKERS x bt threads, from the
+    measured sleep (None where not measured)."""
+    us = (meta or {}).get("io_sleep_us")
+    return WORKERS * bt / us * 1e6 if us else None
+
+
+def io_line(meta, rows):
+    """The I/O cells' rate goal against what the app itself allows."""
+    bound = io_bound(meta)
+    if not bound:
+        return None
+    parts = []
+    for (app, conns), srv in cells(rows):
+        bp = best_peer(srv)
+        if app != IO_APP or not bp or not bp["rates"]:
+            continue
+        need = 1.1 * bp["rate_ci"][0]
+        parts.append(f"c{conns}: 1.1× the best peer ({row_name(bp['config'])}) is {need:,.0f}/s"
+                     + (" — past the bound" if need > bound else ""))
+    if not parts:
+        return None
+    return (f"The I/O app's bound: its wait takes {meta['io_sleep_us']:.0f} µs here (time.sleep of "
+            f"{IO_US} µs with the kernel's default timer slack), so {WORKERS} workers of "
+            f"{APPS[IO_APP]} threads answer at most {bound:,.0f} requests a second, whatever the server; "
+            + "; ".join(parts) + ".")
+
+
 # ------------------------------------------------------------------ the report
 
 def extra(rec):
@@ -493,6 +536,9 @@ def markdown(meta, recs, quick):
     L += ["", "## Goals", "", "cserve's default row against the best peer (by rate; by CPU per request, the "
           "peer that spends least), `--inline`, Granian's p99 and the baseline's switches. ✓ met, ✗ not.", ""]
     L += goals_table(rows)
+    io = io_line(meta, rows)
+    if io:
+        L += ["", io]
     ft = ft_lines(rows)
     if ft:
         L += ["", "## Free-threaded", ""] + [f"- {x}" for x in ft]
@@ -539,6 +585,9 @@ def brief(meta, recs, link):
          "parentheses). CPU and switches per request: every server thread, from the kernel's counts. "
          f"The account per thread, p50/p90, RSS, steal and the commands: [{os.path.basename(link)}]({link}).", ""]
     L += goals_table(rows)
+    io = io_line(meta, rows)
+    if io:
+        L += ["", io]
     gap = [x for x in gap_lines(rows) if ", c64:" in x]
     if gap:
         L += ["", "Where the CPU went, at 64 connections: " + " ".join(gap)]
@@ -624,6 +673,7 @@ def main():
         meta_extra["ft"] = ft_versions()
         meta_extra["gil_venv"] = ft_versions(GIL_VENV)
     todo = entry.runnable("production", plan(a.quick, apps, conns, rows, variants, baseline), label)
+    meta_extra["io_sleep_us"] = io_sleep_us()
     meta, recs = entry.measure(a, "production", todo, per_run_extra=2.0, meta_extra=meta_extra)
     entry.write_records(os.path.join(a.out, "production.jsonl"), meta, recs)
     print(write_report(a.out))

@@ -117,3 +117,13 @@ def test_where_the_cpu_went_reads_each_groups_blocks_preemptions_and_cpu():
     assert "the baseline's loop blocked 1.00 times a request and its app threads were preempted 1.00 times" in line
     assert "cserve's now 0.01 and 0.01" in line
     assert "loop 60.0 → 40.0, app threads 60.0 → 40.0" in line and "`--inline` 90.0" in line
+
+
+def test_the_io_cells_rate_goal_is_set_against_what_the_app_allows():
+    io = production.IO_APP
+    recs = [run("cserve", app=io, rate=25000.0), run("granian", app=io, rate=28000.0)]
+    line = production.io_line({"io_sleep_us": 1100.0}, production.summarise(recs))
+    # 2 workers x 16 threads over 1.1 ms: 29,091 a second; 1.1 x 28,000 is past it
+    assert "answer at most 29,091 requests a second" in line
+    assert "c64: 1.1× the best peer (granian) is 30,800/s — past the bound" in line
+    assert production.io_line({}, production.summarise(recs)) is None
