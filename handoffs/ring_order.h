@@ -78,9 +78,15 @@
  * RING_HOLD_MIN_NS (shorter is the doze's business); at most
  * RING_HOLD_MAX_NS, what a request arriving on a quiet connection may wait
  * to be read. */
+#ifndef RING_HOLD_MARGIN_NS /* (a build may set them, to compare) */
 #define RING_HOLD_MARGIN_NS 100000L
+#endif
+#ifndef RING_HOLD_PACE_NS
 #define RING_HOLD_PACE_NS 20000L
+#endif
+#ifndef RING_HOLD_MIN_NS
 #define RING_HOLD_MIN_NS 100000L
+#endif
 #define RING_HOLD_MAX_NS 2000000L
 
 /* A seq_cst fence named `name` (F1..F5); nothing in that one mutant. The
