@@ -71,7 +71,7 @@ FT_VENV = os.path.join(ROOT, "build-ft", "production-venv")
 GIL_VENV = os.path.join(ROOT, "build-ft", "production-gil-venv")
 FT_PACKAGES = ("flask>=3.1,<3.2", "django>=5.2,<6")  # releases that run on 3.11 and on 3.13t
 FT_THREADS = 2
-ROWS = ("cserve", "inline", "granian", "uwsgi", "uwsgi-all", "gunicorn", "ft", "gil-venv")
+ROWS = ("cserve", "inline", "granian", "uwsgi", "uwsgi-all", "gunicorn", "ft", "ft-procs", "gil-venv")
 PEERS = ("granian", "uwsgi", "uwsgi-all", "gunicorn")
 CPU_APPS = ("flask", "django")
 
@@ -110,11 +110,15 @@ def row(kind, app, conns, variants=None, baseline=None):
         return base_cfg("uwsgi", app, conns, n, row=kind) if n > bt else None
     if kind == "gunicorn":
         return base_cfg("gunicorn", app, conns, bt, row=kind) if conns == 64 else None
-    if kind in ("ft", "gil-venv"):
+    if kind in ("ft", "ft-procs", "gil-venv"):
         if app not in CPU_APPS or conns != 64:
             return None
         if kind == "ft":  # one process of FT_THREADS threads, the GIL off
             return base_cfg("cserve", app, conns, FT_THREADS, workers=1, handoff="ring", binary=FT_BINARY,
+                            args=["--virtualenv", FT_VENV], python=os.path.join(FT_VENV, "bin", "python"),
+                            row=kind)
+        if kind == "ft-procs":  # the same interpreter as FT_THREADS processes of one thread
+            return base_cfg("cserve", app, conns, bt, workers=FT_THREADS, handoff="ring", binary=FT_BINARY,
                             args=["--virtualenv", FT_VENV], python=os.path.join(FT_VENV, "bin", "python"),
                             row=kind)
         # as many GIL workers of one thread, the same Flask and Django
@@ -163,6 +167,8 @@ def row_name(c):
         return f"cserve 3.13t, 1×{c['bt']}"
     if k == "gil-venv":
         return f"cserve 3.11, {c['workers']}×1"
+    if k == "ft-procs":
+        return f"cserve 3.13t, {c['workers']}×1"
     if k == "inline":
         return "cserve --inline"
     return k
@@ -239,32 +245,34 @@ def io_sleep_us(n=400):
         return None
 
 
-def io_bound(meta, bt=APPS[IO_APP]):
-    """Requests a second the I/O app allows on WORKERS x bt threads, from the
-    measured sleep (None where not measured)."""
+def io_bound(meta, conns, bt=APPS[IO_APP]):
+    """Requests a second the I/O app allows with `conns` connections of a
+    closed-loop client on WORKERS x bt threads: as many requests in flight
+    as the fewer of the two, each the measured wait at least (None where
+    not measured)."""
     us = (meta or {}).get("io_sleep_us")
-    return WORKERS * bt / us * 1e6 if us else None
+    return min(conns, WORKERS * bt) / us * 1e6 if us else None
 
 
 def io_line(meta, rows):
     """The I/O cells' rate goal against what the app itself allows."""
-    bound = io_bound(meta)
-    if not bound:
+    if not (meta or {}).get("io_sleep_us"):
         return None
     parts = []
     for (app, conns), srv in cells(rows):
         bp = best_peer(srv)
         if app != IO_APP or not bp or not bp["rates"]:
             continue
-        need = 1.1 * bp["rate_ci"][0]
-        parts.append(f"c{conns}: 1.1× the best peer ({row_name(bp['config'])}) is {need:,.0f}/s"
-                     + (" — past the bound" if need > bound else ""))
+        bound, need = io_bound(meta, conns), 1.1 * bp["rate_ci"][0]
+        parts.append(f"c{conns}: at most {bound:,.0f}/s ({min(conns, WORKERS * APPS[IO_APP])} in flight), and 1.1× "
+                     f"the best peer ({row_name(bp['config'])}) is {need:,.0f}/s"
+                     + (", past that bound" if need > bound else ""))
     if not parts:
         return None
-    return (f"The I/O app's bound: its wait takes {meta['io_sleep_us']:.0f} µs here (time.sleep of "
-            f"{IO_US} µs with the kernel's default timer slack), so {WORKERS} workers of "
-            f"{APPS[IO_APP]} threads answer at most {bound:,.0f} requests a second, whatever the server; "
-            + "; ".join(parts) + ".")
+    return (f"The I/O app's bound: its wait takes {meta['io_sleep_us']:.0f} µs here (time.sleep of {IO_US} µs "
+            f"with the kernel's default timer slack), and a request in flight holds a thread, so with "
+            f"{WORKERS} workers of {APPS[IO_APP]} threads and C connections no server answers more than "
+            f"min(C, {WORKERS * APPS[IO_APP]}) over that wait a second: " + "; ".join(parts) + ".")
 
 
 # ------------------------------------------------------------------ the report
@@ -458,17 +466,26 @@ def goals_table(rows):
 
 def ft_lines(rows):
     """The free-threaded row against the GIL build's two workers with the
-    same Flask and Django, per app."""
+    same Flask and Django, per app: rate, RSS and CPU per request; and
+    against the free-threaded build's own two processes, which tells the
+    threads' cost apart from the interpreter's."""
     out = []
     for (app, conns), srv in cells(rows):
-        ft, cs = srv.get("ft"), srv.get("gil-venv")
+        ft, cs, procs = srv.get("ft"), srv.get("gil-venv"), srv.get("ft-procs")
         if not ft or not cs or not ft["rates"] or not cs["rates"]:
             continue
         rr = ratio_text(ft["rates"], cs["rates"])
         rss = ft["rss_mib"] / cs["rss_mib"] if ft.get("rss_mib") and cs.get("rss_mib") else None
-        out.append(f"{app_name(app)}, c{conns}: one free-threaded process of {ft['config']['bt']} threads "
-                   f"{rr} the rate of {WORKERS} GIL workers, {num(rss)}× their RSS "
-                   f"({num(ft.get('rss_mib'), '{:.0f}')} against {num(cs.get('rss_mib'), '{:.0f}')} MiB).")
+        line = (f"{app_name(app)}, c{conns}: one free-threaded process of {ft['config']['bt']} threads "
+                f"{rr} the rate of {WORKERS} GIL workers, {num(rss)}× their RSS "
+                f"({num(ft.get('rss_mib'), '{:.0f}')} against {num(cs.get('rss_mib'), '{:.0f}')} MiB); server CPU "
+                f"{num(ft.get('server.cpu_us'), '{:.0f}')} against {num(cs.get('server.cpu_us'), '{:.0f}')} µs a "
+                f"request")
+        if procs and procs["rates"]:
+            line += (f"; the free-threaded build as {procs['config']['workers']} processes of one thread "
+                     f"{ratio_text(procs['rates'], cs['rates'])} the GIL workers' rate, "
+                     f"{num(procs.get('server.cpu_us'), '{:.0f}')} µs a request")
+        out.append(line + ".")
     return out
 
 

@@ -95,11 +95,13 @@ def test_a_goal_missed_is_marked():
 def test_the_free_threaded_row_is_set_against_the_gil_workers_of_its_releases():
     # the GIL row in its venv (the same Flask and Django), not the default row
     recs = [run("cserve", rate=20000.0, rss=100 * 1024), run("gil-venv", rate=10000.0, rss=120 * 1024),
-            run("ft", rate=9600.0, rss=60 * 1024)]
+            run("ft", rate=9600.0, rss=60 * 1024, cpu=0.96), run("ft-procs", rate=8000.0, cpu=0.96)]
     (line,) = production.ft_lines(production.summarise(recs))
-    assert "0.96×" in line and "0.50× their RSS" in line
+    assert "0.96×" in line and "0.50× their RSS" in line and "server CPU 100 against 50 µs a request" in line
+    assert "as 2 processes of one thread 0.80× (0.80–0.80) the GIL workers' rate, 120 µs a request" in line
     ft, gil = production.row("ft", "django", 64), production.row("gil-venv", "django", 64)
     assert (ft["workers"], ft["bt"], gil["workers"], gil["bt"]) == (1, 2, 2, 1)
+    assert production.row("ft-procs", "django", 64)["binary"] == production.FT_BINARY
     assert ft["args"] == ["--virtualenv", production.FT_VENV] and gil["args"] == ["--virtualenv", production.GIL_VENV]
 
 
@@ -124,6 +126,10 @@ def test_the_io_cells_rate_goal_is_set_against_what_the_app_allows():
     recs = [run("cserve", app=io, rate=25000.0), run("granian", app=io, rate=28000.0)]
     line = production.io_line({"io_sleep_us": 1100.0}, production.summarise(recs))
     # 2 workers x 16 threads over 1.1 ms: 29,091 a second; 1.1 x 28,000 is past it
-    assert "answer at most 29,091 requests a second" in line
-    assert "c64: 1.1× the best peer (granian) is 30,800/s — past the bound" in line
+    assert "c64: at most 29,091/s (32 in flight), and 1.1× the best peer (granian) is 30,800/s, past that bound" \
+        in line
+    recs16 = [run("cserve", app=io, conns=16, rate=12000.0), run("granian", app=io, conns=16, rate=11000.0)]
+    line16 = production.io_line({"io_sleep_us": 1100.0}, production.summarise(recs16))
+    assert "c16: at most 14,545/s (16 in flight), and 1.1× the best peer (granian) is 12,100/s;" not in line16
+    assert line16.endswith("c16: at most 14,545/s (16 in flight), and 1.1× the best peer (granian) is 12,100/s.")
     assert production.io_line({}, production.summarise(recs)) is None
