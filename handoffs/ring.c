@@ -107,7 +107,7 @@
  * dozing for every fast pace). Once four paces, or four dozes, have gone by
  * with no completion the pool is not busy but stuck (a slow request, I/O, the
  * GIL elsewhere): the loop announces its sleep and is woken as before. */
-#define RING_PACE_RUN 8 /* jobs per pace sample: one clock read per 8 completions */
+#define RING_PACE_RUN 8 /* jobs per pace sample: two clock reads per 8 completions */
 /* (RING_DOZE_MIN_NS, RING_DOZE_MAX_NS and RING_DOZE_AHEAD are in ring_order.h,
  * for the tests.) */
 
@@ -133,9 +133,12 @@ struct ring_worker {
     _Alignas(CACHE_LINE) struct spin_policy policy;
     unsigned run;
     uint64_t run_from;
-    /* Written by the worker, read by the loop's ring_doze: its time per job
-     * while it has a queue (EWMA over runs; 0: not known yet). */
+    uint64_t cpu_from;     /* the thread's CPU clock at run_from */
+    /* Written by the worker, read by the loop's ring_doze and ring_hold: its
+     * time per job while it has a queue, and its own CPU time per job over
+     * the same runs (EWMAs over runs; 0: not known yet). */
     _Alignas(CACHE_LINE) _Atomic uint64_t pace_ns;
+    _Atomic uint64_t busy_ns;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct ring_handoff {
@@ -502,10 +505,12 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
  * wake preempts one of them. A hold lets the requests and the completions
  * gather and takes them in one pass: the pool never waits for them (the
  * hold ends while it still has work), and the responses wait at most the
- * hold, a part of what each already waits in the queue. As a doze, a hold
- * is polling: loop_parked stays 0 and the fences are untouched. The stall
- * rule is the doze's: four of the slowest paces with no completion, and the
- * pool is stuck, not busy. */
+ * hold, a part of what each already waits in the queue. Only for workers
+ * that work: one on its CPU less than a quarter of its pace (an app that
+ * waits on I/O) preempts nobody when woken, and holding would starve it. As
+ * a doze, a hold is polling: loop_parked stays 0 and the fences are
+ * untouched. The stall rule is the doze's: four of the slowest paces with
+ * no completion, and the pool is stuck, not busy. */
 static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
@@ -527,6 +532,13 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
 #endif
         if (!pace || pace < RING_HOLD_PACE_NS || !queued)
             return 0;
+#ifndef RING_HOLD_MUTANT_H5 /* H5: a worker that waits is held as one that works */
+        /* On its CPU less than a quarter of its pace: it waits (on I/O, on
+         * the GIL held elsewhere), and its wake-ups preempt nobody; a hold
+         * would only keep its next request from it. */
+        if (4 * atomic_load_explicit(&w->busy_ns, memory_order_relaxed) < pace)
+            return 0;
+#endif
         if ((uint64_t)queued * pace < ahead)
             ahead = (uint64_t)queued * pace;
         if (pace > slowest)
@@ -675,16 +687,20 @@ static void record_pace(struct ring_worker *w)
 {
     if (w->run == 0) {
         w->run_from = clock_ns();
+        w->cpu_from = clock_thread_cpu_ns();
         w->run = 1;
         return;
     }
     if (++w->run <= RING_PACE_RUN)
         return;
-    uint64_t now = clock_ns();
-    uint64_t sample = (now - w->run_from) / RING_PACE_RUN;
+    uint64_t now = clock_ns(), cpu = clock_thread_cpu_ns();
+    uint64_t sample = (now - w->run_from) / RING_PACE_RUN, busy = (cpu - w->cpu_from) / RING_PACE_RUN;
     uint64_t old = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
     atomic_store_explicit(&w->pace_ns, old ? (old * 3 + sample) / 4 : sample, memory_order_relaxed);
+    old = atomic_load_explicit(&w->busy_ns, memory_order_relaxed);
+    atomic_store_explicit(&w->busy_ns, old ? (old * 3 + busy) / 4 : busy, memory_order_relaxed);
     w->run_from = now;
+    w->cpu_from = cpu;
     w->run = 1;
 }
 

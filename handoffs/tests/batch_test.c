@@ -34,9 +34,11 @@
  *    announce again.
  * 8. Holding, by the rule (two workers, paces and queues set by hand, no
  *    thread running): no hold while a worker has nothing queued, with a
- *    short queue, for a fast pool, or once four paces have passed with no
- *    completion (the stall rule); otherwise the shortest of the workers'
- *    queued work at its pace, less the margin, at most RING_HOLD_MAX_NS.
+ *    short queue, for a fast pool, for one that waits more than it works
+ *    (on its CPU less than a quarter of its pace), or once four paces have
+ *    passed with no completion (the stall rule); otherwise the shortest of
+ *    the workers' queued work at its pace, less the margin, at most
+ *    RING_HOLD_MAX_NS.
  * 9. Holding on a worker that completes every few tens of us with a long
  *    queue: the loop holds (each hold the rule's), the completions cost no
  *    eventfd write, and a stall with jobs queued behind it makes the loop
@@ -325,9 +327,10 @@ static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2])
 }
 
 /* Part 8: one case of the rule on a fresh two-worker handoff whose workers
- * never run: q[i] jobs submitted to worker i, its pace set to p[i], the last
- * completion `since` ns ago. Returns what ring_hold chose. */
-static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t since)
+ * never run: q[i] jobs submitted to worker i, its pace set to p[i] and its
+ * CPU time per job to busy (0: its pace, a worker that only works), the
+ * last completion `since` ns ago. Returns what ring_hold chose. */
+static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t since, uint64_t busy)
 {
     struct handoff_config cfg = {.workers = 2, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
     struct handoff *hh = handoff_ring.create(&cfg);
@@ -339,6 +342,7 @@ static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t sin
     static struct job queued[1024];
     for (int i = 0; i < 2; i++) {
         atomic_store_explicit(&rh->w[i].pace_ns, p[i], memory_order_relaxed);
+        atomic_store_explicit(&rh->w[i].busy_ns, busy ? busy : p[i], memory_order_relaxed);
         for (unsigned k = 0; k < q[i]; k++)
             if (handoff_ring.submit(hh, (unsigned)i, &queued[k]) != HANDOFF_OK)
                 fail("part 8 submit refused at", k, 0);
@@ -351,9 +355,9 @@ static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t sin
     return hold;
 }
 
-/* Part 9's worker: PACED_JOBS jobs, each a nanosleep of PACE_US, but the
- * one after PACED_STALL_AT, which stalls STALL_MS with the rest queued
- * behind it. */
+/* Part 9's worker: PACED_JOBS jobs, each PACE_US on its CPU (a hold is for
+ * a worker that works), but the one after PACED_STALL_AT, which stalls
+ * STALL_MS with the rest queued behind it. */
 #define PACED_JOBS 160
 #define PACED_STALL_AT 120
 static void *paced_worker(void *p)
@@ -367,7 +371,7 @@ static void *paced_worker(void *p)
         if (i == PACED_STALL_AT)
             pause_ms(STALL_MS);
         else
-            nanosleep(&(struct timespec){0, PACE_US * 1000L}, NULL);
+            busy_ns(PACE_US * 1000L);
         if (handoff_ring.complete(h, 0, j) != 0) {
             perror("complete");
             exit(1);
@@ -631,19 +635,20 @@ int main(void)
     struct {
         const char *what;
         unsigned q[2];
-        uint64_t p[2], since;
+        uint64_t p[2], since, busy;
     } cases[] = {
-        {"a hold while a worker had nothing queued", {40, 0}, {40000, 40000}, 0},
-        {"a hold that is not the shortest queued work less the margin", {10, 12}, {40000, 60000}, 0},
-        {"a hold past RING_HOLD_MAX_NS", {200, 200}, {40000, 40000}, 0},
-        {"a hold with little queued", {3, 3}, {40000, 40000}, 0},
-        {"a hold for a fast pool", {200, 200}, {10000, 10000}, 0},
-        {"a slow pool's hold that is not its queued work less a quarter of its pace", {2, 3}, {1000000, 1000000}, 0},
-        {"a hold through a stall", {40, 40}, {40000, 40000}, 5 * 40000},
+        {"a hold while a worker had nothing queued", {40, 0}, {40000, 40000}, 0, 0},
+        {"a hold that is not the shortest queued work less the margin", {10, 12}, {40000, 60000}, 0, 0},
+        {"a hold past RING_HOLD_MAX_NS", {200, 200}, {40000, 40000}, 0, 0},
+        {"a hold with little queued", {3, 3}, {40000, 40000}, 0, 0},
+        {"a hold for a fast pool", {200, 200}, {10000, 10000}, 0, 0},
+        {"a slow pool's hold that is not its queued work less a quarter of its pace", {2, 3}, {1000000, 1000000}, 0, 0},
+        {"a hold through a stall", {40, 40}, {40000, 40000}, 5 * 40000, 0},
+        {"a hold for a pool that waits more than it works", {4, 4}, {1000000, 1000000}, 0, 200000},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        uint64_t chose = hold_case(cases[i].q, cases[i].p, cases[i].since);
-        uint64_t want = cases[i].since ? 0 : hold_wanted(cases[i].q, cases[i].p);
+        uint64_t chose = hold_case(cases[i].q, cases[i].p, cases[i].since, cases[i].busy);
+        uint64_t want = cases[i].since || cases[i].busy ? 0 : hold_wanted(cases[i].q, cases[i].p);
         if (chose != want)
             fail(cases[i].what, chose, want);
     }

@@ -3,8 +3,8 @@ every pool thread has work queued the loop sleeps deaf to its sockets and
 takes what came meanwhile in one pass. Checked by its effect (the loop's
 waits per request, with and without --loop-hold 0) and by what it must not
 cost: another connection is read within the hold's ceiling, not when the
-queue is done; an app that waits keeps every one of its threads busy at
-once, at the rate it has without holds. The loop's timer slack, which
+queue is done; an app that waits on I/O is not held, and keeps every one
+of its threads in the app at once. The loop's timer slack, which
 makes its short sleeps precise, is its own: the app's threads keep the
 kernel's default."""
 import json
@@ -103,28 +103,25 @@ def test_a_hold_does_not_keep_another_connection_waiting(server_factory, tmp_pat
 
 
 @pytest.mark.skipif(WRK is None, reason="wrk is not installed (scripts/setup.sh test installs it)")
-def test_an_app_that_waits_keeps_all_its_threads_busy(server_factory, tmp_path):
+def test_an_app_that_waits_is_not_held_and_keeps_all_its_threads_busy(server_factory, tmp_path):
     """16 pool threads, an app that waits 2 ms with the GIL released, 48
-    connections of a closed-loop client (three requests a thread, so every
-    thread has work queued and the loop holds): all 16 threads are in the
-    app at once, and the rate is what it is with --loop-hold 0, within a
-    fifth (a hold that left threads idle would cost rate)."""
-    rate, most, holds = {}, {}, {}
-    for hold in (None, "0"):
-        path = tmp_path / f"wait-{hold}.json"
-        srv = server_factory("--stats-json", str(path), "--blocking-threads", "16",
-                             *(["--loop-hold", hold] if hold else []), app=APP)
-        out = subprocess.run([WRK, "-t1", "-c48", "-d2s", f"http://127.0.0.1:{srv.port}/wait?ms=2"],
-                             capture_output=True, text=True, timeout=60).stdout
-        rate[hold] = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        with srv.connect() as s:
-            s.sendall(b"GET /most HTTP/1.1\r\nHost: x\r\n\r\n")
-            most[hold] = int(Reader(s).read_response().body)
-        holds[hold] = stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"]
-    print(f"\n  requests/s {rate}, most in the app at once {most}, holds {holds}")
-    assert holds[None] > 0 and holds["0"] == 0
-    assert most[None] == 16 and most["0"] == 16
-    assert rate[None] >= 0.8 * rate["0"], rate
+    connections of a closed-loop client (three requests a thread: every
+    thread has work queued): the threads are on their CPU a small part of
+    their pace, so the loop does not hold (holding would keep their next
+    requests from them), and all 16 are in the app at once."""
+    path = tmp_path / "wait.json"
+    srv = server_factory("--stats-json", str(path), "--blocking-threads", "16", app=APP)
+    out = subprocess.run([WRK, "-t1", "-c48", "-d2s", f"http://127.0.0.1:{srv.port}/wait?ms=2"],
+                         capture_output=True, text=True, timeout=60).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    with srv.connect() as s:
+        s.sendall(b"GET /most HTTP/1.1\r\nHost: x\r\n\r\n")
+        most = int(Reader(s).read_response().body)
+    loop = stats(srv, path)["loop"]["counters"]["handoff"]
+    print(f"\n  requests/s {rate:.0f}, most in the app at once {most}, holds {loop['loop_holds']}, "
+          f"dozes {loop['loop_dozes']}")
+    assert most == 16
+    assert loop["loop_holds"] == 0
 
 
 def test_the_apps_threads_keep_the_kernels_timer_slack(server_factory):
