@@ -39,6 +39,8 @@ struct handoff_config {
                            (in before_sleep); 0 = never; -1 = adaptive (spin_policy.h) */
     long loop_doze_ns;  /* ring: the longest doze (doze below); 0 = the default
                            (RING_DOZE_MAX_NS), < 0 = never doze */
+    long loop_hold_ns;  /* ring: the longest hold (hold below); 0 = the default
+                           (RING_HOLD_MAX_NS), < 0 = never hold */
 };
 
 /* Written only by the loop thread. */
@@ -56,6 +58,7 @@ struct handoff_loop_counters {
     counter_t loop_spins;      /* ring: polls of the completion rings in before_sleep */
     counter_t loop_spin_hits;  /* ring: before_sleep spins that found a completion */
     counter_t loop_dozes;      /* ring: bounded, unannounced waits for a busy pool (doze) */
+    counter_t loop_holds;      /* ring: timed sleeps deaf to the sockets while the pool's queue lasts (hold) */
     counter_t loop_spin_budget_ns; /* ring: the loop's current spin budget (a gauge, not a count) */
 } __attribute__((aligned(CACHE_LINE)));
 
@@ -127,6 +130,14 @@ struct handoff_ops {
      * drains after. 0: announce and wait as usual. Pays owed wake-ups as
      * before_sleep does. */
     uint64_t (*doze)(struct handoff *h, unsigned outstanding);
+    /* Optional (NULL: never). Asked before doze, with the same meaning of
+     * `outstanding`. A backend whose every pool thread has work queued for
+     * longer than N ns, by its own measure of their pace, returns N (less a
+     * margin): the loop then sleeps N ns without watching its sockets or
+     * announcing a sleep, and handles whatever came meanwhile (requests,
+     * completions) in one pass after. 0: doze or announce as usual. Pays
+     * owed wake-ups as before_sleep does. */
+    uint64_t (*hold)(struct handoff *h, unsigned outstanding);
 
     /* ---- worker side (worker w only) ---- */
     /* Never blocks and makes no syscall; NULL when nothing is queued. May be

@@ -49,12 +49,14 @@ $(HANDOFF_TEST_DIR)/spsc_test-tsan: handoffs/tests/spsc_test.c $(HANDOFF_HDRS)
 	$(CC) $(CFLAGS_BASE) $(HANDOFF_TSAN) -o $@ $< -lpthread
 
 # Every backend with 1 and 4 workers, then the ring with spinning off (every
-# wait a park) and the smallest capacity (every ring wrap-around and full path).
+# wait a park), the smallest capacity (every ring wrap-around and full path),
+# and every job paused (a pool slow enough for the loop to hold and doze).
 handoff-stress-short: $(HANDOFF_TEST_DIR)/stress-tsan
 	@set -e; for b in $(HANDOFF_BACKENDS); do for w in 1 4; do \
 	  TSAN_OPTIONS=halt_on_error=1 $< -b $$b -w $$w -n $(HANDOFF_SHORT_JOBS); done; done; \
 	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 4 -s 0 -n $(HANDOFF_SHORT_JOBS); \
-	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 1 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 ))
+	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 1 -s 0 -c 2 -p 30 -n $$(( $(HANDOFF_SHORT_JOBS) / 4 )); \
+	TSAN_OPTIONS=halt_on_error=1 $< -b ring -w 2 -p 100 -n $$(( $(HANDOFF_SHORT_JOBS) / 10 ))
 
 # The ring without TSan, where the CPU's own reordering is live; the last
 # run with the adaptive budgets. Their stability is checked deterministically

@@ -29,6 +29,17 @@
  * F2 comes first the producer sees parked == 1. A fence on one side only does
  * not help — the other side's store can still sit in its buffer past its load.
  *
+ * The loop waits in one of three ways. It announces (ring_before_sleep:
+ * the F3/F4 handshake above) and is woken by the eventfd; or it dozes
+ * (ring_doze) or holds (ring_hold): a bounded wait announced to nobody,
+ * after which it drains the rings, so nothing a worker pushed meanwhile can
+ * be missed, and no worker writes the eventfd for it. Neither touches a
+ * flag or a fence; each pays the owed wake-ups first (O1), as
+ * ring_before_sleep does, so no parked worker waits for a job through it.
+ * A hold differs from a doze only in what ends it early (a doze watches
+ * the sockets, a hold does not), which is the loop's business, not the
+ * protocol's: the model gives the loop the same choice of the two.
+ *
  * Every ordering named here (F1..F5, X1, C1, O1, and R1/A1, R2/A2, R3 in spsc_ring.h)
  * is written through ring_order.h, so a mutant build can remove exactly one;
  * `make mutants` requires a test to fail on each. handoffs/tests/
@@ -96,7 +107,7 @@
  * dozing for every fast pace). Once four paces, or four dozes, have gone by
  * with no completion the pool is not busy but stuck (a slow request, I/O, the
  * GIL elsewhere): the loop announces its sleep and is woken as before. */
-#define RING_PACE_RUN 8 /* jobs per pace sample: one clock read per 8 completions */
+#define RING_PACE_RUN 8 /* jobs per pace sample: two clock reads per 8 completions */
 /* (RING_DOZE_MIN_NS, RING_DOZE_MAX_NS and RING_DOZE_AHEAD are in ring_order.h,
  * for the tests.) */
 
@@ -122,9 +133,12 @@ struct ring_worker {
     _Alignas(CACHE_LINE) struct spin_policy policy;
     unsigned run;
     uint64_t run_from;
-    /* Written by the worker, read by the loop's ring_doze: its time per job
-     * while it has a queue (EWMA over runs; 0: not known yet). */
+    uint64_t cpu_from;     /* the thread's CPU clock at run_from */
+    /* Written by the worker, read by the loop's ring_doze and ring_hold: its
+     * time per job while it has a queue, and its own CPU time per job over
+     * the same runs (EWMAs over runs; 0: not known yet). */
     _Alignas(CACHE_LINE) _Atomic uint64_t pace_ns;
+    _Atomic uint64_t busy_ns;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct ring_handoff {
@@ -141,6 +155,7 @@ struct ring_handoff {
     uint64_t done_at;      /* clock_ns of the last drain that found completions while
                             * the pool had a queue (0: none since it had none) */
     long doze_max_ns;      /* the longest doze (0: never) */
+    long hold_max_ns;      /* the longest hold (0: never) */
     struct spin_policy loop_policy;
     uint64_t wakes_seen;   /* loop.wakes_sent when the loop last learnt from a wait */
     /* 1 while the loop is in (or about to enter) epoll_wait. Set/cleared by the
@@ -194,6 +209,7 @@ static struct handoff *ring_create(const struct handoff_config *cfg)
     h->loop_adaptive = cfg->loop_spin_ns < 0 && spare;
     h->loop_spin_ns = cfg->loop_spin_ns > 0 ? cfg->loop_spin_ns : 0;
     h->doze_max_ns = cfg->loop_doze_ns < 0 ? 0 : cfg->loop_doze_ns > 0 ? cfg->loop_doze_ns : RING_DOZE_MAX_NS;
+    h->hold_max_ns = cfg->loop_hold_ns < 0 ? 0 : cfg->loop_hold_ns > 0 ? cfg->loop_hold_ns : RING_HOLD_MAX_NS;
     spin_policy_init(&h->loop_policy, SPIN_POLICY_PARK_NS, spare, RING_MAX_ADAPTIVE_SPIN_NS,
                      RING_LOOP_START_SPIN_NS);
     /* "0 = park at once": no spinning and no yields either. */
@@ -323,7 +339,7 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
             h->drain_next = (h->drain_next + 1) % base->workers;
     }
     counter_add(&base->loop.drained, got);
-    if (got && h->doze_max_ns) /* ring_doze's stall rule */
+    if (got && (h->doze_max_ns || h->hold_max_ns)) /* the stall rule of ring_doze and ring_hold */
         h->done_at = clock_ns();
     return got;
 }
@@ -479,6 +495,74 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
     return doze;
 }
 
+/* The loop is about to wait with `outstanding` jobs out: hold (sleep deaf to
+ * its sockets, unannounced) while every worker has work queued, for the
+ * shortest of their queues at their own pace less a margin, else 0 (doze or
+ * announce). Under a closed-loop client the socket events of a busy worker
+ * come about one per request (each response written brings the next
+ * request), so a loop that waits on its sockets is woken about once per
+ * request, and on a guest whose vCPUs the pool and the client keep busy each
+ * wake preempts one of them. A hold lets the requests and the completions
+ * gather and takes them in one pass: the pool never waits for them (the
+ * hold ends while it still has work), and the responses wait at most the
+ * hold, a part of what each already waits in the queue. Only for workers
+ * that work: one on its CPU less than a quarter of its pace (an app that
+ * waits on I/O) preempts nobody when woken, and holding would starve it. As
+ * a doze, a hold is polling: loop_parked stays 0 and the fences are
+ * untouched. The stall rule is the doze's: four of the slowest paces with
+ * no completion, and the pool is stuck, not busy. */
+static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    if (RING_HAS_O1) /* O1 for the hold as for any wait */
+        ring_flush(base);
+    if (!h->hold_max_ns || outstanding <= base->workers || !h->done_at)
+        return 0;
+    uint64_t ahead = UINT64_MAX, slowest = 0;
+    for (unsigned i = 0; i < base->workers; i++) {
+        struct ring_worker *w = &h->w[i];
+        uint64_t pace = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
+        /* Queued, not yet taken: our tail against the worker's head (a
+         * relaxed look: a stale head only undercounts the work ahead). */
+        unsigned queued = atomic_load_explicit(&w->req.tail, memory_order_relaxed) -
+                          atomic_load_explicit(&w->req.head, memory_order_relaxed);
+#ifdef RING_HOLD_MUTANT_H3 /* H3: a worker with nothing queued does not stop the hold */
+        if (!queued)
+            continue;
+#endif
+        if (!pace || pace < RING_HOLD_PACE_NS || !queued)
+            return 0;
+#ifndef RING_HOLD_MUTANT_H5 /* H5: a worker that waits is held as one that works */
+        /* On its CPU less than a quarter of its pace: it waits (on I/O, on
+         * the GIL held elsewhere), and its wake-ups preempt nobody; a hold
+         * would only keep its next request from it. */
+        if (4 * atomic_load_explicit(&w->busy_ns, memory_order_relaxed) < pace)
+            return 0;
+#endif
+        if ((uint64_t)queued * pace < ahead)
+            ahead = (uint64_t)queued * pace;
+        if (pace > slowest)
+            slowest = pace;
+    }
+#ifndef RING_HOLD_MUTANT_H2 /* H2: the stall rule removed */
+    if (clock_ns() - h->done_at > 4 * slowest)
+        return 0;
+#endif
+    uint64_t margin = slowest / 4 > RING_HOLD_MARGIN_NS ? slowest / 4 : RING_HOLD_MARGIN_NS;
+#ifdef RING_HOLD_MUTANT_H4 /* H4: no margin: the loop wakes as the work queued runs out */
+    margin = 0;
+#endif
+    if (ahead < margin + RING_HOLD_MIN_NS)
+        return 0;
+    uint64_t hold = ahead - margin;
+#ifndef RING_HOLD_MUTANT_H1 /* H1: no ceiling */
+    if (hold > (uint64_t)h->hold_max_ns)
+        hold = (uint64_t)h->hold_max_ns;
+#endif
+    counter_inc(&base->loop.loop_holds);
+    return hold;
+}
+
 /* Clearing late is harmless (at worst a worker writes the eventfd for nothing
  * and the next epoll_wait returns at once); the loop polls every pass. */
 static void ring_after_sleep(struct handoff *base)
@@ -603,16 +687,20 @@ static void record_pace(struct ring_worker *w)
 {
     if (w->run == 0) {
         w->run_from = clock_ns();
+        w->cpu_from = clock_thread_cpu_ns();
         w->run = 1;
         return;
     }
     if (++w->run <= RING_PACE_RUN)
         return;
-    uint64_t now = clock_ns();
-    uint64_t sample = (now - w->run_from) / RING_PACE_RUN;
+    uint64_t now = clock_ns(), cpu = clock_thread_cpu_ns();
+    uint64_t sample = (now - w->run_from) / RING_PACE_RUN, busy = (cpu - w->cpu_from) / RING_PACE_RUN;
     uint64_t old = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
     atomic_store_explicit(&w->pace_ns, old ? (old * 3 + sample) / 4 : sample, memory_order_relaxed);
+    old = atomic_load_explicit(&w->busy_ns, memory_order_relaxed);
+    atomic_store_explicit(&w->busy_ns, old ? (old * 3 + busy) / 4 : busy, memory_order_relaxed);
     w->run_from = now;
+    w->cpu_from = cpu;
     w->run = 1;
 }
 
@@ -625,7 +713,7 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
         return -1;
     }
     counter_inc(&c->completed);
-    if (h->doze_max_ns)
+    if (h->doze_max_ns || h->hold_max_ns)
         record_pace(&h->w[wi]);
     /* F3: pairs with F4 in ring_before_sleep (store-buffering shape). */
     RING_FENCE(F3);
@@ -677,6 +765,7 @@ const struct handoff_ops handoff_ring = {
     .before_sleep = ring_before_sleep,
     .after_sleep = ring_after_sleep,
     .doze = ring_doze,
+    .hold = ring_hold,
     .try_take = ring_try_take,
     .take = ring_take,
     .complete = ring_complete,

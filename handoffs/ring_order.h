@@ -68,6 +68,27 @@
  * the work queued ahead of it lasts this many dozes (ring.c, ring_doze). */
 #define RING_DOZE_AHEAD 16
 
+/* A hold (ring.c, ring_hold): the loop sleeps deaf to its sockets while
+ * every pool thread has work queued, and wakes RING_HOLD_MARGIN_NS (or a
+ * quarter of the slowest pace, if longer) before the first of them would
+ * run out: its own wake-up and the start of its pass, on a guest whose
+ * vCPUs the pool and the client keep busy. Only for pools at least
+ * RING_HOLD_PACE_NS a job (the doze's slow class: an app's Python, not
+ * pipelined hello), and only when the work ahead leaves a hold of at least
+ * RING_HOLD_MIN_NS (shorter is the doze's business); at most
+ * RING_HOLD_MAX_NS, what a request arriving on a quiet connection may wait
+ * to be read. */
+#ifndef RING_HOLD_MARGIN_NS /* (a build may set them, to compare) */
+#define RING_HOLD_MARGIN_NS 100000L
+#endif
+#ifndef RING_HOLD_PACE_NS
+#define RING_HOLD_PACE_NS 20000L
+#endif
+#ifndef RING_HOLD_MIN_NS
+#define RING_HOLD_MIN_NS 100000L
+#endif
+#define RING_HOLD_MAX_NS 2000000L
+
 /* A seq_cst fence named `name` (F1..F5); nothing in that one mutant. The
  * condition is a constant: the compiler keeps the fence or drops it. */
 #define RING_FENCE(name)                                                                           \

@@ -41,6 +41,8 @@ struct options {
     unsigned queue_capacity;  /* jobs per pool thread */
     long loop_spin_ns;        /* the loop polls for completions this long before sleeping; -1 adaptive */
     long loop_doze_ns;        /* the longest timed wait for a busy pool; 0 default, < 0 never */
+    long loop_hold_ns;        /* the longest sleep deaf to the sockets while the pool's queue lasts;
+                               * 0 default, < 0 never */
     int backlog;
     /* limits, in bytes and milliseconds */
     size_t max_header_size;

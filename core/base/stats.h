@@ -51,7 +51,7 @@
 #define HANDOFF_LOOP_COUNTERS(X)                                    \
     X(submitted) X(full) X(submit_syscalls) X(wakes_sent) X(drained) \
     X(drain_syscalls) X(eagain) X(sleep_syscalls) X(loop_parks)     \
-    X(loop_spins) X(loop_spin_hits) X(loop_dozes)
+    X(loop_spins) X(loop_spin_hits) X(loop_dozes) X(loop_holds)
 #define HANDOFF_WORKER_COUNTERS(X)                                  \
     X(taken) X(take_syscalls) X(parks) X(spins) X(yields) X(completed) \
     X(complete_syscalls) X(loop_wakes) X(spin_hits)

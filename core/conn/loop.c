@@ -1,8 +1,10 @@
 /* loop.c — the event loop of one worker: epoll, accept, signals, timers,
  * and the handoff's completions.
  *
- * One pass: wait (unless work is already waiting; a doze, a short timed wait
- * announced to nobody, while a busy pool's next completion is near), handle
+ * One pass: wait (unless work is already waiting; a hold, a timed sleep deaf
+ * to the sockets, while every pool thread has work queued; a doze, a short
+ * timed wait announced to nobody, while a busy pool's next completion is
+ * near), handle
  * socket events (reads parse and submit), flush the handoff (wake the pool
  * once for the batch), drain completions (writes), expire timers, then the
  * hooks' ticks. The hooks (loop.h) are the features': the loop calls them
@@ -66,10 +68,6 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     if (l->signal_fd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->signal_fd, &ev) != 0)
         return -1;
 
-    /* A doze (handoff.h) is tens of microseconds; the kernel's default timer
-     * slack (50 us) would stretch it by as much again. This thread's other
-     * timeouts are milliseconds and lose nothing by being precise. */
-    prctl(PR_SET_TIMERSLACK, 1000UL);
     if (h) {
         l->handoff_src.kind = POLL_HANDOFF;
         if (h->ops->watch(h, l->epfd, (uint64_t)(uintptr_t)&l->handoff_src) != 0)
@@ -278,28 +276,54 @@ static int wait_events(struct loop *l, struct epoll_event *events, int timeout_m
     return n;
 }
 
+/* A hold (handoff.h): sleep hold_ns (or until the loop's own timeout)
+ * without watching the sockets, then take every event that came meanwhile
+ * without waiting. A signal ends the sleep early (EINTR): it is read in
+ * this pass like any event. */
+static int hold_events(struct loop *l, struct epoll_event *events, int timeout_ms, uint64_t hold_ns)
+{
+    if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < hold_ns)
+        hold_ns = (uint64_t)timeout_ms * 1000000u;
+    struct timespec ts = {.tv_sec = (time_t)(hold_ns / 1000000000u), .tv_nsec = (long)(hold_ns % 1000000000u)};
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+    return epoll_wait(l->epfd, events, MAX_EVENTS, 0);
+}
+
 unsigned loop_run(struct loop *l)
 {
     struct epoll_event events[MAX_EVENTS];
     const struct handoff_ops *hops = l->handoff ? l->handoff->ops : NULL;
+    /* A doze or a hold (handoff.h) is microseconds; the kernel's default
+     * timer slack (50 us) would stretch it by as much again. This thread's
+     * other timeouts are milliseconds and lose nothing by being precise.
+     * Set here, on the loop's own thread once the pool has started, not
+     * before: a thread inherits its creator's slack, and the app's own
+     * sleeps on a pool thread keep the kernel's default, as under any
+     * other server. */
+    prctl(PR_SET_TIMERSLACK, 1000UL);
     uint64_t t_mark = clock_ns();
     for (;;) {
         int timeout = next_timeout_ms(l);
         bool slept = false;
-        uint64_t doze_ns = 0;
+        uint64_t doze_ns = 0, hold_ns = 0;
         if (timeout != 0 && hops) {
+            /* Every pool thread has work queued for a while: let requests
+             * and completions gather, deaf to the sockets, and take them in
+             * one pass (handoffs/README.md, "Holding"). */
+            if (hops->hold)
+                hold_ns = hops->hold(l->handoff, l->outstanding_total);
             /* A busy pool's next completion is near: wait for it on a timer
              * (the handoff polls) rather than have the pool wake us. */
-            if (hops->doze && !l->no_doze)
+            if (!hold_ns && hops->doze && !l->no_doze)
                 doze_ns = hops->doze(l->handoff, l->outstanding_total);
-            if (!doze_ns) {
+            if (!hold_ns && !doze_ns) {
                 if (hops->before_sleep(l->handoff, l->outstanding_total))
                     timeout = 0;
                 slept = true;
             }
         }
         uint64_t t0 = clock_ns();
-        int n = wait_events(l, events, timeout, doze_ns);
+        int n = hold_ns ? hold_events(l, events, timeout, hold_ns) : wait_events(l, events, timeout, doze_ns);
         uint64_t t1 = clock_ns();
         if (slept)
             hops->after_sleep(l->handoff);

@@ -13,7 +13,7 @@
 #include <strings.h>
 
 #include "../../handoffs/handoff.h"
-#include "../../handoffs/ring_order.h" /* RING_DOZE_MAX_NS: --loop-doze's default */
+#include "../../handoffs/ring_order.h" /* RING_DOZE_MAX_NS, RING_HOLD_MAX_NS: the defaults */
 
 #ifndef CSERVE_ALLOC /* the Makefile says which malloc it linked */
 #define CSERVE_ALLOC "?"
@@ -27,7 +27,7 @@
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
-    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_LOOP_DOZE, OPT_QUEUE, OPT_INLINE, OPT_APP,
+    OPT_CHDIR = 256, OPT_THREADS, OPT_HANDOFF, OPT_SPIN, OPT_LOOP_SPIN, OPT_LOOP_DOZE, OPT_LOOP_HOLD, OPT_QUEUE, OPT_INLINE, OPT_APP,
     OPT_BACKLOG, OPT_MAX_HEADER, OPT_MAX_BODY, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE_TIMEOUT,
     OPT_IO_TIMEOUT, OPT_GRACEFUL_TIMEOUT, OPT_ACCESS_LOG, OPT_LOG_LEVEL, OPT_STATS,
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
@@ -50,6 +50,7 @@ static const struct option long_options[] = {
     {"spin", required_argument, NULL, OPT_SPIN},
     {"loop-spin", required_argument, NULL, OPT_LOOP_SPIN},
     {"loop-doze", required_argument, NULL, OPT_LOOP_DOZE},
+    {"loop-hold", required_argument, NULL, OPT_LOOP_HOLD},
     {"queue-size", required_argument, NULL, OPT_QUEUE},
     {"inline", no_argument, NULL, OPT_INLINE},
     {"app", required_argument, NULL, OPT_APP},
@@ -147,6 +148,10 @@ static void usage(FILE *out)
 "                             being woken by it (which costs the pool a syscall); 0 never\n"
 "                             (default 50; a doze is a quarter of the pool's pace, or a\n"
 "                             16th of the work queued ahead of a pool that is fast)\n"
+"      --loop-hold US         ring: the longest the loop sleeps without watching its\n"
+"                             sockets while every pool thread has work queued, to take\n"
+"                             what came meanwhile in one pass; 0 never (default 2000;\n"
+"                             a hold ends before the queued work would run out)\n"
 "      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "\n"
 "Limits (what a client gets when it hits one, in brackets):\n"
@@ -412,6 +417,11 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_LOOP_DOZE: {
             long us = (long)parse_count("--loop-doze", optarg, 0, 1000000);
             o->loop_doze_ns = us ? us * 1000 : -1;
+            break;
+        }
+        case OPT_LOOP_HOLD: {
+            long us = (long)parse_count("--loop-hold", optarg, 0, 1000000);
+            o->loop_hold_ns = us ? us * 1000 : -1;
             break;
         }
         case OPT_QUEUE: {
@@ -793,6 +803,10 @@ void options_print(const struct options *o, FILE *out)
         item(out, "loop-doze", OPT_LOOP_DOZE, "0 us (never)");
     else
         item(out, "loop-doze", OPT_LOOP_DOZE, "%ld us", (o->loop_doze_ns ? o->loop_doze_ns : RING_DOZE_MAX_NS) / 1000);
+    if (o->loop_hold_ns < 0)
+        item(out, "loop-hold", OPT_LOOP_HOLD, "0 us (never)");
+    else
+        item(out, "loop-hold", OPT_LOOP_HOLD, "%ld us", (o->loop_hold_ns ? o->loop_hold_ns : RING_HOLD_MAX_NS) / 1000);
     item(out, "queue-size", OPT_QUEUE, "%u", o->queue_capacity);
     item(out, "backlog", OPT_BACKLOG, "%d", o->backlog);
     item(out, "max-header-size", OPT_MAX_HEADER, "%zu", o->max_header_size);

@@ -64,7 +64,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     if (pooled) {
         struct handoff_config cfg = {.workers = nthreads, .capacity = opt->queue_capacity,
                                      .spin_iters = opt->spin_iters, .spin_ns = opt->spin_ns,
-                                     .loop_spin_ns = opt->loop_spin_ns, .loop_doze_ns = opt->loop_doze_ns};
+                                     .loop_spin_ns = opt->loop_spin_ns, .loop_doze_ns = opt->loop_doze_ns,
+                                     .loop_hold_ns = opt->loop_hold_ns};
         h = opt->handoff->create(&cfg);
         if (!h) {
             log_error("cannot create the %s handoff: %s", opt->handoff->name, strerror(errno));

@@ -16,6 +16,8 @@ Placements, over the CPUs this process may use, in order (c0, c1, ...):
               other threads, the loop on c1, pool thread k on c(2+k), the
               client on the rest (a machine with cores to spare:
               scripts/many_core.sh)
+  per-worker  every thread of worker process k (cserve --workers) on ck,
+              the client anywhere
 The server's threads are pinned with sched_setaffinity on each TID after
 start-up and before the load; the client is started pinned (its threads
 inherit it). A thread the server starts after that keeps its inherited
@@ -28,7 +30,7 @@ the window: a stage that is busy but preempted shows a large run delay, a
 stage waiting for work neither (it sleeps)."""
 import os
 
-PLACEMENTS = ("shared", "loop-alone", "dedicated")
+PLACEMENTS = ("shared", "loop-alone", "dedicated", "per-worker")
 CLIENT_NAMES = ("wrk", "pipeload")
 
 
@@ -49,7 +51,7 @@ def cpu_sets(placement, pool_threads=1, cpus=None):
     """{role: [cpus]} for a placement ("loop", "pool" or "pool:K", "client",
     "other"), or None for shared. cpus: the CPUs to place on (default: this
     process's, sorted). Raises ValueError where the machine has too few."""
-    if placement in (None, "shared"):
+    if placement in (None, "shared", "per-worker"):  # per-worker pins by process: pin_per_worker
         return None
     cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
     if placement == "loop-alone":
@@ -139,9 +141,28 @@ def unpinned(pids, sets):
     return out
 
 
+def switches(pid, tid):
+    """(voluntary, involuntary) context switches of a thread so far, from
+    /proc/PID/task/TID/status: the times it slept (blocked for a wake-up)
+    and the times it was preempted while runnable. (None, None) where the
+    thread ended."""
+    vol = inv = None
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol = int(line.split(":")[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    inv = int(line.split(":")[1])
+    except (OSError, ValueError):
+        pass
+    return vol, inv
+
+
 def schedstat(pids):
-    """{(pid, tid): (comm, on-CPU ns, run-delay ns, timeslices)} of every
-    thread of pids, from /proc/PID/task/TID/schedstat."""
+    """{(pid, tid): (comm, on-CPU ns, run-delay ns, timeslices, voluntary
+    switches, involuntary switches)} of every thread of pids, from
+    /proc/PID/task/TID/schedstat and status."""
     out = {}
     for pid in pids:
         for tid in _tasks(pid):
@@ -152,26 +173,31 @@ def schedstat(pids):
             except (OSError, ValueError):
                 continue
             if comm is not None:
-                out[(pid, int(tid))] = (comm, run, delay, slices)
+                out[(pid, int(tid))] = (comm, run, delay, slices) + switches(pid, tid)
     return out
 
 
 def sched_window(before, after, seconds, client_pids=()):
     """Per thread alive at both ends: its on-CPU time and run delay as
-    fractions of the window, its timeslices, and its role (the client's by
-    process). Sorted by role, then on-CPU, busiest first; threads idle in
-    the window (under 1 % on CPU and in delay) are dropped."""
+    fractions of the window, its timeslices, its voluntary and involuntary
+    context switches in the window (where schedstat() read them), and its
+    role (the client's by process). Sorted by role, then on-CPU, busiest
+    first; threads idle in the window (under 1 % on CPU and in delay) are
+    dropped."""
     rows = []
-    for key, (comm, run1, delay1, sl1) in after.items():
+    for key, (comm, run1, delay1, sl1, *cs1) in after.items():
         if key not in before or seconds <= 0:
             continue
-        _, run0, delay0, sl0 = before[key]
+        _, run0, delay0, sl0, *cs0 = before[key]
         on, delay = (run1 - run0) / 1e9 / seconds, (delay1 - delay0) / 1e9 / seconds
         if on < 0.01 and delay < 0.01:
             continue
         role = "client" if key[0] in client_pids else role_of(comm)
-        rows.append({"name": comm, "pid": key[0], "tid": key[1], "role": role, "on_cpu": round(on, 4),
-                     "run_delay": round(delay, 4), "slices": sl1 - sl0})
+        row = {"name": comm, "pid": key[0], "tid": key[1], "role": role, "on_cpu": round(on, 4),
+               "run_delay": round(delay, 4), "slices": sl1 - sl0}
+        if len(cs0) == 2 and len(cs1) == 2 and None not in cs0 + cs1:
+            row["vcs"], row["ivcs"] = cs1[0] - cs0[0], cs1[1] - cs0[1]
+        rows.append(row)
     order = {"loop": 0, "pool": 1, "client": 2, "other": 3}
     rows.sort(key=lambda r: (order[r["role"]], -r["on_cpu"]))
     return rows
@@ -193,10 +219,38 @@ def stage_sched(rows):
     return out
 
 
+def worker_pids(pids):
+    """The processes of pids that have a cserve-loop thread, in pid order."""
+    return sorted(p for p in pids if any(_comm(p, t) == "cserve-loop" for t in _tasks(p)))
+
+
+def pin_per_worker(pids, cpus=None):
+    """per-worker: every thread of the k-th worker process (worker_pids) on
+    CPU k (modulo the CPUs), the other processes and the client unpinned.
+    Returns the pinned threads, as pin_server does."""
+    cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    workers = worker_pids(pids)
+    done = []
+    for k, pid in enumerate(workers):
+        cpu = [cpus[k % len(cpus)]]
+        for tid in _tasks(pid):
+            comm = _comm(pid, tid)
+            try:
+                os.sched_setaffinity(int(tid), cpu)
+            except OSError:
+                continue
+            done.append({"tid": int(tid), "name": comm, "role": role_of(comm or ""), "cpus": cpu})
+    return done
+
+
 def place(pids, placement, pool_threads=1):
     """Pin the server's threads (pids: its processes) for a placement.
     Returns (sets, record): cpu_sets()'s mapping (None: shared) and what a
-    run records: the placement's name, its CPU sets and each pinned thread."""
+    run records: the placement's name, its CPU sets and each pinned thread.
+    "per-worker" (pin_per_worker) pins by process, not by role: its sets are
+    None (the client runs anywhere)."""
+    if placement == "per-worker":
+        return None, {"name": placement, "threads": pin_per_worker(pids)}
     sets = cpu_sets(placement, pool_threads)
     rec = {"name": placement or "shared"}
     if sets:

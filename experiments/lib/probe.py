@@ -21,20 +21,21 @@ import time
 
 from . import model, pinning, provenance, stats
 from .serverctl import (CSERVE, PIPELOAD, ROOT, WRK_DIR, app_spec, finish_window, free_port, load_window, server_cmd,
-                        start, start_client, stop, wait_ready, wrk_duration)
+                        start, start_client, stop, threadcpu, wait_ready, wrk_duration)
 
 APPS_DIR = os.path.join(ROOT, "apps")
 
 
 def cserve_cmd(cfg, port, stats_file):
     """cserve's command line for a probe configuration: mode native | inline
-    | (handoff, bt); app "hello" (apps/hello.py), "files" (apps/files.py) or
+    | (handoff, bt); args: more options (a list); app "hello" (apps/hello.py), "files" (apps/files.py) or
     any app the main sweeps know (serverctl.app_spec); binary (default
     ./cserve) and workers as in the main sweeps."""
     binary = os.path.join(ROOT, cfg["binary"]) if cfg.get("binary") else CSERVE
     cmd = [binary, "--bind", f"127.0.0.1:{port}", "--log-level", "warning", "--stats-json", stats_file]
     if cfg.get("workers", 1) > 1:
         cmd += ["--workers", str(cfg["workers"])]
+    cmd += cfg.get("args", [])
     if cfg.get("mode") == "native":
         return cmd + ["--app", "native-hello"]
     if cfg.get("mode") == "inline":
@@ -98,6 +99,7 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
         series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
                                                        children, stats_file if is_cserve else None)
         check()
+        rec["rss_kib"] = threadcpu.rss_kib(threadcpu.descendants(proc.pid))  # at the window's end, loaded
         finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
     except Exception as e:  # record the failure, keep sweeping
         rec["error"] = f"{type(e).__name__}: {e}"

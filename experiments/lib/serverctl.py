@@ -96,6 +96,11 @@ def start_client(proc, cfg, cmd, children):
     (client Popen, the placement's record, check): check() lists the
     server threads not where their role belongs, for after the window."""
     pids = threadcpu.descendants(proc.pid) if children else [proc.pid]
+    if cfg.get("placement") == "per-worker":  # every worker up before it is pinned
+        deadline = time.monotonic() + 5
+        while len(pinning.worker_pids(pids)) < cfg.get("workers", 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pids = threadcpu.descendants(proc.pid)
     sets, placed = pinning.place(pids, cfg.get("placement"), cfg.get("bt", 1))
     wp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           preexec_fn=pinning.client_preexec(sets))
@@ -253,6 +258,7 @@ def load_window(proc, wp, warmup, duration, interval, children, stats_file=None)
     own = sum(e["cpu_s"] for e in series.values())
     window_cpu = provenance.window_cpu(ps0, ps1, t1 - t0, own)
     window_cpu["sched"] = pinning.sched_window(ss0, ss1, t1 - t0, set(threadcpu.descendants(wp.pid)))
+    window_cpu["seconds"] = round(t1 - t0, 4)
     mtime = 0
     if stats_file:
         try:

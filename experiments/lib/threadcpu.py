@@ -64,6 +64,17 @@ def descendants(pid):
     return out
 
 
+def rss_kib(pids):
+    """VmRSS summed over pids (KiB); a process that ended counts 0."""
+    total = 0
+    for pid in pids:
+        t = _read(f"/proc/{pid}/status")
+        for line in (t or "").splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total
+
+
 def snapshot(pids, source="stat"):
     """{(pid, tid): (comm, cpu_seconds)} for every thread of every pid."""
     snap = {}

@@ -439,25 +439,6 @@ def test_worker_and_thread_counts_reach_every_server_and_the_label():
     assert flag(gu, "--workers") == "2" and flag(gu, "--threads") == "16" and flag(gu, "-k") == "gthread"
 
 
-def test_production_findings_call_a_ratio_apart_only_when_its_interval_leaves_out_one():
-    from experiments import production
-
-    def r(server, rates, app="flask"):
-        cfg = production.cfg(server, app, 1)
-        return [{"label": configs.label(cfg), "config": cfg, "rps": x, "rps_wrk": x, "latency": {"p50_us": 900.0},
-                 "threadcpu": [], "window_cpu": {"foreign_cores": 0.0, "steal_cores": 0.0}, "wrk_output": ""}
-                for x in rates]
-    recs = r("cserve", [100.0 + i for i in range(10)]) + r("granian", [80.0 + i for i in range(10)]) + \
-        r("uwsgi", [95.0 + 2 * i for i in range(10)])
-    text = " ".join(production.findings(production.summarise(recs)))
-    assert "by rate cserve, uwsgi, granian" in text
-    assert "cserve ÷ granian 1.24× (CI" in text and "apart)" in text
-    assert "cserve ÷ uwsgi" in text and "not apart" in text
-    md = production.markdown({"commit": "abc", "date": "d", "command": "c", "machine": {}, "rounds": 10,
-                              "warmup": 1, "duration": 3}, recs, False)
-    assert "| Flask | cserve | 10 of 10 | 104 [" in md  # ten clean runs: a bootstrap interval, not a range
-
-
 def test_a_configuration_that_cannot_run_here_says_what_is_missing():
     from experiments.lib import serverctl
     cs = {"server": "cserve", "handoff": "ring", "app": "hello", "conns": 16, "client": "wrk"}

@@ -32,6 +32,17 @@
  *    less work ahead than RING_DOZE_AHEAD of the shortest dozes (a queue of
  *    FAST_MID jobs); and a stall with a queue behind it makes the loop
  *    announce again.
+ * 8. Holding, by the rule (two workers, paces and queues set by hand, no
+ *    thread running): no hold while a worker has nothing queued, with a
+ *    short queue, for a fast pool, for one that waits more than it works
+ *    (on its CPU less than a quarter of its pace), or once four paces have
+ *    passed with no completion (the stall rule); otherwise the shortest of
+ *    the workers' queued work at its pace, less the margin, at most
+ *    RING_HOLD_MAX_NS.
+ * 9. Holding on a worker that completes every few tens of us with a long
+ *    queue: the loop holds (each hold the rule's), the completions cost no
+ *    eventfd write, and a stall with jobs queued behind it makes the loop
+ *    stop holding and announce its sleep.
  * Counters are the handoff's own (handoff.h), so this also pins what the
  * server's stats report for a burst. Exit 1 on a violation. */
 /* ring.c itself, so part 7 can read the worker's pace (every other
@@ -297,6 +308,78 @@ static uint64_t fast_wait(int epfd, unsigned outstanding, uint64_t *pace)
     return doze;
 }
 
+/* The hold ring_hold must choose with two workers, restated from its rule
+ * ("Holding", handoffs/README.md): q[i] jobs queued on worker i at pace
+ * p[i]; 0: no hold. The stall rule is checked apart. */
+static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2])
+{
+    uint64_t ahead = UINT64_MAX, slowest = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!q[i] || p[i] < RING_HOLD_PACE_NS)
+            return 0;
+        ahead = q[i] * p[i] < ahead ? q[i] * p[i] : ahead;
+        slowest = p[i] > slowest ? p[i] : slowest;
+    }
+    uint64_t margin = slowest / 4 > RING_HOLD_MARGIN_NS ? slowest / 4 : RING_HOLD_MARGIN_NS;
+    if (ahead < margin + RING_HOLD_MIN_NS)
+        return 0;
+    return ahead - margin < RING_HOLD_MAX_NS ? ahead - margin : RING_HOLD_MAX_NS;
+}
+
+/* Part 8: one case of the rule on a fresh two-worker handoff whose workers
+ * never run: q[i] jobs submitted to worker i, its pace set to p[i] and its
+ * CPU time per job to busy (0: its pace, a worker that only works), the
+ * last completion `since` ns ago. Returns what ring_hold chose. */
+static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t since, uint64_t busy)
+{
+    struct handoff_config cfg = {.workers = 2, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff *hh = handoff_ring.create(&cfg);
+    if (!hh) {
+        perror("create");
+        exit(2);
+    }
+    struct ring_handoff *rh = (struct ring_handoff *)hh;
+    static struct job queued[1024];
+    for (int i = 0; i < 2; i++) {
+        atomic_store_explicit(&rh->w[i].pace_ns, p[i], memory_order_relaxed);
+        atomic_store_explicit(&rh->w[i].busy_ns, busy ? busy : p[i], memory_order_relaxed);
+        for (unsigned k = 0; k < q[i]; k++)
+            if (handoff_ring.submit(hh, (unsigned)i, &queued[k]) != HANDOFF_OK)
+                fail("part 8 submit refused at", k, 0);
+    }
+    rh->done_at = clock_ns() - since;
+    /* a job running on each worker besides those queued */
+    uint64_t hold = handoff_ring.hold(hh, q[0] + q[1] + 2);
+    handoff_ring.shutdown(hh);
+    handoff_ring.destroy(hh);
+    return hold;
+}
+
+/* Part 9's worker: PACED_JOBS jobs, each PACE_US on its CPU (a hold is for
+ * a worker that works), but the one after PACED_STALL_AT, which stalls
+ * STALL_MS with the rest queued behind it. */
+#define PACED_JOBS 160
+#define PACED_STALL_AT 120
+static void *paced_worker(void *p)
+{
+    (void)p;
+    prctl(PR_SET_TIMERSLACK, 1000UL);
+    for (int i = 0; i < PACED_JOBS; i++) {
+        struct job *j = handoff_ring.take(h, 0);
+        if (!j)
+            return NULL;
+        if (i == PACED_STALL_AT)
+            pause_ms(STALL_MS);
+        else
+            busy_ns(PACE_US * 1000L);
+        if (handoff_ring.complete(h, 0, j) != 0) {
+            perror("complete");
+            exit(1);
+        }
+    }
+    return NULL;
+}
+
 int main(void)
 {
     struct handoff_config cfg = {.workers = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
@@ -547,11 +630,86 @@ int main(void)
     handoff_ring.destroy(h);
     handoff_ring.destroy(second);
     handoff_ring.destroy(first);
+
+    /* 8. Holding, by the rule. */
+    struct {
+        const char *what;
+        unsigned q[2];
+        uint64_t p[2], since, busy;
+    } cases[] = {
+        {"a hold while a worker had nothing queued", {40, 0}, {40000, 40000}, 0, 0},
+        {"a hold that is not the shortest queued work less the margin", {10, 12}, {40000, 60000}, 0, 0},
+        {"a hold past RING_HOLD_MAX_NS", {200, 200}, {40000, 40000}, 0, 0},
+        {"a hold with little queued", {3, 3}, {40000, 40000}, 0, 0},
+        {"a hold for a fast pool", {200, 200}, {10000, 10000}, 0, 0},
+        {"a slow pool's hold that is not its queued work less a quarter of its pace", {2, 3}, {1000000, 1000000}, 0, 0},
+        {"a hold through a stall", {40, 40}, {40000, 40000}, 5 * 40000, 0},
+        {"a hold for a pool that waits more than it works", {4, 4}, {1000000, 1000000}, 0, 200000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint64_t chose = hold_case(cases[i].q, cases[i].p, cases[i].since, cases[i].busy);
+        uint64_t want = cases[i].since || cases[i].busy ? 0 : hold_wanted(cases[i].q, cases[i].p);
+        if (chose != want)
+            fail(cases[i].what, chose, want);
+    }
+
+    /* 9. Holding on a paced worker with a long queue, then a stall. */
+    struct handoff_config paced_cfg = cfg;
+    paced_cfg.capacity = 256;
+    fresh_handoff(&paced_cfg, &epfd);
+    l = &h->loop;
+    w = &h->worker[0];
+    static struct job held[PACED_JOBS];
+    submit_flushed(held, 0, PACED_JOBS);
+    pthread_create(&t, NULL, paced_worker, NULL);
+    unsigned drained9 = 0, holds = 0, announced9 = 0;
+    outstanding = PACED_JOBS;
+    unsigned stall_holds = 0;
+    bool stall_announced9 = false;
+    while (drained9 < PACED_JOBS) {
+        uint64_t before = worker_pace();
+        uint64_t hold = handoff_ring.hold(h, outstanding);
+        if (hold) {
+            holds++;
+            /* The rule for one worker at the pace it read: some number of
+             * jobs queued (at most those out) at that pace, less the margin,
+             * or the ceiling. */
+            uint64_t margin = before / 4 > RING_HOLD_MARGIN_NS ? before / 4 : RING_HOLD_MARGIN_NS;
+            if (worker_pace() == before && hold != RING_HOLD_MAX_NS &&
+                (hold < RING_HOLD_MIN_NS || hold > RING_HOLD_MAX_NS || (hold + margin) % before != 0 ||
+                 (hold + margin) / before > outstanding))
+                fail("a hold on a paced worker that is not its queued work less the margin (ns)", hold,
+                     (uint64_t)outstanding * before - margin);
+            stall_holds += drained9 == PACED_STALL_AT;
+            nanosleep(&(struct timespec){0, (long)hold}, NULL);
+        } else {
+            bool slept = loop_wait(epfd, outstanding) == 0;
+            announced9 += slept;
+            stall_announced9 |= slept && drained9 == PACED_STALL_AT;
+        }
+        drain_counted(&drained9, &outstanding);
+    }
+    pthread_join(t, NULL);
+    epoll_wait(epfd, ev, 2, 0);
+    if (!holds)
+        printf("batch_test: part 9 not fully checked: no hold on a worker paced at %d us with %d jobs "
+               "queued (a busy machine?)\n", PACE_US, PACED_JOBS);
+    if (counter_get(&w->loop_wakes) > announced9)
+        fail("eventfd writes while the loop held", counter_get(&w->loop_wakes), announced9);
+    /* The stalled job's predecessor came within a pace of the hold before
+     * the stall was seen: one hold at most, then the loop announces. */
+    if (stall_holds > 1 || !stall_announced9)
+        fail("the loop kept holding through a stall of many paces: holds", stall_holds, 1);
+    if (counter_get(&l->loop_holds) != holds)
+        fail("loop_holds counted", counter_get(&l->loop_holds), holds);
+    handoff_ring.shutdown(h);
+    handoff_ring.destroy(h);
     printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
            "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
            "write, 1 drain; the eventfd an edge per write, never read; paced completions while the loop "
            "dozed, each as long as the queue allows: no write, a stall: it announces again; a fast worker: dozed through with a long queue, "
-           "each the work ahead over RING_DOZE_AHEAD, none with less ahead, not through a stall: OK\n", N, RING_WAKE_BATCH, N);
+           "each the work ahead over RING_DOZE_AHEAD, none with less ahead, not through a stall; holds by the rule, "
+           "%u on a paced worker, none through its stall: OK\n", N, RING_WAKE_BATCH, N, holds);
     close(epfd);
     return 0;
 }

@@ -16,6 +16,10 @@
 #           stall rule removed (part 6's stall), D4 the stall rule removed for
 #           a fast pool only (part 7's stall), D5 a slow pool's doze blind to
 #           its queue (part 6's dozes); each fails the check named for it
+#   H1..H5  batch_test.c, the hold policy (ring.c, ring_hold): H1 no
+#           ceiling, H2 the stall rule removed, H3 a hold while a worker has
+#           nothing queued, H4 no margin, H5 a worker that waits held as one
+#           that works (part 8's cases; H2 part 9's too)
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
@@ -32,7 +36,7 @@ t0=$(date +%s)
 # beside them.
 others=$(ls "$src"/*.c | grep -v '/ring\.c$')
 
-for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4 D5; do
+for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4 D5 H1 H2 H3 H4 H5; do
     need="" caught=""
     case $m in F*|X1|C1|O1)
         need="$need model"
@@ -47,7 +51,7 @@ for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4 D5; do
             caught="$caught litmus-$side"
         fi ;;
     esac
-    case $m in O1|D*)
+    case $m in O1|D*|H*)
         need="$need batch"
         case $m in
             O1) def="-DRING_MUTANT=RING_M_O1" want="before_sleep did not pay" ;;
@@ -56,6 +60,11 @@ for m in F1 F2 F3 F4 F5 X1 C1 O1 R1 A1 R2 A2 R3 P1 P2 D1 D2 D3 D4 D5; do
             D3) def="-DRING_DOZE_MUTANT_D3" want="kept dozing through a stall of many paces" ;;
             D4) def="-DRING_DOZE_MUTANT_D4" want="kept dozing through a fast worker's stall" ;;
             D5) def="-DRING_DOZE_MUTANT_D5" want="a slow pool's doze is not" ;;
+            H1) def="-DRING_HOLD_MUTANT_H1" want="a hold past RING_HOLD_MAX_NS" ;;
+            H2) def="-DRING_HOLD_MUTANT_H2" want="a hold through a stall" ;;
+            H3) def="-DRING_HOLD_MUTANT_H3" want="a hold while a worker had nothing queued" ;;
+            H4) def="-DRING_HOLD_MUTANT_H4" want="a hold that is not the shortest queued work less the margin" ;;
+            H5) def="-DRING_HOLD_MUTANT_H5" want="a hold for a pool that waits more than it works" ;;
         esac
         $cc $cflags -O2 $def -o "$work/batch-$m" "$here/batch_test.c" $others -lpthread &&
         if "$work/batch-$m" >"$work/$m.batch.log" 2>&1; then :;

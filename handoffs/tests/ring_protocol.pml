@@ -5,10 +5,10 @@
  * (never more than CAP outstanding per worker: the capacity rule; a submit
  * that finds a worker parked owes it a wake-up, paid when the loop ends the
  * batch with ring_flush or, at the latest, in ring_before_sleep), drains
- * completions every pass, and when it has nothing to submit either dozes (a
- * bounded wait announced to nobody, ring_doze) or announces that it will
- * sleep (ring_before_sleep) and blocks in epoll_wait until the eventfd is
- * written; when all N are back it calls ring_shutdown. Each pool thread takes
+ * completions every pass, and when it has nothing to submit either holds or
+ * dozes (a bounded wait announced to nobody, ring_hold, ring_doze) or
+ * announces that it will sleep (ring_before_sleep) and blocks in epoll_wait
+ * until the eventfd is written; when all N are back it calls ring_shutdown. Each pool thread takes
  * (pop; park on its futex when empty) and completes (push; write the eventfd
  * if the loop announced a sleep; the two workers race for loop_parked) until
  * shutdown. Spinning and yielding before a park are extra pops: they can only
@@ -219,6 +219,17 @@ inline ring_doze() {
     skip
 }
 
+/* A hold (ring_hold): to the protocol, a doze: a bounded wait announced to
+ * nobody (a sleep deaf to the sockets, then an epoll_wait that does not
+ * wait), the loop drains when it ends; whether it holds depends on the
+ * workers' queues and paces, which the model leaves to the choice below. */
+inline ring_hold() {
+#ifndef NO_O1
+    ring_flush(); /*@FLUSH*/
+#endif
+    skip
+}
+
 inline ring_after_sleep() {
     atomic { lb_lp_p = 1; lb_lp_v = 0 } /*@LUNPARK*/
 }
@@ -259,8 +270,9 @@ active proctype loop()
         if
         :: drained_n < N && (next == N || outstanding[next % W] == CAP) ->
             if
-            :: ring_doze();
-                land_loop(); efd = 0;            /* epoll_pwait2 until the timer: any edge */
+            :: if :: ring_hold() :: ring_doze() fi;
+                land_loop(); efd = 0;            /* epoll_pwait2 until the timer, or a hold's
+                                                  * sleep and epoll_wait(0): any edge */
                 ring_drain()
             :: ring_before_sleep();
                 if

@@ -267,17 +267,21 @@ static bool submit_one(struct loop_state *s, unsigned w)
 static void wait_for_completions(struct loop_state *s, int epfd)
 {
     struct epoll_event ev[4];
-    /* As core/conn/loop.c: a doze is a bounded wait nobody is asked to end. */
-    uint64_t doze = opt.ops->doze ? opt.ops->doze(h, s->total_outstanding) : 0;
-    bool waiting = !doze && opt.ops->before_sleep(h, s->total_outstanding);
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)doze};
+    /* As core/conn/loop.c: a hold (a sleep, then an epoll_wait that does not
+     * wait) or a doze is a bounded wait nobody is asked to end. */
+    uint64_t hold = opt.ops->hold ? opt.ops->hold(h, s->total_outstanding) : 0;
+    uint64_t doze = !hold && opt.ops->doze ? opt.ops->doze(h, s->total_outstanding) : 0;
+    bool waiting = !hold && !doze && opt.ops->before_sleep(h, s->total_outstanding);
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(hold ? hold : doze)};
+    if (hold)
+        nanosleep(&ts, NULL);
     int n;
     do
-        n = doze ? epoll_pwait2(epfd, ev, 4, &ts, NULL) : epoll_wait(epfd, ev, 4, waiting ? 0 : -1);
+        n = doze ? epoll_pwait2(epfd, ev, 4, &ts, NULL) : epoll_wait(epfd, ev, 4, waiting || hold ? 0 : -1);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         fail("epoll_wait: %s", strerror(errno));
-    if (!doze)
+    if (!hold && !doze)
         opt.ops->after_sleep(h);
     bool ready = false;
     for (int i = 0; i < n; i++)
@@ -396,13 +400,14 @@ static void print_summary(double elapsed)
     }
     const struct handoff_loop_counters *l = &h->loop;
     printf("stress %-7s w=%u jobs=%llu %.2fs | loop: submit_sc=%llu wakes=%llu full=%llu drain_sc=%llu "
-           "eagain=%llu loop_parks=%llu dozes=%llu | workers: take_sc=%llu parks=%llu spins=%llu yields=%llu "
+           "eagain=%llu loop_parks=%llu dozes=%llu holds=%llu | workers: take_sc=%llu parks=%llu spins=%llu yields=%llu "
            "complete_sc=%llu loop_wakes=%llu | OK\n",
            opt.ops->name, opt.workers, (unsigned long long)opt.jobs, elapsed,
            (unsigned long long)counter_get(&l->submit_syscalls), (unsigned long long)counter_get(&l->wakes_sent),
            (unsigned long long)counter_get(&l->full), (unsigned long long)counter_get(&l->drain_syscalls),
            (unsigned long long)counter_get(&l->eagain), (unsigned long long)counter_get(&l->loop_parks),
-           (unsigned long long)counter_get(&l->loop_dozes), (unsigned long long)take_sc, (unsigned long long)parks, (unsigned long long)spins,
+           (unsigned long long)counter_get(&l->loop_dozes), (unsigned long long)counter_get(&l->loop_holds),
+           (unsigned long long)take_sc, (unsigned long long)parks, (unsigned long long)spins,
            (unsigned long long)yields, (unsigned long long)complete_sc, (unsigned long long)loop_wakes);
 }
 
