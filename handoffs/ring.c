@@ -288,7 +288,7 @@ static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
 static void ring_flush(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    for (unsigned i = 0; h->owed > 0 && i < base->workers; i++)
+    for (unsigned i = 0; h->owed > 0 && i < base->active; i++)
         if (h->w[i].wake_owed)
             pay_wake(h, &h->w[i]);
 }
@@ -314,13 +314,13 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
     struct ring_handoff *h = (struct ring_handoff *)base;
     (void)fd_ready; /* the doorbell needs no reset (ring_watch) */
     size_t got = 0;
-    for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
+    for (unsigned visited = 0; visited < base->active && got < max; visited++) {
         struct spsc_ring *r = &h->w[h->drain_next].done;
         struct job *job;
         while (got < max && (job = spsc_pop(r)) != NULL) /* A1 inside */
             out[got++] = job;
         if (got < max) /* this ring is empty: next drain starts after it */
-            h->drain_next = (h->drain_next + 1) % base->workers;
+            h->drain_next = (h->drain_next + 1) % base->active;
     }
     counter_add(&base->loop.drained, got);
     if (got && h->doze_max_ns) /* ring_doze's stall rule */
@@ -331,7 +331,7 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
 /* Any completion queued? (consumer-side look at every ring, no pop). */
 static bool any_done(struct ring_handoff *h)
 {
-    for (unsigned i = 0; i < h->base.workers; i++)
+    for (unsigned i = 0; i < h->base.active; i++)
         if (spsc_nonempty(&h->w[i].done))
             return true;
     return false;
@@ -396,7 +396,7 @@ static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
      * a completion pushed before F3, or that worker's load after F3 sees
      * loop_parked == 1 and writes the eventfd. */
     RING_FENCE(F4);
-    for (unsigned i = 0; i < base->workers; i++)
+    for (unsigned i = 0; i < base->active; i++)
         if (spsc_nonempty(&h->w[i].done)) { /* A1, re-read after the fence (C1) */
             atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
             if (h->sleep_from)
@@ -420,7 +420,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
      * until the doze is over. */
     if (RING_HAS_O1)
         ring_flush(base);
-    if (outstanding <= base->workers) {
+    if (outstanding <= base->active) {
         /* No queue: the pool will go idle, and the time until its next
          * completion is not its pace. */
         h->done_at = 0;
@@ -428,7 +428,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
     }
     uint64_t most = (uint64_t)h->doze_max_ns, least = RING_DOZE_MIN_NS < most ? RING_DOZE_MIN_NS : most;
     uint64_t pace = 0;
-    for (unsigned i = 0; i < base->workers; i++) {
+    for (unsigned i = 0; i < base->active; i++) {
         uint64_t p = atomic_load_explicit(&h->w[i].pace_ns, memory_order_relaxed);
         if (p && (!pace || p < pace))
             pace = p;
@@ -439,7 +439,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
      * it adds a small part to the time a response already waits in that
      * queue, and the loop, woken by its timer once per doze, drains many
      * completions at a time. */
-    uint64_t ahead = (uint64_t)(outstanding - base->workers) * pace / base->workers;
+    uint64_t ahead = (uint64_t)(outstanding - base->active) * pace / base->active;
     uint64_t doze = ahead / RING_DOZE_AHEAD;
     if (pace < 2 * least) {
         /* A fast pool (pipelined hello: a few us a job) gets through many
@@ -647,6 +647,19 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
     return 0;
 }
 
+/* Workers at n and above have nothing outstanding (handoff.h): the loop
+ * side's scans stop at n. A wake-up still owed to one of them (its job was
+ * found without it, and is done) is paid first, so that none is left
+ * outside the scans. */
+static void ring_set_active(struct handoff *base, unsigned n)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    ring_flush(base);
+    base->active = n;
+    if (h->drain_next >= n)
+        h->drain_next = 0;
+}
+
 static void ring_shutdown(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
@@ -677,6 +690,7 @@ const struct handoff_ops handoff_ring = {
     .before_sleep = ring_before_sleep,
     .after_sleep = ring_after_sleep,
     .doze = ring_doze,
+    .set_active = ring_set_active,
     .try_take = ring_try_take,
     .take = ring_take,
     .complete = ring_complete,
