@@ -47,7 +47,7 @@ struct metrics_data {
     uint64_t latency_ns;
     uint64_t bytes_in, bytes_out;
     uint64_t conns_open;
-    uint64_t samples, samples_queued;
+    uint64_t samples, samples_queued, samples_waiting;
     struct metrics_thread threads[STATS_MAX_THREADS];
 };
 

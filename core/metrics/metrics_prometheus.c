@@ -157,6 +157,7 @@ static uint64_t get_bytes_in(const struct metrics_data *d) { return d->bytes_in;
 static uint64_t get_bytes_out(const struct metrics_data *d) { return d->bytes_out; }
 static uint64_t get_conns(const struct metrics_data *d) { return d->conns_open; }
 
+
 static void latency_series(FILE *f, const char *worker, const uint64_t *b, uint64_t ns)
 {
     uint64_t cum = 0;
@@ -280,6 +281,9 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
     head(f, "cserve_verdict_queued_ratio", "gauge",
          "share of samples in which every pool thread had a request waiting");
     fprintf(f, "cserve_verdict_queued_ratio %.4f\n", v->vin.queued_frac);
+    head(f, "cserve_verdict_waiting_ratio", "gauge",
+         "share of samples in which every pool thread was busy and a request waited for one");
+    fprintf(f, "cserve_verdict_waiting_ratio %.4f\n", v->vin.waiting_frac);
     head(f, "cserve_verdict_queued_max_ratio", "gauge",
          "the same share in the worker where it is largest");
     fprintf(f, "cserve_verdict_queued_max_ratio %.4f\n", v->vin.queued_max);

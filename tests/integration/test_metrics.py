@@ -54,7 +54,7 @@ FAMILIES = {
     "cserve_request_duration_seconds", "cserve_received_bytes", "cserve_sent_bytes",
     "cserve_connections_open", "cserve_regime", "cserve_verdict_window_seconds",
     "cserve_verdict_loop_utilisation", "cserve_verdict_pool_utilisation", "cserve_verdict_pool_ready_ratio",
-    "cserve_verdict_queued_ratio", "cserve_verdict_queued_max_ratio",
+    "cserve_verdict_queued_ratio", "cserve_verdict_queued_max_ratio", "cserve_verdict_waiting_ratio",
     "cserve_verdict_machine_busy_ratio",
 }
 # Per-worker gauges whose sum over workers means nothing (no "all" series).
