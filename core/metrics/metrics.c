@@ -25,6 +25,8 @@
 #include "verdict.h"
 
 struct metrics_counts metrics_counts;
+struct metrics_sizing metrics_sizing;
+_Static_assert(METRICS_SIZING_LINE % sizeof(uint64_t) == 0, "the line travels as whole words");
 
 const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
 #define NAME(n) #n,
@@ -284,7 +286,13 @@ static void fill(struct loop *l, struct metrics_data *d)
     d->pid = getpid();
     d->worker = s->worker_index;
     d->nthreads = n;
-    d->pool_threads = n ? n - 1 : 0;
+    d->pool_threads = s->pool_max ? stats_pool_active(s) : 0;
+    d->pool_started = n ? n - 1 : 0;
+    d->pool_max = s->pool_max;
+    d->pool_auto = s->threads_auto;
+    d->sizing_changes = metrics_sizing.changes;
+    d->sizing_at = metrics_sizing.at;
+    memcpy(d->sizing_last, metrics_sizing.last, sizeof d->sizing_last);
     d->has_handoff = s->handoff != NULL;
     memcpy(d->loop, snap->loop, sizeof d->loop);
     memcpy(d->hloop, snap->hloop, sizeof d->hloop);

@@ -44,6 +44,16 @@ struct metrics_counts {
 };
 extern struct metrics_counts metrics_counts;
 
+/* --blocking-threads auto: the pool's changes of size, as the dashboard
+ * shows them (core/services/sizing.c writes it on the loop thread). */
+#define METRICS_SIZING_LINE 248
+struct metrics_sizing {
+    uint64_t changes;                /* changes of the number of threads taking requests */
+    double at;                       /* when the last one was made (CLOCK_MONOTONIC s; 0: none) */
+    char last[METRICS_SIZING_LINE];  /* the last one, as logged: the count and the figures */
+};
+extern struct metrics_sizing metrics_sizing;
+
 /* What the queue samples count, for the pool threads taking requests: the
  * requests waiting for a busy pool (every thread busy: those behind each
  * one's current request; 0 while a thread is free), and whether every

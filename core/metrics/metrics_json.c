@@ -6,6 +6,8 @@
 #include "../../lib/clock.h"
 #include "metrics_internal.h"
 
+#include <string.h>
+
 static void json_latency(FILE *f, const uint64_t *b, uint64_t ns)
 {
     uint64_t n = 0;
@@ -59,9 +61,17 @@ void metrics_render_json(FILE *f, const struct metrics_view *v)
         fprintf(f, "}, \"latency\": ");
         json_latency(f, d->latency, d->latency_ns);
         fprintf(f, ", \"queue_samples\": %llu, \"queue_samples_all_waiting\": %llu, "
-                   "\"queue_samples_request_waiting\": %llu, \"loop\": ",
+                   "\"queue_samples_request_waiting\": %llu, \"blocking_threads\": {\"auto\": %s, \"active\": %llu, "
+                   "\"started\": %llu, \"max\": %llu, \"changes\": %llu, \"last_change_t\": %.6f, \"last_change\": ",
                 (unsigned long long)d->samples, (unsigned long long)d->samples_queued,
-                (unsigned long long)d->samples_waiting);
+                (unsigned long long)d->samples_waiting, d->pool_auto ? "true" : "false",
+                (unsigned long long)d->pool_threads, (unsigned long long)d->pool_started,
+                (unsigned long long)d->pool_max, (unsigned long long)d->sizing_changes, d->sizing_at);
+        char line[METRICS_SIZING_LINE + 1];
+        memcpy(line, d->sizing_last, METRICS_SIZING_LINE);
+        line[METRICS_SIZING_LINE] = '\0'; /* a copy from shared memory: never trust its end */
+        stats_json_string(f, line);
+        fprintf(f, "}, \"loop\": ");
         json_named(f, metrics_loop_names, d->loop, LOOP_C_N);
         if (d->has_handoff) {
             fprintf(f, ", \"handoff\": ");
