@@ -1,6 +1,6 @@
 /* sizing.c — see sizing.h. What it costs the loop: once a pass a clock
- * comparison, and a look at the active threads' queues (a few loads each)
- * when the coarse clock has moved on (a jiffy, a few ms); once a window
+ * comparison and a look at the active threads' queue counts (one load
+ * each, from an array the loop writes); once a window
  * (a second) each pool thread's CPU clock and run delay (/proc), and
  * /proc/stat, as the live verdict reads them. */
 #include "sizing.h"
@@ -133,6 +133,8 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
     if (!l->stopping && !l->refusing) {
         struct verdict v;
         unsigned to = sizing_grow(&w, l->active, z->max, &v);
+        log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
+                  l->active, v.name, w.waiting_mean, v.why);
         if (to > l->active)
             grow(z, l, to, &v, &w);
         else if ((to = sizing_needed(z->last_used_ms, l->active, now_ms, SIZING_IDLE_MS)) < l->active)
@@ -159,9 +161,13 @@ static void sizing_tick(void *ctx, struct loop *l)
         z->last_ms = now;
         window_open(z, now);
     }
+    /* The queues change only in the loop's passes: what the last pass left
+     * held until this one. Each tick of the coarse clock is credited to the
+     * state its last pass left, the state at that instant: a sample at a
+     * time the load does not choose. (Looking only at the first pass of
+     * each tick would sample just after completions were drained and
+     * before the clients' next requests came: too few busy threads.) */
     if (now != z->last_ms) {
-        /* The queues change only in the loop's passes, so what this look
-         * sees held since the last one. */
         uint64_t dt = now - z->last_ms;
         if (z->last_waiting) {
             z->waiting_ms += dt;
@@ -170,8 +176,8 @@ static void sizing_tick(void *ctx, struct loop *l)
         if (z->last_queued)
             z->queued_ms += dt;
         z->last_ms = now;
-        z->last_waiting = metrics_pool_waiting(l, &z->last_queued);
     }
+    z->last_waiting = metrics_pool_waiting(l, &z->last_queued);
     take_registered(z);
     if (now - z->from_ms >= SIZING_WINDOW_MS)
         window_close(z, l, now);
