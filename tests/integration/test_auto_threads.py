@@ -4,11 +4,12 @@ thread within seconds and serves more at once; with requests that hold the
 GIL it stays at one; idle, it retires back to one; each change is logged with
 the figures behind it and published (/stats.json, the --stats table); a
 request pipelined behind one that ran on a thread since retired still runs;
-the watchdog watches a thread started later; the option's forms and the
-ones refused."""
+a reload's new worker starts again at one thread; the watchdog watches a
+thread started later; the option's forms and the ones refused."""
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -19,6 +20,7 @@ import pytest
 
 from conftest import BIN, ROOT, free_port
 from httpclient import Reader
+from loadgen import wait_until
 from test_metrics import Load
 
 APP = "auto_apps:application"
@@ -160,6 +162,53 @@ def test_pipelined_behind_a_retired_thread_still_runs(server_factory):
         assert r.status == 200 and r.body == b"ok\n", (i, r)
     c.close()
     hold.close()
+
+
+class Reconnecting(Load):
+    """Load whose connections reconnect when the server closes them (a
+    draining worker answers with Connection: close)."""
+
+    def run(self):
+        req = f"GET {self.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+        while not self.stopping.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+                    reader = Reader(s)
+                    while not self.stopping.is_set():
+                        s.sendall(req)
+                        r = reader.read_response()
+                        with self.lock:
+                            self.done += 1
+                        if r.header("connection") == "close":
+                            break
+            except (OSError, EOFError):
+                time.sleep(0.05)
+
+
+def test_a_reload_under_load_starts_again_at_one_and_grows(server_factory):
+    """SIGHUP while the pool has grown: the new worker starts with one
+    thread and grows again on its own figures (its steps logged under its
+    pid); the old one drains and exits with every thread it started."""
+    srv, mport = auto_server(server_factory, "--graceful-timeout", "10")
+    load = Reconnecting(srv.port, "/?sleep=0.05", conns=16)
+    try:
+        wait_pool(mport, lambda b: b["active"] > 1, 8, "grows past one thread")
+        old = stats(mport)["workers"][0]["pid"]
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while True:
+            w = stats(mport)["workers"][0]
+            if w["pid"] != old and w["blocking_threads"]["active"] > 1:
+                break
+            assert time.monotonic() < deadline, f"the new worker never grew: {w['pid']} {w['blocking_threads']}"
+            time.sleep(0.2)
+    finally:
+        load.stop()
+    assert load.done > 0
+    firsts = set(re.findall(r"\[cserve (\d+)\] info: blocking threads 1 -> 2 \(auto", srv.log_text()))
+    assert {str(old), str(w["pid"])} <= firsts, srv.log_text()[-3000:]
+    # The old worker drained and joined every thread it had started.
+    assert wait_until(lambda: f"[cserve {old}] info: stopped" in srv.log_text(), 15), srv.log_text()[-3000:]
 
 
 def test_app_timeout_watches_a_thread_started_later(server_factory):
