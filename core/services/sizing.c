@@ -100,8 +100,10 @@ static void grow(struct sizing *z, struct loop *l, unsigned to, const struct ver
     for (unsigned i = from; i < to; i++) /* a new or a parked thread gets its idle time anew */
         z->last_used_ms[i] = l->now_ms;
     char line[METRICS_SIZING_LINE * 2];
+    /* Without a GIL the rule is not the verdict's regime (sizing_rule.c). */
+    const char *rule = z->gil ? v->name : "requests wait for busy threads and cores are idle (no GIL)";
     snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s, %.1f requests waiting on "
-             "average; %s", from, to, z->max, v->name, w->waiting_mean, v->why);
+             "average; %s", from, to, z->max, rule, w->waiting_mean, v->why);
     changed(line);
 }
 

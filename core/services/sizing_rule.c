@@ -4,10 +4,14 @@
 /* Grow while the verdict says threads-short: requests wait for busy pool
  * threads that are off the CPU (with the GIL free). With a GIL the whole
  * table decides, so a saturated loop or a GIL held 90 % of the time stops
- * it (more threads would only queue for them); without one (a free-threaded
- * build with the GIL off) gil-bound does not exist: threads-short's own
- * test decides, with the loop not saturated, and the threads waiting for a
- * CPU (its run-delay test) is what stops it once the cores are full.
+ * it (more threads would only queue for them).
+ *
+ * Without one (a free-threaded build with the GIL off) gil-bound does not
+ * exist, and a thread on the CPU is not a bound either while a core is
+ * idle: another thread runs on it. There it grows while requests wait for
+ * busy threads (the same share), the threads seldom wait for a CPU
+ * (threads-short's run-delay test) and the machine is not full, with the
+ * loop not saturated: the cores, not a lock, are what stop it.
  *
  * The step: as many threads as requests waited on average, at most
  * doubling, so that a pool far too small reaches its size in a few windows
@@ -16,11 +20,17 @@
  * number, would reach saturation (each held it pool_util / active of the
  * window): one thread past it at least, so that the verdict, not this
  * estimate, says gil-bound. */
+static bool cores_free(const struct verdict_input *in)
+{
+    double ready = in->pool_ready > 0 ? in->pool_ready : 0;
+    return in->pool_threads && in->loop_util < VERDICT_SATURATED && in->waiting_frac >= VERDICT_QUEUED &&
+           ready / in->pool_threads < VERDICT_READY && in->machine_busy < VERDICT_SATURATED;
+}
+
 unsigned sizing_grow(const struct sizing_window *w, unsigned active, unsigned max, struct verdict *v)
 {
     verdict_decide(&w->v, v);
-    bool grow = w->gil ? v->regime == REGIME_THREADS_SHORT
-                       : w->v.loop_util < VERDICT_SATURATED && verdict_threads_short(&w->v);
+    bool grow = w->gil ? v->regime == REGIME_THREADS_SHORT : cores_free(&w->v);
     if (!grow || active >= max)
         return active;
     unsigned step = active; /* the waiting requests, rounded up, within 1..active */

@@ -3,8 +3,9 @@
  * threads-short, never while the GIL or the loop is saturated or the
  * threads wait for a CPU; by as many threads as requests waited, at most
  * doubling, never past the GIL's saturation by more than one nor past its
- * bound; on a free-threaded build without the GIL, GIL time does not stop
- * it; and the threads the last idle window needed. */
+ * bound; on a free-threaded build without the GIL, neither GIL time nor
+ * threads on the CPU stop it while cores are idle, and threads waiting for
+ * a CPU or a full machine do; and the threads the last idle window needed. */
 #include <string.h>
 
 #include "check.h"
@@ -53,13 +54,17 @@ int main(void)
     CHECK(grow(window(0.02, 0.30, 0.40, 1.0, 31, 1, true), 1, 32) == 1, "waiting for a CPU");
     CHECK(grow(window(0.02, 0.60, 0, 1.0, 31, 1, true), 1, 32) == 1, "one thread on the CPU 60%%");
     CHECK(grow(window(0, 0, 0, 0, 0, 1, true), 1, 32) == 1, "idle");
-    /* Free-threaded, the GIL off: four threads at 95 % of a core together
-     * are 24 % each, off the CPU most of the time: short of threads. */
+    /* Free-threaded, the GIL off: four threads at 95 % of a core together,
+     * and four at 2.4 cores (on the CPU 60 % each), with the machine 30 %
+     * busy: idle cores, short of threads either way. */
     CHECK(grow(window(0.05, 0.95, 0, 1.0, 28, 4, false), 4, 32) == 8, "no GIL: GIL time does not stop it");
-    CHECK(grow(window(0.05, 2.4, 0, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: threads on the CPU 60%%");
+    CHECK(grow(window(0.05, 2.4, 0, 1.0, 28, 4, false), 4, 32) == 8, "no GIL: threads on the CPU, cores idle");
     CHECK(grow(window(0.05, 0.8, 0.5, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: threads waiting for a CPU");
     CHECK(grow(window(0.95, 0.4, 0, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: the loop saturated");
     CHECK(grow(window(0.05, 0.2, 0, 0.3, 28, 4, false), 4, 32) == 4, "no GIL: requests seldom wait");
+    struct sizing_window full = window(0.05, 1.6, 0.2, 1.0, 28, 4, false);
+    full.v.machine_busy = VERDICT_SATURATED;
+    CHECK(grow(full, 4, 32) == 4, "no GIL: the machine full");
 
     /* The threads the last idle window needed. */
     const uint64_t now = 100000, idle = SIZING_IDLE_MS;
