@@ -132,7 +132,7 @@ static size_t dgram_drain(struct handoff *base, bool fd_ready, struct job **out,
      * at max (then the loop calls again, perhaps with fd_ready false). */
     if (!fd_ready && !h->cut_short)
         return 0;
-    for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
+    for (unsigned visited = 0; visited < base->active && got < max; visited++) {
         unsigned i = h->drain_next;
         while (got < max) {
             struct job *job;
@@ -146,11 +146,21 @@ static size_t dgram_drain(struct handoff *base, bool fd_ready, struct job **out,
             out[got++] = job;
         }
         if (got < max) /* this worker is empty: the next drain starts after it */
-            h->drain_next = (i + 1) % base->workers;
+            h->drain_next = (i + 1) % base->active;
     }
     h->cut_short = got == max;
     counter_add(&base->loop.drained, got);
     return got;
+}
+
+/* Workers at n and above have nothing outstanding (handoff.h): a drain
+ * pays no EAGAIN recv for them. */
+static void dgram_set_active(struct handoff *base, unsigned n)
+{
+    struct dgram_handoff *h = (struct dgram_handoff *)base;
+    base->active = n;
+    if (h->drain_next >= n)
+        h->drain_next = 0;
 }
 
 static bool dgram_before_sleep(struct handoff *base, unsigned outstanding)
@@ -219,6 +229,7 @@ const struct handoff_ops handoff_dgram = {
     .polled = false,
     .before_sleep = dgram_before_sleep,
     .after_sleep = dgram_after_sleep,
+    .set_active = dgram_set_active,
     .try_take = NULL,
     .take = dgram_take,
     .complete = dgram_complete,

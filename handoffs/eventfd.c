@@ -127,7 +127,7 @@ static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **ou
     struct eventfd_handoff *h = (struct eventfd_handoff *)base;
     done_eventfd_reset(&h->loop_wake, base, fd_ready);
     size_t got = 0;
-    for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
+    for (unsigned visited = 0; visited < base->active && got < max; visited++) {
         struct eventfd_worker *w = &h->w[h->drain_next];
         pthread_mutex_lock(&w->done_lock);
         while (got < max && (out[got] = ptr_fifo_pop(&w->done)) != NULL)
@@ -135,9 +135,19 @@ static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **ou
         bool empty = ptr_fifo_count(&w->done) == 0;
         pthread_mutex_unlock(&w->done_lock);
         if (empty)
-            h->drain_next = (h->drain_next + 1) % base->workers;
+            h->drain_next = (h->drain_next + 1) % base->active;
     }
     return done_eventfd_drained(&h->loop_wake, base, got, max);
+}
+
+/* Workers at n and above have nothing outstanding (handoff.h): a drain
+ * takes no lock of theirs. */
+static void eventfd_set_active(struct handoff *base, unsigned n)
+{
+    struct eventfd_handoff *h = (struct eventfd_handoff *)base;
+    base->active = n;
+    if (h->drain_next >= n)
+        h->drain_next = 0;
 }
 
 static bool eventfd_before_sleep(struct handoff *base, unsigned outstanding)
@@ -241,6 +251,7 @@ const struct handoff_ops handoff_eventfd = {
     .polled = false,
     .before_sleep = eventfd_before_sleep,
     .after_sleep = eventfd_after_sleep,
+    .set_active = eventfd_set_active,
     .try_take = NULL,
     .take = eventfd_take,
     .complete = eventfd_complete,

@@ -44,6 +44,7 @@ void *handoff_alloc(const struct handoff_ops *ops, const struct handoff_config *
     }
     h->ops = ops;
     h->workers = cfg->workers;
+    h->active = cfg->workers;
     h->capacity = cfg->capacity;
     return h;
 }

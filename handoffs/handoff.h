@@ -81,6 +81,7 @@ struct handoff {
     const struct handoff_ops *ops;
     unsigned workers;
     unsigned capacity;
+    unsigned active; /* the loop's: workers 0..active-1 may have jobs (set_active; = workers) */
     struct handoff_loop_counters loop;
     struct handoff_worker_counters *worker; /* [workers], each on its own lines */
 };
@@ -138,6 +139,14 @@ struct handoff_ops {
      * completions) in one pass after. 0: doze or announce as usual. Pays
      * owed wake-ups as before_sleep does. */
     uint64_t (*hold)(struct handoff *h, unsigned outstanding);
+    /* Optional (NULL: the backend looks at every worker). From now on the
+     * loop submits to workers 0..n-1 only, and those at n and above have
+     * nothing outstanding (1 <= n <= workers): the loop side may visit the
+     * first n alone (drain, the sleep checks, the doze's arithmetic), so
+     * a pool that sizes itself (--blocking-threads auto) pays per pass for
+     * the threads it uses, not for the most it may start. Every worker's
+     * queues exist from create; only the prefix in use changes. */
+    void (*set_active)(struct handoff *h, unsigned n);
 
     /* ---- worker side (worker w only) ---- */
     /* Never blocks and makes no syscall; NULL when nothing is queued. May be

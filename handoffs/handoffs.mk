@@ -5,7 +5,7 @@
 #                           the same at -O2 without TSan for the ring, the ring's
 #                           SPSC queue at its full path under TSan, the litmus
 #                           test on ring.c, the Promela model (+ its step check),
-#                           the submit contract under failing syscalls
+#                           the submit contract under failing syscalls, set_active
 #   make handoff-test-tsan  the same (it is already a TSan build)
 #   make mutants            build each ring mutant (ring_order.h), require a test
 #                           to fail on it (handoffs/tests/mutants.sh; in make test)
@@ -28,7 +28,7 @@ HANDOFF_LONG_JOBS  ?= 10000000
 LITMUS_SECONDS     ?= 2
 
 .PHONY: handoff-test handoff-test-tsan handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-policy handoff-batch \
-        handoff-model handoff-model-long handoff-submit-error mutants stress micro micro-record loop-floor
+        handoff-model handoff-model-long handoff-submit-error handoff-active mutants stress micro micro-record loop-floor
 
 $(HANDOFF_TEST_DIR)/stress-tsan: handoffs/tests/stress.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
@@ -103,9 +103,9 @@ handoff-model-long: handoffs/tests/ring_protocol.pml handoffs/tests/check_model.
 
 # The binaries handoff-test runs (make test builds them beside other work).
 HANDOFF_TEST_BINS := $(addprefix $(HANDOFF_TEST_DIR)/,stress-tsan stress ring_litmus spsc_test-tsan \
-                       spin_policy_test batch_test submit_error)
+                       spin_policy_test batch_test submit_error active_test)
 
-handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model handoff-submit-error ## the handoffs' stress (TSan), litmus, model and contract tests
+handoff-test: layering handoff-policy handoff-batch handoff-stress-short handoff-stress-o2 handoff-spsc handoff-litmus handoff-model handoff-submit-error handoff-active ## the handoffs' stress (TSan), litmus, model and contract tests
 
 # ~30 s on a 2-vCPU guest: 14 mutant builds, each failing the tests named for it.
 mutants: ## each ring mutant built and caught by a test
@@ -119,6 +119,16 @@ $(HANDOFF_TEST_DIR)/submit_error: handoffs/tests/submit_error.c $(HANDOFF_SRCS) 
 	  -Wl,--wrap=write,--wrap=send -o $@ handoffs/tests/submit_error.c $(HANDOFF_SRCS) -lpthread
 
 handoff-submit-error: $(HANDOFF_TEST_DIR)/submit_error
+	$<
+
+# The loop narrowing and widening the workers it uses (set_active: a pool
+# that sizes itself).
+$(HANDOFF_TEST_DIR)/active_test: handoffs/tests/active_test.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -o $@ handoffs/tests/active_test.c $(HANDOFF_SRCS) -lpthread
+
+handoff-active: $(HANDOFF_TEST_DIR)/active_test
 	$<
 
 handoff-test-tsan: handoff-test

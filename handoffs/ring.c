@@ -304,7 +304,7 @@ static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
 static void ring_flush(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    for (unsigned i = 0; h->owed > 0 && i < base->workers; i++)
+    for (unsigned i = 0; h->owed > 0 && i < base->active; i++)
         if (h->w[i].wake_owed)
             pay_wake(h, &h->w[i]);
 }
@@ -330,13 +330,13 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
     struct ring_handoff *h = (struct ring_handoff *)base;
     (void)fd_ready; /* the doorbell needs no reset (ring_watch) */
     size_t got = 0;
-    for (unsigned visited = 0; visited < base->workers && got < max; visited++) {
+    for (unsigned visited = 0; visited < base->active && got < max; visited++) {
         struct spsc_ring *r = &h->w[h->drain_next].done;
         struct job *job;
         while (got < max && (job = spsc_pop(r)) != NULL) /* A1 inside */
             out[got++] = job;
         if (got < max) /* this ring is empty: next drain starts after it */
-            h->drain_next = (h->drain_next + 1) % base->workers;
+            h->drain_next = (h->drain_next + 1) % base->active;
     }
     counter_add(&base->loop.drained, got);
     if (got && (h->doze_max_ns || h->hold_max_ns)) /* the stall rule of ring_doze and ring_hold */
@@ -347,7 +347,7 @@ static size_t ring_drain(struct handoff *base, bool fd_ready, struct job **out, 
 /* Any completion queued? (consumer-side look at every ring, no pop). */
 static bool any_done(struct ring_handoff *h)
 {
-    for (unsigned i = 0; i < h->base.workers; i++)
+    for (unsigned i = 0; i < h->base.active; i++)
         if (spsc_nonempty(&h->w[i].done))
             return true;
     return false;
@@ -412,7 +412,7 @@ static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
      * a completion pushed before F3, or that worker's load after F3 sees
      * loop_parked == 1 and writes the eventfd. */
     RING_FENCE(F4);
-    for (unsigned i = 0; i < base->workers; i++)
+    for (unsigned i = 0; i < base->active; i++)
         if (spsc_nonempty(&h->w[i].done)) { /* A1, re-read after the fence (C1) */
             atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
             if (h->sleep_from)
@@ -436,7 +436,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
      * until the doze is over. */
     if (RING_HAS_O1)
         ring_flush(base);
-    if (outstanding <= base->workers) {
+    if (outstanding <= base->active) {
         /* No queue: the pool will go idle, and the time until its next
          * completion is not its pace. */
         h->done_at = 0;
@@ -444,7 +444,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
     }
     uint64_t most = (uint64_t)h->doze_max_ns, least = RING_DOZE_MIN_NS < most ? RING_DOZE_MIN_NS : most;
     uint64_t pace = 0;
-    for (unsigned i = 0; i < base->workers; i++) {
+    for (unsigned i = 0; i < base->active; i++) {
         uint64_t p = atomic_load_explicit(&h->w[i].pace_ns, memory_order_relaxed);
         if (p && (!pace || p < pace))
             pace = p;
@@ -455,7 +455,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
      * it adds a small part to the time a response already waits in that
      * queue, and the loop, woken by its timer once per doze, drains many
      * completions at a time. */
-    uint64_t ahead = (uint64_t)(outstanding - base->workers) * pace / base->workers;
+    uint64_t ahead = (uint64_t)(outstanding - base->active) * pace / base->active;
     uint64_t doze = ahead / RING_DOZE_AHEAD;
     if (pace < 2 * least) {
         /* A fast pool (pipelined hello: a few us a job) gets through many
@@ -516,10 +516,10 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
     struct ring_handoff *h = (struct ring_handoff *)base;
     if (RING_HAS_O1) /* O1 for the hold as for any wait */
         ring_flush(base);
-    if (!h->hold_max_ns || outstanding <= base->workers || !h->done_at)
+    if (!h->hold_max_ns || outstanding <= base->active || !h->done_at)
         return 0;
     uint64_t ahead = UINT64_MAX, slowest = 0;
-    for (unsigned i = 0; i < base->workers; i++) {
+    for (unsigned i = 0; i < base->active; i++) { /* those beyond have no work */
         struct ring_worker *w = &h->w[i];
         uint64_t pace = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
         /* Queued, not yet taken: our tail against the worker's head (a
@@ -735,6 +735,19 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
     return 0;
 }
 
+/* Workers at n and above have nothing outstanding (handoff.h): the loop
+ * side's scans stop at n. A wake-up still owed to one of them (its job was
+ * found without it, and is done) is paid first, so that none is left
+ * outside the scans. */
+static void ring_set_active(struct handoff *base, unsigned n)
+{
+    struct ring_handoff *h = (struct ring_handoff *)base;
+    ring_flush(base);
+    base->active = n;
+    if (h->drain_next >= n)
+        h->drain_next = 0;
+}
+
 static void ring_shutdown(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
@@ -766,6 +779,7 @@ const struct handoff_ops handoff_ring = {
     .after_sleep = ring_after_sleep,
     .doze = ring_doze,
     .hold = ring_hold,
+    .set_active = ring_set_active,
     .try_take = ring_try_take,
     .take = ring_take,
     .complete = ring_complete,

@@ -60,8 +60,11 @@ $(BUILD)/unit/simd/%: tests/unit/%.c tests/unit/check.h $(wildcard tests/fuzz/*.
 # test_verdict.c builds core/metrics/verdict.c in (#include): a change there
 # must rebuild it.
 $(BUILD)/unit/test_verdict $(BUILD)/unit/simd/test_verdict: core/metrics/verdict.c core/metrics/verdict.h
+# test_sizing_rule.c builds --blocking-threads auto's rule and the verdict in.
+$(BUILD)/unit/test_sizing_rule $(BUILD)/unit/simd/test_sizing_rule: core/services/sizing_rule.c \
+    core/services/sizing_rule.h core/metrics/verdict.c core/metrics/verdict.h
 
-unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict) under ASan+UBSan
+unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict, auto threads) under ASan+UBSan
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
 
 build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS) $$(call uses_conn,%) $(CONN_HDRS)

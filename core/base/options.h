@@ -16,6 +16,9 @@
  * write while the app runs on its thread); past it the response is cut. */
 #define INLINE_MAX_RESPONSE (64u << 20)
 
+/* --blocking-threads auto without :MAX: the most pool threads it starts. */
+#define AUTO_THREADS_MAX_DEFAULT 32
+
 struct handoff_ops;
 
 struct options {
@@ -34,7 +37,8 @@ struct options {
     bool inline_app;          /* --inline */
     /* how many */
     unsigned workers;
-    unsigned blocking_threads;
+    unsigned blocking_threads;  /* pool threads per worker; with threads_auto, the most */
+    bool threads_auto;          /* --blocking-threads auto[:MAX]: from one, as the load needs */
     const struct handoff_ops *handoff;
     long spin_iters;          /* -1 = backend default */
     long spin_ns;             /* > 0: spin budget in time */

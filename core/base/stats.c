@@ -112,9 +112,18 @@ void stats_register_self(struct stats *s, unsigned index, const char *name, cons
     t->tid = (pid_t)syscall(SYS_gettid);
     pthread_getcpuclockid(pthread_self(), &t->cpu_clock);
     t->name = strdup(name);
-    /* The window's CPU baseline for this thread is taken now: it may start
-     * after the window did. */
-    s->base.cpu[index] = thread_cpu(t);
+}
+
+unsigned stats_pool_active(const struct stats *s)
+{
+    if (s->pool_active)
+        return *s->pool_active;
+    return threads_in(s) ? threads_in(s) - 1 : 0;
+}
+
+double stats_thread_cpu_s(const struct stats *s, unsigned i)
+{
+    return i < threads_in(s) ? thread_cpu(&s->threads[i]) : 0;
 }
 
 void stats_snapshot_now(struct stats *s, struct stats_snapshot *snap)
@@ -154,8 +163,12 @@ static void print_table(struct stats *s, FILE *f)
     if (!r)
         return;
     report_take(s, r);
-    fprintf(f, "cserve stats: worker %u (pid %d), window %.2f s, handoff %s%s\n", s->worker_index,
+    fprintf(f, "cserve stats: worker %u (pid %d), window %.2f s, handoff %s%s", s->worker_index,
             (int)getpid(), r->window, s->handoff_name, s->inline_mode ? " (inline)" : "");
+    if (s->threads_auto)
+        fprintf(f, ", blocking threads auto: %u taking requests, %u started, at most %u",
+                stats_pool_active(s), threads_in(s) - 1, s->pool_max);
+    fprintf(f, "\n");
     fprintf(f, "  %-16s %8s %9s %11s %9s\n", "thread", "util", "cpu s", "requests", "us/req");
     double loop_cpu = 0, pool_cpu = 0;
     for (unsigned i = 0; i < threads_in(s); i++) {
@@ -197,7 +210,7 @@ static void print_table(struct stats *s, FILE *f)
         }
     }
     if (s->print_verdict)
-        s->print_verdict(f, r->window, loop_cpu, pool_cpu, threads_in(s) - 1);
+        s->print_verdict(f, r->window, loop_cpu, pool_cpu, stats_pool_active(s));
     fflush(f);
     free(r);
 }
@@ -234,8 +247,12 @@ void stats_print_worker_json(struct stats *s, FILE *f)
     if (!r)
         return;
     report_take(s, r);
-    fprintf(f, "{\"worker\": %u, \"pid\": %d, \"window_s\": %.6f, \"threads\": [", s->worker_index,
-            (int)getpid(), r->window);
+    fprintf(f, "{\"worker\": %u, \"pid\": %d, \"window_s\": %.6f, ", s->worker_index, (int)getpid(),
+            r->window);
+    if (s->pool_max)
+        fprintf(f, "\"blocking_threads\": {\"auto\": %s, \"active\": %u, \"started\": %u, \"max\": %u}, ",
+                s->threads_auto ? "true" : "false", stats_pool_active(s), threads_in(s) - 1, s->pool_max);
+    fprintf(f, "\"threads\": [");
     bool first = true;
     for (unsigned i = 0; i < threads_in(s); i++) {
         const struct stats_thread_ref *t = &s->threads[i];

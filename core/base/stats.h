@@ -106,10 +106,14 @@ struct stats_snapshot {
 
 struct stats {
     unsigned worker_index;
-    unsigned nthreads;                       /* [0] is the loop */
+    unsigned nthreads;                       /* [0] is the loop; the pool threads registered */
     struct stats_thread_ref threads[STATS_MAX_THREADS];
     struct loop_stats *loop;
-    struct pool_stats *pool;                 /* [nthreads - 1] */
+    struct pool_stats *pool;                 /* [pool_max]: room for every thread it may start */
+    unsigned pool_max;                       /* the most pool threads (--blocking-threads) */
+    bool threads_auto;                       /* --blocking-threads auto: their number varies */
+    const unsigned *pool_active;             /* the ones taking requests now (the loop's
+                                              * `active`); NULL: nthreads - 1 */
     struct handoff *handoff;                 /* NULL inline/native */
     struct stats_snapshot base;              /* window start */
     const char *handoff_name;
@@ -123,8 +127,17 @@ struct stats {
                           unsigned pool_threads);
 };
 
-/* Register the calling thread (the loop: index 0; pool thread i: index i+1). */
+/* Register the calling thread (the loop: index 0; pool thread i: index i+1).
+ * Its window's CPU baseline is 0, its clock's start: a thread registered
+ * before the window starts gets its baseline there, and one that starts
+ * later spent all of its CPU time inside the window. The readers see it
+ * once s->nthreads covers it, which the thread's owner raises after the
+ * registration is published (pool_registered). */
 void stats_register_self(struct stats *s, unsigned index, const char *name, const char *role);
+/* Pool threads taking requests now. */
+unsigned stats_pool_active(const struct stats *s);
+/* Thread i's CPU seconds since it started (0 when not registered). */
+double stats_thread_cpu_s(const struct stats *s, unsigned i);
 /* Every counter and CPU clock of s now (totals, not a window): metrics.c. */
 void stats_snapshot_now(struct stats *s, struct stats_snapshot *snap);
 /* Start a new measurement window now. */

@@ -155,11 +155,13 @@ enum verdict conn_read_head(struct conn *c)
 
 /* Join the shortest queue; ties go to the lowest index, so at low load the
  * work stays on one hot (spinning) thread and the others stay parked rather
- * than each being woken in turn, as round-robin would. */
+ * than each being woken in turn, as round-robin would. Only the active
+ * threads (loop_set_active): a thread above them gets nothing new, so it
+ * empties and can be retired. */
 static unsigned pick_worker(const struct loop *l)
 {
     unsigned best = 0;
-    for (unsigned w = 1; w < l->workers; w++)
+    for (unsigned w = 1; w < l->active; w++)
         if (l->outstanding[w] < l->outstanding[best])
             best = w;
     return best;
@@ -403,6 +405,11 @@ void conn_pipeline(struct conn *c)
         c->state == CONN_CLOSED || c->state == CONN_QUEUED)
         return;
     unsigned w = cur->worker;
+    /* A thread retired since cur ran on it (loop_set_active) had nothing
+     * outstanding, so nothing of this connection runs there: the next one
+     * may go to any thread, and goes to an active one. */
+    if (w >= l->active)
+        w = pick_worker(l);
     uint64_t unsent = 0;
     unsigned running = 0, piped = 0;
     if (c->holder == HOLDER_LOOP) {

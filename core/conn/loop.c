@@ -42,6 +42,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->listen_fd = listen_fd;
     l->handoff = h;
     l->workers = workers;
+    l->active = workers;
     l->capacity = opt->queue_capacity;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = clock_coarse_ms();
@@ -175,6 +176,19 @@ void loop_refuse(struct loop *l)
         conn_retry_submit(l->pending_head);
 }
 
+int loop_set_active(struct loop *l, unsigned n)
+{
+    if (n < 1 || n > l->workers)
+        return -1;
+    for (unsigned w = n; w < l->active; w++)
+        if (l->outstanding[w])
+            return -1;
+    l->active = n;
+    if (l->handoff->ops->set_active)
+        l->handoff->ops->set_active(l->handoff, n);
+    return 0;
+}
+
 /* SIGTERM and SIGINT stop the loop; every signal goes to the hooks too
  * (a handover in progress passes a stop on to the successor's supervisor). */
 static void on_signal(struct loop *l)
@@ -208,7 +222,7 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
     /* Room in the queues again: submit what was held back. A connection is
      * never freed during a pass (conn_reap runs at its end), so c can be
      * read after the retry whatever became of it. */
-    while (l->pending_head && l->outstanding_total < l->workers * l->capacity) {
+    while (l->pending_head && l->outstanding_total < l->active * l->capacity) {
         struct conn *c = l->pending_head;
         conn_retry_submit(c);
         if (c->state == CONN_QUEUED)

@@ -68,7 +68,8 @@ struct loop {
     struct poll_src listener_src, handoff_src, signal_src;
     int signal_fd;
     struct handoff *handoff;   /* NULL with --inline or native-hello */
-    unsigned workers;          /* pool threads */
+    unsigned workers;          /* pool threads (with --blocking-threads auto, the most it may have) */
+    unsigned active;           /* the ones the loop submits to: 0..active-1 (loop_set_active) */
     unsigned *outstanding;     /* per pool thread: jobs submitted, not yet done */
     /* Per pool thread, for the app's silence timeout (conn_on_timeout): when
      * the loop last heard from it (a message) or answered it (an ack), and
@@ -125,6 +126,12 @@ void loop_stop(struct loop *l, bool retiring);
  * every response from now on closes its connection. Once; the loop runs
  * on until stopped as usual. */
 void loop_refuse(struct loop *l);
+/* Submit to pool threads 0..n-1 only from now on (1 <= n <= workers); the
+ * threads at n and above must have nothing outstanding, so that lowering n
+ * retires a thread the chooser has already left idle. Returns 0, or -1
+ * (nothing changed) when n is out of range or a thread above it still has
+ * jobs. */
+int loop_set_active(struct loop *l, unsigned n);
 /* Run until stopped and drained (or the graceful timeout passes). Returns the
  * number of requests still with the app when it gave up (0 = clean). */
 unsigned loop_run(struct loop *l);

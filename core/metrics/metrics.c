@@ -25,6 +25,8 @@
 #include "verdict.h"
 
 struct metrics_counts metrics_counts;
+struct metrics_sizing metrics_sizing;
+_Static_assert(METRICS_SIZING_LINE % sizeof(uint64_t) == 0, "the line travels as whole words");
 
 const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
 #define NAME(n) #n,
@@ -232,7 +234,7 @@ static struct {
     double started;
     bool publishing;
     /* --stats: the window's start, for the table's verdict line */
-    uint64_t win_samples, win_queued, win_busy, win_total, win_ready;
+    uint64_t win_samples, win_queued, win_waiting, win_busy, win_total, win_ready;
     bool win_proc, win_ready_ok;
 } me;
 
@@ -250,17 +252,30 @@ bool metrics_attach(struct stats *s)
     return true;
 }
 
+unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued)
+{
+    /* A request waiting behind the one its thread runs: outstanding >= 2. */
+    unsigned least = ~0u, total = 0;
+    for (unsigned w = 0; w < l->active; w++) {
+        unsigned o = l->outstanding[w];
+        least = o < least ? o : least;
+        total += o;
+    }
+    *all_queued = l->active && least >= 2;
+    return l->active && least >= 1 ? total - l->active : 0;
+}
+
 static void sample_queues(struct loop *l)
 {
     if (!l->workers)
         return;
-    /* A request waiting behind the one its thread runs: outstanding >= 2. */
-    bool all = true;
-    for (unsigned w = 0; w < l->workers && all; w++)
-        all = l->outstanding[w] >= 2;
+    bool all;
+    unsigned waiting = metrics_pool_waiting(l, &all);
     counter_inc(&metrics_counts.samples);
     if (all)
         counter_inc(&metrics_counts.samples_queued);
+    if (waiting)
+        counter_inc(&metrics_counts.samples_waiting);
 }
 
 static void fill(struct loop *l, struct metrics_data *d)
@@ -274,7 +289,13 @@ static void fill(struct loop *l, struct metrics_data *d)
     d->pid = getpid();
     d->worker = s->worker_index;
     d->nthreads = n;
-    d->pool_threads = n ? n - 1 : 0;
+    d->pool_threads = s->pool_max ? stats_pool_active(s) : 0;
+    d->pool_started = n ? n - 1 : 0;
+    d->pool_max = s->pool_max;
+    d->pool_auto = s->threads_auto;
+    d->sizing_changes = metrics_sizing.changes;
+    d->sizing_at = metrics_sizing.at;
+    memcpy(d->sizing_last, metrics_sizing.last, sizeof d->sizing_last);
     d->has_handoff = s->handoff != NULL;
     memcpy(d->loop, snap->loop, sizeof d->loop);
     memcpy(d->hloop, snap->hloop, sizeof d->hloop);
@@ -289,6 +310,7 @@ static void fill(struct loop *l, struct metrics_data *d)
     d->bytes_out = counter_get(&metrics_counts.bytes_out);
     d->samples = counter_get(&metrics_counts.samples);
     d->samples_queued = counter_get(&metrics_counts.samples_queued);
+    d->samples_waiting = counter_get(&metrics_counts.samples_waiting);
     d->conns_open = l->nconns;
     for (unsigned i = 0; i < n; i++) {
         struct metrics_thread *t = &d->threads[i];
@@ -384,6 +406,7 @@ void metrics_window_mark(void)
     me.win_ready_ok = pool_run_delay(&me.win_ready);
     me.win_samples = counter_get(&metrics_counts.samples);
     me.win_queued = counter_get(&metrics_counts.samples_queued);
+    me.win_waiting = counter_get(&metrics_counts.samples_waiting);
     me.win_proc = metrics_proc_stat(&me.win_busy, &me.win_total);
 }
 
@@ -399,8 +422,10 @@ void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double p
             in.pool_ready = (double)(ready - me.win_ready) / 1e9 / window_s;
     }
     uint64_t samples = counter_get(&metrics_counts.samples) - me.win_samples;
-    if (samples)
+    if (samples) {
         in.queued_frac = (double)(counter_get(&metrics_counts.samples_queued) - me.win_queued) / (double)samples;
+        in.waiting_frac = (double)(counter_get(&metrics_counts.samples_waiting) - me.win_waiting) / (double)samples;
+    }
     in.queued_max = in.queued_frac; /* the table is one worker's */
     uint64_t busy, total;
     if (me.win_proc && metrics_proc_stat(&busy, &total) && total > me.win_total)

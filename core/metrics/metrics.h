@@ -39,8 +39,26 @@ struct metrics_counts {
     counter_t bytes_in, bytes_out;   /* conn_io.c */
     counter_t samples;               /* queue-depth samples taken (metrics_tick) */
     counter_t samples_queued;        /* ... in which every pool thread had a request waiting */
+    counter_t samples_waiting;       /* ... in which every pool thread was busy and a request
+                                      * waited behind one */
 };
 extern struct metrics_counts metrics_counts;
+
+/* --blocking-threads auto: the pool's changes of size, as the dashboard
+ * shows them (core/services/sizing.c writes it on the loop thread). */
+#define METRICS_SIZING_LINE 248
+struct metrics_sizing {
+    uint64_t changes;                /* changes of the number of threads taking requests */
+    double at;                       /* when the last one was made (CLOCK_MONOTONIC s; 0: none) */
+    char last[METRICS_SIZING_LINE];  /* the last one, as logged: the count and the figures */
+};
+extern struct metrics_sizing metrics_sizing;
+
+/* What the queue samples count, for the pool threads taking requests: the
+ * requests waiting for a busy pool (every thread busy: those behind each
+ * one's current request; 0 while a thread is free), and whether every
+ * thread had a request waiting behind its current one. */
+unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued);
 
 /* Each response, when metrics are on (core/services/metrics_service.c). */
 static inline void metrics_count_response(struct metrics_counts *m, int status, uint64_t head_ns,

@@ -19,7 +19,7 @@ struct wsample {
     int64_t pid;
     double t, loop_cpu, pool_cpu;
     double pool_ready;  /* run delay of the pool threads together, seconds; < 0: unknown */
-    uint64_t samples, queued, pool_threads;
+    uint64_t samples, queued, waiting, pool_threads;
 };
 
 struct hsample {
@@ -94,6 +94,7 @@ static void take_sample(struct metrics_view *v)
         }
         w->samples = d->samples;
         w->queued = d->samples_queued;
+        w->waiting = d->samples_waiting;
         w->pool_threads = d->pool_threads;
     }
     H.next = (H.next + 1) % HISTORY;
@@ -125,7 +126,7 @@ static void decide(struct metrics_view *v)
         }
         if (now->proc && then && now->total > then->total)
             in.machine_busy = (double)(now->busy - then->busy) / (double)(now->total - then->total);
-        bool first = true;
+        bool first = true, seen_pool = false;
         for (unsigned i = 0; i < v->nslots; i++) {
             struct wsample *b = &now->w[i], *a = NULL;
             if (!b->ok)
@@ -146,6 +147,8 @@ static void decide(struct metrics_view *v)
                 a->pool_ready >= 0 && b->pool_ready >= a->pool_ready ? (b->pool_ready - a->pool_ready) / dt : 0;
             double q = b->samples > a->samples
                            ? (double)(b->queued - a->queued) / (double)(b->samples - a->samples) : 0;
+            double wq = b->samples > a->samples
+                            ? (double)(b->waiting - a->waiting) / (double)(b->samples - a->samples) : 0;
             if (dt > in.window_s)
                 in.window_s = dt;
             if (first || lu > in.loop_util) {
@@ -162,6 +165,9 @@ static void decide(struct metrics_view *v)
                 in.queued_frac = q;
                 in.pool_threads = (unsigned)b->pool_threads;
             }
+            if (b->pool_threads && (!seen_pool || wq < in.waiting_frac))
+                in.waiting_frac = wq;
+            seen_pool |= b->pool_threads != 0;
             if (b->pool_threads && q > in.queued_max)
                 in.queued_max = q;
             first = false;

@@ -37,7 +37,13 @@ struct metrics_data {
     int64_t pid;
     uint64_t worker;
     uint64_t nthreads;            /* threads[0] is the loop */
-    uint64_t pool_threads;
+    uint64_t pool_threads;        /* taking requests now */
+    uint64_t pool_started;        /* started (nthreads - 1) */
+    uint64_t pool_max;            /* the most it may start */
+    uint64_t pool_auto;           /* --blocking-threads auto */
+    uint64_t sizing_changes;
+    double sizing_at;
+    char sizing_last[METRICS_SIZING_LINE];
     uint64_t has_handoff;
     uint64_t loop[LOOP_C_N];
     uint64_t hloop[HLOOP_C_N];
@@ -47,7 +53,7 @@ struct metrics_data {
     uint64_t latency_ns;
     uint64_t bytes_in, bytes_out;
     uint64_t conns_open;
-    uint64_t samples, samples_queued;
+    uint64_t samples, samples_queued, samples_waiting;
     struct metrics_thread threads[STATS_MAX_THREADS];
 };
 

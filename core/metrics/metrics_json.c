@@ -6,6 +6,8 @@
 #include "../../lib/clock.h"
 #include "metrics_internal.h"
 
+#include <string.h>
+
 static void json_latency(FILE *f, const uint64_t *b, uint64_t ns)
 {
     uint64_t n = 0;
@@ -39,10 +41,10 @@ void metrics_render_json(FILE *f, const struct metrics_view *v)
     stats_json_string(f, v->verdict.why);
     fprintf(f, ", \"precedence\": \"loop-bound > gil-bound > threads-short > machine-bound > pool-queued > "
                "not-loaded\", \"figures\": {\"window_s\": %.3f, \"loop_util\": %.4f, \"pool_util\": %.4f, "
-               "\"pool_ready\": %.4f, \"queued_frac\": %.4f, \"queued_max\": %.4f, \"machine_busy\": %.4f, "
-               "\"worker\": %u, \"pool_threads\": %u}},\n",
+               "\"pool_ready\": %.4f, \"queued_frac\": %.4f, \"queued_max\": %.4f, \"waiting_frac\": %.4f, "
+               "\"machine_busy\": %.4f, \"worker\": %u, \"pool_threads\": %u}},\n",
             v->vin.window_s, v->vin.loop_util, v->vin.pool_util, v->vin.pool_ready, v->vin.queued_frac,
-            v->vin.queued_max, v->vin.machine_busy, v->vworker, v->vin.pool_threads);
+            v->vin.queued_max, v->vin.waiting_frac, v->vin.machine_busy, v->vworker, v->vin.pool_threads);
     fprintf(f, " \"workers\": [");
     bool first = true;
     for (unsigned i = 0; i < v->nslots; i++) {
@@ -58,8 +60,18 @@ void metrics_render_json(FILE *f, const struct metrics_view *v)
             fprintf(f, "%s\"%s\": %llu", c ? ", " : "", metrics_class_names[c], (unsigned long long)d->status[c]);
         fprintf(f, "}, \"latency\": ");
         json_latency(f, d->latency, d->latency_ns);
-        fprintf(f, ", \"queue_samples\": %llu, \"queue_samples_all_waiting\": %llu, \"loop\": ",
-                (unsigned long long)d->samples, (unsigned long long)d->samples_queued);
+        fprintf(f, ", \"queue_samples\": %llu, \"queue_samples_all_waiting\": %llu, "
+                   "\"queue_samples_request_waiting\": %llu, \"blocking_threads\": {\"auto\": %s, \"active\": %llu, "
+                   "\"started\": %llu, \"max\": %llu, \"changes\": %llu, \"last_change_t\": %.6f, \"last_change\": ",
+                (unsigned long long)d->samples, (unsigned long long)d->samples_queued,
+                (unsigned long long)d->samples_waiting, d->pool_auto ? "true" : "false",
+                (unsigned long long)d->pool_threads, (unsigned long long)d->pool_started,
+                (unsigned long long)d->pool_max, (unsigned long long)d->sizing_changes, d->sizing_at);
+        char line[METRICS_SIZING_LINE + 1];
+        memcpy(line, d->sizing_last, METRICS_SIZING_LINE);
+        line[METRICS_SIZING_LINE] = '\0'; /* a copy from shared memory: never trust its end */
+        stats_json_string(f, line);
+        fprintf(f, "}, \"loop\": ");
         json_named(f, metrics_loop_names, d->loop, LOOP_C_N);
         if (d->has_handoff) {
             fprintf(f, ", \"handoff\": ");

@@ -156,6 +156,10 @@ static void worker_family(FILE *f, const struct metrics_view *v, const char *nam
 static uint64_t get_bytes_in(const struct metrics_data *d) { return d->bytes_in; }
 static uint64_t get_bytes_out(const struct metrics_data *d) { return d->bytes_out; }
 static uint64_t get_conns(const struct metrics_data *d) { return d->conns_open; }
+static uint64_t get_pool_threads(const struct metrics_data *d) { return d->pool_threads; }
+static uint64_t get_pool_started(const struct metrics_data *d) { return d->pool_started; }
+static uint64_t get_pool_max(const struct metrics_data *d) { return d->pool_max; }
+static uint64_t get_sizing_changes(const struct metrics_data *d) { return d->sizing_changes; }
 
 static void latency_series(FILE *f, const char *worker, const uint64_t *b, uint64_t ns)
 {
@@ -260,6 +264,16 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
     worker_family(f, v, "cserve_received_bytes_total", "counter", "bytes read from clients", get_bytes_in);
     worker_family(f, v, "cserve_sent_bytes_total", "counter", "bytes written to clients", get_bytes_out);
     worker_family(f, v, "cserve_connections_open", "gauge", "client connections open", get_conns);
+    worker_family(f, v, "cserve_pool_threads", "gauge",
+                  "pool threads taking requests (--blocking-threads; with auto, as the load needs)",
+                  get_pool_threads);
+    worker_family(f, v, "cserve_pool_threads_started", "gauge",
+                  "pool threads started (taking requests, or parked after they were retired)", get_pool_started);
+    worker_family(f, v, "cserve_pool_threads_max", "gauge", "the most pool threads a worker may start",
+                  get_pool_max);
+    worker_family(f, v, "cserve_pool_threads_changes_total", "counter",
+                  "changes of the number of pool threads taking requests (--blocking-threads auto)",
+                  get_sizing_changes);
 
     head(f, "cserve_regime", "gauge",
          "which stage bounds the server over the last few seconds (1: the verdict); precedence: "
@@ -280,6 +294,9 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
     head(f, "cserve_verdict_queued_ratio", "gauge",
          "share of samples in which every pool thread had a request waiting");
     fprintf(f, "cserve_verdict_queued_ratio %.4f\n", v->vin.queued_frac);
+    head(f, "cserve_verdict_waiting_ratio", "gauge",
+         "share of samples in which every pool thread was busy and a request waited for one");
+    fprintf(f, "cserve_verdict_waiting_ratio %.4f\n", v->vin.waiting_frac);
     head(f, "cserve_verdict_queued_max_ratio", "gauge",
          "the same share in the worker where it is largest");
     fprintf(f, "cserve_verdict_queued_max_ratio %.4f\n", v->vin.queued_max);

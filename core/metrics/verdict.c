@@ -7,7 +7,11 @@
  * the GIL is already the limit. A stage of the server saturated comes before
  * the machine being full, since the stage is what an option can change;
  * the machine is the bound only when no stage is. Threads count as short
- * only while they wait off the CPU: queued threads that are runnable but
+ * when requests wait for one while every thread is busy (not only when each
+ * has a queue: with more threads than half the requests in flight, some
+ * have one request and none behind it, and another thread would still
+ * take a waiting request), and only while they wait off the CPU: queued
+ * threads that are runnable but
  * not running (a full machine) are short of a CPU, which more threads
  * would not give them. Requests that queue for the pool most of the window
  * while its threads are none of these (partly on the GIL, partly waiting)
@@ -48,17 +52,22 @@ const char *verdict_advice(enum regime r)
     return r < REGIME_N ? advice[r] : "";
 }
 
+bool verdict_threads_short(const struct verdict_input *in)
+{
+    double ready = in->pool_ready > 0 ? in->pool_ready : 0;
+    return in->pool_threads && in->waiting_frac >= VERDICT_QUEUED &&
+           (in->pool_util + ready) / in->pool_threads < VERDICT_OFF_CPU &&
+           ready / in->pool_threads < VERDICT_READY;
+}
+
 void verdict_decide(const struct verdict_input *in, struct verdict *out)
 {
     enum regime r;
-    double ready = in->pool_ready > 0 ? in->pool_ready : 0;
     if (in->loop_util >= VERDICT_SATURATED)
         r = REGIME_LOOP_BOUND;
     else if (in->pool_threads && in->pool_util >= VERDICT_SATURATED)
         r = REGIME_GIL_BOUND;
-    else if (in->pool_threads && in->queued_frac >= VERDICT_QUEUED &&
-             (in->pool_util + ready) / in->pool_threads < VERDICT_OFF_CPU &&
-             ready / in->pool_threads < VERDICT_READY)
+    else if (verdict_threads_short(in))
         r = REGIME_THREADS_SHORT;
     else if (in->machine_busy >= VERDICT_SATURATED)
         r = REGIME_MACHINE_BOUND;
@@ -78,7 +87,9 @@ void verdict_decide(const struct verdict_input *in, struct verdict *out)
         snprintf(most, sizeof most, " (%.0f%% in the most queued worker)", 100.0 * in->queued_max);
     snprintf(out->why, sizeof out->why,
              "over %.1f s: loop %.0f%% of a core, pool %.0f%% (GIL held) and %.0f%% waiting for a CPU, "
-             "every pool thread queued %.0f%% of the time%s, machine %s busy",
+             "a request waiting for a busy pool %.0f%% of the time, every pool thread queued %.0f%%%s, "
+             "machine %s busy",
              in->window_s, 100.0 * in->loop_util, 100.0 * in->pool_util,
-             100.0 * (in->pool_ready > 0 ? in->pool_ready : 0), 100.0 * in->queued_frac, most, busy);
+             100.0 * (in->pool_ready > 0 ? in->pool_ready : 0), 100.0 * in->waiting_frac,
+             100.0 * in->queued_frac, most, busy);
 }

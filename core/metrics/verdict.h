@@ -5,13 +5,14 @@
 #ifndef CSERVE_VERDICT_H
 #define CSERVE_VERDICT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* In order of precedence: when two apply, the earlier one is the verdict. */
 enum regime {
     REGIME_LOOP_BOUND,    /* the loop thread is saturated */
     REGIME_GIL_BOUND,     /* the pool threads together hold a core: the GIL */
-    REGIME_THREADS_SHORT, /* every pool thread has work waiting, the GIL is not held */
+    REGIME_THREADS_SHORT, /* requests wait for busy pool threads, the GIL is not held */
     REGIME_MACHINE_BOUND, /* no stage saturated, but the machine has no idle CPU */
     REGIME_POOL_QUEUED,    /* requests queue for the pool, whose threads are none of the above */
     REGIME_NOT_LOADED,    /* none of the above: nothing to do */
@@ -20,8 +21,8 @@ enum regime {
 
 /* Thresholds: a share of one core (or of the machine) counted as full. */
 #define VERDICT_SATURATED 0.90
-/* The share of samples in which every pool thread had work queued behind
- * the request it ran, for its threads to count as short... */
+/* The share of samples in which every pool thread was busy and a request
+ * waited behind one, for the threads to count as short... */
 #define VERDICT_QUEUED 0.75
 /* ... while each spent less than this share of the window running or
  * runnable: off the CPU, waiting on I/O. A thread queued but runnable is
@@ -44,6 +45,9 @@ struct verdict_input {
     double queued_frac;  /* samples in which every pool thread had a request waiting
                           * behind its current one / samples (the least queued worker's) */
     double queued_max;   /* the same, the most queued worker's (one worker: the same) */
+    double waiting_frac; /* samples in which every pool thread was busy and a request waited
+                          * behind one / samples (the least waiting worker's): with one
+                          * thread, queued_frac; with more, what another thread would take */
     double pool_ready;   /* the pool threads' time runnable but not running (schedstat's run
                           * delay) together / window: waiting for a CPU, not for I/O */
     double machine_busy; /* 1 - idle share of all CPUs (/proc/stat); < 0: unknown */
@@ -58,6 +62,9 @@ struct verdict {
 };
 
 void verdict_decide(const struct verdict_input *in, struct verdict *out);
+/* threads-short's own test, whatever comes before it in the precedence:
+ * requests wait for busy threads that are off the CPU. */
+bool verdict_threads_short(const struct verdict_input *in);
 const char *verdict_name(enum regime r);
 const char *verdict_advice(enum regime r);
 

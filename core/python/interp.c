@@ -265,6 +265,20 @@ static const char *free_threaded(void)
 #endif
 }
 
+bool interp_gil_enabled(void)
+{
+#ifdef Py_GIL_DISABLED
+    PyObject *r = PySys_GetObject("_is_gil_enabled"); /* borrowed */
+    PyObject *v = r ? PyObject_CallNoArgs(r) : NULL;
+    int enabled = v ? PyObject_IsTrue(v) : 1; /* unknown: as if it had one, the cautious rule */
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return enabled != 0;
+#else
+    return true;
+#endif
+}
+
 /* Whether the GIL is off, for a free-threaded build: the environment
  * (PYTHON_GIL=1) or an extension module not declared free-threading safe
  * can turn it back on at run time, so once Python runs it is asked

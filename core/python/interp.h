@@ -4,6 +4,8 @@
 #ifndef CSERVE_INTERP_H
 #define CSERVE_INTERP_H
 
+#include <stdbool.h>
+
 struct options;
 
 /* Pick the virtualenv: --virtualenv DIR, else $VIRTUAL_ENV, else the one this
@@ -19,6 +21,12 @@ void interp_start(void);
 /* "Python 3.11.2 at /usr" or "Python 3.11.2 at /usr, virtualenv /srv/venv":
  * for --version and the start-up line. */
 const char *interp_describe(void);
+
+/* Whether the running interpreter has a GIL: true but on a free-threaded
+ * build whose GIL is off (it can come back on at run time: PYTHON_GIL=1, or
+ * an extension that is not declared free-threading safe). Called with the
+ * GIL held (where there is one), once Python runs. */
+bool interp_gil_enabled(void);
 
 /* The Python and the virtualenv that serve, and why that virtualenv, for an
  * import error, each named once: "Python 3.11.2 at /usr, virtualenv DIR

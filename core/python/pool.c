@@ -31,7 +31,8 @@ struct pool_thread {
 struct pool {
     struct handoff *handoff;
     struct stats *stats;
-    unsigned n;
+    unsigned n;                  /* threads started (the loop thread's, after pool_start) */
+    unsigned max;                /* threads[] has room for this many */
     PyInterpreterState *interp;
     struct pool_thread *threads;
     _Atomic unsigned registered; /* threads that have put themselves in the stats */
@@ -74,7 +75,7 @@ static void *pool_main(void *arg)
     snprintf(name, sizeof name, "cserve-pool-%u", t->index);
     pthread_setname_np(pthread_self(), name);
     stats_register_self(p->stats, t->index + 1, name, "pool");
-    atomic_fetch_add(&p->registered, 1);
+    atomic_fetch_add_explicit(&p->registered, 1, memory_order_release); /* pool_registered */
     job_thread_init(h, t->index, t->stats, &gil_waiter);
 
     bool watched = p->watched;
@@ -117,6 +118,30 @@ static int start_thread(struct pool_thread *t)
     return pthread_create(&t->thread, NULL, pool_main, t);
 }
 
+/* The new thread creates its Python thread state and then waits for the
+ * GIL in pool_main (PyThreadState_New needs no GIL), so the caller may hold
+ * it (pool_start) or not (the loop thread, later). */
+int pool_start_thread(struct pool *p, unsigned k)
+{
+    if (k != p->n || k >= p->max)
+        return EINVAL;
+    struct pool_thread *t = &p->threads[k];
+    t->index = k;
+    t->pool = p;
+    t->stats = &p->stats->pool[k];
+    int err = start_thread(t);
+    if (!err)
+        p->n++;
+    return err;
+}
+
+unsigned pool_started(const struct pool *p) { return p->n; }
+
+unsigned pool_registered(const struct pool *p)
+{
+    return atomic_load_explicit(&p->registered, memory_order_acquire);
+}
+
 /* Undo a partial start: threads 0..started-1 run. Each takes the GIL first
  * thing (pool_main), and our caller holds it, so joining them with the GIL
  * held would wait forever: release it for the join. After shutdown each
@@ -130,7 +155,7 @@ static void stop_started(struct pool *p, unsigned started)
     PyEval_RestoreThread(ts);
 }
 
-struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats, bool watched)
+struct pool *pool_start(struct handoff *h, unsigned n, unsigned max, struct stats *stats, bool watched)
 {
     struct pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -138,19 +163,15 @@ struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats, bool
     p->watched = watched;
     p->handoff = h;
     p->stats = stats;
-    p->n = n;
+    p->max = max;
     p->interp = PyInterpreterState_Main();
-    p->threads = calloc(n, sizeof *p->threads);
+    p->threads = calloc(max, sizeof *p->threads);
     if (!p->threads) {
         free(p);
         return NULL;
     }
     for (unsigned i = 0; i < n; i++) {
-        struct pool_thread *t = &p->threads[i];
-        t->index = i;
-        t->pool = p;
-        t->stats = &stats->pool[i];
-        int err = start_thread(t);
+        int err = pool_start_thread(p, i);
         if (err) {
             log_error("cannot start pool thread %u of %u: %s", i + 1, n, strerror(err));
             stop_started(p, i);
@@ -160,7 +181,7 @@ struct pool *pool_start(struct handoff *h, unsigned n, struct stats *stats, bool
         }
     }
     /* The stats are complete (and no longer written) once all are in. */
-    while (atomic_load(&p->registered) < n)
+    while (pool_registered(p) < n)
         usleep(100);
     return p;
 }

@@ -210,6 +210,9 @@ int main(int argc, char **argv)
         snprintf(how, sizeof how, "%u workers; %s", opt.workers, mode ? mode : opt.handoff->name);
     else if (mode)
         snprintf(how, sizeof how, "%s", mode);
+    else if (opt.threads_auto)
+        snprintf(how, sizeof how, "handoff %s, blocking threads auto: 1 to %u as the load needs",
+                 opt.handoff->name, opt.blocking_threads);
     else
         snprintf(how, sizeof how, "handoff %s, %u blocking thread%s", opt.handoff->name,
                  opt.blocking_threads, opt.blocking_threads == 1 ? "" : "s");

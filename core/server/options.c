@@ -132,7 +132,9 @@ static void usage(FILE *out)
 "Threads and processes:\n"
 "  -w, --workers N            worker processes, each with its own SO_REUSEPORT listener,\n"
 "                             loop and pool; N > 1 adds a supervisor (default 1)\n"
-"      --blocking-threads N   Python pool threads per worker (default 1)\n"
+"      --blocking-threads N   Python pool threads per worker (default 1); auto[:MAX]: start\n"
+"                             with one and add or retire threads as the measured load\n"
+"                             needs, up to MAX (default 32)\n"
 "      --handoff NAME         how requests cross from the loop to the pool (default ring):\n");
     for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
         fprintf(out, "                               %-8s %s\n", (*b)->name, (*b)->summary);
@@ -258,6 +260,18 @@ static unsigned long parse_count(const char *opt, const char *s, unsigned long l
         die_with(what, "");
     }
     return v;
+}
+
+/* --blocking-threads N, auto or auto:MAX (MAX: the most it starts). */
+static void parse_threads(struct options *o, const char *s)
+{
+    o->threads_auto = strncmp(s, "auto", 4) == 0 && (s[4] == '\0' || s[4] == ':');
+    if (!o->threads_auto)
+        o->blocking_threads = (unsigned)parse_count("--blocking-threads", s, 1, 256);
+    else if (s[4] == ':')
+        o->blocking_threads = (unsigned)parse_count("--blocking-threads auto:MAX", s + 5, 1, 256);
+    else
+        o->blocking_threads = AUTO_THREADS_MAX_DEFAULT;
 }
 
 static unsigned parse_seconds_ms(const char *opt, const char *s)
@@ -402,9 +416,7 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_GROUP: o->group = optarg; break;
         case OPT_VIRTUALENV: o->virtualenv = optarg; break;
         case OPT_WORKERS: o->workers = (unsigned)parse_count("--workers", optarg, 1, 256); break;
-        case OPT_THREADS:
-            o->blocking_threads = (unsigned)parse_count("--blocking-threads", optarg, 1, 256);
-            break;
+        case OPT_THREADS: parse_threads(o, optarg); break;
         case OPT_HANDOFF:
             o->handoff = handoff_find(optarg);
             if (!o->handoff)
@@ -785,7 +797,7 @@ void options_print(const struct options *o, FILE *out)
         fprintf(out, "virtualenv: - (default: none, the packages of the Python at %s)\n", interp_home());
     item(out, "inline", OPT_INLINE, "%s", o->inline_app ? "yes" : "no");
     item(out, "workers", OPT_WORKERS, "%u", o->workers);
-    item(out, "blocking-threads", OPT_THREADS, "%u", o->blocking_threads);
+    item(out, "blocking-threads", OPT_THREADS, "%s%u", o->threads_auto ? "auto:" : "", o->blocking_threads);
     item(out, "handoff", OPT_HANDOFF, "%s", o->handoff->name);
     /* The ring's knobs in the units their options take; -1 and 0 are
      * "adaptive" and "the default" inside, not values anyone typed. */

@@ -22,6 +22,7 @@
 #include "../conn/loop.h"
 #include "../metrics/metrics.h"
 #include "../base/options.h"
+#include "../python/interp.h"
 #include "../python/pool.h"
 #include "../services/services.h"
 #include "proctitle.h"
@@ -30,6 +31,11 @@
 #include "worker.h"
 #include "../python/wsgi.h"
 
+/* --blocking-threads auto: the sizing service starts threads through
+ * these (ctx: the worker's pool pointer, set once the pool runs). */
+static int start_pool_thread(void *ctx, unsigned k) { return pool_start_thread(*(struct pool **)ctx, k); }
+static unsigned pool_threads_registered(void *ctx) { return pool_registered(*(struct pool **)ctx); }
+
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover)
 {
@@ -37,7 +43,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
         *handover = (struct handover){.pid = 0, .listen_fd = -1, .stop_signal = 0};
     bool python = !opt->native_hello;
     bool pooled = python && !opt->inline_app;
-    unsigned nthreads = pooled ? opt->blocking_threads : 0;
+    unsigned nthreads = pooled ? opt->blocking_threads : 0; /* with auto, the most */
+    unsigned first = opt->threads_auto && nthreads ? 1 : nthreads; /* the threads it starts with */
 
     struct stats *stats = calloc(1, sizeof *stats);
     struct loop *loop = calloc_lines(1, sizeof *loop);
@@ -46,8 +53,11 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
         return 1;
     }
     stats->worker_index = index;
-    stats->nthreads = 1 + nthreads;
+    stats->nthreads = 1 + first;
     stats->pool = calloc_lines(nthreads ? nthreads : 1, sizeof *stats->pool);
+    stats->pool_max = nthreads;
+    stats->threads_auto = opt->threads_auto && nthreads;
+    stats->pool_active = &loop->active;
     stats->handoff_name = pooled ? opt->handoff->name : opt->inline_app ? "none (inline)" : "none";
     stats->app_name = app_name;
     stats->on_window_start = metrics_window_mark;
@@ -92,21 +102,24 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     lifecycle_init(&life, opt, supervisor, listen_fd, clock_coarse_ms());
     const struct worker_owner owner = lifecycle_owner(&life);
     char **dirs = opt->reload && python ? wsgi_source_dirs() : NULL; /* the GIL is held here */
+    struct pool *pool = NULL;
+    const struct pool_control pool_ctl = {.ctx = &pool, .start = start_pool_thread,
+                                          .registered = pool_threads_registered};
     struct services svc;
     int started = services_start(&svc, loop, &(struct services_config){
-        .stats = stats, .stats_path = stats_path, .supervisor = supervisor, .owner = &owner, .reload_dirs = dirs});
+        .stats = stats, .stats_path = stats_path, .supervisor = supervisor, .owner = &owner, .reload_dirs = dirs,
+        .pool = pooled ? &pool_ctl : NULL, .pool_started = first, .gil = python ? interp_gil_enabled() : true});
     for (char **d = dirs; d && *d; d++)
         free(*d);
     free(dirs);
     if (started != 0)
         return 1;
 
-    struct pool *pool = NULL;
     PyThreadState *main_state = NULL;
     if (pooled && opt->app_timeout_ms && wsgi_watchdog_arm(WATCHDOG_DUMP_SIGNAL) != 0)
         log_warn("--app-timeout: faulthandler could not be registered; a stuck thread's stack will not be shown");
     if (pooled) {
-        pool = pool_start(h, nthreads, stats, opt->app_timeout_ms > 0);
+        pool = pool_start(h, first, nthreads, stats, opt->app_timeout_ms > 0);
         if (!pool)
             return 1;
         main_state = PyEval_SaveThread();

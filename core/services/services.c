@@ -30,6 +30,14 @@ int services_start(struct services *s, struct loop *l, const struct services_con
         }
         s->watching = true;
     }
+    if (opt->threads_auto && l->workers && cfg->pool) {
+        if (sizing_start(&s->sizing, l, cfg->stats, cfg->pool, cfg->pool_started, cfg->gil) != 0) {
+            log_error("--blocking-threads auto: cannot start: %s", strerror(errno));
+            sizing_stop(&s->sizing);
+            return -1;
+        }
+        s->sizing_on = true;
+    }
     if (opt->reload) {
         if (devreload_start(&s->reload, l, cfg->reload_dirs, cfg->supervisor, cfg->owner) == 0)
             s->reloading = true;
@@ -50,5 +58,7 @@ void services_stop(struct services *s)
         watchdog_stop(&s->watchdog);
     if (s->reloading)
         devreload_stop(&s->reload);
-    s->watching = s->reloading = false;
+    if (s->sizing_on)
+        sizing_stop(&s->sizing);
+    s->watching = s->reloading = s->sizing_on = false;
 }

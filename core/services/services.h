@@ -11,6 +11,7 @@
 #include "devreload.h"
 #include "metrics_service.h"
 #include "replacement.h"
+#include "sizing.h"
 #include "stats_report.h"
 #include "watchdog.h"
 
@@ -23,6 +24,9 @@ struct services_config {
     pid_t supervisor;                /* --workers: the supervisor (0: one worker alone) */
     const struct worker_owner *owner; /* the worker's replacement (core/server/lifecycle.c) */
     char **reload_dirs;              /* --reload: the app's folders (NULL-terminated) */
+    const struct pool_control *pool; /* --blocking-threads auto: starting threads later */
+    unsigned pool_started;           /* ... the threads the worker starts with */
+    bool gil;                        /* ... the interpreter has a GIL */
 };
 
 struct services {
@@ -31,7 +35,8 @@ struct services {
     struct metrics_service metrics;  /* always: the queue samples; --metrics-bind publishes */
     struct watchdog watchdog;        /* --app-timeout with pool threads */
     struct devreload reload;         /* --reload */
-    bool watching, reloading;        /* the last two started */
+    struct sizing sizing;            /* --blocking-threads auto */
+    bool watching, reloading, sizing_on; /* the last three started */
 };
 
 /* Start the services l's options ask for and register them on l. Returns

@@ -331,6 +331,8 @@ def stats_summary(st):
             row["counters"] = c
             threads.append(row)
     return threads, {"loop_requests": loop_reqs, "window_s": window,
-                     "rps": round(loop_reqs / window, 1) if window else None}
+                     "rps": round(loop_reqs / window, 1) if window else None,
+                     # each worker's pool threads at the window's end (--blocking-threads auto: as it settled)
+                     "blocking_threads": [w.get("blocking_threads") for w in st.get("workers", [])]}
 
 

@@ -308,13 +308,13 @@ static uint64_t fast_wait(int epfd, unsigned outstanding, uint64_t *pace)
     return doze;
 }
 
-/* The hold ring_hold must choose with two workers, restated from its rule
- * ("Holding", handoffs/README.md): q[i] jobs queued on worker i at pace
- * p[i]; 0: no hold. The stall rule is checked apart. */
-static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2])
+/* The hold ring_hold must choose with the first n of two workers in use,
+ * restated from its rule ("Holding", handoffs/README.md): q[i] jobs queued
+ * on worker i at pace p[i]; 0: no hold. The stall rule is checked apart. */
+static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2], unsigned n)
 {
     uint64_t ahead = UINT64_MAX, slowest = 0;
-    for (int i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < n; i++) {
         if (!q[i] || p[i] < RING_HOLD_PACE_NS)
             return 0;
         ahead = q[i] * p[i] < ahead ? q[i] * p[i] : ahead;
@@ -327,10 +327,11 @@ static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2])
 }
 
 /* Part 8: one case of the rule on a fresh two-worker handoff whose workers
- * never run: q[i] jobs submitted to worker i, its pace set to p[i] and its
- * CPU time per job to busy (0: its pace, a worker that only works), the
- * last completion `since` ns ago. Returns what ring_hold chose. */
-static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t since, uint64_t busy)
+ * never run, the first `active` of them in use (set_active; 0: both): q[i]
+ * jobs submitted to worker i, its pace set to p[i] and its CPU time per job
+ * to busy (0: its pace, a worker that only works), the last completion
+ * `since` ns ago. Returns what ring_hold chose. */
+static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t since, uint64_t busy, unsigned active)
 {
     struct handoff_config cfg = {.workers = 2, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
     struct handoff *hh = handoff_ring.create(&cfg);
@@ -347,9 +348,11 @@ static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t sin
             if (handoff_ring.submit(hh, (unsigned)i, &queued[k]) != HANDOFF_OK)
                 fail("part 8 submit refused at", k, 0);
     }
+    if (active)
+        handoff_ring.set_active(hh, active);
     rh->done_at = clock_ns() - since;
-    /* a job running on each worker besides those queued */
-    uint64_t hold = handoff_ring.hold(hh, q[0] + q[1] + 2);
+    /* a job running on each worker in use besides those queued */
+    uint64_t hold = handoff_ring.hold(hh, q[0] + q[1] + (active ? active : 2));
     handoff_ring.shutdown(hh);
     handoff_ring.destroy(hh);
     return hold;
@@ -636,19 +639,25 @@ int main(void)
         const char *what;
         unsigned q[2];
         uint64_t p[2], since, busy;
+        unsigned active;
     } cases[] = {
-        {"a hold while a worker had nothing queued", {40, 0}, {40000, 40000}, 0, 0},
-        {"a hold that is not the shortest queued work less the margin", {10, 12}, {40000, 60000}, 0, 0},
-        {"a hold past RING_HOLD_MAX_NS", {200, 200}, {40000, 40000}, 0, 0},
-        {"a hold with little queued", {3, 3}, {40000, 40000}, 0, 0},
-        {"a hold for a fast pool", {200, 200}, {10000, 10000}, 0, 0},
-        {"a slow pool's hold that is not its queued work less a quarter of its pace", {2, 3}, {1000000, 1000000}, 0, 0},
-        {"a hold through a stall", {40, 40}, {40000, 40000}, 5 * 40000, 0},
-        {"a hold for a pool that waits more than it works", {4, 4}, {1000000, 1000000}, 0, 200000},
+        {"a hold while a worker had nothing queued", {40, 0}, {40000, 40000}, 0, 0, 0},
+        {"a hold that is not the shortest queued work less the margin", {10, 12}, {40000, 60000}, 0, 0, 0},
+        {"a hold past RING_HOLD_MAX_NS", {200, 200}, {40000, 40000}, 0, 0, 0},
+        {"a hold with little queued", {3, 3}, {40000, 40000}, 0, 0, 0},
+        {"a hold for a fast pool", {200, 200}, {10000, 10000}, 0, 0, 0},
+        {"a slow pool's hold that is not its queued work less a quarter of its pace", {2, 3}, {1000000, 1000000}, 0, 0, 0},
+        {"a hold through a stall", {40, 40}, {40000, 40000}, 5 * 40000, 0, 0},
+        {"a hold for a pool that waits more than it works", {4, 4}, {1000000, 1000000}, 0, 200000, 0},
+        /* a pool that sizes itself: the idle worker beyond the prefix is
+         * not one "with nothing queued" */
+        {"no hold, or a wrong one, for the one worker in use", {40, 0}, {40000, 40000}, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        uint64_t chose = hold_case(cases[i].q, cases[i].p, cases[i].since, cases[i].busy);
-        uint64_t want = cases[i].since || cases[i].busy ? 0 : hold_wanted(cases[i].q, cases[i].p);
+        uint64_t chose = hold_case(cases[i].q, cases[i].p, cases[i].since, cases[i].busy, cases[i].active);
+        uint64_t want = cases[i].since || cases[i].busy
+                            ? 0
+                            : hold_wanted(cases[i].q, cases[i].p, cases[i].active ? cases[i].active : 2);
         if (chose != want)
             fail(cases[i].what, chose, want);
     }

@@ -188,7 +188,7 @@ static void event(struct conn *c, uint32_t events)
  * drain (here as if another connection's job had finished). */
 static bool retry_pending(struct loop *l)
 {
-    if (!l->pending_head || l->outstanding_total >= l->workers * l->capacity)
+    if (!l->pending_head || l->outstanding_total >= l->active * l->capacity)
         return false;
     conn_retry_submit(l->pending_head);
     return true;
@@ -277,7 +277,7 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
         outstanding[0] = worker_owed[0] = 0;
         worker_seen_ms[0] = 0;
         l->handoff = app_pool_handoff();
-        l->workers = 1;
+        l->workers = l->active = 1;
         l->outstanding = outstanding;
         l->worker_owed = worker_owed;
         l->worker_seen_ms = worker_seen_ms;

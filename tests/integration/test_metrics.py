@@ -54,8 +54,9 @@ FAMILIES = {
     "cserve_request_duration_seconds", "cserve_received_bytes", "cserve_sent_bytes",
     "cserve_connections_open", "cserve_regime", "cserve_verdict_window_seconds",
     "cserve_verdict_loop_utilisation", "cserve_verdict_pool_utilisation", "cserve_verdict_pool_ready_ratio",
-    "cserve_verdict_queued_ratio", "cserve_verdict_queued_max_ratio",
-    "cserve_verdict_machine_busy_ratio",
+    "cserve_verdict_queued_ratio", "cserve_verdict_queued_max_ratio", "cserve_verdict_waiting_ratio",
+    "cserve_verdict_machine_busy_ratio", "cserve_pool_threads", "cserve_pool_threads_started",
+    "cserve_pool_threads_max", "cserve_pool_threads_changes",
 }
 # Per-worker gauges whose sum over workers means nothing (no "all" series).
 NO_TOTAL = {"cserve_worker_pid", "cserve_handoff_loop_spin_budget_seconds",

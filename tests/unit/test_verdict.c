@@ -1,16 +1,21 @@
 /* test_verdict.c — the regime table of core/metrics/verdict.c: each regime from its
- * figures, the thresholds' edges, the precedence when several apply, and that
- * requests queued most of the window are never called not-loaded. */
+ * figures, the thresholds' edges, the precedence when several apply, that
+ * requests queued most of the window are never called not-loaded, and that
+ * threads are short when requests wait for busy threads, not only when each
+ * thread has a queue. */
 #include <string.h>
 
 #include "check.h"
 #include "../../core/metrics/verdict.c" /* one pure file: built in, no Makefile rule of its own */
 
+/* queued: both queue shares (every thread queued, a request waiting for a
+ * busy pool), which are one with one thread. */
 static enum regime decide_ready(double loop, double pool, double ready, double queued, double busy,
                                unsigned threads)
 {
     struct verdict_input in = {.window_s = 3, .loop_util = loop, .pool_util = pool, .pool_ready = ready,
-                               .queued_frac = queued, .machine_busy = busy, .pool_threads = threads};
+                               .queued_frac = queued, .waiting_frac = queued, .machine_busy = busy,
+                               .pool_threads = threads};
     struct verdict v;
     verdict_decide(&in, &v);
     CHECK(v.name && v.advice && v.why[0], "every verdict names itself, advises and explains");
@@ -27,9 +32,23 @@ static enum regime decide(double loop, double pool, double queued, double busy, 
 static enum regime decide_two(double pool, double queued_least, double queued_most, double busy)
 {
     struct verdict_input in = {.window_s = 3, .loop_util = 0.2, .pool_util = pool, .queued_frac = queued_least,
-                               .queued_max = queued_most, .machine_busy = busy, .pool_threads = 1};
+                               .queued_max = queued_most, .waiting_frac = queued_least, .machine_busy = busy,
+                               .pool_threads = 1};
     struct verdict v;
     verdict_decide(&in, &v);
+    return v.regime;
+}
+
+/* Many threads, the two shares apart: every thread busy and requests
+ * waiting (waiting) while some threads have no queue (queued is less). */
+static enum regime decide_waiting(double pool, double queued, double waiting, unsigned threads)
+{
+    struct verdict_input in = {.window_s = 3, .loop_util = 0.1, .pool_util = pool, .queued_frac = queued,
+                               .queued_max = queued, .waiting_frac = waiting, .machine_busy = 0.3,
+                               .pool_threads = threads};
+    struct verdict v;
+    verdict_decide(&in, &v);
+    CHECK(strstr(v.why, "a request waiting for a busy pool") != NULL, "why names the waiting share");
     return v.regime;
 }
 
@@ -87,6 +106,13 @@ int main(void)
                                                      threads[t]) == REGIME_NOT_LOADED;
         CHECK(idle == 0, "queued half the window or more: never not-loaded (%u cases were)", idle);
     }
+    /* 32 requests on 17 threads: 15 with two, 2 with one, so never every
+     * thread queued, yet 15 requests wait for a thread all the time. */
+    CHECK(decide_waiting(0.05, 0.0, 0.95, 17) == REGIME_THREADS_SHORT, "requests wait, not every thread queued");
+    CHECK(decide_waiting(0.05, 0.0, 0.5, 17) == REGIME_NOT_LOADED, "requests wait half the time");
+    CHECK(decide_waiting(0.05, 0.0, VERDICT_QUEUED, 17) == REGIME_THREADS_SHORT, "waiting at the threshold");
+    CHECK(decide_waiting(0.6, 0.6, 0.6, 4) == REGIME_POOL_QUEUED, "queued 60%%, waiting under the threshold");
+    CHECK(decide_waiting(0.95, 0.0, 1.0, 17) == REGIME_GIL_BOUND, "waiting behind the GIL: gil-bound");
     /* No pool (--inline, native-hello): pool figures cannot decide. */
     CHECK(decide(0.2, 0.95, 1.0, 0.2, 0) == REGIME_NOT_LOADED, "no pool threads");
     CHECK(decide(0.2, 0.2, 0.0, -1, 1) == REGIME_NOT_LOADED, "machine unknown");

@@ -1,0 +1,212 @@
+/* sizing.c — see sizing.h. What it costs the loop: once a pass a clock
+ * comparison and a look at the active threads' queue counts (one load
+ * each, from an array the loop writes); once a window
+ * (a second) each pool thread's CPU clock and run delay (/proc), and
+ * /proc/stat, as the live verdict reads them. */
+#include "sizing.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../lib/clock.h"
+#include "../base/log.h"
+#include "../base/stats.h"
+#include "../metrics/metrics.h"
+#include "sizing_rule.h"
+
+/* The window's starting points: every figure is a difference from them. */
+static void window_open(struct sizing *z, uint64_t now_ms)
+{
+    struct stats *s = z->stats;
+    z->from_ms = now_ms;
+    z->waiting_ms = z->waiting_req_ms = z->queued_ms = 0;
+    z->loop_cpu = stats_thread_cpu_s(s, 0);
+    z->pool_cpu = 0;
+    z->ready_ns = 0;
+    z->ready_ok = true;
+    for (unsigned i = 1; i < s->nthreads; i++) {
+        uint64_t ns;
+        z->pool_cpu += stats_thread_cpu_s(s, i);
+        if (z->ready_ok && metrics_run_delay((int)getpid(), (int)s->threads[i].tid, &ns))
+            z->ready_ns += ns;
+        else
+            z->ready_ok = false;
+    }
+    z->proc_ok = metrics_proc_stat(&z->busy, &z->total);
+}
+
+/* The window's figures, as the verdict takes them. A thread started during
+ * the window spent all its CPU time in it, so sums over the threads in the
+ * stats at each end are the window's. */
+static void window_figures(struct sizing *z, struct loop *l, uint64_t now_ms, struct sizing_window *w)
+{
+    struct stats *s = z->stats;
+    double span = (double)(now_ms - z->from_ms);
+    *w = (struct sizing_window){.gil = z->gil, .v = {.window_s = span / 1000, .machine_busy = -1}};
+    struct verdict_input *in = &w->v;
+    double pool = 0;
+    uint64_t ready = 0;
+    bool ready_ok = z->ready_ok;
+    for (unsigned i = 1; i < s->nthreads; i++) {
+        uint64_t ns;
+        pool += stats_thread_cpu_s(s, i);
+        if (ready_ok && metrics_run_delay((int)getpid(), (int)s->threads[i].tid, &ns))
+            ready += ns;
+        else
+            ready_ok = false;
+    }
+    in->loop_util = (stats_thread_cpu_s(s, 0) - z->loop_cpu) / in->window_s;
+    in->pool_util = (pool - z->pool_cpu) / in->window_s;
+    if (ready_ok && ready >= z->ready_ns)
+        in->pool_ready = (double)(ready - z->ready_ns) / 1e9 / in->window_s;
+    uint64_t busy, total;
+    if (z->proc_ok && metrics_proc_stat(&busy, &total) && total > z->total)
+        in->machine_busy = (double)(busy - z->busy) / (double)(total - z->total);
+    in->waiting_frac = (double)z->waiting_ms / span;
+    in->queued_frac = in->queued_max = (double)z->queued_ms / span;
+    in->pool_threads = l->active;
+    w->waiting_mean = (double)z->waiting_req_ms / span;
+}
+
+/* Publish a change: the log line, and the dashboard's copy. */
+static void changed(const char *line)
+{
+    log_info("%s", line);
+    metrics_sizing.changes++;
+    metrics_sizing.at = clock_s();
+    snprintf(metrics_sizing.last, sizeof metrics_sizing.last, "%s", line);
+}
+
+static void grow(struct sizing *z, struct loop *l, unsigned to, const struct verdict *v,
+                 const struct sizing_window *w)
+{
+    unsigned from = l->active;
+    while (z->started < to) {
+        int err = z->pool->start(z->pool->ctx, z->started);
+        if (err) {
+            log_error("blocking threads auto: cannot start pool thread %u: %s; staying at %u at most",
+                      z->started, strerror(err), z->started);
+            z->max = z->started;
+            to = z->started;
+            break;
+        }
+        z->started++;
+    }
+    if (to <= from || loop_set_active(l, to) != 0)
+        return;
+    for (unsigned i = from; i < to; i++) /* a new or a parked thread gets its idle time anew */
+        z->last_used_ms[i] = l->now_ms;
+    char line[METRICS_SIZING_LINE * 2];
+    /* Without a GIL the rule is not the verdict's regime (sizing_rule.c). */
+    const char *rule = z->gil ? v->name : "requests wait for busy threads and cores are idle (no GIL)";
+    snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s, %.1f requests waiting on "
+             "average; %s", from, to, z->max, rule, w->waiting_mean, v->why);
+    changed(line);
+}
+
+static void retire(struct loop *l, unsigned to)
+{
+    unsigned from = l->active;
+    if (loop_set_active(l, to) != 0)
+        return; /* one of them still had a job: the next window looks again */
+    char which[48], line[METRICS_SIZING_LINE];
+    if (from - to == 1)
+        snprintf(which, sizeof which, "pool thread %u", to);
+    else
+        snprintf(which, sizeof which, "pool threads %u to %u", to, from - 1);
+    snprintf(line, sizeof line, "blocking threads %u -> %u (auto): %s took no request for %.0f s; parked, "
+             "kept for reuse", from, to, which, SIZING_IDLE_MS / 1000.0);
+    changed(line);
+}
+
+static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
+{
+    struct sizing_window w;
+    window_figures(z, l, now_ms, &w);
+    for (unsigned i = 0; i < l->active; i++) {
+        uint64_t req = counter_get(&z->stats->pool[i].requests);
+        if (l->outstanding[i] || req != z->requests_seen[i])
+            z->last_used_ms[i] = now_ms;
+        z->requests_seen[i] = req;
+    }
+    if (!l->stopping && !l->refusing) {
+        struct verdict v;
+        unsigned to = sizing_grow(&w, l->active, z->max, &v);
+        log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
+                  l->active, v.name, w.waiting_mean, v.why);
+        if (to > l->active)
+            grow(z, l, to, &v, &w);
+        else if ((to = sizing_needed(z->last_used_ms, l->active, now_ms, SIZING_IDLE_MS)) < l->active)
+            retire(l, to);
+    }
+    window_open(z, now_ms);
+}
+
+/* The stats show a thread once its registration is published: then
+ * nthreads may cover it (stats.h). */
+static void take_registered(struct sizing *z)
+{
+    struct stats *s = z->stats;
+    if (s->nthreads < 1 + z->started && z->pool->registered(z->pool->ctx) == z->started)
+        s->nthreads = 1 + z->started;
+}
+
+static void sizing_tick(void *ctx, struct loop *l)
+{
+    struct sizing *z = ctx;
+    uint64_t now = l->now_ms;
+    if (!z->opened) { /* the first pass: the pool has started, its threads are in the stats */
+        z->opened = true;
+        z->last_ms = now;
+        window_open(z, now);
+    }
+    /* The queues change only in the loop's passes: what the last pass left
+     * held until this one. Each tick of the coarse clock is credited to the
+     * state its last pass left, the state at that instant: a sample at a
+     * time the load does not choose. (Looking only at the first pass of
+     * each tick would sample just after completions were drained and
+     * before the clients' next requests came: too few busy threads.) */
+    if (now != z->last_ms) {
+        uint64_t dt = now - z->last_ms;
+        if (z->last_waiting) {
+            z->waiting_ms += dt;
+            z->waiting_req_ms += dt * z->last_waiting;
+        }
+        if (z->last_queued)
+            z->queued_ms += dt;
+        z->last_ms = now;
+    }
+    z->last_waiting = metrics_pool_waiting(l, &z->last_queued);
+    take_registered(z);
+    if (now - z->from_ms >= SIZING_WINDOW_MS)
+        window_close(z, l, now);
+}
+
+int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
+                 unsigned started, bool gil)
+{
+    *z = (struct sizing){.stats = stats, .pool = pool, .started = started, .max = l->workers, .gil = gil};
+    z->last_used_ms = calloc(l->workers, sizeof *z->last_used_ms);
+    z->requests_seen = calloc(l->workers, sizeof *z->requests_seen);
+    if (!z->last_used_ms || !z->requests_seen || loop_set_active(l, started) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    z->hook = (struct loop_hook){.ctx = z, .tick = sizing_tick};
+    return loop_hook_add(l, &z->hook);
+}
+
+void sizing_stop(struct sizing *z)
+{
+    for (int i = 0; i < 1000 && z->opened && z->stats->nthreads < 1 + z->started; i++) {
+        take_registered(z);
+        if (z->stats->nthreads < 1 + z->started)
+            usleep(1000);
+    }
+    free(z->last_used_ms);
+    free(z->requests_seen);
+    z->last_used_ms = z->requests_seen = NULL;
+}

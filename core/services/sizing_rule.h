@@ -1,0 +1,36 @@
+/* sizing_rule.h — --blocking-threads auto's decisions, from the figures a
+ * window measured: pure (no I/O, no clock read), so that
+ * tests/unit/test_sizing_rule.c drives every branch. sizing.c measures the
+ * figures and applies the decisions; the README says why these rules. */
+#ifndef CSERVE_SIZING_RULE_H
+#define CSERVE_SIZING_RULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../metrics/verdict.h"
+
+/* The window the figures cover, and so the fastest pace of change. */
+#define SIZING_WINDOW_MS 1000
+/* A thread that took no request for this long is retired (parked). */
+#define SIZING_IDLE_MS 5000
+
+struct sizing_window {
+    struct verdict_input v; /* the window's figures; v.pool_threads: the threads taking requests */
+    double waiting_mean;    /* requests waiting for a busy pool, on average over the window */
+    bool gil;               /* the interpreter has a GIL (false: free-threaded, the GIL off) */
+};
+
+/* How many threads should take requests after this window: `active` (no
+ * change) or more, never past max. *v: the verdict the step rests on. */
+unsigned sizing_grow(const struct sizing_window *w, unsigned active, unsigned max, struct verdict *v);
+
+/* How many threads the last idle_ms needed: one past the highest of the
+ * `active` threads used within idle_ms of now (last_used_ms[i]: when thread
+ * i last had a request), and at least one. The chooser gives each request
+ * to the lowest of the least loaded threads, so a thread is used only when
+ * every one below it is busy: the ones above the highest used were never
+ * needed. */
+unsigned sizing_needed(const uint64_t *last_used_ms, unsigned active, uint64_t now_ms, uint64_t idle_ms);
+
+#endif

@@ -1,0 +1,50 @@
+"""Apps for test_auto_threads.py (--blocking-threads auto): a request that
+waits with the GIL released (`?sleep=S`, seconds: time.sleep), one that holds
+it (`?spin=S`: pure-Python work for S seconds of this thread's CPU), a
+body of N bytes (`?size=N`) or a file of N bytes sent with wsgi.file_wrapper
+(`?file=N`), in any combination."""
+import os
+import tempfile
+import time
+
+_FILES = {}
+
+
+def _file(n):
+    """A file of n bytes, made once per size (removed at exit)."""
+    if n not in _FILES:
+        fd, path = tempfile.mkstemp(prefix="cserve-auto-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"f" * n)
+        _FILES[n] = path
+        import atexit
+        atexit.register(os.unlink, path)
+    return _FILES[n]
+
+
+def _query(environ):
+    q = {}
+    for part in environ.get("QUERY_STRING", "").split("&"):
+        k, _, v = part.partition("=")
+        if k:
+            q[k] = v
+    return q
+
+
+def application(environ, start_response):
+    q = _query(environ)
+    if "sleep" in q:
+        time.sleep(float(q["sleep"]))
+    if "spin" in q:
+        end = time.thread_time() + float(q["spin"])
+        x = 1
+        while time.thread_time() < end:
+            for _ in range(1000):
+                x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+    if "file" in q:
+        n = int(q["file"])
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(n))])
+        return environ["wsgi.file_wrapper"](open(_file(n), "rb"))
+    body = b"x" * int(q["size"]) if "size" in q else b"ok\n"
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]

@@ -1,0 +1,78 @@
+/* test_sizing_rule.c — --blocking-threads auto's decisions
+ * (core/services/sizing_rule.c): it grows only where the verdict says
+ * threads-short, never while the GIL or the loop is saturated or the
+ * threads wait for a CPU; by as many threads as requests waited, at most
+ * doubling, never past the GIL's saturation by more than one nor past its
+ * bound; on a free-threaded build without the GIL, neither GIL time nor
+ * threads on the CPU stop it while cores are idle, and threads waiting for
+ * a CPU or a full machine do; and the threads the last idle window needed. */
+#include <string.h>
+
+#include "check.h"
+#include "../../core/metrics/verdict.c" /* pure files: built in, no Makefile rule of their own */
+#include "../../core/services/sizing_rule.c"
+
+/* A window at `threads` threads: loop and pool shares of a core, the pool's
+ * run delay, the share of the window a request waited for a busy pool and
+ * how many did on average. */
+static struct sizing_window window(double loop, double pool, double ready, double waiting, double mean,
+                                   unsigned threads, bool gil)
+{
+    return (struct sizing_window){.gil = gil, .waiting_mean = mean,
+                                  .v = {.window_s = 1, .loop_util = loop, .pool_util = pool, .pool_ready = ready,
+                                        .queued_frac = waiting, .queued_max = waiting, .waiting_frac = waiting,
+                                        .machine_busy = 0.3, .pool_threads = threads}};
+}
+
+static unsigned grow(struct sizing_window w, unsigned active, unsigned max)
+{
+    struct verdict v;
+    unsigned to = sizing_grow(&w, active, max, &v);
+    CHECK(to == active || v.regime == REGIME_THREADS_SHORT || !w.gil, "a step rests on threads-short (%s)",
+          v.name);
+    return to;
+}
+
+int main(void)
+{
+    /* Threads short: one at a time from one, then by the requests that
+     * waited, at most doubling. */
+    CHECK(grow(window(0.02, 0.01, 0, 1.0, 31, 1, true), 1, 32) == 2, "one thread, 31 waiting: two");
+    CHECK(grow(window(0.02, 0.04, 0, 1.0, 28, 4, true), 4, 32) == 8, "four, 28 waiting: doubles");
+    CHECK(grow(window(0.02, 0.10, 0, 1.0, 14.5, 16, true), 16, 32) == 31, "sixteen, 14.5 waiting: 31");
+    CHECK(grow(window(0.02, 0.10, 0, 0.9, 0.8, 16, true), 16, 32) == 17, "under one waiting: one more");
+    CHECK(grow(window(0.02, 0.10, 0, 1.0, 40, 16, true), 16, 24) == 24, "never past the bound");
+    CHECK(grow(window(0.02, 0.10, 0, 1.0, 40, 24, true), 24, 24) == 24, "at the bound: stays");
+    /* The GIL's headroom: each of 4 threads held it 15 %: 6 reach 90 %. */
+    CHECK(grow(window(0.05, 0.60, 0, 1.0, 28, 4, true), 4, 32) == 6, "stops where the GIL would saturate");
+    CHECK(grow(window(0.05, 0.85, 0, 1.0, 28, 4, true), 4, 32) == 5, "one past it at least");
+    /* Not threads-short: no step. */
+    CHECK(grow(window(0.02, 0.01, 0, 0.5, 3, 1, true), 1, 32) == 1, "requests wait half the time");
+    CHECK(grow(window(0.02, 0.95, 0, 1.0, 31, 1, true), 1, 32) == 1, "gil-bound: stays at one");
+    CHECK(grow(window(0.02, VERDICT_SATURATED, 0, 1.0, 31, 4, true), 4, 32) == 4, "gil-bound at the threshold");
+    CHECK(grow(window(0.95, 0.10, 0, 1.0, 31, 2, true), 2, 32) == 2, "loop-bound");
+    CHECK(grow(window(0.02, 0.30, 0.40, 1.0, 31, 1, true), 1, 32) == 1, "waiting for a CPU");
+    CHECK(grow(window(0.02, 0.60, 0, 1.0, 31, 1, true), 1, 32) == 1, "one thread on the CPU 60%%");
+    CHECK(grow(window(0, 0, 0, 0, 0, 1, true), 1, 32) == 1, "idle");
+    /* Free-threaded, the GIL off: four threads at 95 % of a core together,
+     * and four at 2.4 cores (on the CPU 60 % each), with the machine 30 %
+     * busy: idle cores, short of threads either way. */
+    CHECK(grow(window(0.05, 0.95, 0, 1.0, 28, 4, false), 4, 32) == 8, "no GIL: GIL time does not stop it");
+    CHECK(grow(window(0.05, 2.4, 0, 1.0, 28, 4, false), 4, 32) == 8, "no GIL: threads on the CPU, cores idle");
+    CHECK(grow(window(0.05, 0.8, 0.5, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: threads waiting for a CPU");
+    CHECK(grow(window(0.95, 0.4, 0, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: the loop saturated");
+    CHECK(grow(window(0.05, 0.2, 0, 0.3, 28, 4, false), 4, 32) == 4, "no GIL: requests seldom wait");
+    struct sizing_window full = window(0.05, 1.6, 0.2, 1.0, 28, 4, false);
+    full.v.machine_busy = VERDICT_SATURATED;
+    CHECK(grow(full, 4, 32) == 4, "no GIL: the machine full");
+
+    /* The threads the last idle window needed. */
+    const uint64_t now = 100000, idle = SIZING_IDLE_MS;
+    uint64_t used[6] = {now, now - 100, now - idle - 1, now - idle + 1, now - 3 * idle, 0};
+    CHECK(sizing_needed(used, 6, now, idle) == 4, "the highest used within the window: thread 3");
+    CHECK(sizing_needed(used, 3, now, idle) == 2, "of the active ones only");
+    CHECK(sizing_needed(used + 4, 2, now, idle) == 1, "none used: one stays");
+    uint64_t at_edge[2] = {now, now - idle};
+    CHECK(sizing_needed(at_edge, 2, now, idle) == 1, "idle for exactly the window: retired");
+    return check_summary();
+}
