@@ -66,6 +66,7 @@ struct client {
     enum endpoint wait_for; /* C_WAIT: /stats.json?wait=1, answered after the next sample */
 };
 
+/* The metrics thread's state: one listener per process. */
 static struct {
     int listen_fd, wake_fd;
     pthread_t thread;
@@ -81,7 +82,7 @@ static struct {
     char described[NI_MAXHOST + NI_MAXSERV + 16];
     struct client clients[MAX_CONNS];
     struct metrics_view view;
-} M = {.listen_fd = -1, .wake_fd = -1, .fork_lock = PTHREAD_MUTEX_INITIALIZER};
+} listener = {.listen_fd = -1, .wake_fd = -1, .fork_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- Host ---- */
 
@@ -90,22 +91,22 @@ static void learn_address(void)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    M.any_host = true;
-    snprintf(M.described, sizeof M.described, "%s", M.view.opt->metrics_bind);
-    if (getsockname(M.listen_fd, (struct sockaddr *)&ss, &len) != 0)
+    listener.any_host = true;
+    snprintf(listener.described, sizeof listener.described, "%s", listener.view.opt->metrics_bind);
+    if (getsockname(listener.listen_fd, (struct sockaddr *)&ss, &len) != 0)
         return;
     if (ss.ss_family == AF_INET)
-        memcpy(M.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        memcpy(listener.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
     else if (ss.ss_family == AF_INET6)
-        memcpy(M.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        memcpy(listener.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
     else
         return;
-    M.any_host = false;
-    M.family = ss.ss_family;
+    listener.any_host = false;
+    listener.family = ss.ss_family;
     char host[NI_MAXHOST], serv[NI_MAXSERV];
     if (getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, serv, sizeof serv,
                     NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-        snprintf(M.described, sizeof M.described, M.family == AF_INET6 ? "http://[%s]:%s" : "http://%s:%s",
+        snprintf(listener.described, sizeof listener.described, listener.family == AF_INET6 ? "http://[%s]:%s" : "http://%s:%s",
                  host, serv);
 }
 
@@ -114,7 +115,7 @@ static void learn_address(void)
  * port. */
 static bool host_allowed(const char *h, size_t n)
 {
-    if (M.any_host)
+    if (listener.any_host)
         return true;
     if (!h || !n)
         return false;
@@ -149,9 +150,9 @@ static bool host_allowed(const char *h, size_t n)
         return false;
     memcpy(text, name, name_len);
     text[name_len] = '\0';
-    if (M.family == AF_INET6)
-        return bracket && inet_pton(AF_INET6, text, a) == 1 && memcmp(a, M.addr, 16) == 0;
-    return !bracket && inet_pton(AF_INET, text, a) == 1 && memcmp(a, M.addr, 4) == 0;
+    if (listener.family == AF_INET6)
+        return bracket && inet_pton(AF_INET6, text, a) == 1 && memcmp(a, listener.addr, 16) == 0;
+    return !bracket && inet_pton(AF_INET, text, a) == 1 && memcmp(a, listener.addr, 4) == 0;
 }
 
 /* ---- the clients ---- */
@@ -211,11 +212,11 @@ static void answer(struct client *c, enum endpoint ep)
         client_close(c);
         return;
     }
-    metrics_view_refresh(&M.view);
+    metrics_view_refresh(&listener.view);
     if (ep == EP_METRICS)
-        metrics_render_prometheus(f, &M.view);
+        metrics_render_prometheus(f, &listener.view);
     else
-        metrics_render_json(f, &M.view);
+        metrics_render_json(f, &listener.view);
     if (fclose(f) != 0) {
         free(body);
         client_close(c);
@@ -362,24 +363,24 @@ static void on_accept(void)
     for (;;) {
         struct client *c = NULL;
         for (unsigned i = 0; i < MAX_CONNS && !c; i++)
-            if (M.clients[i].state == C_FREE)
-                c = &M.clients[i];
+            if (listener.clients[i].state == C_FREE)
+                c = &listener.clients[i];
         if (!c)
             return; /* full: the rest wait in the backlog */
-        int fd = accept4(M.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listener.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* The listener stays readable: polling it again at once
                  * would spin. */
-                if (!M.accept_logged)
+                if (!listener.accept_logged)
                     log_warn("metrics: accept: %s; pausing its accepts for %d ms at a time", strerror(errno),
                              ACCEPT_PAUSE_MS);
-                M.accept_logged = true;
-                M.accept_paused_until = clock_coarse_ms() + ACCEPT_PAUSE_MS;
+                listener.accept_logged = true;
+                listener.accept_paused_until = clock_coarse_ms() + ACCEPT_PAUSE_MS;
             }
             return;
         }
-        M.accept_logged = false;
+        listener.accept_logged = false;
         char *in = malloc(HEAD_MAX);
         if (!in) {
             close(fd);
@@ -397,13 +398,13 @@ static void *serve(void *arg)
     struct pollfd pfd[MAX_CONNS + 2];
     struct client *who[MAX_CONNS + 2];
     uint64_t next_sample = 0;
-    while (!atomic_load_explicit(&M.stop, memory_order_relaxed)) {
+    while (!atomic_load_explicit(&listener.stop, memory_order_relaxed)) {
         uint64_t now = clock_coarse_ms();
         if (now >= next_sample) {
-            metrics_history_sample(&M.view);
+            metrics_history_sample(&listener.view);
             next_sample = now + METRICS_TICK_MS;
             for (unsigned i = 0; i < MAX_CONNS; i++) {
-                struct client *c = &M.clients[i];
+                struct client *c = &listener.clients[i];
                 if (c->state == C_WAIT) {
                     answer(c, c->wait_for);
                     if (c->state == C_SEND)
@@ -413,9 +414,9 @@ static void *serve(void *arg)
         }
         int timeout = (int)(next_sample - now);
         unsigned n = 0, busy = 0;
-        pfd[n++] = (struct pollfd){.fd = M.wake_fd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = listener.wake_fd, .events = POLLIN};
         for (unsigned i = 0; i < MAX_CONNS; i++) {
-            struct client *c = &M.clients[i];
+            struct client *c = &listener.clients[i];
             if (c->state == C_FREE)
                 continue;
             if (now >= c->deadline_ms) { /* slow: whatever it was doing */
@@ -432,11 +433,11 @@ static void *serve(void *arg)
         }
         unsigned lst = n;
         if (busy < MAX_CONNS) {
-            if (now < M.accept_paused_until) {
-                if (M.accept_paused_until - now < (uint64_t)timeout)
-                    timeout = (int)(M.accept_paused_until - now);
+            if (now < listener.accept_paused_until) {
+                if (listener.accept_paused_until - now < (uint64_t)timeout)
+                    timeout = (int)(listener.accept_paused_until - now);
             } else {
-                pfd[n++] = (struct pollfd){.fd = M.listen_fd, .events = POLLIN};
+                pfd[n++] = (struct pollfd){.fd = listener.listen_fd, .events = POLLIN};
             }
         }
         int r = poll(pfd, n, timeout > 0 ? timeout : 1);
@@ -465,26 +466,26 @@ static void *serve(void *arg)
 
 static void thread_stop(void)
 {
-    atomic_store_explicit(&M.stop, true, memory_order_relaxed);
+    atomic_store_explicit(&listener.stop, true, memory_order_relaxed);
     uint64_t one = 1;
-    if (write(M.wake_fd, &one, sizeof one) < 0) {
+    if (write(listener.wake_fd, &one, sizeof one) < 0) {
         /* cannot fail on an eventfd below its maximum; the poll timeout
          * would end the wait anyway */
     }
-    pthread_join(M.thread, NULL);
-    M.running = false;
+    pthread_join(listener.thread, NULL);
+    listener.running = false;
 }
 
 static int thread_start(void)
 {
     uint64_t v;
-    if (read(M.wake_fd, &v, sizeof v) < 0) {
+    if (read(listener.wake_fd, &v, sizeof v) < 0) {
         /* nothing was pending */
     }
-    atomic_store_explicit(&M.stop, false, memory_order_relaxed);
-    if (pthread_create(&M.thread, NULL, serve, NULL) != 0)
+    atomic_store_explicit(&listener.stop, false, memory_order_relaxed);
+    if (pthread_create(&listener.thread, NULL, serve, NULL) != 0)
         return -1;
-    M.running = true;
+    listener.running = true;
     return 0;
 }
 
@@ -495,47 +496,47 @@ static int thread_start(void)
  * Its clients and history stay as they are; it resumes in the parent. */
 static void before_fork(void)
 {
-    pthread_mutex_lock(&M.fork_lock);
-    M.paused = M.running;
-    if (M.running)
+    pthread_mutex_lock(&listener.fork_lock);
+    listener.paused = listener.running;
+    if (listener.running)
         thread_stop();
 }
 
 static void after_fork_parent(void)
 {
-    if (M.paused && thread_start() != 0)
+    if (listener.paused && thread_start() != 0)
         log_error("metrics: cannot restart the metrics thread after a fork");
-    M.paused = false;
-    pthread_mutex_unlock(&M.fork_lock);
+    listener.paused = false;
+    pthread_mutex_unlock(&listener.fork_lock);
 }
 
 /* A forked worker must not keep the metrics listener (nor its clients)
  * open: the port would outlive the process that serves it. */
 static void after_fork_child(void)
 {
-    if (M.listen_fd >= 0)
-        close(M.listen_fd);
-    if (M.wake_fd >= 0)
-        close(M.wake_fd);
+    if (listener.listen_fd >= 0)
+        close(listener.listen_fd);
+    if (listener.wake_fd >= 0)
+        close(listener.wake_fd);
     for (unsigned i = 0; i < MAX_CONNS; i++)
-        if (M.clients[i].state != C_FREE)
-            close(M.clients[i].fd);
-    M.listen_fd = M.wake_fd = -1;
-    M.running = M.paused = false;
-    pthread_mutex_unlock(&M.fork_lock);
+        if (listener.clients[i].state != C_FREE)
+            close(listener.clients[i].fd);
+    listener.listen_fd = listener.wake_fd = -1;
+    listener.running = listener.paused = false;
+    pthread_mutex_unlock(&listener.fork_lock);
 }
 
 int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
 {
-    M.listen_fd = listen_fd;
+    listener.listen_fd = listen_fd;
     for (unsigned i = 0; i < MAX_CONNS; i++)
-        M.clients[i] = (struct client){.fd = -1};
+        listener.clients[i] = (struct client){.fd = -1};
     if (metrics_shm_create(slots) != 0) {
         log_error("--metrics-bind: shared memory: %s", strerror(errno));
         return -1;
     }
-    M.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (metrics_history_init(&M.view, opt) != 0 || M.wake_fd < 0) {
+    listener.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (metrics_history_init(&listener.view, opt) != 0 || listener.wake_fd < 0) {
         log_error("--metrics-bind: %s", strerror(errno));
         return -1;
     }
@@ -545,24 +546,24 @@ int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
         log_error("--metrics-bind: cannot start its thread");
         return -1;
     }
-    log_info("metrics: serving /metrics, /stats.json and the dashboard on %s", M.described);
+    log_info("metrics: serving /metrics, /stats.json and the dashboard on %s", listener.described);
     return 0;
 }
 
 void metrics_stop(void)
 {
-    pthread_mutex_lock(&M.fork_lock);
-    bool running = M.running;
+    pthread_mutex_lock(&listener.fork_lock);
+    bool running = listener.running;
     if (running)
         thread_stop();
-    pthread_mutex_unlock(&M.fork_lock);
+    pthread_mutex_unlock(&listener.fork_lock);
     if (!running)
         return;
     for (unsigned i = 0; i < MAX_CONNS; i++)
-        if (M.clients[i].state != C_FREE)
-            client_close(&M.clients[i]);
-    close(M.listen_fd); /* a unix: path is the binder's to remove (listen_cleanup) */
-    close(M.wake_fd);
-    M.listen_fd = M.wake_fd = -1;
-    metrics_history_free(&M.view);
+        if (listener.clients[i].state != C_FREE)
+            client_close(&listener.clients[i]);
+    close(listener.listen_fd); /* a unix: path is the binder's to remove (listen_cleanup) */
+    close(listener.wake_fd);
+    listener.listen_fd = listener.wake_fd = -1;
+    metrics_history_free(&listener.view);
 }
