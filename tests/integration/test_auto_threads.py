@@ -259,7 +259,7 @@ def test_stats_show_auto(server_factory, tmp_path):
                                         ("3", "3")])
 def test_check_config_shows_the_form(value, line):
     """--check-config (and the variable) print the form given: auto, its
-    bound, or a fixed count."""
+    bound, or a fixed count, and where it came from."""
     for how in ("option", "env"):
         env = dict(os.environ)
         args = [BIN, "--check-config", "--chdir", str(ROOT / "tests/integration/apps"), APP]
@@ -269,7 +269,8 @@ def test_check_config_shows_the_form(value, line):
             env["CSERVE_BLOCKING_THREADS"] = value
         p = subprocess.run(args, capture_output=True, text=True, timeout=30, env=env)
         assert p.returncode == 0, p.stderr
-        assert f"blocking-threads: {line}\n" in p.stdout, p.stdout
+        source = "command line" if how == "option" else "environment: CSERVE_BLOCKING_THREADS"
+        assert f"blocking-threads: {line} ({source})\n" in p.stdout, p.stdout
 
 
 @pytest.mark.parametrize("value", ["auto:0", "auto:", "auto:x", "autox", "auto:257", "auto:-1", "Auto"])
