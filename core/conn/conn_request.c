@@ -406,10 +406,18 @@ void conn_pipeline(struct conn *c)
         return;
     unsigned w = cur->worker;
     /* A thread retired since cur ran on it (loop_set_active) had nothing
-     * outstanding, so nothing of this connection runs there: the next one
-     * may go to any thread, and goes to an active one. */
-    if (w >= l->active)
+     * outstanding, so nothing of this connection runs there. The next one
+     * goes where this connection's jobs still run, if any do (one thread
+     * runs a pipeline, so its requests never run at once, out of order),
+     * else to any thread in use. */
+    if (w >= l->active) {
         w = pick_worker(l);
+        for (const struct job *j = c->pipe_head; j; j = j->pipe_next)
+            if (!(j->posted && j->msg == JOB_DONE)) {
+                w = j->worker;
+                break;
+            }
+    }
     uint64_t unsent = 0;
     unsigned running = 0, piped = 0;
     if (c->holder == HOLDER_LOOP) {
