@@ -67,6 +67,11 @@ static uint64_t fault_doze(struct handoff *h, unsigned outstanding)
     return inner_of(h)->ops->doze(inner_of(h), outstanding);
 }
 
+static uint64_t fault_hold(struct handoff *h, unsigned outstanding)
+{
+    return inner_of(h)->ops->hold(inner_of(h), outstanding);
+}
+
 static void fault_set_active(struct handoff *h, unsigned n)
 {
     h->active = n;
@@ -100,6 +105,7 @@ struct handoff *handoff_fault_wrap(struct handoff *inner, long full_ms)
         .submit = fault_submit, .flush = in->flush ? fault_flush : NULL, .watch = fault_watch,
         .drain = fault_drain, .polled = in->polled, .before_sleep = fault_before_sleep,
         .after_sleep = fault_after_sleep, .doze = in->doze ? fault_doze : NULL,
+        .hold = in->hold ? fault_hold : NULL,
         .set_active = in->set_active ? fault_set_active : NULL,
         .try_take = in->try_take ? fault_try_take : NULL, .take = fault_take,
         .complete = fault_complete, .shutdown = fault_shutdown,

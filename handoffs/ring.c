@@ -523,7 +523,8 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
         struct ring_worker *w = &h->w[i];
         uint64_t pace = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
         /* Queued, not yet taken: our tail against the worker's head (a
-         * relaxed look: a stale head only undercounts the work ahead). */
+         * relaxed look: a stale head overcounts by the jobs taken in the
+         * last moments, nanoseconds of work against the margin). */
         unsigned queued = atomic_load_explicit(&w->req.tail, memory_order_relaxed) -
                           atomic_load_explicit(&w->req.head, memory_order_relaxed);
 #ifdef RING_HOLD_MUTANT_H3 /* H3: a worker with nothing queued does not stop the hold */
@@ -743,6 +744,12 @@ static void ring_set_active(struct handoff *base, unsigned n)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
     ring_flush(base);
+    /* A worker coming back into use has a pace from another load, perhaps
+     * minutes old: unknown again (it idled, so it writes neither now). */
+    for (unsigned i = base->active; i < n; i++) {
+        atomic_store_explicit(&h->w[i].pace_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->w[i].busy_ns, 0, memory_order_relaxed);
+    }
     base->active = n;
     if (h->drain_next >= n)
         h->drain_next = 0;

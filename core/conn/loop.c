@@ -292,8 +292,9 @@ static int wait_events(struct loop *l, struct epoll_event *events, int timeout_m
 
 /* A hold (handoff.h): sleep hold_ns (or until the loop's own timeout)
  * without watching the sockets, then take every event that came meanwhile
- * without waiting. A signal ends the sleep early (EINTR): it is read in
- * this pass like any event. */
+ * without waiting. A signal delivered to this thread ends the sleep early
+ * (EINTR); one taken by another thread waits for the hold's end (at most
+ * the hold's ceiling). Either is read in this pass like any event. */
 static int hold_events(struct loop *l, struct epoll_event *events, int timeout_ms, uint64_t hold_ns)
 {
     if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < hold_ns)
@@ -301,6 +302,16 @@ static int hold_events(struct loop *l, struct epoll_event *events, int timeout_m
     struct timespec ts = {.tv_sec = (time_t)(hold_ns / 1000000000u), .tv_nsec = (long)(hold_ns % 1000000000u)};
     clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
     return epoll_wait(l->epfd, events, MAX_EVENTS, 0);
+}
+
+/* A pool thread waits for the loop's answer (a flush written, a body's
+ * next part: worker_owed): holding would stall it for the whole hold. */
+static bool pool_awaits_loop(const struct loop *l)
+{
+    for (unsigned w = 0; w < l->active; w++)
+        if (l->worker_owed[w])
+            return true;
+    return false;
 }
 
 unsigned loop_run(struct loop *l)
@@ -324,7 +335,7 @@ unsigned loop_run(struct loop *l)
             /* Every pool thread has work queued for a while: let requests
              * and completions gather, deaf to the sockets, and take them in
              * one pass (handoffs/README.md, "Holding"). */
-            if (hops->hold)
+            if (hops->hold && !pool_awaits_loop(l))
                 hold_ns = hops->hold(l->handoff, l->outstanding_total);
             /* A busy pool's next completion is near: wait for it on a timer
              * (the handoff polls) rather than have the pool wake us. */
