@@ -215,6 +215,7 @@ void conn_on_message(struct conn *c, struct job *job)
             l->outstanding_total--;
         } else {
             l->worker_owed[job->worker]++; /* until answered (conn_state.c) */
+            l->talked_ms = l->now_ms;
         }
     }
     if (job->msg != JOB_NEED_BODY && job->out[job->msg_buf].len > c->resp_max)

@@ -304,10 +304,17 @@ static int hold_events(struct loop *l, struct epoll_event *events, int timeout_m
     return epoll_wait(l->epfd, events, MAX_EVENTS, 0);
 }
 
-/* A pool thread waits for the loop's answer (a flush written, a body's
- * next part: worker_owed): holding would stall it for the whole hold. */
-static bool pool_awaits_loop(const struct loop *l)
+/* A pool that talks to the loop mid-request (a response streamed in
+ * parts, a body read in windows) waits for the loop's answer to each
+ * message: a hold would stall it for the whole hold. So no hold while a
+ * message is unanswered, nor within HOLD_QUIET_MS of the last one (a
+ * thread posts the next part while the loop sleeps deaf). */
+#define HOLD_QUIET_MS 1000
+
+static bool pool_talks_to_loop(const struct loop *l)
 {
+    if (l->talked_ms && l->now_ms - l->talked_ms < HOLD_QUIET_MS)
+        return true;
     for (unsigned w = 0; w < l->active; w++)
         if (l->worker_owed[w])
             return true;
@@ -335,7 +342,7 @@ unsigned loop_run(struct loop *l)
             /* Every pool thread has work queued for a while: let requests
              * and completions gather, deaf to the sockets, and take them in
              * one pass (handoffs/README.md, "Holding"). */
-            if (hops->hold && !pool_awaits_loop(l))
+            if (hops->hold && !pool_talks_to_loop(l))
                 hold_ns = hops->hold(l->handoff, l->outstanding_total);
             /* A busy pool's next completion is near: wait for it on a timer
              * (the handoff polls) rather than have the pool wake us. */

@@ -77,6 +77,7 @@ struct loop {
      * request queued behind another on a busy thread is waiting, not stuck. */
     uint64_t *worker_seen_ms;
     unsigned *worker_owed;
+    uint64_t talked_ms;        /* now_ms of the last message a pool thread sent mid-request */
     unsigned outstanding_total;
     unsigned capacity;
     struct conn conns;         /* sentinel of the list of all connections */

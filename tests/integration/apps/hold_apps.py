@@ -2,7 +2,12 @@
 /wait (ms= milliseconds of time.sleep, the GIL released, as a database call
 waits), which counts the requests in the app at once; /most answers the
 most there were at once since the last /most, and starts the count again;
-/slack answers the timer slack of the thread the app runs on (ns)."""
+/slack answers the timer slack of the thread the app runs on (ns);
+/stream yields parts= parts, each after us= microseconds with the GIL
+held, and keeps how long each yield kept it from its next part (the
+server writing the part, and waiting for the loop to have written the
+one before); /blocked answers their mean in microseconds, and starts
+again."""
 import threading
 import time
 
@@ -44,7 +49,36 @@ def slack(environ, start_response):
     return [body]
 
 
-ROUTES = {"/work": work, "/wait": wait, "/most": most, "/slack": slack}
+_blocked = []
+
+
+def stream(environ, start_response):
+    q = dict(p.split("=", 1) for p in environ.get("QUERY_STRING", "").split("&") if "=" in p)
+    parts, us = int(q.get("parts", "8")), float(q.get("us", "300"))
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(parts * 8))])
+
+    def body():
+        for _ in range(parts):
+            end = time.perf_counter() + us / 1e6
+            while time.perf_counter() < end:
+                pass
+            t = time.perf_counter()
+            yield b"streamed"
+            with _lock:
+                _blocked.append(time.perf_counter() - t)
+    return body()
+
+
+def blocked(environ, start_response):
+    with _lock:
+        mean = sum(_blocked) / len(_blocked) if _blocked else 0.0
+        _blocked.clear()
+    body = f"{mean * 1e6:.0f}".encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+ROUTES = {"/stream": stream, "/blocked": blocked, "/work": work, "/wait": wait, "/most": most, "/slack": slack}
 
 
 def application(environ, start_response):
