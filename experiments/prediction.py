@@ -37,22 +37,34 @@ from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "regime")
 HANDOFFS = ("ring", "dgram")
-CROSS = {"cookie": 8192, "conns": 16, "depth": 16}  # the crossover's shape: the dearest loop
+# The crossover's shape: the dearest loop, a chunked body of one-byte
+# chunks that only the loop decodes (the app need not read it).
+CROSS = {"cookie": None, "conns": 16, "depth": 16, "chunks": 4096}
 POOL_AT = 0.90         # the grid's top point: the pool predicted at this share of a core
 BELOW, ABOVE = (0.0, 0.5, 0.8), (1.25, 2.0)  # grid points as fractions of N*
 
 
 def shape(cfg):
-    """(handoff, cookie bytes or None, conns, depth, app) of a probe
-    configuration, whichever client made it: pipeload's cookie and depth,
-    or heads.lua's script arguments (bytes, depth) and pipeline.lua's."""
+    """(handoff, cookie bytes or None, conns, depth, app, body chunks) of a
+    probe configuration, whichever client made it: pipeload's cookie, depth
+    and chunked body (0: none), or heads.lua's script arguments (bytes,
+    depth) and pipeline.lua's."""
+    chunks = 0
     if cfg.get("client") == "pipeload":
-        cookie, depth = cfg.get("cookie"), cfg.get("depth", 1)
+        cookie, depth, chunks = cfg.get("cookie"), cfg.get("depth", 1), cfg.get("chunks", 0)
     elif cfg.get("script") == "heads.lua":
         cookie, depth = cfg["script_args"][0], cfg["script_args"][1]
     else:
         return None
-    return (cfg.get("handoff"), cookie, cfg["conns"], depth, cfg.get("app", "hello"))
+    return (cfg.get("handoff"), cookie, cfg["conns"], depth, cfg.get("app", "hello"), chunks)
+
+
+def shape_text(x):
+    """The crossover's shape in words: "head +8 KiB, p16, c16" or
+    "small head, a body of 4096 chunks, p16, c16"."""
+    head = "small head" if x.get("cookie") is None else f"head +{x['cookie'] // 1024} KiB"
+    body = f", a body of {x['chunks']} chunks" if x.get("chunks") else ""
+    return f"{head}{body}, p{x['depth']}, c{x['conns']}"
 
 
 def costs(records):
@@ -94,9 +106,10 @@ def crossover(c, handoff, quick, placement="loop-alone"):
     calibration lacks a point. With the loop alone the pool's side is the
     pool and the client on one core (c_pool(N*) + c_client = c_loop);
     dedicated, the pool alone (c_pool(N*) = c_loop)."""
-    base = (handoff, CROSS["cookie"], CROSS["conns"], CROSS["depth"])
-    pts = sorted((float(sh[4][3:]), v) for sh, v in c.items() if sh[:4] == base and sh[4].startswith("cpu"))
-    hello = c.get(base + ("hello",))
+    base, chunks = (handoff, CROSS["cookie"], CROSS["conns"], CROSS["depth"]), CROSS.get("chunks", 0)
+    pts = sorted((float(sh[4][3:]), v) for sh, v in c.items()
+                 if sh[:4] == base and sh[5] == chunks and sh[4].startswith("cpu"))
+    hello = c.get(base + ("hello", chunks))
     if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
         return None
     (u0, a), (u1, b) = pts[0], pts[-1]
@@ -130,13 +143,15 @@ def expect(c_loop, c_pool, c_client, placement, client_threads=1):
             "c_loop": c_loop, "c_pool": c_pool, "c_client": c_client}
 
 
-def config(handoff, cookie, conns, depth, app, client, placement, client_threads=1):
+def config(handoff, cookie, conns, depth, app, client, placement, client_threads=1, chunks=0):
     """The probe configuration a prediction is for (what regime.py runs)."""
     from experiments.lib.serverctl import app_spec
     c = {"server": "cserve", "handoff": handoff, "bt": 1, "app": app, "conns": conns, "placement": placement,
          "path": app_spec(app)[2]}
     if client == "pipeload":
         c.update(client="pipeload", depth=depth, cookie=cookie)
+        if chunks:
+            c["chunks"] = chunks
         if client_threads > 1:
             c["wrk_threads"] = client_threads
     else:  # wrk with heads.lua, as the calibration ran it
@@ -154,12 +169,13 @@ def make(records, calib_meta, calib_path, placement="loop-alone", quick=False):
                            "placement": "shared"},
            "made_on": provenance.git_commit()[0], "configs": []}
     for sh, v in sorted(c.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][1] or 0, kv[0][2])):
-        handoff, cookie, conns, depth, app = sh
+        handoff, cookie, conns, depth, app, chunks = sh
         if app != "hello":
             continue
         p = expect(v["c_loop"], v["c_pool"], v["c_client"], placement, v["client_threads"])
-        out["configs"].append(dict(p, family="heads", config=config(handoff, cookie, conns, depth, app, v["client"],
-                                                                   placement, v["client_threads"]),
+        out["configs"].append(dict(p, family="chunked" if chunks else "heads",
+                                   config=config(handoff, cookie, conns, depth, app, v["client"], placement,
+                                                 v["client_threads"], chunks),
                                    calibrated_from=v["label"]))
     out["crossover"] = []
     for h in HANDOFFS:
@@ -175,7 +191,7 @@ def make(records, calib_meta, calib_path, placement="loop-alone", quick=False):
             p = expect(x["c_loop"], x["c_pool0"] + x["slope"] * us, x["c_client"], placement, threads)
             out["configs"].append(dict(p, family="crossover", app_us=us,
                                        config=config(h, CROSS["cookie"], CROSS["conns"], CROSS["depth"], app,
-                                                     client, placement, threads)))
+                                                     client, placement, threads, CROSS.get("chunks", 0))))
     return out
 
 
@@ -200,8 +216,8 @@ def markdown(p):
         if "error" in x:
             L += ["", f"Crossover, {x['handoff']}: not predicted ({x['error']})."]
             continue
-        L += ["", f"Crossover, {x['handoff']} (head +{x['shape']['cookie'] // 1024} KiB, p{x['shape']['depth']}, "
-              f"c{x['shape']['conns']}): the pool's µs per request {x['c_pool0']:.2f} + {x['slope']:.3f} × the "
+        L += ["", f"Crossover, {x['handoff']} ({shape_text(x['shape'])}): the pool's µs per request "
+              f"{x['c_pool0']:.2f} + {x['slope']:.3f} × the "
               f"app's µs (calibrated at {x['calibrated_us'][0]:g} and {x['calibrated_us'][1]:g}); loop "
               f"{x['c_loop']:.2f}, client {x['c_client']:.2f}: the pool's side becomes the bound from "
               f"{x['app_us']:.1f} µs of app work; the pool reaches {100 * POOL_AT:.0f} % of a core at "
@@ -216,6 +232,8 @@ def label(cfg):
     else:
         cookie, depth, client = cfg["script_args"][0], cfg["script_args"][1], " wrk"
     head = "small head" if cookie is None else f"head +{cookie // 1024} KiB"
+    if cfg.get("chunks"):
+        head += f" body {cfg['chunks']}×1 B"
     app = "" if cfg["app"] == "hello" else f" {cfg['app']}"
     pl = "" if cfg.get("placement") in (None, "shared") else f" @{cfg['placement']}"
     t = f" t{cfg['wrk_threads']}" if cfg.get("client") == "pipeload" and cfg.get("wrk_threads", 1) > 1 else ""

@@ -3,11 +3,15 @@ pool and the client on the other, and the rate predicted before the run.
 
 With the loop on a core of its own it bounds the server where its cost per
 request exceeds the pool's and the client's together (c_loop > c_pool +
-c_client, lib/model.py: predict_placed). Browser-like request heads with 0
-to 8 KiB of cookies grow the loop's cost (a larger receive and a longer
-parse) faster than the pool's; build/pipeload, a client cheaper per request
-than wrk, keeps the other side light. Then the app's cost rises step by
-step on the dearest shape until the pool's side takes over: the crossover.
+c_client, lib/model.py: predict_placed). Two families of shapes grow the
+loop's cost: browser-like request heads with 0 to 8 KiB of cookies (a
+larger receive and a longer parse, but the pool's environ and the client's
+writes grow with them), and a chunked request body of 1024 or 4096
+one-byte chunks, which only the loop decodes (the app does not read it;
+the client writes bytes made once). build/pipeload, a client cheaper per
+request than wrk, keeps the other side light. Then the app's cost rises
+step by step on the dearest shape (prediction.CROSS) until the pool's side
+takes over: the crossover.
 
 Three steps, each one command (experiments/README.md says in which order):
 
@@ -28,8 +32,8 @@ per request, requests in flight. A run is loop-bound by the rule stated
 before the run (lib/model.py: loop_bound_strict): the loop on CPU at least
 95 % of the window and the pool under 70 % of a core; the regime by the
 repo's rule beside it, where the pool's and the client's shared core is a
-stage of its own ("pool+client"). Full: calibration 3 rounds of 20 shapes
-(~6 min), measurement 5 rounds of the prediction's configurations (~28:
+stage of its own ("pool+client"). Full: calibration 3 rounds of 24 shapes
+(~7 min), measurement 5 rounds of the prediction's configurations (~31:
 ~15 min), plus reruns of disturbed runs."""
 import json
 import os
@@ -43,23 +47,30 @@ OUT = os.path.join(ROOT, "experiments", "results", "regime")
 HANDOFFS = ("ring", "dgram")
 COOKIES = (0, 2048, 4096, 8192)
 SHAPES = ((64, 1), (16, 16))       # (connections, depth): one request in flight, and pipelined 16 deep
+# A chunked body of one-byte chunks (pipeload -k): the loop decodes each
+# chunk; the client sends bytes made once and the app need not read them.
+CHUNKS = (1024, 4096)
+CHUNK_SHAPES = ((16, 16),)
 CALIB_US = (0, 20)                 # the cpu app's costs that calibrate the pool's line
 CALIB = ((3, 3.0, 1.0), (1, 1.0, 0.3))     # calibration: rounds, window s, warm-up s (full, quick)
 MEASURE = ((5, 3.0, 1.0), (1, 1.0, 0.3))   # measurement
 
 
-def cfg(handoff, cookie, conns, depth, app="hello", placement="shared", client_threads=1):
-    return prediction.config(handoff, cookie, conns, depth, app, "pipeload", placement, client_threads)
+def cfg(handoff, cookie, conns, depth, app="hello", placement="shared", client_threads=1, chunks=0):
+    return prediction.config(handoff, cookie, conns, depth, app, "pipeload", placement, client_threads, chunks)
 
 
 def calib_plan(quick, client_threads=1):
     x = prediction.CROSS
+    xk = x.get("chunks", 0)
     if quick:
-        out = [cfg("dgram", x["cookie"], x["conns"], x["depth"], app, client_threads=client_threads)
+        out = [cfg("dgram", x["cookie"], x["conns"], x["depth"], app, client_threads=client_threads, chunks=xk)
                for app in ("hello", "cpu0", "cpu20")]
     else:
         out = [cfg(h, ck, c, d, client_threads=client_threads) for h in HANDOFFS for c, d in SHAPES for ck in COOKIES]
-        out += [cfg(h, x["cookie"], x["conns"], x["depth"], f"cpu{us}", client_threads=client_threads)
+        out += [cfg(h, None, c, d, client_threads=client_threads, chunks=k)
+                for h in HANDOFFS for c, d in CHUNK_SHAPES for k in CHUNKS]
+        out += [cfg(h, x["cookie"], x["conns"], x["depth"], f"cpu{us}", client_threads=client_threads, chunks=xk)
                 for h in HANDOFFS for us in CALIB_US]
     return [(prediction.label(c), c) for c in out]
 
@@ -307,8 +318,7 @@ def figure(out, recs, pred):
             lo, hi = r["rps_range"]
             ax.errorbar([us], [r["rps"]], yerr=[[r["rps"] - lo], [hi - r["rps"]]], fmt="o", capsize=3,
                         color=colours[r["strict"]])
-        ax.set_title(f"{x['handoff']}: head +{x['shape']['cookie'] // 1024} KiB, p{x['shape']['depth']}, "
-                     f"c{x['shape']['conns']}")
+        ax.set_title(f"{x['handoff']}: {prediction.shape_text(x['shape'])}", fontsize=9)
         ax.set_ylabel("requests/s")
         ax.set_ylim(bottom=0)
         ax2 = axes[1][j]

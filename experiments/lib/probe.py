@@ -58,13 +58,16 @@ def wrk_cmd(cfg, port, seconds):
     """The client's command: wrk -tT -cC with the configuration's Lua script
     (experiments/wrk/) and its arguments; or, with client "pipeload",
     build/pipeload with cfg's depth and (where set) a browser-like head
-    with a Cookie of cfg["cookie"] bytes."""
+    with a Cookie of cfg["cookie"] bytes, and (where set) a chunked body
+    of cfg["chunks"] one-byte chunks."""
     url = f"http://127.0.0.1:{port}{cfg.get('path', '/')}"
     if cfg.get("client") == "pipeload":
         cmd = [PIPELOAD, "-t", str(cfg.get("wrk_threads", 1)), "-c", str(cfg["conns"]),
                "-p", str(cfg.get("depth", 1)), "-d", f"{seconds:g}"]
         if cfg.get("cookie") is not None:
             cmd += ["-B", "-b", str(cfg["cookie"])]
+        if cfg.get("chunks"):
+            cmd += ["-k", str(cfg["chunks"])]
         return cmd + [url]
     cmd = ["wrk", f"-t{cfg.get('wrk_threads', 1)}", f"-c{cfg['conns']}", wrk_duration(seconds), "--latency"]
     if cfg.get("script"):

@@ -1,7 +1,7 @@
 /* pipeload: a cheap HTTP/1.1 load generator for the loop-bound experiments.
  *
  *   pipeload [-t THREADS] [-c CONNS] [-p DEPTH] [-d SECONDS] [-n REQUESTS]
- *            [-B] [-b COOKIE_BYTES] http://HOST:PORT/PATH
+ *            [-B] [-b COOKIE_BYTES] [-k CHUNKS] http://HOST:PORT/PATH
  *
  * Each connection writes a preformatted batch of DEPTH identical requests in
  * one write, then reads until every response of the batch is complete, then
@@ -25,7 +25,11 @@
  * Cookie of COOKIE_BYTES bytes, made the same way); without it, wrk's own
  * two-line head (the request line and Host). -n stops after REQUESTS
  * responses (the last batches are shortened so the count is exact), or at
- * -d seconds, whichever is first.
+ * -d seconds, whichever is first. -k sends each request as a POST with a
+ * chunked body of CHUNKS chunks of one byte ("1\r\nx\r\n" each, then the
+ * last chunk): the server's loop decodes every chunk, while the client's
+ * cost is one more copy of bytes made once and the app's is nothing (it
+ * need not read the body), so the loop's cost per request grows alone.
  *
  * Output: wrk's summary lines, so the harness reads both clients alike ("N
  * requests in S", "Requests/sec:", "Latency" of a batch from its write to
@@ -58,12 +62,16 @@
 #define MAX_CONNS 65536
 #define MAX_THREADS 64
 #define MAX_COOKIE (1L << 20)
+#define MAX_CHUNKS (1L << 20)
+#define CHUNK "1\r\nx\r\n"
+#define LAST_CHUNK "0\r\n\r\n"
 #define MAX_STATUS 1000
 #define RETRY_NS 10000000L /* a refused connect is tried again after 10 ms */
 
 struct opts {
     int threads, conns, depth, browser;
     long cookie;
+    long chunks; /* -k: a chunked body of this many one-byte chunks (0: GET, no body) */
     double seconds;
     long long total; /* -n: responses to complete, 0: run for -d */
     char host[256], port[16], path[4096];
@@ -151,11 +159,18 @@ static const char BROWSER[] =
 
 static int make_batch(void)
 {
-    size_t cap = 512 + sizeof BROWSER + (size_t)O.cookie + strlen(O.path) + strlen(O.host);
+    size_t cap = 512 + sizeof BROWSER + (size_t)O.cookie + strlen(O.path) + strlen(O.host) +
+                 (size_t)O.chunks * (sizeof CHUNK - 1) + sizeof LAST_CHUNK;
     char *one = malloc(cap);
     if (!one)
         return -1;
-    size_t len = (size_t)snprintf(one, cap, "GET %s HTTP/1.1\r\nHost: %s:%s\r\n", O.path, O.host, O.port);
+    size_t len = (size_t)snprintf(one, cap, "%s %s HTTP/1.1\r\nHost: %s:%s\r\n", O.chunks ? "POST" : "GET", O.path,
+                                  O.host, O.port);
+    if (O.chunks) {
+        static const char te[] = "Transfer-Encoding: chunked\r\n";
+        memcpy(one + len, te, sizeof te - 1);
+        len += sizeof te - 1;
+    }
     if (O.browser) {
         memcpy(one + len, BROWSER, sizeof BROWSER - 1);
         len += sizeof BROWSER - 1;
@@ -169,6 +184,14 @@ static int make_batch(void)
     }
     memcpy(one + len, "\r\n", 2);
     len += 2;
+    for (long i = 0; i < O.chunks; i++) {
+        memcpy(one + len, CHUNK, sizeof CHUNK - 1);
+        len += sizeof CHUNK - 1;
+    }
+    if (O.chunks) {
+        memcpy(one + len, LAST_CHUNK, sizeof LAST_CHUNK - 1);
+        len += sizeof LAST_CHUNK - 1;
+    }
     req_len = len;
     batch = malloc(len * (size_t)O.depth);
     if (batch)
@@ -494,7 +517,7 @@ static void *run(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: pipeload [-t THREADS] [-c CONNS] [-p DEPTH] [-d SECONDS] [-n REQUESTS] [-B] "
-                    "[-b COOKIE_BYTES] http://HOST:PORT/PATH\n");
+                    "[-b COOKIE_BYTES] [-k CHUNKS] http://HOST:PORT/PATH\n");
     exit(2);
 }
 
@@ -553,7 +576,7 @@ static void fmt_time(char *out, size_t n, double us)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:c:p:d:n:b:B")) != -1) {
+    while ((opt = getopt(argc, argv, "t:c:p:d:n:b:Bk:")) != -1) {
         switch (opt) {
         case 't': O.threads = (int)num_arg(optarg, 1, MAX_THREADS); break;
         case 'c': O.conns = (int)num_arg(optarg, 1, MAX_CONNS); break;
@@ -570,6 +593,7 @@ int main(int argc, char **argv)
         case 'n': O.total = num_arg(optarg, 1, 1L << 40); break;
         case 'b': O.cookie = num_arg(optarg, 0, MAX_COOKIE); break;
         case 'B': O.browser = 1; break;
+        case 'k': O.chunks = num_arg(optarg, 1, MAX_CHUNKS); break;
         default: usage();
         }
     }

@@ -2,7 +2,7 @@
 on loopback: it counts exactly the responses a server completes (framed by
 Content-Length, byte by byte or in one write, interim 1xx skipped, 204 and
 304 without a body), counts each status, sends the browser-like head with
-heads.lua's Cookie, and treats a response it cannot frame (chunked, no
+heads.lua's Cookie, a chunked body of -k one-byte chunks, and treats a response it cannot frame (chunked, no
 length, a head over 64 KiB) as a protocol error and a server's close as lost
 requests, reconnecting either way. A few seconds; no cserve."""
 import json
@@ -160,6 +160,38 @@ def test_browser_head_carries_heads_lua_cookie(server):
     assert lines["Sec-Fetch-Mode"] == "navigate" and "Chrome/120" in lines["User-Agent"]
 
 
+def test_chunked_body_of_k_one_byte_chunks():
+    # -k 5 -p 3: three POSTs in one write, each a chunked body of five
+    # one-byte chunks and the last chunk; read here byte-exact.
+    one = (b"POST /x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n\r\n" +
+           b"1\r\nx\r\n" * 5 + b"0\r\n\r\n")
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(1)
+    port = lsock.getsockname()[1]
+    want, got = one % port * 3, []
+
+    def serve():
+        c, _ = lsock.accept()
+        with c:
+            buf = b""
+            while len(buf) < len(want):
+                d = c.recv(65536)
+                if not d:
+                    break
+                buf += d
+            got.append(buf)
+            c.sendall(ok() * 3)
+            c.recv(1)  # until the client closes
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    rc, j, _ = run(port, "-c", "1", "-p", "3", "-n", "3", "-k", "5")
+    t.join(5)
+    lsock.close()
+    assert rc == 0 and j["requests"] == 3
+    assert got == [want]
+
+
 @pytest.mark.parametrize("bad", [
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nhi",
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n",
@@ -204,5 +236,5 @@ def test_runs_for_its_duration_without_n(server):
 def test_usage_errors_exit_2():
     assert os.access(BIN, os.X_OK), f"no {BIN}: make all builds it"
     for args in (["-c", "0", "http://127.0.0.1:1/"], ["-p", "2000", "http://127.0.0.1:1/"],
-                 ["-b", "10", "http://127.0.0.1:1/"], ["ftp://x/"], ["-t", "3", "-c", "2", "http://127.0.0.1:1/"]):
+                 ["-b", "10", "http://127.0.0.1:1/"], ["ftp://x/"], ["-t", "3", "-c", "2", "http://127.0.0.1:1/"], ["-k", "0", "http://127.0.0.1:1/"]):
         assert subprocess.run([BIN, *args], capture_output=True).returncode == 2, args

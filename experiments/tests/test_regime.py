@@ -53,14 +53,19 @@ def run(label, cfg, loop_cpu, pool, client, rps=50000.0, loop_on=None, lost=0.0,
 
 
 def calib_records():
-    """Calibration of two shapes and the crossover's pool line, the costs chosen:
-    loop 20 µs, client 8 µs, pool 5 µs (hello) and 6 + 0.5 × N µs (cpuN)."""
+    """Calibration of three shapes and the crossover's pool line (on
+    prediction.CROSS, the chunked body), the costs chosen: loop 20 µs,
+    client 8 µs, pool 5 µs (hello, the crossover's shape and the 8 KiB
+    head) and 6 + 0.5 × N µs (cpuN)."""
     recs = []
+    x = prediction.CROSS
     for h in ("ring", "dgram"):
+        rps = 40000.0
         for app, pool_us in (("hello", 5.0), ("cpu0", 6.0), ("cpu20", 16.0)):
-            c = regime.cfg(h, 8192, 16, 16, app)
-            rps = 40000.0
+            c = regime.cfg(h, x["cookie"], x["conns"], x["depth"], app, chunks=x["chunks"])
             recs.append(run(prediction.label(c), c, 20e-6 * rps, pool_us * 1e-6 * rps, 8e-6 * rps, rps))
+        c = regime.cfg(h, 8192, 16, 16)
+        recs.append(run(prediction.label(c), c, 20e-6 * rps, 5e-6 * rps, 8e-6 * rps, rps))
         c = regime.cfg(h, 0, 64, 1)
         recs.append(run(prediction.label(c), c, 0.4, 0.2, 0.5, 100000.0))  # loop 4, pool 2, client 5 µs
     return recs
@@ -100,8 +105,9 @@ def test_wrk_calibration_maps_to_the_same_shapes():
     # loopbound.py's records (wrk with heads.lua) calibrate the same shapes.
     c = {"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "wrk_threads": 1, "family": "heads",
          "script": "heads.lua", "script_args": [4096, 16], "conns": 16}
-    assert prediction.shape(c) == ("ring", 4096, 16, 16, "hello")
-    assert prediction.shape(regime.cfg("ring", 4096, 16, 16)) == ("ring", 4096, 16, 16, "hello")
+    assert prediction.shape(c) == ("ring", 4096, 16, 16, "hello", 0)
+    assert prediction.shape(regime.cfg("ring", 4096, 16, 16)) == ("ring", 4096, 16, 16, "hello", 0)
+    assert prediction.shape(regime.cfg("ring", None, 16, 16, chunks=1024)) == ("ring", None, 16, 16, "hello", 1024)
     assert prediction.shape({"script": "pipeline.lua", "script_args": [16], "conns": 16}) is None
 
 
@@ -155,8 +161,8 @@ def test_measured_crossover_is_bracketed_or_said_not_to_be():
 def test_numbers_and_report_without_a_measurement_say_so(tmp_path):
     p = prediction.make(calib_records(), {}, __file__)
     n = regime.numbers(None, [], p)
-    # two head shapes and, per handoff, the three grid points below the crossover
-    assert n["predicted_loop_bound"]["value"] == 8 and n["loop_bound"]["text"] == "not measured yet"
+    # per handoff the 8 KiB head, the chunked body, and the three grid points below the crossover
+    assert n["predicted_loop_bound"]["value"] == 10 and n["loop_bound"]["text"] == "not measured yet"
     assert n["crossover:ring"]["text"] == "not measured yet"
     p2, runs, lab = _pred_and_runs([True, True, False])
     n = regime.numbers({}, runs, p2)
