@@ -1,13 +1,12 @@
-"""The loop's hold (handoffs/README.md, "Holding"), in the server: while
-every pool thread has work queued the loop sleeps deaf to its sockets and
-takes what came meanwhile in one pass. Checked by its effect (the loop's
-waits per request, with and without --loop-hold 0) and by what it must not
-cost: another connection is read within the hold's ceiling, not when the
-queue is done; an app that waits on I/O is not held, and keeps every one
-of its threads in the app at once. A pool that streams its responses is not held either. The loop's
-timer slack, which
-makes its short sleeps precise, is its own: the app's threads keep the
-kernel's default."""
+"""The loop's hold (handoffs/README.md, "Holding"), in the server: while every
+pool thread has work queued the loop sleeps deaf to its sockets and takes
+what came meanwhile in one pass. Checked by its effect (the loop's waits per
+request, with and without --loop-hold 0) and by what it must not cost:
+another connection is read within the hold's ceiling, not when the queue is
+done; an app that waits on I/O is not held, and keeps every one of its
+threads in the app at once. A pool that streams its responses is not held
+either. The loop's timer slack, which makes its short sleeps precise, is its
+own: the app's threads keep the kernel's default."""
 import json
 import os
 import re
