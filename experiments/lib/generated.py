@@ -47,6 +47,9 @@ BLOCKS = {
     # two workers each: cserve, Granian, gunicorn and uWSGI on Flask, Django and an I/O-bound app
     "production": Block(["docs/results.md"], "python3 -m experiments.production --readme",
                         "experiments.production", "experiments/results/production/production.jsonl"),
+    # --blocking-threads auto against hand-picked thread counts
+    "auto-threads": Block(["docs/results.md"], "python3 -m experiments.auto_threads --readme",
+                          "experiments.auto_threads", "experiments/results/auto_threads/auto_threads.jsonl"),
     # GIL vs free-threaded cserve vs Granian on the free-threaded CPython
     "freethreaded": Block(["docs/python.md"], "python3 -m experiments.freethreaded --readme",
                           "experiments.freethreaded", "experiments/results/freethreaded/freethreaded.jsonl"),
