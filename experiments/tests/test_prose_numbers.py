@@ -107,7 +107,8 @@ REMAKE = {"paper": "make experiments", "bench": "make bench", "bench-replica": "
           "placement": "python3 -m experiments.placement", "loop-floor": "make loop-floor",
           "freethreaded": "python3 -m experiments.freethreaded", "test-time": "scripts/time-make-test.sh",
           "metrics-overhead": "python3 -m experiments.metrics_overhead",
-          "production": "python3 -m experiments.production"}
+          "production": "python3 -m experiments.production",
+          "auto-threads": "python3 -m experiments.auto_threads"}
 
 
 def test_every_generated_block_has_a_writer_a_record_and_a_home():
