@@ -68,6 +68,18 @@ def wait_pool(mport, check, timeout, what):
         time.sleep(0.2)
 
 
+def grown_to_two(server_factory, *extra):
+    """An auto:2 server grown to two threads by load that then stopped."""
+    srv, mport = auto_server(server_factory, *extra, bound="auto:2")
+    load = Load(srv.port, "/?sleep=0.05", conns=8)
+    try:
+        wait_pool(mport, lambda b: b["active"] == 2, 8, "grows to two")
+    finally:
+        load.stop()
+    time.sleep(0.5)
+    return srv, mport
+
+
 def changes(log):
     return re.findall(r"info: (blocking threads \d+ -> \d+ \(auto.*)", log)
 
@@ -138,13 +150,7 @@ def test_pipelined_behind_a_retired_thread_still_runs(server_factory):
     Thread 1, idle, is retired. Once the client reads, the waiting requests
     go to the app behind the ones done on thread 1: to a thread that takes
     requests, not to the retired one, and every response comes."""
-    srv, mport = auto_server(server_factory, bound="auto:2")
-    load = Load(srv.port, "/?sleep=0.05", conns=8)
-    try:
-        wait_pool(mport, lambda b: b["active"] == 2, 8, "grows to two")
-    finally:
-        load.stop()
-    time.sleep(0.5)
+    srv, mport = grown_to_two(server_factory)
     # Thread 0 busy meanwhile, so that the connection's requests go to thread 1.
     hold = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     hold.sendall(b"GET /?sleep=3 HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -220,13 +226,7 @@ def test_app_timeout_watches_a_thread_started_later(server_factory):
     """--app-timeout with auto: a request stuck on pool thread 1, started
     when the pool grew, is reported by the watchdog (that thread named) and
     answered 503, as on a thread the worker started with."""
-    srv, mport = auto_server(server_factory, "--app-timeout", "2", "--graceful-timeout", "2", bound="auto:2")
-    load = Load(srv.port, "/?sleep=0.05", conns=8)
-    try:
-        wait_pool(mport, lambda b: b["active"] == 2, 8, "grows to two")
-    finally:
-        load.stop()
-    time.sleep(0.5)
+    srv, mport = grown_to_two(server_factory, "--app-timeout", "2", "--graceful-timeout", "2")
     hold = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     hold.sendall(b"GET /?sleep=1 HTTP/1.1\r\nHost: t\r\n\r\n")  # thread 0, under the timeout
     time.sleep(0.3)
