@@ -106,16 +106,23 @@ def test_grows_while_requests_wait_and_retires_when_idle(server_factory):
     finally:
         load.stop()
     assert rate > 3 * 20, f"{rate:.0f} requests a second: not more at once than one thread serves"
-    log = srv.log_text()
-    steps = changes(log)
-    assert steps and steps[0].startswith(f"blocking threads 1 -> 2 (auto, at most 32): {GROW_RULE}"), log[-3000:]
-    for s in steps:
-        assert GROW_RULE in s and "requests waiting on average" in s and "over 1.0 s" in s, s
-        assert re.search(r"a request waiting for a busy pool \d+% of the time", s), s
     grown = b["active"]
     b, t2 = wait_pool(mport, lambda b: b["active"] == 1, IDLE_S + 4 * WINDOW_S + 4, "retires when idle")
-    assert b["started"] >= grown and b["changes"] == len(steps) + 1, b
-    last = changes(srv.log_text())[-1]
+    # The log is read once the pool is back at one thread: a window that
+    # closes just after the load stops may still grow the pool (its requests
+    # were waiting), and that step is logged and counted like the others.
+    log = srv.log_text()
+    steps = changes(log)
+    assert b["started"] >= grown and b["changes"] == len(steps), (b, steps)
+    grows = [s for s in steps if "(auto, at most" in s]
+    assert grows and steps[0].startswith(f"blocking threads 1 -> 2 (auto, at most 32): {GROW_RULE}"), log[-3000:]
+    for s in grows:
+        assert GROW_RULE in s and "requests waiting on average" in s and "over 1.0 s" in s, s
+        assert re.search(r"a request waiting for a busy pool \d+% of the time", s), s
+    for s in steps:
+        assert s in grows or re.fullmatch(r"blocking threads \d+ -> \d+ \(auto\): pool threads? \d+( to \d+)? "
+                                          r"took no request for 5 s; parked, kept for reuse", s), s
+    last = steps[-1]
     assert re.fullmatch(r"blocking threads \d+ -> 1 \(auto\): pool threads? 1( to \d+)? took no request for "
                         r"5 s; parked, kept for reuse", last), last
     assert b["last_change"] == last
