@@ -3,7 +3,8 @@ with the GIL released and more clients than threads, the pool grows past one
 thread within seconds and serves more at once; with requests that hold the
 GIL it stays at one; idle, it retires back to one; each change is logged with
 the figures behind it and published (/stats.json, the --stats table); a
-request pipelined behind one that ran on a thread since retired still runs;
+request pipelined behind one that ran on a thread since retired still runs,
+and one connection's requests never run at once on two threads;
 a reload's new worker starts again at one thread; the watchdog watches a
 thread started later; the option's forms and the ones refused."""
 import json
@@ -180,6 +181,56 @@ def test_pipelined_behind_a_retired_thread_still_runs(server_factory):
         assert r.status == 200 and r.body == b"ok\n", (i, r)
     c.close()
     hold.close()
+
+
+def test_a_pipeline_stays_on_one_thread_when_its_old_one_is_started_again(server_factory):
+    """A connection's first 33 requests ran on pool thread 1 and answered
+    with files the client reads slowly; thread 1, idle, is retired. As the
+    client reads, the requests behind them go to thread 0, the first of them
+    asleep for seconds; load on other connections starts thread 1 again.
+    The connection's requests still running on thread 0, the next ones go
+    there too, behind them: the app sees each start after the one before
+    it ended, never two of one connection's requests at once."""
+    srv, mport = grown_to_two(server_factory)
+    hold = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    hold.sendall(b"GET /?sleep=3 HTTP/1.1\r\nHost: t\r\n\r\n")  # thread 0 busy: the next go to 1
+    time.sleep(0.5)
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+    c.settimeout(60)
+    c.connect(("127.0.0.1", srv.port))
+    # Larger than the socket buffers hold (4 MiB sent, 1 MiB received at
+    # most here): no response ends before the client reads it.
+    first, big, files, logged = 16 << 20, 8 << 20, 33, range(33, 43)
+    c.sendall(b"".join(b"GET /?file=%d HTTP/1.1\r\nHost: t\r\n\r\n" % (first if i == 0 else big)
+                       for i in range(files)) +
+              b"".join(b"GET /?log=%d%s HTTP/1.1\r\nHost: t\r\n\r\n" % (k, b"&sleep=8" if k == 33 else b"")
+                       for k in logged))
+    assert Reader(hold).read_response().status == 200
+    hold.close()
+    wait_pool(mport, lambda b: b["active"] == 1, IDLE_S + 4 * WINDOW_S + 4, "retires thread 1")
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    reader = Reader(c)
+    r = reader.read_response()  # its end tops the pipeline up: request 33 goes to thread 0 and sleeps
+    assert r.status == 200 and len(r.body) == first
+    time.sleep(0.3)
+    load = Load(srv.port, "/?sleep=0.05", conns=8)  # on while request 33 sleeps: thread 1 stays in use
+    try:
+        wait_pool(mport, lambda b: b["active"] == 2, 6, "starts thread 1 again")
+        for i in range(1, files):
+            r = reader.read_response()
+            assert r.status == 200 and len(r.body) == big, i
+        for k in logged:
+            r = reader.read_response()
+            assert r.status == 200 and r.body == b"ok\n", (k, r)
+    finally:
+        load.stop()
+    c.close()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"GET /?order HTTP/1.1\r\nHost: t\r\n\r\n")
+        notes = Reader(s).read_response().body.decode().split()
+    seen = [" ".join(notes[i:i + 2]) for i in range(0, len(notes), 2)]
+    assert seen == [f"{e} {k}" for k in logged for e in ("start", "end")], seen
 
 
 class Reconnecting(Load):

@@ -2,12 +2,21 @@
 waits with the GIL released (`?sleep=S`, seconds: time.sleep), one that holds
 it (`?spin=S`: pure-Python work for S seconds of this thread's CPU), a
 body of N bytes (`?size=N`) or a file of N bytes sent with wsgi.file_wrapper
-(`?file=N`), in any combination."""
+(`?file=N`), in any combination; `?log=K` notes when request K starts and
+ends, and `?order` answers those notes so far, one per line."""
 import os
 import tempfile
+import threading
 import time
 
 _FILES = {}
+_NOTES = []
+_NOTES_LOCK = threading.Lock()
+
+
+def _note(what):
+    with _NOTES_LOCK:
+        _NOTES.append(what)
 
 
 def _file(n):
@@ -33,6 +42,13 @@ def _query(environ):
 
 def application(environ, start_response):
     q = _query(environ)
+    if "order" in q:
+        with _NOTES_LOCK:
+            body = "".join(f"{n}\n" for n in _NOTES).encode()
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+        return [body]
+    if "log" in q:
+        _note(f"start {q['log']}")
     if "sleep" in q:
         time.sleep(float(q["sleep"]))
     if "spin" in q:
@@ -41,6 +57,8 @@ def application(environ, start_response):
         while time.thread_time() < end:
             for _ in range(1000):
                 x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+    if "log" in q:
+        _note(f"end {q['log']}")
     if "file" in q:
         n = int(q["file"])
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(n))])
