@@ -384,23 +384,6 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
 #define PIPE_MAX_JOBS 32
 #define PIPE_MAX_BYTES (256 * 1024)
 
-/* The thread the next of c's pipelined requests goes to: the one that runs
- * its requests still with the app, if any (one thread runs a pipeline, so
- * its requests never run at once or out of order, whatever
- * loop_set_active retired and started again since); with none running,
- * the thread of the request on stage if it is still in use, else any. */
-static unsigned pipeline_worker(const struct conn *c)
-{
-    const struct loop *l = c->loop;
-    const struct job *cur = c->job;
-    if (c->holder != HOLDER_LOOP)
-        return cur->worker;
-    for (const struct job *j = c->pipe_head; j; j = j->pipe_next)
-        if (!(j->posted && j->msg == JOB_DONE))
-            return j->worker;
-    return cur->worker < l->active ? cur->worker : pick_worker(l);
-}
-
 /* Requests pipelined behind c->job, already whole in rbuf, go to the app
  * now, to the same pool thread: it runs them back to back, so a deep
  * pipeline costs no hand-off wake per request, and their responses come
@@ -421,7 +404,12 @@ void conn_pipeline(struct conn *c)
     if (c->state == CONN_LINGER || c->state == CONN_ORPHAN || c->state == CONN_SEND_ERROR ||
         c->state == CONN_CLOSED || c->state == CONN_QUEUED)
         return;
-    unsigned w = pipeline_worker(c);
+    /* The next ones go to the thread that runs this connection's requests
+     * still with the app, if any: one thread runs a pipeline, so its
+     * requests never run at once or out of order, whatever loop_set_active
+     * retired and started again since. With none running, to cur's thread
+     * if it is still in use, else to any. */
+    const struct job *runs = NULL;
     uint64_t unsent = 0;
     unsigned running = 0, piped = 0;
     if (c->holder == HOLDER_LOOP) {
@@ -430,6 +418,7 @@ void conn_pipeline(struct conn *c)
         unsent += cur->out[cur->msg_buf].len;
     } else {
         running++;
+        runs = cur;
     }
     for (const struct job *j = c->pipe_head; j; j = j->pipe_next) {
         piped++;
@@ -439,8 +428,11 @@ void conn_pipeline(struct conn *c)
             unsent += j->out[j->msg_buf].len;
         } else {
             running++;
+            if (!runs)
+                runs = j;
         }
     }
+    unsigned w = runs ? runs->worker : cur->worker < l->active ? cur->worker : pick_worker(l);
     /* Topped up in batches, once a quarter of the jobs are done, while
      * the pool thread still has the rest to run: it is neither woken for
      * each request nor left to run dry and park between batches. */
