@@ -78,6 +78,8 @@ handoff-policy: $(HANDOFF_TEST_DIR)/spin_policy_test
 
 # -O2, not TSan: under TSan each submit is slower than the worker's wake-up,
 # so every submit meets a freshly parked worker and the burst is no burst.
+# Run without --paced: the parts the code decides alone (--paced, the
+# parts on the live scheduler, is make perf-check's).
 $(HANDOFF_TEST_DIR)/batch_test: handoffs/tests/batch_test.c $(HANDOFF_SRCS) $(HANDOFF_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ handoffs/tests/batch_test.c $(filter-out handoffs/ring.c,$(HANDOFF_SRCS)) -lpthread

@@ -111,6 +111,13 @@
 /* (RING_DOZE_MIN_NS, RING_DOZE_MAX_NS and RING_DOZE_AHEAD are in ring_order.h,
  * for the tests.) */
 
+/* The clock of the doze's and the hold's stall rules. A test that includes
+ * this file defines it first to fix the time its rule cases are judged at
+ * (batch_test.c), so that the rule, not the scheduler, decides them. */
+#ifndef RING_POLICY_NOW
+#define RING_POLICY_NOW() clock_ns()
+#endif
+
 struct ring_worker {
     struct spsc_ring req;  /* loop -> worker */
     struct spsc_ring done; /* worker -> loop */
@@ -488,7 +495,7 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
 #ifdef RING_DOZE_MUTANT_D4 /* D4: the stall rule removed for a fast pool only */
     if (pace >= 2 * least)
 #endif
-    if (clock_ns() - h->done_at > 4 * (pace > doze ? pace : doze))
+    if (RING_POLICY_NOW() - h->done_at > 4 * (pace > doze ? pace : doze))
         return 0;
 #endif
     counter_inc(&base->loop.loop_dozes);
@@ -546,7 +553,7 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
             slowest = pace;
     }
 #ifndef RING_HOLD_MUTANT_H2 /* H2: the stall rule removed */
-    if (clock_ns() - h->done_at > 4 * slowest)
+    if (RING_POLICY_NOW() - h->done_at > 4 * slowest)
         return 0;
 #endif
     uint64_t margin = slowest / 4 > RING_HOLD_MARGIN_NS ? slowest / 4 : RING_HOLD_MARGIN_NS;

@@ -43,11 +43,31 @@
  *    queue: the loop holds (each hold the rule's), the completions cost no
  *    eventfd write, and a stall with jobs queued behind it makes the loop
  *    stop holding and announce its sleep.
+ * 10. Dozing, by the rule (one worker, its pace, its queue and the time of
+ *    its last completion set by hand, no thread running): no doze without
+ *    a queue, at an unknown pace, for a pool slower than four of the
+ *    longest dozes, for a fast pool with less work ahead than
+ *    RING_DOZE_AHEAD short dozes, or after four paces (or four dozes)
+ *    with no completion; otherwise the doze_wanted below.
  * Counters are the handoff's own (handoff.h), so this also pins what the
- * server's stats report for a burst. Exit 1 on a violation. */
+ * server's stats report for a burst. Exit 1 on a violation.
+ *
+ * `batch_test` runs parts 1-5, 8 and 10, whose verdicts the code decides
+ * alone: each waits for the state it checks (a worker parked, a job taken),
+ * and the rule cases judge the stall rules at a clock they fix
+ * (RING_POLICY_NOW). `make test` runs it, and `make mutants` requires it to
+ * catch the doze and hold mutants. `batch_test --paced` runs parts 6, 7 and
+ * 9, whose workers keep a pace on the live scheduler: a busy machine changes
+ * what the loop sees there, so `make perf-check` runs them, not `make test`. */
 /* ring.c itself, so part 7 can read the worker's pace (every other
  * handoff source is linked beside this file, as for ring_litmus.c). */
 #include "../../lib/futex.h" /* first: ring.c's own include of it is then a no-op */
+#include <stdint.h>
+
+/* The rule cases (parts 8 and 10) fix the stall rules' clock at fixed_now;
+ * 0: the real clock. */
+static uint64_t fixed_now;
+#define RING_POLICY_NOW() (fixed_now ? fixed_now : clock_ns())
 #include "../ring.c"
 
 #include <errno.h>
@@ -104,14 +124,13 @@ static void busy_ns(long ns)
 }
 
 /* Takes N jobs (part 1), 1 (part 2) and RING_WAKE_BATCH (part 3), then
- * completes part 1's N when told (part 4). */
+ * completes part 1's N when told (part 4), and one more (part 5). */
 static atomic_int took;
 static atomic_ullong parks_after_burst; /* the worker's park count once part 1's N were taken */
 
 static void *worker(void *p)
 {
     (void)p;
-    prctl(PR_SET_TIMERSLACK, 1000UL); /* the paced sleeps of part 6 */
     for (int i = 0; i < N; i++) {
         taken[i] = handoff_ring.take(h, 0);
         atomic_fetch_add(&took, 1);
@@ -138,6 +157,14 @@ static void *worker(void *p)
         exit(1);
     }
     atomic_store(&done, 5);
+    return NULL;
+}
+
+/* Parts 6 and 7 (--paced): the worker keeps a pace. */
+static void *worker_paced(void *p)
+{
+    (void)p;
+    prctl(PR_SET_TIMERSLACK, 1000UL); /* the paced sleeps of part 6 */
     /* 6: take PACE_JOBS jobs, completing each PACE_MS after the last, then
      * three more, the second after a stall of STALL_MS (the third queued
      * behind it). */
@@ -172,21 +199,21 @@ static void *worker(void *p)
     return NULL;
 }
 
-/* Waits (up to 2 s) until the worker has parked `parks` times in all and is
- * in futex_wait, not just announced. */
+/* Waits (up to 30 s: a hang, not a slow machine) until the worker has
+ * parked `parks` times in all and is in futex_wait, not just announced. */
 static void await_parked(struct handoff_worker_counters *w, unsigned long long parks)
 {
-    for (int i = 0; i < 2000 && counter_get(&w->parks) < parks; i++)
+    for (int i = 0; i < 30000 && counter_get(&w->parks) < parks; i++)
         pause_ms(1);
     pause_ms(20);
     if (counter_get(&w->parks) != parks)
         fail("worker parks before the burst", counter_get(&w->parks), parks);
 }
 
-/* Waits (up to 2 s) until the worker has taken `n` jobs in all. */
+/* Waits (up to 30 s) until the worker has taken `n` jobs in all. */
 static bool await_took(int n)
 {
-    for (int i = 0; i < 2000 && atomic_load(&took) < n; i++)
+    for (int i = 0; i < 30000 && atomic_load(&took) < n; i++)
         pause_ms(1);
     return atomic_load(&took) >= n;
 }
@@ -350,9 +377,11 @@ static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t sin
     }
     if (active)
         handoff_ring.set_active(hh, active);
-    rh->done_at = clock_ns() - since;
+    fixed_now = clock_ns();
+    rh->done_at = fixed_now - since;
     /* a job running on each worker in use besides those queued */
     uint64_t hold = handoff_ring.hold(hh, q[0] + q[1] + (active ? active : 2));
+    fixed_now = 0;
     handoff_ring.shutdown(hh);
     handoff_ring.destroy(hh);
     return hold;
@@ -383,13 +412,14 @@ static void *paced_worker(void *p)
     return NULL;
 }
 
-int main(void)
+/* Parts 1 to 5: a burst each way on one worker, each step awaited. */
+static void burst_parts(void)
 {
     struct handoff_config cfg = {.workers = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
     h = handoff_ring.create(&cfg);
     if (!h) {
         perror("create");
-        return 2;
+        exit(2);
     }
     struct handoff_loop_counters *l = &h->loop;
     struct handoff_worker_counters *w = &h->worker[0];
@@ -397,7 +427,7 @@ int main(void)
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0 || handoff_ring.watch(h, epfd, 7) != 0) {
         perror("epoll/watch");
-        return 2;
+        exit(2);
     }
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);
@@ -492,7 +522,7 @@ int main(void)
     if (handoff_ring.before_sleep(h, 1))
         fail("before_sleep saw completions before the last", 1, 0);
     atomic_store(&phase, 5);
-    n = epoll_wait(epfd, ev, 2, 2000); /* the count was never reset: an edge all the same */
+    n = epoll_wait(epfd, ev, 2, 30000); /* the count was never reset: an edge all the same */
     if (n != 1 || ev[0].data.u64 != 7)
         fail("epoll events for a write to an unread eventfd", (unsigned long long)(n < 0 ? 0 : n), 1);
     handoff_ring.after_sleep(h);
@@ -503,6 +533,20 @@ int main(void)
         fail("syscalls in drain (the doorbell is never read)", counter_get(&l->drain_syscalls), 0);
     if (counter_get(&w->loop_wakes) != 2)
         fail("eventfd writes in all", counter_get(&w->loop_wakes), 2);
+    pthread_join(t, NULL);
+    handoff_ring.shutdown(h);
+    handoff_ring.destroy(h);
+    close(epfd);
+}
+
+/* Parts 6 and 7: a worker keeping a pace, the loop dozing on it. */
+static void doze_parts(void)
+{
+    struct handoff_config cfg = {.workers = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
+    int epfd = -1;
+    struct epoll_event ev[2];
+    pthread_t t;
+    pthread_create(&t, NULL, worker_paced, NULL);
 
     /* 6. Dozing on a busy worker's pace. The loop waits as core/conn/loop.c does:
      * a doze is a timed wait announced to nobody, else before_sleep and
@@ -510,10 +554,9 @@ int main(void)
      * fresh handoff: the pace the earlier parts left (their completions
      * waited on the phases, not on take) can be far above any dozed through,
      * and how fast it decays is not what this part is about. */
-    struct handoff *first = h;
     fresh_handoff(&cfg, &epfd);
-    l = &h->loop;
-    w = &h->worker[0];
+    struct handoff_loop_counters *l = &h->loop;
+    struct handoff_worker_counters *w = &h->worker[0];
     static struct job paced[PACE_JOBS + 3];
     submit_flushed(paced, 0, PACE_JOBS);
     atomic_store(&phase, 6);
@@ -632,9 +675,12 @@ int main(void)
     pthread_join(t, NULL);
     handoff_ring.destroy(h);
     handoff_ring.destroy(second);
-    handoff_ring.destroy(first);
+    close(epfd);
+}
 
-    /* 8. Holding, by the rule. */
+/* Part 8: holding, by the rule. */
+static void hold_rule_part(void)
+{
     struct {
         const char *what;
         unsigned q[2];
@@ -661,18 +707,87 @@ int main(void)
         if (chose != want)
             fail(cases[i].what, chose, want);
     }
+}
 
-    /* 9. Holding on a paced worker with a long queue, then a stall. */
-    struct handoff_config paced_cfg = cfg;
-    paced_cfg.capacity = 256;
+/* Part 10: one case of the doze's rule on a fresh one-worker handoff whose
+ * worker never runs: q jobs queued behind the one it runs, its pace set to
+ * pace, the last completion `since` ns before the fixed clock. Returns what
+ * ring_doze chose. */
+static uint64_t doze_case(unsigned q, uint64_t pace, uint64_t since)
+{
+    struct handoff_config cfg = {.workers = 1, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff *hh = handoff_ring.create(&cfg);
+    if (!hh) {
+        perror("create");
+        exit(2);
+    }
+    struct ring_handoff *rh = (struct ring_handoff *)hh;
+    static struct job queued[512];
+    atomic_store_explicit(&rh->w[0].pace_ns, pace, memory_order_relaxed);
+    for (unsigned k = 0; k < q; k++)
+        if (handoff_ring.submit(hh, 0, &queued[k]) != HANDOFF_OK)
+            fail("part 10 submit refused at", k, 0);
+    fixed_now = clock_ns();
+    rh->done_at = fixed_now - since;
+    uint64_t doze = handoff_ring.doze(hh, q + 1);
+    fixed_now = 0;
+    handoff_ring.shutdown(hh);
+    handoff_ring.destroy(hh);
+    return doze;
+}
+
+/* Part 10: dozing, by the rule. A slow pool's stall comes before a fast
+ * one's: the stall mutant that spares only a fast pool (D4) must not be
+ * caught by the slow pool's case, nor the one that spares both (D3) by the
+ * fast pool's first. */
+static void doze_rule_part(void)
+{
+    struct {
+        const char *what;
+        unsigned q;
+        uint64_t pace, since;
+    } cases[] = {
+        {"dozes while a fast worker had a long queue", 399, FAST_NS, 0},
+        {"a fast pool's doze with less work queued ahead than RING_DOZE_AHEAD shortest dozes", FAST_MID - 1,
+         FAST_NS, 0},
+        {"a slow pool's doze is not the longer of a quarter of its pace and the work queued ahead over "
+         "RING_DOZE_AHEAD (queue)", PACE_JOBS, 30000, 0},
+        {"a slow pool's doze is not the longer of a quarter of its pace and the work queued ahead over "
+         "RING_DOZE_AHEAD (pace)", 2, 100000, 0},
+        {"the loop kept dozing through a stall of many paces", PACE_JOBS, 30000, 1000000},
+        {"the loop kept dozing through a fast worker's stall", 399, FAST_NS, 1000000},
+        {"a doze with no queue", 0, 30000, 0},
+        {"a doze at an unknown pace", PACE_JOBS, 0, 0},
+        {"a doze for a pool slower than four of the longest dozes", 8, 4 * RING_DOZE_MAX_NS + 1000, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint64_t chose = doze_case(cases[i].q, cases[i].pace, cases[i].since);
+        uint64_t want = 0;
+        if (cases[i].q && cases[i].pace && cases[i].pace <= 4 * RING_DOZE_MAX_NS) {
+            want = doze_wanted(cases[i].q + 1, cases[i].pace);
+            if (cases[i].since > 4 * (cases[i].pace > want ? cases[i].pace : want))
+                want = 0; /* the stall rule */
+        }
+        if (chose != want)
+            fail(cases[i].what, chose, want);
+    }
+}
+
+/* Part 9: holding on a paced worker with a long queue, then a stall. */
+static unsigned hold_paced_part(void)
+{
+    struct handoff_config paced_cfg = {.workers = 1, .capacity = 256, .spin_iters = 0, .loop_spin_ns = 0};
+    int epfd = -1;
+    struct epoll_event ev[2];
+    pthread_t t;
     fresh_handoff(&paced_cfg, &epfd);
-    l = &h->loop;
-    w = &h->worker[0];
+    struct handoff_loop_counters *l = &h->loop;
+    struct handoff_worker_counters *w = &h->worker[0];
     static struct job held[PACED_JOBS];
     submit_flushed(held, 0, PACED_JOBS);
     pthread_create(&t, NULL, paced_worker, NULL);
     unsigned drained9 = 0, holds = 0, announced9 = 0;
-    outstanding = PACED_JOBS;
+    unsigned outstanding = PACED_JOBS;
     unsigned stall_holds = 0;
     bool stall_announced9 = false;
     while (drained9 < PACED_JOBS) {
@@ -713,12 +828,31 @@ int main(void)
         fail("loop_holds counted", counter_get(&l->loop_holds), holds);
     handoff_ring.shutdown(h);
     handoff_ring.destroy(h);
+    close(epfd);
+    return holds;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--paced") == 0) {
+        doze_parts();
+        unsigned holds = hold_paced_part();
+        printf("batch_test --paced: paced completions while the loop dozed, each as long as the queue allows: "
+               "no write, a stall: it announces again; a fast worker: dozed through with a long queue, each the "
+               "work ahead over RING_DOZE_AHEAD, none with less ahead, not through a stall; %u holds on a paced "
+               "worker, each by the rule, none through its stall: OK\n", holds);
+        return 0;
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: batch_test [--paced]\n");
+        return 2;
+    }
+    burst_parts();
+    hold_rule_part();
+    doze_rule_part();
     printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
            "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
-           "write, 1 drain; the eventfd an edge per write, never read; paced completions while the loop "
-           "dozed, each as long as the queue allows: no write, a stall: it announces again; a fast worker: dozed through with a long queue, "
-           "each the work ahead over RING_DOZE_AHEAD, none with less ahead, not through a stall; holds by the rule, "
-           "%u on a paced worker, none through its stall: OK\n", N, RING_WAKE_BATCH, N, holds);
-    close(epfd);
+           "write, 1 drain; the eventfd an edge per write, never read; holds and dozes by the rule: OK\n",
+           N, RING_WAKE_BATCH, N);
     return 0;
 }

@@ -13,13 +13,15 @@
 #           P2: without the trials; a feedback-loop case fails)
 #   D1..D5  batch_test.c, the doze policy (ring.c, ring_doze): D1 no doze for a
 #           fast pool, D2 a fast pool dozed through whatever its queue, D3 the
-#           stall rule removed (part 6's stall), D4 the stall rule removed for
-#           a fast pool only (part 7's stall), D5 a slow pool's doze blind to
-#           its queue (part 6's dozes); each fails the check named for it
+#           stall rule removed, D4 the stall rule removed for a fast pool
+#           only, D5 a slow pool's doze blind to its queue (part 10's cases,
+#           on a fixed clock); each fails the case named for it
 #   H1..H5  batch_test.c, the hold policy (ring.c, ring_hold): H1 no
 #           ceiling, H2 the stall rule removed, H3 a hold while a worker has
 #           nothing queued, H4 no margin, H5 a worker that waits held as one
-#           that works (part 8's cases; H2 part 9's too)
+#           that works (part 8's cases, on a fixed clock)
+# batch_test runs without --paced here: the verdicts the code decides
+# alone, so a busy machine cannot hide a mutant behind a paced part's miss.
 # The table in handoffs/README.md is this list, with the reasons.
 set -u
 work=${1:?usage: mutants.sh WORKDIR}
