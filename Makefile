@@ -59,7 +59,7 @@ OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all help run test test-long test-asan test-tsan test-freethreaded deps deps-run deps-test deps-paper \
         deps-experiments integration-test soak experiments experiments-quick experiments-test profile paper clean \
-        bench layering
+        bench layering perf-check test-busy
 
 all: cserve build/pipeload ## build ./cserve (release, jemalloc)
 
@@ -148,6 +148,24 @@ test: deps-test ## everything a change must pass: builds, checks, unit, fuzz, ha
 	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick $(HANDOFF_TEST_BINS)
 	$(MAKE) handoff-test mutants
 	$(MAKE) integration-test
+
+# How the server's threads are scheduled is a benchmark's question, not a
+# test's: the spins, wakes, dozes and holds the waiting policies buy, how
+# soon a held loop reads another connection, the ring's paced batch test.
+# Serial, alone, each check in interleaved rounds decided on medians, a
+# round that lost CPU to other work run again (tests/perf/perf.py; on a
+# quiet machine, a few minutes).
+PERF_ROUNDS ?= 5
+perf-check: deps-test ## the scheduling checks: medians of interleaved rounds, serial (run it on a quiet machine)
+	$(MAKE) all $(HANDOFF_TEST_DIR)/batch_test
+	PERF_ROUNDS=$(PERF_ROUNDS) $(PYTHON) -m pytest -q -s -p no:xdist tests/perf
+
+# make test beside CPU-bound processes, as on a machine doing other work:
+# every run recorded in experiments/results/test-busy.txt (docs/testing.md).
+BUSY_HOGS ?= 2
+BUSY_RUNS ?= 3
+test-busy: deps-test ## make test BUSY_RUNS times beside BUSY_HOGS CPU-bound processes, each run recorded
+	scripts/test-busy.sh $(BUSY_HOGS) $(BUSY_RUNS)
 
 # What make test leaves out for its length, CI runs: the searches of every
 # interleaving of the ring's protocol model (handoffs/tests/check_model.sh).

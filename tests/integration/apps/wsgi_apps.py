@@ -238,7 +238,10 @@ def status(environ, start_response):
 
 
 def sleep(environ, start_response):
+    """Sleeps s= seconds; with mark=PATH, first appends "start" to PATH, so
+    a test can wait for the request to be in the app."""
     q = _q(environ)
+    _mark(q.get("mark"), "start")
     time.sleep(float(q.get("s", "0.5")))
     body = b"slept"
     start_response("200 OK", [CT, ("Content-Length", str(len(body)))])
