@@ -158,6 +158,7 @@ test: deps-test ## everything a change must pass: builds, checks, unit, fuzz, ha
 PERF_ROUNDS ?= 5
 perf-check: deps-test ## the scheduling checks: medians of interleaved rounds, serial (run it on a quiet machine)
 	$(MAKE) all $(HANDOFF_TEST_DIR)/batch_test
+	CC="$(CC)" PYTHON="$(PYTHON)" handoffs/tests/mutants.sh --litmus $(HANDOFF_TEST_DIR)/mutants-litmus
 	PERF_ROUNDS=$(PERF_ROUNDS) $(PYTHON) -m pytest -q -s -p no:xdist tests/perf
 
 # make test beside CPU-bound processes, as on a machine doing other work:

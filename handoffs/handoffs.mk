@@ -8,7 +8,8 @@
 #                           the submit contract under failing syscalls, set_active
 #   make handoff-test-tsan  the same (it is already a TSan build)
 #   make mutants            build each ring mutant (ring_order.h), require a test
-#                           to fail on it (handoffs/tests/mutants.sh; in make test)
+#                           to fail on it (handoffs/tests/mutants.sh; in make test;
+#                           the litmus test's catches are make perf-check's)
 #   make stress             long: 10^7 jobs per backend x {1,4} workers, -O2
 #   make micro              Google Benchmark round trips through each backend
 #   make micro-record       the same in 5 rounds, recorded; rewrites its table in handoffs/README.md
