@@ -93,8 +93,8 @@ fuzz-short: $(FUZZ_BINS) ## every fuzzer for FUZZ_SHORT_SECONDS (part of make te
 fuzz: $(FUZZ_BINS) ## every fuzzer for FUZZ_SECONDS
 	$(call run_fuzzer,$(FUZZ_SECONDS))
 
-# The proxy fields' test includes http_forwarded.c for its statics (the
-# connection code above links it): rebuild it when that file changes.
+# The proxy fields' test includes http_forwarded.c (the unit rule links
+# only the parser's files): rebuild it when that file changes.
 $(BUILD)/unit/test_http_forwarded $(BUILD)/unit/simd/test_http_forwarded: core/http/http_forwarded.c \
     core/http/http_forwarded.h
 

@@ -137,7 +137,7 @@ static void conn_free(struct conn *c)
         conn_io_close(c->wfile_fd);
     buffer_free(&c->rbuf);
     conn_window_free(c);
-    free(c->err_resp);
+    buffer_free(&c->err_resp);
     free(c);
 }
 

@@ -99,7 +99,7 @@ struct conn {
     int wfile_fd;        /* then this file, from wfile_off, wfile_left bytes */
     off_t wfile_off;
     uint64_t wfile_left;
-    char *err_resp;      /* an error response the loop made itself */
+    struct buffer err_resp; /* an error response the loop made itself */
     int err_status;      /* ... and its status */
 
     char remote_addr[64];

@@ -38,6 +38,7 @@ static void job_bind(struct conn *c, struct job *job)
     job->conn = c;
     job->remote_addr = c->remote_addr;
     job->remote_port = c->remote_port;
+    job->heads_close = &l->heads_close;
     job->keep_alive = job->framing.keep_alive && !l->stopping;
     /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
     job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;

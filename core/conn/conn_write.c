@@ -16,7 +16,6 @@
 #include "conn_write.h"
 #include "jobs.h"
 #include "loop.h"
-#include "../http/httpdate.h"
 #include "../http/response_head.h"
 #include "../base/log.h"
 #include "../base/options.h"
@@ -181,22 +180,31 @@ enum verdict conn_send(struct conn *c)
 /* The loop answers the request itself, and closes after. c->job, if any,
  * stays the connection's until it is freed: the request this answers. The
  * loop holds it, or (conn_refuse) the app does and was told its client is
- * gone; nothing behind it is answered. */
+ * gone; nothing behind it is answered. The head is response_head.c's, as
+ * every response's; the body names the status. c->err_resp keeps its
+ * storage for the connection's life. */
 enum verdict conn_fail(struct conn *c, int status)
 {
     const char *reason = http_reason_phrase(status);
-    free(c->err_resp);
-    c->err_resp = malloc(512);
-    if (!c->err_resp)
+    size_t reason_len = strlen(reason);
+    char line[64], fields[96];
+    int ln = snprintf(line, sizeof line, "%d %s", status, reason);
+    int fn = snprintf(fields, sizeof fields, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n",
+                      reason_len + 1);
+    struct buffer *out = &c->err_resp;
+    out->len = 0;
+    if (!buffer_reserve(out, (size_t)ln + (size_t)fn + 2 * RESPONSE_HEAD_FIXED + reason_len + 1))
         return VERDICT_CLOSE;
-    int n = snprintf(c->err_resp, 512,
-                     "HTTP/1.1 %d %s\r\nServer: cserve\r\nDate: %s\r\n"
-                     "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n%s\n",
-                     status, reason, http_date_now(), strlen(reason) + 1, reason);
+    response_head_start(out, line, (size_t)ln);
+    memcpy(out->data + out->len, fields, (size_t)fn);
+    out->len += (size_t)fn;
+    response_head_end(out, true, 1); /* it closes: the client's version changes nothing */
+    memcpy(out->data + out->len, reason, reason_len);
+    out->len += reason_len;
+    out->data[out->len++] = '\n';
     log_debug("%s:%s: %d %s", c->remote_addr, c->remote_port, status, reason);
     c->err_status = status;
-    conn_queue(c, c->err_resp, (size_t)n);
+    conn_queue(c, out->data, out->len);
     conn_set_state(c, CONN_SEND_ERROR);
     return VERDICT_NEXT;
 }

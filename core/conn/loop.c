@@ -143,7 +143,7 @@ void loop_stop(struct loop *l, bool retiring)
         return;
     l->stopping = true;
     l->retiring = retiring;
-    atomic_store_explicit(&server_stopping, true, memory_order_relaxed);
+    atomic_store_explicit(&l->heads_close, true, memory_order_relaxed); /* ordering: job_head_end */
     l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
     /* Take what the kernel already accepted for us, all of it, then close:
      * a connection left in the backlog would be reset. Even while accepts
@@ -164,7 +164,7 @@ void loop_refuse(struct loop *l)
     if (l->refusing)
         return;
     l->refusing = true;
-    atomic_store_explicit(&server_stopping, true, memory_order_relaxed); /* heads say close */
+    atomic_store_explicit(&l->heads_close, true, memory_order_relaxed); /* heads say close */
     /* Out of the epoll set but open: the backlog stays in the socket (its
      * other holders, the successor or the supervisor, accept it). */
     if (l->listen_fd >= 0 && !l->accept_paused_until)

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../../lib/counter.h" /* CACHE_LINE */
 #include "../base/stats.h"
 #include "../http/http_parser.h"
 #include "conn.h"
@@ -104,6 +105,12 @@ struct loop {
     unsigned nhooks;
     const struct loop_hook *responders[LOOP_MAX_HOOKS]; /* the hooks with a response */
     unsigned nresponders;
+    /* Set (relaxed) when the loop stops or refuses: from then on every
+     * response head says "Connection: close". Each job the loop binds points
+     * at it (job->heads_close), and pool threads read it for every response
+     * (job_head_end, which argues the ordering): last, on a line of its own,
+     * away from the fields the loop writes every pass. */
+    _Alignas(CACHE_LINE) atomic_bool heads_close;
 };
 
 int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned workers);

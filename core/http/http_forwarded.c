@@ -6,8 +6,10 @@
  * docs/deploying.md sets): a field the proxy does not set itself passes
  * through from the client unchanged, so reading it would let any client
  * choose. `Forwarded` (RFC 7239) and X-Forwarded-* are never mixed: one
- * family is the one source. Pure: the WSGI bridge (wsgi_environ.c) and the
- * access log both read a request through it, so they name the same client.
+ * family is the one source. Pure: the two lists, parsed, are the caller's
+ * struct forwarded_policy, passed to every call; the WSGI bridge
+ * (wsgi_environ.c) and the access log read a request through it with the
+ * one policy the server parsed, so they name the same client.
  *
  * The client's address is found from the right: each proxy appends the
  * address it got the request from, so the rightmost entry is what the
@@ -25,30 +27,13 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_NETS 32
-
-struct net {
-    int family;             /* AF_INET or AF_INET6 */
-    unsigned char addr[16];
-    unsigned bits;          /* prefix length */
-};
-
-static struct {
-    struct net nets[MAX_NETS];
-    unsigned n;
-    bool any;               /* '*' */
-    bool unix_peers;        /* 'unix': peers on a unix: socket */
-} trust;
-
-enum { F_XFF = 1, F_XPROTO = 2, F_XHOST = 4, F_RFC7239 = 8 };
 static const struct {
     const char *name;
     unsigned bit;
 } field_names[] = {
-    {"x-forwarded-for", F_XFF}, {"x-forwarded-proto", F_XPROTO}, {"x-forwarded-host", F_XHOST},
-    {"forwarded", F_RFC7239},
+    {"x-forwarded-for", FORWARDED_XFF}, {"x-forwarded-proto", FORWARDED_XPROTO},
+    {"x-forwarded-host", FORWARDED_XHOST}, {"forwarded", FORWARDED_RFC7239},
 };
-static unsigned fields = F_XFF | F_XPROTO;
 
 static bool parse_addr(const char *s, size_t len, int *family, unsigned char out[16])
 {
@@ -79,9 +64,11 @@ static bool parse_addr(const char *s, size_t len, int *family, unsigned char out
     return false;
 }
 
-int forwarded_trust_parse(const char *list, char *err, size_t errcap)
+int forwarded_trust_parse(struct forwarded_policy *trust, const char *list, char *err, size_t errcap)
 {
-    memset(&trust, 0, sizeof trust);
+    trust->n_nets = 0;
+    trust->any = false;
+    trust->unix_peers = false;
     const char *p = list;
     while (*p) {
         const char *end = strchr(p, ',');
@@ -93,16 +80,16 @@ int forwarded_trust_parse(const char *list, char *err, size_t errcap)
         while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
             len--;
         if (len == 1 && *p == '*') {
-            trust.any = true;
+            trust->any = true;
         } else if (len == 4 && strncasecmp(p, "unix", 4) == 0) {
-            trust.unix_peers = true;
+            trust->unix_peers = true;
         } else if (len) {
             const char *slash = memchr(p, '/', len);
             size_t alen = slash ? (size_t)(slash - p) : len;
-            struct net *n = &trust.nets[trust.n];
-            if (trust.n == MAX_NETS || !parse_addr(p, alen, &n->family, n->addr)) {
+            struct forwarded_net *n = &trust->nets[trust->n_nets];
+            if (trust->n_nets == FORWARDED_MAX_NETS || !parse_addr(p, alen, &n->family, n->addr)) {
                 snprintf(err, errcap, "'%.*s' is not an IP address, a CIDR network, 'unix' or '*'%s",
-                         (int)len, p, trust.n == MAX_NETS ? " (or too many)" : "");
+                         (int)len, p, trust->n_nets == FORWARDED_MAX_NETS ? " (or too many)" : "");
                 return -1;
             }
             unsigned max = n->family == AF_INET ? 32 : 128;
@@ -119,7 +106,7 @@ int forwarded_trust_parse(const char *list, char *err, size_t errcap)
                 }
                 n->bits = (unsigned)b;
             }
-            trust.n++;
+            trust->n_nets++;
         }
         if (!end)
             break;
@@ -128,7 +115,7 @@ int forwarded_trust_parse(const char *list, char *err, size_t errcap)
     return 0;
 }
 
-int forwarded_fields_parse(const char *list, char *err, size_t errcap)
+int forwarded_fields_parse(struct forwarded_policy *policy, const char *list, char *err, size_t errcap)
 {
     unsigned got = 0;
     const char *p = list;
@@ -154,16 +141,16 @@ int forwarded_fields_parse(const char *list, char *err, size_t errcap)
             got |= field_names[i].bit;
         p = next;
     }
-    if ((got & F_RFC7239) && (got & ~(unsigned)F_RFC7239)) {
+    if ((got & FORWARDED_RFC7239) && (got & ~(unsigned)FORWARDED_RFC7239)) {
         snprintf(err, errcap, "forwarded and x-forwarded-* say the same things: name one family, "
                               "the one the proxy sets");
         return -1;
     }
-    fields = got;
+    policy->fields = got;
     return 0;
 }
 
-static bool in_net(const struct net *n, int family, const unsigned char *a)
+static bool in_net(const struct forwarded_net *n, int family, const unsigned char *a)
 {
     if (n->family != family)
         return false;
@@ -179,25 +166,25 @@ static bool in_net(const struct net *n, int family, const unsigned char *a)
 /* An entry in X-Forwarded-For or a for= node: trusted only when it is in
  * a listed network ('*' and 'unix' vouch for the peer alone: with them the
  * rightmost entry, the one the peer appended, is the client). */
-static bool trusted_text(const char *s, size_t len)
+static bool trusted_text(const struct forwarded_policy *trust, const char *s, size_t len)
 {
     int family;
     unsigned char a[16];
     if (!parse_addr(s, len, &family, a))
         return false;
-    for (unsigned i = 0; i < trust.n; i++)
-        if (in_net(&trust.nets[i], family, a))
+    for (unsigned i = 0; i < trust->n_nets; i++)
+        if (in_net(&trust->nets[i], family, a))
             return true;
     return false;
 }
 
-bool forwarded_trusted(const char *peer)
+bool forwarded_trusted(const struct forwarded_policy *trust, const char *peer)
 {
-    if (!fields)
+    if (!trust || !trust->fields)
         return false;
     if (!*peer) /* a unix: socket's peer has no address */
-        return trust.unix_peers || trust.any;
-    return trust.any || trusted_text(peer, strlen(peer));
+        return trust->unix_peers || trust->any;
+    return trust->any || trusted_text(trust, peer, strlen(peer));
 }
 
 static void trim(struct span *s)
@@ -291,14 +278,16 @@ static struct span node_addr(struct span s)
 }
 
 
-bool forwarded_read(const struct http_request *req, const char *peer, struct forwarded *out)
+bool forwarded_read(const struct forwarded_policy *trust, const struct http_request *req, const char *peer,
+                    struct forwarded *out)
 {
     *out = (struct forwarded){0};
-    if (!forwarded_trusted(peer))
+    if (!forwarded_trusted(trust, peer))
         return false;
+    unsigned fields = trust->fields;
     struct walk w;
     struct span el;
-    if (fields & F_RFC7239) {
+    if (fields & FORWARDED_RFC7239) {
         walk_start(&w, req, "forwarded");
         bool nearest = true;
         while (walk_prev(&w, &el)) {
@@ -313,25 +302,25 @@ bool forwarded_read(const struct http_request *req, const char *peer, struct for
             if (!fwd_param(el, "for", &v))
                 break;
             out->client = node_addr(v);
-            if (!trusted_text(out->client.p, out->client.len))
+            if (!trusted_text(trust, out->client.p, out->client.len))
                 break;
         }
     }
-    if (fields & F_XPROTO) {
+    if (fields & FORWARDED_XPROTO) {
         walk_start(&w, req, "x-forwarded-proto");
         if (walk_prev(&w, &el))
             out->proto = el;
     }
-    if (fields & F_XHOST) {
+    if (fields & FORWARDED_XHOST) {
         walk_start(&w, req, "x-forwarded-host");
         if (walk_prev(&w, &el))
             out->host = el;
     }
-    if (fields & F_XFF) {
+    if (fields & FORWARDED_XFF) {
         walk_start(&w, req, "x-forwarded-for");
         while (walk_prev(&w, &el)) {
             out->client = el;
-            if (!trusted_text(el.p, el.len))
+            if (!trusted_text(trust, el.p, el.len))
                 break;
         }
     }

@@ -39,8 +39,6 @@ void job_thread_init(struct handoff *h, unsigned index, struct pool_stats *stats
 
 bool job_streams(void) { return self.handoff != NULL; }
 
-atomic_bool server_stopping;
-
 /* ---- loop side ---- */
 
 void job_ack(struct job *job)

@@ -72,6 +72,7 @@ struct job {
     struct http_target target;
     const char *remote_addr; /* NUL-terminated, owned by the connection */
     const char *remote_port;
+    const atomic_bool *heads_close; /* the loop's: set once every response must close (job_head_end) */
     uint64_t head_ns;        /* --access-log: when the head was framed (clock_ns) */
     bool keep_alive;         /* the client allows another request after this one */
     bool is_head;
@@ -154,19 +155,23 @@ static inline void job_prefetch_message(const struct job *job)
     __builtin_prefetch(job->out);
 }
 
-/* Set by the loop when the server starts to stop; read by whichever thread
- * builds a response head: from then on responses say "Connection: close". */
-extern atomic_bool server_stopping;
-
 /* End a response head for job: the connection field and the empty line.
  * A body the app did not read to the end leaves bytes on the wire we cannot
- * frame the next request from: close rather than guess. Sets
+ * frame the next request from: close rather than guess; once the loop stops
+ * or refuses (job->heads_close) every head says "Connection: close". Sets
  * job->close_after when the connection must close. The caller reserved
- * RESPONSE_HEAD_FIXED bytes. */
+ * RESPONSE_HEAD_FIXED bytes.
+ *
+ * heads_close is read relaxed, on whichever thread builds the head: it
+ * publishes nothing else, and it only tells the client what the loop does
+ * anyway. The loop decides to close from its own state once the response
+ * is written (conn_request.c's finish_one), so a head built before the
+ * store is visible says keep-alive and the connection still closes (or,
+ * when the worker is retiring, is kept and its next head says close). */
 static inline void job_head_end(struct buffer *out, struct job *job)
 {
     job->close_after = job->close_after || !job->keep_alive || !job->body.eof || job->body.error ||
-                       atomic_load_explicit(&server_stopping, memory_order_relaxed);
+                       atomic_load_explicit(job->heads_close, memory_order_relaxed);
     response_head_end(out, job->close_after, job->req.minor_version);
 }
 

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
@@ -36,6 +35,10 @@ struct pool {
     PyInterpreterState *interp;
     struct pool_thread *threads;
     _Atomic unsigned registered; /* threads that have put themselves in the stats */
+    /* pool_start waits on this for the threads it started to register; each
+     * thread signals it once it has. */
+    pthread_mutex_t registered_lock;
+    pthread_cond_t registered_cond;
     bool watched;                /* --app-timeout: publish when each request started */
 };
 
@@ -75,7 +78,10 @@ static void *pool_main(void *arg)
     snprintf(name, sizeof name, "cserve-pool-%u", t->index);
     pthread_setname_np(pthread_self(), name);
     stats_register_self(p->stats, t->index + 1, name, "pool");
+    pthread_mutex_lock(&p->registered_lock);
     atomic_fetch_add_explicit(&p->registered, 1, memory_order_release); /* pool_registered */
+    pthread_cond_broadcast(&p->registered_cond);
+    pthread_mutex_unlock(&p->registered_lock);
     job_thread_init(h, t->index, t->stats, &gil_waiter);
 
     bool watched = p->watched;
@@ -155,6 +161,14 @@ static void stop_started(struct pool *p, unsigned started)
     PyEval_RestoreThread(ts);
 }
 
+static void pool_free(struct pool *p)
+{
+    pthread_cond_destroy(&p->registered_cond);
+    pthread_mutex_destroy(&p->registered_lock);
+    free(p->threads);
+    free(p);
+}
+
 struct pool *pool_start(struct handoff *h, unsigned n, unsigned max, struct stats *stats, bool watched)
 {
     struct pool *p = calloc(1, sizeof *p);
@@ -170,19 +184,23 @@ struct pool *pool_start(struct handoff *h, unsigned n, unsigned max, struct stat
         free(p);
         return NULL;
     }
+    pthread_mutex_init(&p->registered_lock, NULL);
+    pthread_cond_init(&p->registered_cond, NULL);
     for (unsigned i = 0; i < n; i++) {
         int err = pool_start_thread(p, i);
         if (err) {
             log_error("cannot start pool thread %u of %u: %s", i + 1, n, strerror(err));
             stop_started(p, i);
-            free(p->threads);
-            free(p);
+            pool_free(p);
             return NULL;
         }
     }
-    /* The stats are complete (and no longer written) once all are in. */
+    /* The stats are complete (and no longer written) once all are in. A
+     * thread registers before it takes the GIL, which the caller holds. */
+    pthread_mutex_lock(&p->registered_lock);
     while (pool_registered(p) < n)
-        usleep(100);
+        pthread_cond_wait(&p->registered_cond, &p->registered_lock);
+    pthread_mutex_unlock(&p->registered_lock);
     return p;
 }
 
@@ -201,10 +219,8 @@ bool pool_stop(struct pool *p, unsigned wait_ms)
     for (unsigned i = 0; i < p->n; i++)
         if (pthread_timedjoin_np(p->threads[i].thread, NULL, &deadline) != 0)
             all = false;
-    if (all) {
-        free(p->threads);
-        free(p);
-    }
+    if (all)
+        pool_free(p);
     return all;
 }
 

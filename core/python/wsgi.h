@@ -5,14 +5,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct forwarded_policy;
 struct options;
 struct job;
 
 /* Initialise the interpreter, import the app (the default one when
- * opt->app_spec is NULL, found at default_app_dir) and prepare the bridge.
+ * opt->app_spec is NULL, found at default_app_dir) and prepare the bridge,
+ * which reads a trusted proxy's fields by forwarded (the caller's, kept
+ * for the process's life).
  * On failure prints one line naming the problem and exits 2. Returns with
  * the GIL held by the calling thread. */
-void wsgi_init(const struct options *opt, const char *default_app_dir);
+void wsgi_init(const struct options *opt, const struct forwarded_policy *forwarded, const char *default_app_dir);
 
 /* Run the app for job; GIL held. Posts the response through job.h's
  * job_flush/job_done: when it returns, the job is the loop's. */

@@ -167,9 +167,10 @@ static void prepend_sys_path(const char *dir)
     Py_XDECREF(d);
 }
 
-void wsgi_init(const struct options *opt, const char *default_app_dir)
+void wsgi_init(const struct options *opt, const struct forwarded_policy *forwarded, const char *default_app_dir)
 {
     bridge.opt = opt;
+    bridge.forwarded = forwarded;
     interp_start(); /* interp.c: the build's prefix, the selected virtualenv */
     const char *spec = opt->app_spec;
     if (spec) {

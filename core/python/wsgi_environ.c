@@ -258,7 +258,7 @@ static int apply_host(PyObject *env, struct span host, bool https)
 static int proxy_apply(PyObject *env, const struct job *job)
 {
     struct forwarded f;
-    if (!forwarded_read(&job->req, job->remote_addr, &f))
+    if (!forwarded_read(bridge.forwarded, &job->req, job->remote_addr, &f))
         return 0;
     if (f.proto.len) {
         if (environ_set_str(env, "wsgi.url_scheme", f.https ? "https" : "http", f.https ? 5 : 4) < 0)

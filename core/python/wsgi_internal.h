@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct forwarded_policy;
 struct job;
 struct options;
 
@@ -27,6 +28,7 @@ struct options;
 
 struct wsgi_state {
     const struct options *opt;  /* as wsgi_init was given them */
+    const struct forwarded_policy *forwarded;
     PyObject *app;
     PyObject *environ_template; /* the per-server keys, copied per request */
     PyObject *errors;           /* wsgi.errors */

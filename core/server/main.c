@@ -72,10 +72,12 @@ static int open_listeners(const struct options *opt, int *fds, int *metrics_fd)
 /* A worker exec'd by a supervisor (or by a worker it replaces): the
  * listener, the user and the directory are inherited; it imports the app
  * afresh (a failure exits here, before it tells its parent it accepts). */
-static int exec_worker_main(struct options *opt, unsigned index, int listen_fd, int log_fd)
+static int exec_worker_main(struct options *opt, const struct forwarded_policy *forwarded, unsigned index,
+                            int listen_fd, int log_fd)
 {
     if (opt->access_log)
-        access_log_adopt(log_fd, opt->access_log_file, (enum access_log_format)opt->access_log_format);
+        access_log_adopt(log_fd, opt->access_log_file, (enum access_log_format)opt->access_log_format,
+                         forwarded);
     bool python = !opt->native_hello;
     if (python)
         interp_select(opt);
@@ -89,7 +91,7 @@ static int exec_worker_main(struct options *opt, unsigned index, int listen_fd, 
     else
         snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
     if (python)
-        wsgi_init(opt, apps);
+        wsgi_init(opt, forwarded, apps);
     char stats_path[4200];
     if (opt->stats_json)
         snprintf(stats_path, sizeof stats_path, "%s.worker%u", opt->stats_json, index);
@@ -100,6 +102,9 @@ static int exec_worker_main(struct options *opt, unsigned index, int listen_fd, 
 int main(int argc, char **argv)
 {
     static struct options opt;
+    /* The two --forwarded-* lists, parsed: the access log and the WSGI
+     * bridge each get a pointer to this one policy. */
+    static struct forwarded_policy forwarded;
     /* First: it takes its variable out of environ, which proctitle_init copies. */
     unsigned exec_index;
     int exec_fd, exec_log_fd;
@@ -110,11 +115,11 @@ int main(int argc, char **argv)
     if (!exec_worker) /* the server's first process says it, not each worker again */
         options_check_environment();
     char why[160];
-    if (forwarded_trust_parse(opt.forwarded_allow_ips, why, sizeof why) != 0) {
+    if (forwarded_trust_parse(&forwarded, opt.forwarded_allow_ips, why, sizeof why) != 0) {
         log_error("--forwarded-allow-ips: %s (see cserve --help)", why);
         return 2;
     }
-    if (forwarded_fields_parse(opt.forwarded_headers, why, sizeof why) != 0) {
+    if (forwarded_fields_parse(&forwarded, opt.forwarded_headers, why, sizeof why) != 0) {
         log_error("--forwarded-headers: %s (see cserve --help)", why);
         return 2;
     }
@@ -127,7 +132,7 @@ int main(int argc, char **argv)
     raise_fd_limit();
 
     if (exec_worker)
-        return exec_worker_main(&opt, exec_index, exec_fd, exec_log_fd);
+        return exec_worker_main(&opt, &forwarded, exec_index, exec_fd, exec_log_fd);
     /* What the start refuses, --check-config refuses too. */
     if (listen_metrics_check(&opt) != 0)
         return 2;
@@ -163,7 +168,7 @@ int main(int argc, char **argv)
         if (dropping)
             privs_drop();
         if (python)
-            wsgi_init(&opt, apps);
+            wsgi_init(&opt, &forwarded, apps);
         printf("app imports: %s\n", python ? "yes" : "(native-hello: no Python)");
         return 0;
     }
@@ -173,7 +178,7 @@ int main(int argc, char **argv)
         return 2;
     /* Before root is dropped: /var/log is root's. */
     if (opt.access_log &&
-        access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format) != 0) {
+        access_log_open(opt.access_log_file, (enum access_log_format)opt.access_log_format, &forwarded) != 0) {
         log_error("--access-log=%s: %s", opt.access_log_file, strerror(errno));
         return 2;
     }
@@ -193,7 +198,7 @@ int main(int argc, char **argv)
         privs_drop();
     }
     if (python)
-        wsgi_init(&opt, apps);
+        wsgi_init(&opt, &forwarded, apps);
     if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)
         goto out;
     /* Before the start-up line, so a failure is the one line before it.

@@ -49,6 +49,10 @@
 /* Replaced workers of one slot that may drain at once: each reload adds
  * one; past this the oldest is killed (it has outlived that many reloads). */
 #define MAX_DRAINING 16
+/* A slot whose workers keep dying at start (CRASH_LOOP_DEATHS in a row)
+ * starts the next one this much later. */
+#define CRASH_LOOP_DEATHS 5
+#define CRASH_LOOP_PAUSE_S 0.5
 
 struct slot {
     pid_t pid;             /* the worker serving this slot */
@@ -62,6 +66,7 @@ struct slot {
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
+    double respawn_at;     /* a crash loop's pause: its worker starts then (clock_s; 0: none waits) */
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
 };
 
@@ -124,6 +129,48 @@ static bool start_slot(const struct options *opt, struct slot *slots, unsigned i
     slots[i].pid = pid;
     slots[i].started = clock_s();
     return true;
+}
+
+/* Start slot i's worker again after it died: at once, or, in a crash
+ * loop, after a pause that supervisor_run's wait times (start_due), so
+ * that the supervisor answers signals meanwhile. */
+static void respawn(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
+{
+    if (slots[i].quick_deaths >= CRASH_LOOP_DEATHS) {
+        slots[i].respawn_at = clock_s() + CRASH_LOOP_PAUSE_S;
+        return;
+    }
+    start_slot(opt, slots, i, app_name);
+}
+
+/* The slots whose pause is over get their worker, unless one took the slot
+ * meanwhile (a reload's new worker). Returns the poll timeout until the
+ * next pause ends, in ms (-1: none waits). */
+static int start_due(const struct options *opt, struct slot *slots, unsigned n, const char *app_name)
+{
+    double now = clock_s(), next = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct slot *s = &slots[i];
+        if (!s->respawn_at)
+            continue;
+        if (s->pid > 0 || s->next > 0) {
+            s->respawn_at = 0;
+        } else if (s->respawn_at <= now) {
+            s->respawn_at = 0;
+            start_slot(opt, slots, i, app_name);
+        } else if (!next || s->respawn_at < next) {
+            next = s->respawn_at;
+        }
+    }
+    return next ? (int)((next - now) * 1000.0) + 1 : -1;
+}
+
+static bool respawn_waits(const struct slot *slots, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (slots[i].respawn_at)
+            return true;
+    return false;
 }
 
 /* Start a replacement for slot i's worker; it takes over once ready. A
@@ -345,9 +392,7 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
             }
             if (s->pid <= 0 && s->next <= 0) {
                 s->quick_deaths++;
-                if (s->quick_deaths >= 5) /* crash loop: slow down */
-                    usleep(500000);
-                start_slot(opt, slots, i, app_name);
+                respawn(opt, slots, i, app_name);
             }
             return;
         }
@@ -367,9 +412,7 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
         }
         log_warn("worker %u (pid %d) %s; respawning", i, (int)pid, how);
         s->quick_deaths = clock_s() - s->started < 1.0 ? s->quick_deaths + 1 : 0;
-        if (s->quick_deaths >= 5) /* crash loop: slow down */
-            usleep(500000);
-        start_slot(opt, slots, i, app_name);
+        respawn(opt, slots, i, app_name);
         return;
     }
 }
@@ -410,9 +453,15 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     /* An adopted worker may have ended before SIGCHLD had a handler here. */
     struct server_signal si = {.signo = SIGCHLD};
     bool have = adopted != NULL;
-    while (live_processes(slots, n) > 0) {
+    /* A slot in a crash loop's pause has no process, and the supervisor
+     * runs on for it: poll wakes when the pause ends, or at a signal. Once
+     * stopping, the paused worker is not started. */
+    for (;;) {
+        int wait_ms = stopping ? -1 : start_due(opt, slots, n, app_name);
+        if (live_processes(slots, n) == 0 && (stopping || !respawn_waits(slots, n)))
+            break;
         if (!have && !signals_next(&si)) {
-            poll(&pfd, 1, -1);
+            poll(&pfd, 1, wait_ms);
             continue;
         }
         have = false;

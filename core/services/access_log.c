@@ -24,6 +24,7 @@
 static int log_fd = -1;
 static const char *log_path; /* NULL: stderr */
 static enum access_log_format log_format;
+static const struct forwarded_policy *log_forwarded; /* the server's, as open or adopt was given it */
 
 int access_log_format_parse(const char *name)
 {
@@ -54,9 +55,10 @@ static int open_path(const char *path)
     return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 }
 
-int access_log_open(const char *path, enum access_log_format format)
+int access_log_open(const char *path, enum access_log_format format, const struct forwarded_policy *forwarded)
 {
     log_format = format;
+    log_forwarded = forwarded;
     log_path = absolute(path);
     if (!path) {
         log_fd = STDERR_FILENO;
@@ -71,9 +73,11 @@ int access_log_fd(void)
     return log_path ? log_fd : -1;
 }
 
-void access_log_adopt(int fd, const char *path, enum access_log_format format)
+void access_log_adopt(int fd, const char *path, enum access_log_format format,
+                      const struct forwarded_policy *forwarded)
 {
     log_format = format;
+    log_forwarded = forwarded;
     log_path = absolute(path);
     log_fd = fd >= 0 ? fd : STDERR_FILENO;
 }
@@ -179,7 +183,7 @@ void access_log_write(const struct loop_response *r)
     const char *peer = r->peer;
     struct forwarded f;
     char client[64];
-    if (req && forwarded_read(req, peer, &f) && f.client.len && f.client.len < sizeof client) {
+    if (req && forwarded_read(log_forwarded, req, peer, &f) && f.client.len && f.client.len < sizeof client) {
         memcpy(client, f.client.p, f.client.len);
         client[f.client.len] = '\0';
     } else {

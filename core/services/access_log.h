@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct forwarded_policy;
 struct loop;
 struct loop_response;
 
@@ -18,12 +19,15 @@ enum access_log_format {
 int access_log_format_parse(const char *name);
 
 /* Open the log (path NULL: stderr) before privileges are dropped, so a
- * root-owned log directory works. Returns 0, or -1 with errno. */
-int access_log_open(const char *path, enum access_log_format format);
+ * root-owned log directory works. forwarded (the caller's, kept for the
+ * process's life) says whose proxy fields name the client. Returns 0, or
+ * -1 with errno. */
+int access_log_open(const char *path, enum access_log_format format, const struct forwarded_policy *forwarded);
 /* The descriptor, for a worker exec'd to replace this one (-1: none, or
  * stderr), and that worker's way to take it over. */
 int access_log_fd(void);
-void access_log_adopt(int fd, const char *path, enum access_log_format format);
+void access_log_adopt(int fd, const char *path, enum access_log_format format,
+                      const struct forwarded_policy *forwarded);
 /* SIGWINCH (logrotate): open the path anew; on failure keep the old file
  * and say why. */
 void access_log_reopen(void);

@@ -16,14 +16,19 @@ from loadgen import wait_until
 TIMEOUT = 1  # --app-timeout (s)
 
 
-def send(port, raw):
-    """raw on a new connection; the status line of the answer, read to EOF."""
+def send_all(port, raw):
+    """raw on a new connection; the whole answer, read to EOF."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(raw)
         data = b""
         while chunk := s.recv(65536):
             data += chunk
-    return data.split(b"\r\n", 1)[0]
+    return data
+
+
+def send(port, raw):
+    """raw on a new connection; the status line of the answer, read to EOF."""
+    return send_all(port, raw).split(b"\r\n", 1)[0]
 
 
 def log_lines(path, n):
@@ -60,6 +65,28 @@ def test_the_loops_own_error_responses_are_logged_and_counted(tmp_path):
         assert '"GET /v HTTP/2.5" 505 ' in lines[3], lines
         assert wait_until(lambda: requests_total(mport, "4xx") >= 3 and requests_total(mport, "5xx") >= 1, 10)
         assert requests_total(mport, "2xx") == 0
+    finally:
+        srv.close()
+
+
+def test_the_loops_error_response_is_a_whole_closing_response():
+    """Every byte of the loop's own answer: the head every response starts
+    with (Server, Date), a plain-text body naming the status, and a close."""
+    srv = start_server()
+    try:
+        for raw, status in [(b"GET /probe HTTP/1.1\r\nNot a header line\r\n\r\n", b"400 Bad Request"),
+                            (b"GET /v HTTP/2.5\r\nHost: x\r\n\r\n", b"505 HTTP Version Not Supported"),
+                            (b"GET / HTTP/1.0\r\nContent-Length: x\r\n\r\n", b"400 Bad Request")]:
+            data = send_all(srv.port, raw)
+            m = re.fullmatch(rb"HTTP/1\.1 (\d{3} [^\r]+)\r\nServer: cserve\r\n"
+                             rb"Date: (Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d [A-Z][a-z]{2} \d{4} "
+                             rb"\d\d:\d\d:\d\d GMT\r\n"
+                             rb"Content-Type: text/plain; charset=utf-8\r\nContent-Length: (\d+)\r\n"
+                             rb"Connection: close\r\n\r\n(.*)", data, re.S)
+            assert m, data
+            assert m.group(1) == status, data
+            body = status.split(b" ", 1)[1] + b"\n"
+            assert m.group(4) == body and int(m.group(3)) == len(body), data
     finally:
         srv.close()
 

@@ -12,8 +12,10 @@ import time
 
 import pytest
 
+import procfs
 from conftest import APPS, BIN, ROOT, Server, free_port, start_server
 from httpclient import Reader, get, req
+from loadgen import wait_until
 from procfs import alive
 
 APP = "wsgi_apps:application"
@@ -250,6 +252,53 @@ def test_workers_2_sigkill_one_worker_is_respawned(server_factory):
     assert srv.stop(signal.SIGTERM, timeout=15) == 0
     for p in all_pids:
         assert _wait_gone(p, 5), f"worker {p} survived the supervisor"
+
+
+def _kill_workers_as_they_start(sup, slots, rounds):
+    """SIGKILL each of sup's workers as soon as it runs, rounds times over,
+    so that every slot's workers die within a second of starting (a crash
+    loop: after five such deaths in a row the supervisor pauses before it
+    starts the slot's next). Returns the pids killed."""
+    killed = set()
+    for n in range(rounds):
+        fresh = wait_until(lambda: len(set(procfs.children(sup)) - killed) == slots
+                           and set(procfs.children(sup)) - killed, 15, interval=0.005)
+        assert fresh, f"round {n}: expected {slots} new workers under {sup}, found {procfs.children(sup)}"
+        for pid in fresh:
+            os.kill(pid, signal.SIGKILL)
+        killed |= fresh
+        for pid in fresh:
+            assert _wait_gone(pid, 5), f"worker {pid} survived SIGKILL"
+    return killed
+
+
+def test_workers_that_keep_dying_at_start_are_started_again(server_factory):
+    """Every slot in a crash loop at once: none has a process while it
+    pauses, and the supervisor still starts a worker in each afterwards."""
+    srv = server_factory("--workers", "2", app=APP)
+    sup = srv.proc.pid
+    killed = _kill_workers_as_they_start(sup, 2, 6)
+    workers = wait_until(lambda: len(set(procfs.children(sup)) - killed) == 2, 15)
+    assert workers, f"no workers again under {sup}: {procfs.children(sup)}\n{srv.log_text()}"
+    assert srv.proc.poll() is None, srv.log_text()
+    assert wait_until(lambda: _answers(srv.port), 15), srv.log_text()
+    assert srv.stop(signal.SIGTERM, timeout=15) == 0
+
+
+def test_sigterm_while_workers_keep_dying_at_start_exits_0(server_factory):
+    srv = server_factory("--workers", "2", app=APP)
+    sup = srv.proc.pid
+    _kill_workers_as_they_start(sup, 2, 6)
+    assert srv.stop(signal.SIGTERM, timeout=15) == 0
+    assert "supervisor: stopped" in srv.log_text(), srv.log_text()
+
+
+def _answers(port):
+    try:
+        _hello_ok(port)
+        return True
+    except (OSError, EOFError, AssertionError):
+        return False
 
 
 def test_workers_2_sigterm_to_supervisor_stops_all(server_factory):

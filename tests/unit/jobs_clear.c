@@ -14,7 +14,7 @@
  *     job_clear, which resets the same members in the same order. A new
  *     member small enough to sit in a hole of existing padding moves no
  *     offset and is not caught; on x86-64 today the holes are after
- *     `posted` (3 bytes), `is_head` (6), `body` (56: `out` starts a cache
+ *     `posted` (3 bytes), `is_head` (6), `body` (40: `out` starts a cache
  *     line, job.h), `incomplete` (2), `status` (4), `conn_lost` (3),
  *     `awaiting_ack` (7) and `req` (24: the struct is a whole number of
  *     lines). A field added to struct job goes in its group and into this
@@ -38,7 +38,7 @@ static const struct member job_members[] = {
     M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, worker),
     M(struct job, posted), M(struct job, req),
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
-    M(struct job, remote_port), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
+    M(struct job, remote_port), M(struct job, heads_close), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
     M(struct job, body), M(struct job, out), M(struct job, msg_buf), M(struct job, msg),
     M(struct job, close_after), M(struct job, incomplete), M(struct job, file_fd),
     M(struct job, file_off), M(struct job, file_len), M(struct job, status),
@@ -134,6 +134,7 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->target.has_query);
     ZERO(job->remote_addr);
     ZERO(job->remote_port);
+    ZERO(job->heads_close);
     ZERO(job->head_ns);
     ZERO(job->keep_alive);
     ZERO(job->is_head);

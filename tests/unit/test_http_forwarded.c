@@ -1,16 +1,23 @@
 /* test_http_forwarded.c — whom a proxy's fields are believed from, which
  * fields are read, and which entry of X-Forwarded-For / Forwarded is the
  * client: never one a client can write in front of a trusted proxy. */
-#include "../../core/http/http_forwarded.c" /* its statics; the connection code links it */
+#include "../../core/http/http_forwarded.c" /* built in: the unit tests link only the parser's files */
 #include "check.h"
 
 static char errbuf[200];
+/* The policy the checks below read with; configure() replaces it. */
+static struct forwarded_policy policy;
+
+static void configure_policy(struct forwarded_policy *p, const char *allow, const char *fields_list)
+{
+    CHECK(forwarded_trust_parse(p, allow, errbuf, sizeof errbuf) == 0, "allow '%s': %s", allow, errbuf);
+    CHECK(forwarded_fields_parse(p, fields_list, errbuf, sizeof errbuf) == 0, "fields '%s': %s", fields_list,
+          errbuf);
+}
 
 static void configure(const char *allow, const char *fields_list)
 {
-    CHECK(forwarded_trust_parse(allow, errbuf, sizeof errbuf) == 0, "allow '%s': %s", allow, errbuf);
-    CHECK(forwarded_fields_parse(fields_list, errbuf, sizeof errbuf) == 0, "fields '%s': %s", fields_list,
-          errbuf);
+    configure_policy(&policy, allow, fields_list);
 }
 
 struct want {
@@ -25,8 +32,10 @@ static bool span_is(struct span s, const char *want)
     return s.len == strlen(want) && memcmp(s.p, want, s.len) == 0;
 }
 
-/* fields: the header lines after the request line, each ending in CRLF. */
-static void check(const char *name, const char *peer, const char *fields_text, struct want w)
+/* fields: the header lines after the request line, each ending in CRLF;
+ * read with p. */
+static void check_with(const struct forwarded_policy *p, const char *name, const char *peer, const char *fields_text,
+                       struct want w)
 {
     char head[1024];
     int n = snprintf(head, sizeof head, "GET / HTTP/1.1\r\nHost: origin.test\r\n%s\r\n", fields_text);
@@ -34,7 +43,7 @@ static void check(const char *name, const char *peer, const char *fields_text, s
     int status = 0;
     CHECK(http_parse_request(head, (size_t)n, 8192, &req, &status) == n, "%s: head parses", name);
     struct forwarded f;
-    bool got = forwarded_read(&req, peer, &f);
+    bool got = forwarded_read(p, &req, peer, &f);
     CHECK(got == w.trusted, "%s: trusted %d, want %d", name, got, w.trusted);
     CHECK(span_is(f.client, w.client), "%s: client '%.*s', want '%s'", name, (int)f.client.len,
           f.client.p ? f.client.p : "", w.client ? w.client : "(none)");
@@ -42,6 +51,11 @@ static void check(const char *name, const char *peer, const char *fields_text, s
           f.proto.p ? f.proto.p : "", w.proto ? w.proto : "(none)");
     CHECK(span_is(f.host, w.host), "%s: host '%.*s', want '%s'", name, (int)f.host.len,
           f.host.p ? f.host.p : "", w.host ? w.host : "(none)");
+}
+
+static void check(const char *name, const char *peer, const char *fields_text, struct want w)
+{
+    check_with(&policy, name, peer, fields_text, w);
 }
 
 #define HOSTILE_RFC7239 "Forwarded: for=6.6.6.6;proto=https;host=evil.example\r\n"
@@ -55,6 +69,28 @@ static void check_defaults(void)
           "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\n" HOSTILE_RFC7239 HOSTILE_XHOST,
           (struct want){false, NULL, NULL, NULL});
     check("default, unix peer", "", "X-Forwarded-For: 6.6.6.6\r\n", (struct want){false, NULL, NULL, NULL});
+    /* A zeroed policy, or none at all, believes no one. */
+    static const struct forwarded_policy zeroed;
+    check_with(&zeroed, "zeroed policy, unix peer", "", "X-Forwarded-For: 6.6.6.6\r\n",
+               (struct want){false, NULL, NULL, NULL});
+    check_with(NULL, "no policy, unix peer", "", "X-Forwarded-For: 6.6.6.6\r\n",
+               (struct want){false, NULL, NULL, NULL});
+}
+
+/* Each reader reads with the policy it is given: two at once do not mix. */
+static void check_policies_apart(void)
+{
+    struct forwarded_policy unix_xff, tcp_proto;
+    configure_policy(&unix_xff, "unix", "x-forwarded-for");
+    configure_policy(&tcp_proto, "10.0.0.1", "x-forwarded-proto");
+    const char *fields_text = "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\n";
+    check_with(&unix_xff, "first policy, its peer", "", fields_text, (struct want){true, "203.0.113.7", NULL, NULL});
+    check_with(&unix_xff, "first policy, the other's peer", "10.0.0.1", fields_text,
+               (struct want){false, NULL, NULL, NULL});
+    check_with(&tcp_proto, "second policy, its peer", "10.0.0.1", fields_text,
+               (struct want){true, NULL, "https", NULL});
+    check_with(&tcp_proto, "second policy, the other's peer", "", fields_text,
+               (struct want){false, NULL, NULL, NULL});
 }
 
 /* The nginx recipe: a unix-socket peer that sets X-Forwarded-For
@@ -137,23 +173,24 @@ static void check_parse_errors(void)
         "forwarded,x-forwarded-for", "x-forwarded-proto, forwarded", "x-real-ip", "x-forwarded-port",
     };
     for (size_t i = 0; i < sizeof bad_fields / sizeof *bad_fields; i++)
-        CHECK(forwarded_fields_parse(bad_fields[i], errbuf, sizeof errbuf) == -1, "fields '%s' refused",
+        CHECK(forwarded_fields_parse(&policy, bad_fields[i], errbuf, sizeof errbuf) == -1, "fields '%s' refused",
               bad_fields[i]);
-    CHECK(forwarded_fields_parse(" X-Forwarded-For , x-forwarded-proto ", errbuf, sizeof errbuf) == 0,
+    CHECK(forwarded_fields_parse(&policy, " X-Forwarded-For , x-forwarded-proto ", errbuf, sizeof errbuf) == 0,
           "names are case-insensitive and trimmed");
     static const char *const bad_allow[] = {"10.0.0.300", "10.0.0.0/33", "example.com", "::1/129", "10.0.0.0/ 8",
                                             "10.0.0.0/+8", "10.0.0.0/-0", "10.0.0.0/", "10.0.0.0/8x",
                                             "::1/99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_allow / sizeof *bad_allow; i++)
-        CHECK(forwarded_trust_parse(bad_allow[i], errbuf, sizeof errbuf) == -1, "allow '%s' refused",
+        CHECK(forwarded_trust_parse(&policy, bad_allow[i], errbuf, sizeof errbuf) == -1, "allow '%s' refused",
               bad_allow[i]);
-    CHECK(forwarded_trust_parse("10.0.0.0/8, ::1/128, 10.1.2.3/0", errbuf, sizeof errbuf) == 0,
+    CHECK(forwarded_trust_parse(&policy, "10.0.0.0/8, ::1/128, 10.1.2.3/0", errbuf, sizeof errbuf) == 0,
           "prefix lengths in digits are taken");
 }
 
 int main(void)
 {
     check_defaults();
+    check_policies_apart();
     check_recipe();
     check_chains();
     check_fields();
