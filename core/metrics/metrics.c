@@ -20,7 +20,6 @@
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "../base/log.h"
-#include "../conn/loop.h"
 #include "metrics_internal.h"
 #include "verdict.h"
 
@@ -252,7 +251,7 @@ bool metrics_attach(struct stats *s)
     return true;
 }
 
-unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued)
+unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued)
 {
     /* A request waiting behind the one its thread runs: outstanding >= 2. */
     unsigned least = ~0u, total = 0;
@@ -265,7 +264,7 @@ unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued)
     return l->active && least >= 1 ? total - l->active : 0;
 }
 
-static void sample_queues(struct loop *l)
+static void sample_queues(const struct loop_snapshot *l)
 {
     if (!l->workers)
         return;
@@ -278,7 +277,7 @@ static void sample_queues(struct loop *l)
         counter_inc(&metrics_counts.samples_waiting);
 }
 
-static void fill(struct loop *l, struct metrics_data *d)
+static void fill(const struct loop_snapshot *l, struct metrics_data *d)
 {
     struct stats *s = me.stats;
     struct stats_snapshot *snap = &me.snap;
@@ -334,7 +333,7 @@ static void fill(struct loop *l, struct metrics_data *d)
     }
 }
 
-void metrics_tick(struct loop *l)
+void metrics_tick(const struct loop_snapshot *l)
 {
     sample_queues(l);
     if (!me.publishing || !me.stats)
