@@ -103,11 +103,15 @@ bool metrics_attach(struct stats *s);
 void metrics_tick(const struct loop_snapshot *l);
 #define METRICS_TICK_MS 500
 
-/* --stats: the window starts (stats_window_start) / the table's verdict
- * line, from the window's figures. */
+/* --stats: the window starts (stats_window_start's on_window_start). */
 void metrics_window_mark(void);
-void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
-                           unsigned pool_threads);
+/* --stats and --stats-json, on the loop thread (SIGUSR1, the worker's
+ * exit): one snapshot of s's window, with the loop's queues (ls), printed
+ * as the table on table (NULL: none) and written as JSON to path (NULL:
+ * none; the document, or with s->part_file this worker's object alone),
+ * which is replaced whole. The JSON is /stats.json's writer's. Returns 0,
+ * or -1 with errno when path could not be written. */
+int metrics_report(struct stats *s, const struct loop_snapshot *ls, FILE *table, const char *path);
 
 /* A thread's time runnable but not running (ns): the second figure of
  * /proc/PID/task/TID/schedstat, readable from another process. */
