@@ -1,6 +1,8 @@
 /* stats.h — per-thread instruments: counters with one writer each, CPU time
  * read from each thread's own CPU clock at report time (nothing timed per
- * request), reported per measurement window as a table or JSON. */
+ * request), and the measurement window. One snapshot of them all
+ * (stats_snapshot_now) feeds every report: the table, --stats-json and
+ * the live endpoints, which ../metrics/ renders. */
 #ifndef CSERVE_STATS_H
 #define CSERVE_STATS_H
 
@@ -65,6 +67,8 @@
 #define STATS_ENUM_POOL(name) POOL_C_##name,
 #define STATS_ENUM_HLOOP(name) HLOOP_C_##name,
 #define STATS_ENUM_HWORKER(name) HWORKER_C_##name,
+#define STATS_ENUM_HLOOP_G(name) HLOOP_G_##name,
+#define STATS_ENUM_HWORKER_G(name) HWORKER_G_##name,
 
 struct loop_stats {
     LOOP_STATS_COUNTERS(STATS_DECLARE_COUNTER)
@@ -82,6 +86,8 @@ enum { LOOP_STATS_COUNTERS(STATS_ENUM_LOOP) LOOP_C_N };
 enum { POOL_STATS_COUNTERS(STATS_ENUM_POOL) POOL_C_N };
 enum { HANDOFF_LOOP_COUNTERS(STATS_ENUM_HLOOP) HLOOP_C_N };
 enum { HANDOFF_WORKER_COUNTERS(STATS_ENUM_HWORKER) HWORKER_C_N };
+enum { HANDOFF_LOOP_GAUGES(STATS_ENUM_HLOOP_G) HLOOP_G_N };
+enum { HANDOFF_WORKER_GAUGES(STATS_ENUM_HWORKER_G) HWORKER_G_N };
 
 struct handoff;
 
@@ -102,6 +108,8 @@ struct stats_snapshot {
     uint64_t pool[STATS_MAX_THREADS][POOL_C_N];
     uint64_t hloop[HLOOP_C_N];
     uint64_t hworker[STATS_MAX_THREADS][HWORKER_C_N];
+    uint64_t hloop_gauge[HLOOP_G_N];                 /* gauges: the value now, never a difference */
+    uint64_t hworker_gauge[STATS_MAX_THREADS][HWORKER_G_N];
 };
 
 struct stats {
@@ -120,11 +128,9 @@ struct stats {
     const char *app_name;
     bool inline_mode;
     bool part_file;     /* a worker under a supervisor: write only this worker's object */
-    /* The live verdict's part (metrics.c, set by worker.c: stats.c knows
-     * nothing of it): a new window starts; the table's last line. */
+    /* A new window starts: the verdict's part of it (metrics.c, set by
+     * worker.c: stats.c knows nothing of it). */
     void (*on_window_start)(void);
-    void (*print_verdict)(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
-                          unsigned pool_threads);
 };
 
 /* Register the calling thread (the loop: index 0; pool thread i: index i+1).
@@ -138,17 +144,12 @@ void stats_register_self(struct stats *s, unsigned index, const char *name, cons
 unsigned stats_pool_active(const struct stats *s);
 /* Thread i's CPU seconds since it started (0 when not registered). */
 double stats_thread_cpu_s(const struct stats *s, unsigned i);
-/* Every counter and CPU clock of s now (totals, not a window): metrics.c. */
+/* Every counter, gauge and CPU clock of s now (totals, not a window): the
+ * one snapshot every report is made from (metrics.c). */
 void stats_snapshot_now(struct stats *s, struct stats_snapshot *snap);
-/* Start a new measurement window now. */
+/* Start a new measurement window now (s->base). */
 void stats_window_start(struct stats *s);
-/* Table on f (the --stats format). */
-void stats_print_table(struct stats *s, FILE *f);
-/* JSON object for this worker on f (one element of "workers"). */
-void stats_print_worker_json(struct stats *s, FILE *f);
 /* s as a JSON string literal on f, quotes included, whatever bytes s holds. */
 void stats_json_string(FILE *f, const char *s);
-/* Whole JSON document with this worker only, atomically replacing path. */
-int stats_write_json(struct stats *s, const char *path);
 
 #endif

@@ -30,6 +30,7 @@
 #include "loop.h"
 #include "../base/options.h"
 #include "../base/stats.h"
+#include "../metrics/metrics.h"
 
 #define MAX_EVENTS 256
 #define MAX_DRAIN 256
@@ -319,6 +320,15 @@ static bool pool_talks_to_loop(const struct loop *l)
         if (l->worker_owed[w])
             return true;
     return false;
+}
+
+void loop_snapshot(const struct loop *l, struct loop_snapshot *out)
+{
+    unsigned n = l->workers < STATS_MAX_THREADS ? l->workers : STATS_MAX_THREADS;
+    out->workers = n;
+    out->active = l->active < n ? l->active : n;
+    out->nconns = l->nconns;
+    memcpy(out->outstanding, l->outstanding, n * sizeof *out->outstanding);
 }
 
 unsigned loop_run(struct loop *l)

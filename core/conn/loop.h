@@ -23,6 +23,7 @@ struct options;
 struct handoff;
 struct server_signal;
 struct loop;
+struct loop_snapshot;
 
 /* One response the server made, as the response hooks see it: the app's,
  * or one the loop made itself. */
@@ -140,6 +141,9 @@ void loop_refuse(struct loop *l);
  * (nothing changed) when n is out of range or a thread above it still has
  * jobs. */
 int loop_set_active(struct loop *l, unsigned n);
+/* Copy what the metrics read of l into out (its queues and connections:
+ * struct loop_snapshot, ../metrics/metrics.h). On the loop thread. */
+void loop_snapshot(const struct loop *l, struct loop_snapshot *out);
 /* Run until stopped and drained (or the graceful timeout passes). Returns the
  * number of requests still with the app when it gave up (0 = clean). */
 unsigned loop_run(struct loop *l);

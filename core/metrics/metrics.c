@@ -20,7 +20,6 @@
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
 #include "../base/log.h"
-#include "../conn/loop.h"
 #include "metrics_internal.h"
 #include "verdict.h"
 
@@ -34,6 +33,8 @@ const char *const metrics_loop_names[LOOP_C_N] = {LOOP_STATS_COUNTERS(NAME)};
 const char *const metrics_pool_names[POOL_C_N] = {POOL_STATS_COUNTERS(NAME)};
 const char *const metrics_hloop_names[HLOOP_C_N] = {HANDOFF_LOOP_COUNTERS(NAME)};
 const char *const metrics_hworker_names[HWORKER_C_N] = {HANDOFF_WORKER_COUNTERS(NAME)};
+const char *const metrics_hloop_gauge_names[HLOOP_G_N] = {HANDOFF_LOOP_GAUGES(NAME)};
+const char *const metrics_hworker_gauge_names[HWORKER_G_N] = {HANDOFF_WORKER_GAUGES(NAME)};
 #undef NAME
 
 #define WORDS (sizeof(struct metrics_data) / sizeof(uint64_t))
@@ -229,7 +230,7 @@ static bool publish(unsigned i, const struct metrics_data *d)
 static struct {
     struct stats *stats;
     struct stats_snapshot snap;  /* large: kept here, not on the loop's stack */
-    struct metrics_data data;
+    struct metrics_data data;    /* the published snapshot */
     unsigned slot;
     double started;
     bool publishing;
@@ -252,7 +253,7 @@ bool metrics_attach(struct stats *s)
     return true;
 }
 
-unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued)
+unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued)
 {
     /* A request waiting behind the one its thread runs: outstanding >= 2. */
     unsigned least = ~0u, total = 0;
@@ -265,7 +266,7 @@ unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued)
     return l->active && least >= 1 ? total - l->active : 0;
 }
 
-static void sample_queues(struct loop *l)
+static void sample_queues(const struct loop_snapshot *l)
 {
     if (!l->workers)
         return;
@@ -278,14 +279,21 @@ static void sample_queues(struct loop *l)
         counter_inc(&metrics_counts.samples_waiting);
 }
 
-static void fill(struct loop *l, struct metrics_data *d)
+/* Counters less the window's start (base NULL: as they are). */
+static void since(uint64_t *out, const uint64_t *now, const uint64_t *base, size_t n)
 {
-    struct stats *s = me.stats;
+    for (size_t k = 0; k < n; k++)
+        out[k] = now[k] - (base ? base[k] : 0);
+}
+
+void metrics_fill(struct stats *s, const struct loop_snapshot *l, const struct stats_snapshot *base,
+                  struct metrics_data *d)
+{
     struct stats_snapshot *snap = &me.snap;
     stats_snapshot_now(s, snap);
     unsigned n = s->nthreads < STATS_MAX_THREADS ? s->nthreads : STATS_MAX_THREADS;
     d->t = snap->t;
-    d->started = me.started;
+    d->started = base ? base->t : me.started;
     d->pid = getpid();
     d->worker = s->worker_index;
     d->nthreads = n;
@@ -297,10 +305,9 @@ static void fill(struct loop *l, struct metrics_data *d)
     d->sizing_at = metrics_sizing.at;
     memcpy(d->sizing_last, metrics_sizing.last, sizeof d->sizing_last);
     d->has_handoff = s->handoff != NULL;
-    memcpy(d->loop, snap->loop, sizeof d->loop);
-    memcpy(d->hloop, snap->hloop, sizeof d->hloop);
-    if (s->handoff)
-        d->hloop_gauge[0] = counter_get(&s->handoff->loop.loop_spin_budget_ns);
+    since(d->loop, snap->loop, base ? base->loop : NULL, LOOP_C_N);
+    since(d->hloop, snap->hloop, base ? base->hloop : NULL, HLOOP_C_N);
+    memcpy(d->hloop_gauge, snap->hloop_gauge, sizeof d->hloop_gauge);
     for (unsigned k = 0; k < METRICS_CLASSES; k++)
         d->status[k] = counter_get(&metrics_counts.status[k]);
     for (unsigned k = 0; k <= METRICS_BUCKETS; k++)
@@ -319,27 +326,27 @@ static void fill(struct loop *l, struct metrics_data *d)
         snprintf(t->name, sizeof t->name, "%s", r->name ? r->name : "");
         snprintf(t->role, sizeof t->role, "%s", r->role ? r->role : "");
         t->tid = r->tid;
-        t->cpu_s = snap->cpu[i];
+        t->cpu_s = snap->cpu[i] - (base ? base->cpu[i] : 0);
         if (i == 0) {
-            t->requests = snap->loop[LOOP_C_requests];
+            t->requests = d->loop[LOOP_C_requests];
             continue;
         }
-        memcpy(t->pool, snap->pool[i - 1], sizeof t->pool);
-        t->requests = snap->pool[i - 1][POOL_C_requests];
+        since(t->pool, snap->pool[i - 1], base ? base->pool[i - 1] : NULL, POOL_C_N);
+        t->requests = t->pool[POOL_C_requests];
         t->queue = i - 1 < l->workers ? l->outstanding[i - 1] : 0;
         if (s->handoff && i - 1 < s->handoff->workers) {
-            memcpy(t->hworker, snap->hworker[i - 1], sizeof t->hworker);
-            t->hworker_gauge[0] = counter_get(&s->handoff->worker[i - 1].spin_budget_ns);
+            since(t->hworker, snap->hworker[i - 1], base ? base->hworker[i - 1] : NULL, HWORKER_C_N);
+            memcpy(t->hworker_gauge, snap->hworker_gauge[i - 1], sizeof t->hworker_gauge);
         }
     }
 }
 
-void metrics_tick(struct loop *l)
+void metrics_tick(const struct loop_snapshot *l)
 {
     sample_queues(l);
     if (!me.publishing || !me.stats)
         return;
-    fill(l, &me.data);
+    metrics_fill(me.stats, l, NULL, &me.data);
     publish(me.slot, &me.data);
 }
 

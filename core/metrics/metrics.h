@@ -20,7 +20,16 @@
 #include "../base/stats.h"
 
 struct options;
-struct loop;
+
+/* What the metrics read of a worker's loop, copied out by the loop itself
+ * (loop_snapshot, ../conn/loop.c) on its own thread: the metrics see these
+ * figures, never the loop's struct, so nothing here includes the loop. */
+struct loop_snapshot {
+    unsigned workers;                         /* pool threads the loop has room for */
+    unsigned active;                          /* the ones it submits to: 0..active-1 */
+    unsigned nconns;                          /* connections open */
+    unsigned outstanding[STATS_MAX_THREADS];  /* [workers]: per pool thread, submitted, not yet done */
+};
 
 /* Request latency (the head complete to the last byte written): bucket i
  * holds requests of at most 2^(i+3) microseconds (8 us .. 8.4 s, log-spaced
@@ -58,7 +67,7 @@ extern struct metrics_sizing metrics_sizing;
  * requests waiting for a busy pool (every thread busy: those behind each
  * one's current request; 0 while a thread is free), and whether every
  * thread had a request waiting behind its current one. */
-unsigned metrics_pool_waiting(const struct loop *l, bool *all_queued);
+unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued);
 
 /* Each response, when metrics are on (core/services/metrics_service.c). */
 static inline void metrics_count_response(struct metrics_counts *m, int status, uint64_t head_ns,
@@ -91,14 +100,18 @@ void metrics_shm_adopt(int fd);
 bool metrics_attach(struct stats *s);
 /* The loop, every METRICS_TICK_MS (a tick hook): sample the queues,
  * publish a snapshot. */
-void metrics_tick(struct loop *l);
+void metrics_tick(const struct loop_snapshot *l);
 #define METRICS_TICK_MS 500
 
-/* --stats: the window starts (stats_window_start) / the table's verdict
- * line, from the window's figures. */
+/* --stats: the window starts (stats_window_start's on_window_start). */
 void metrics_window_mark(void);
-void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
-                           unsigned pool_threads);
+/* --stats and --stats-json, on the loop thread (SIGUSR1, the worker's
+ * exit): one snapshot of s's window, with the loop's queues (ls), printed
+ * as the table on table (NULL: none) and written as JSON to path (NULL:
+ * none; the document, or with s->part_file this worker's object alone),
+ * which is replaced whole. The JSON is /stats.json's writer's. Returns 0,
+ * or -1 with errno when path could not be written. */
+int metrics_report(struct stats *s, const struct loop_snapshot *ls, FILE *table, const char *path);
 
 /* A thread's time runnable but not running (ns): the second figure of
  * /proc/PID/task/TID/schedstat, readable from another process. */

@@ -1,8 +1,9 @@
-/* metrics_internal.h — one worker's published snapshot, as the metrics
- * thread reads it back (metrics.c writes it), and what the thread's files
+/* metrics_internal.h — one worker's snapshot (metrics.c fills it: the
+ * published one, and the --stats window's), and what this folder's files
  * share: the view the endpoints render (metrics_history.c fills it,
  * metrics_prometheus.c and metrics_json.c render it, metrics_serve.c
- * serves it). */
+ * serves it), and the one JSON writer of a worker (metrics_json.c), which
+ * renders /stats.json's workers and --stats-json's (metrics_report.c). */
 #ifndef CSERVE_METRICS_INTERNAL_H
 #define CSERVE_METRICS_INTERNAL_H
 
@@ -13,8 +14,6 @@
 #include "metrics.h"
 #include "../base/stats.h"
 #include "verdict.h"
-
-enum { HLOOP_G_N = 1, HWORKER_G_N = 1 }; /* HANDOFF_*_GAUGES: one each */
 
 struct metrics_thread {
     char name[16];
@@ -28,12 +27,15 @@ struct metrics_thread {
     uint64_t queue;               /* pool threads: requests submitted, not yet done */
 };
 
-/* Counters are totals since the worker started (never a window): a reader
- * takes differences between its own reads. Words only (doubles as bits),
- * so that the slot can be copied word by word with atomic accesses. */
+/* As published, counters are totals since the worker started (never a
+ * window): a reader takes differences between its own reads. For --stats
+ * (metrics_fill with a base) the threads' and the loop's counters and CPU
+ * times are the window's. Words only (doubles as bits), so that the slot
+ * can be copied word by word with atomic accesses. */
 struct metrics_data {
     double t;                     /* CLOCK_MONOTONIC seconds: one clock for every process */
-    double started;               /* when this worker started publishing */
+    double started;               /* when the figures begin: this worker started publishing,
+                                   * or (--stats) its window started */
     int64_t pid;
     uint64_t worker;
     uint64_t nthreads;            /* threads[0] is the loop */
@@ -72,6 +74,19 @@ extern const char *const metrics_loop_names[LOOP_C_N];
 extern const char *const metrics_pool_names[POOL_C_N];
 extern const char *const metrics_hloop_names[HLOOP_C_N];
 extern const char *const metrics_hworker_names[HWORKER_C_N];
+extern const char *const metrics_hloop_gauge_names[HLOOP_G_N];
+extern const char *const metrics_hworker_gauge_names[HWORKER_G_N];
+
+/* metrics.c, on the loop thread: this worker's snapshot into d, from one
+ * stats_snapshot_now with the loop's queues (ls) and this worker's own
+ * counts. base NULL: totals, as published; else the threads' and the
+ * loop's counters and CPU times less base's (the --stats window; gauges
+ * and the live-only counts stay as they are). */
+void metrics_fill(struct stats *s, const struct loop_snapshot *ls, const struct stats_snapshot *base,
+                  struct metrics_data *d);
+/* metrics.c: the --stats table's verdict line, over its window. */
+void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
+                           unsigned pool_threads);
 
 /* What the endpoints render: the latest read of every slot, and the
  * verdict over the last few seconds of samples. */
@@ -98,5 +113,11 @@ void metrics_view_refresh(struct metrics_view *v);
 /* metrics_prometheus.c, metrics_json.c: the endpoints' bodies. */
 void metrics_render_prometheus(FILE *f, const struct metrics_view *v);
 void metrics_render_json(FILE *f, const struct metrics_view *v);
+/* metrics_json.c: one worker's object, the same for /stats.json's
+ * "workers" and --stats-json's: its threads and their counters. live:
+ * with what only the endpoint has (connections, bytes, status classes,
+ * latency, queue samples, the pool's last change of size, and the loop's
+ * counters again at the top). */
+void metrics_json_worker(FILE *f, const struct metrics_data *d, bool live);
 
 #endif

@@ -1,6 +1,9 @@
-/* metrics_json.c — /stats.json: the view as one JSON document, what the
- * dashboard reads: the verdict with its figures, then every worker's
- * counters and threads. */
+/* metrics_json.c — the JSON of the instruments: /stats.json (the view as
+ * one document, what the dashboard reads: the verdict with its figures,
+ * then every worker) and the one writer of a worker's object, which
+ * --stats-json writes too (metrics_report.c): its threads with the same
+ * keys from the same snapshot, the endpoint's totals or the file's window;
+ * what the endpoint alone has is marked live. */
 #include "../base/options.h"
 #include "../base/stats.h"
 #include "../../lib/clock.h"
@@ -22,12 +25,137 @@ static void json_latency(FILE *f, const uint64_t *b, uint64_t ns)
     fprintf(f, "], \"count\": %llu, \"sum_s\": %.9f}", (unsigned long long)n, (double)ns / 1e9);
 }
 
+/* "name": value pairs, comma-separated (the caller writes the braces). */
+static void json_pairs(FILE *f, const char *const *names, const uint64_t *val, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, "%s\"%s\": %llu", k ? ", " : "", names[k], (unsigned long long)val[k]);
+}
+
 static void json_named(FILE *f, const char *const *names, const uint64_t *val, size_t n)
 {
     fputc('{', f);
-    for (size_t k = 0; k < n; k++)
-        fprintf(f, "%s\"%s\": %llu", k ? ", " : "", names[k], (unsigned long long)val[k]);
+    json_pairs(f, names, val, n);
     fputc('}', f);
+}
+
+/* One side of the handoff: its counters, then its gauges (values now). */
+static void json_handoff(FILE *f, const char *const *names, const uint64_t *val, size_t n,
+                         const char *const *gnames, const uint64_t *gval, size_t gn)
+{
+    fputc('{', f);
+    json_pairs(f, names, val, n);
+    for (size_t k = 0; k < gn; k++)
+        fprintf(f, ", \"%s\": %llu", gnames[k], (unsigned long long)gval[k]);
+    fputc('}', f);
+}
+
+static void pool_handoff(FILE *f, const struct metrics_data *d, const struct metrics_thread *t)
+{
+    if (!d->has_handoff)
+        return;
+    fprintf(f, ", \"handoff\": ");
+    json_handoff(f, metrics_hworker_names, t->hworker, HWORKER_C_N, metrics_hworker_gauge_names, t->hworker_gauge,
+                 HWORKER_G_N);
+}
+
+/* A thread: `requests` on its own, the rest of its counters under
+ * "counters" (the loop's with its figures per wait and in seconds, the
+ * handoff's side in "handoff"); a pool thread's queue and, where the
+ * dashboard reads them, its handoff counters at the top too. */
+static void json_thread(FILE *f, const struct metrics_data *d, const struct metrics_thread *t, bool is_loop,
+                        double window)
+{
+    double util = window > 0 ? t->cpu_s / window : 0;
+    if (util > 1)
+        util = 1; /* clock granularity at a window's edges */
+    fprintf(f, "{\"name\": ");
+    stats_json_string(f, t->name);
+    fprintf(f, ", \"role\": ");
+    stats_json_string(f, t->role);
+    fprintf(f, ", \"tid\": %lld, \"cpu_s\": %.6f, \"utilisation\": %.6f, \"requests\": %llu, ",
+            (long long)t->tid, t->cpu_s, util, (unsigned long long)t->requests);
+    if (t->requests)
+        fprintf(f, "\"us_per_request\": %.4f, ", t->cpu_s / (double)t->requests * 1e6);
+    else
+        fprintf(f, "\"us_per_request\": null, ");
+    fprintf(f, "\"counters\": {");
+    _Static_assert(LOOP_C_requests == 0 && POOL_C_requests == 0, "requests come first: shown on their own");
+    if (is_loop) {
+        const uint64_t *c = d->loop;
+        json_pairs(f, metrics_loop_names + 1, c + 1, LOOP_C_N - 1);
+        fprintf(f, ", \"events_per_wait\": %.4f, \"wait_s\": %.6f, \"pass_s\": %.6f",
+                c[LOOP_C_epoll_waits] ? (double)c[LOOP_C_events] / (double)c[LOOP_C_epoll_waits] : 0.0,
+                (double)c[LOOP_C_wait_ns] / 1e9, (double)c[LOOP_C_pass_ns] / 1e9);
+        if (d->has_handoff) {
+            fprintf(f, ", \"handoff\": ");
+            json_handoff(f, metrics_hloop_names, d->hloop, HLOOP_C_N, metrics_hloop_gauge_names, d->hloop_gauge,
+                         HLOOP_G_N);
+        }
+        fprintf(f, "}}");
+        return;
+    }
+    json_pairs(f, metrics_pool_names + 1, t->pool + 1, POOL_C_N - 1);
+    fprintf(f, ", \"app_calls\": %llu", (unsigned long long)t->requests);
+    pool_handoff(f, d, t);
+    fprintf(f, "}, \"queue_depth\": %llu", (unsigned long long)t->queue);
+    pool_handoff(f, d, t); /* where the dashboard reads them */
+    fputc('}', f);
+}
+
+void metrics_json_worker(FILE *f, const struct metrics_data *d, bool live)
+{
+    double window = d->t - d->started;
+    fprintf(f, "{\"worker\": %llu, \"pid\": %lld, \"t\": %.6f, \"started\": %.6f, \"window_s\": %.6f, ",
+            (unsigned long long)d->worker, (long long)d->pid, d->t, d->started, window);
+    if (live) {
+        fprintf(f, "\"connections_open\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu, \"requests_by_class\": {",
+                (unsigned long long)d->conns_open, (unsigned long long)d->bytes_in, (unsigned long long)d->bytes_out);
+        for (unsigned c = 0; c < METRICS_CLASSES; c++)
+            fprintf(f, "%s\"%s\": %llu", c ? ", " : "", metrics_class_names[c], (unsigned long long)d->status[c]);
+        fprintf(f, "}, \"latency\": ");
+        json_latency(f, d->latency, d->latency_ns);
+        fprintf(f, ", \"queue_samples\": %llu, \"queue_samples_all_waiting\": %llu, "
+                   "\"queue_samples_request_waiting\": %llu, ",
+                (unsigned long long)d->samples, (unsigned long long)d->samples_queued,
+                (unsigned long long)d->samples_waiting);
+    }
+    /* The pool's size: the file's only when there is a pool, the endpoint's
+     * always (the dashboard reads it), with the last change of its size. */
+    if (live || d->pool_max) {
+        fprintf(f, "\"blocking_threads\": {\"auto\": %s, \"active\": %llu, \"started\": %llu, \"max\": %llu",
+                d->pool_auto ? "true" : "false", (unsigned long long)d->pool_threads,
+                (unsigned long long)d->pool_started, (unsigned long long)d->pool_max);
+        if (live) {
+            fprintf(f, ", \"changes\": %llu, \"last_change_t\": %.6f, \"last_change\": ",
+                    (unsigned long long)d->sizing_changes, d->sizing_at);
+            char line[METRICS_SIZING_LINE + 1];
+            memcpy(line, d->sizing_last, METRICS_SIZING_LINE);
+            line[METRICS_SIZING_LINE] = '\0'; /* a copy from shared memory: never trust its end */
+            stats_json_string(f, line);
+        }
+        fprintf(f, "}, ");
+    }
+    if (live) {
+        fprintf(f, "\"loop\": ");
+        json_named(f, metrics_loop_names, d->loop, LOOP_C_N);
+        if (d->has_handoff) {
+            fprintf(f, ", \"handoff\": ");
+            json_named(f, metrics_hloop_names, d->hloop, HLOOP_C_N);
+        }
+        fprintf(f, ", ");
+    }
+    fprintf(f, "\"threads\": [");
+    bool first = true;
+    for (uint64_t j = 0; j < d->nthreads; j++) {
+        const struct metrics_thread *t = &d->threads[j];
+        if (!t->name[0])
+            continue; /* not registered: nothing to say of it */
+        fprintf(f, "%s\n    ", first ? "" : ",");
+        json_thread(f, d, t, j == 0, window);
+        first = false;
+    }
+    fprintf(f, "\n  ]}");
 }
 
 void metrics_render_json(FILE *f, const struct metrics_view *v)
@@ -50,53 +178,9 @@ void metrics_render_json(FILE *f, const struct metrics_view *v)
     for (unsigned i = 0; i < v->nslots; i++) {
         if (!v->have[i])
             continue;
-        const struct metrics_data *d = &v->data[i];
-        fprintf(f, "%s\n  {\"worker\": %u, \"pid\": %lld, \"t\": %.6f, \"started\": %.6f, \"connections_open\": %llu, "
-                   "\"bytes_in\": %llu, \"bytes_out\": %llu, \"requests_by_class\": {",
-                first ? "" : ",", i, (long long)d->pid, d->t, d->started, (unsigned long long)d->conns_open,
-                (unsigned long long)d->bytes_in, (unsigned long long)d->bytes_out);
+        fprintf(f, "%s\n  ", first ? "" : ",");
         first = false;
-        for (unsigned c = 0; c < METRICS_CLASSES; c++)
-            fprintf(f, "%s\"%s\": %llu", c ? ", " : "", metrics_class_names[c], (unsigned long long)d->status[c]);
-        fprintf(f, "}, \"latency\": ");
-        json_latency(f, d->latency, d->latency_ns);
-        fprintf(f, ", \"queue_samples\": %llu, \"queue_samples_all_waiting\": %llu, "
-                   "\"queue_samples_request_waiting\": %llu, \"blocking_threads\": {\"auto\": %s, \"active\": %llu, "
-                   "\"started\": %llu, \"max\": %llu, \"changes\": %llu, \"last_change_t\": %.6f, \"last_change\": ",
-                (unsigned long long)d->samples, (unsigned long long)d->samples_queued,
-                (unsigned long long)d->samples_waiting, d->pool_auto ? "true" : "false",
-                (unsigned long long)d->pool_threads, (unsigned long long)d->pool_started,
-                (unsigned long long)d->pool_max, (unsigned long long)d->sizing_changes, d->sizing_at);
-        char line[METRICS_SIZING_LINE + 1];
-        memcpy(line, d->sizing_last, METRICS_SIZING_LINE);
-        line[METRICS_SIZING_LINE] = '\0'; /* a copy from shared memory: never trust its end */
-        stats_json_string(f, line);
-        fprintf(f, "}, \"loop\": ");
-        json_named(f, metrics_loop_names, d->loop, LOOP_C_N);
-        if (d->has_handoff) {
-            fprintf(f, ", \"handoff\": ");
-            json_named(f, metrics_hloop_names, d->hloop, HLOOP_C_N);
-        }
-        fprintf(f, ", \"threads\": [");
-        for (uint64_t j = 0; j < d->nthreads; j++) {
-            const struct metrics_thread *t = &d->threads[j];
-            fprintf(f, "%s\n    {\"name\": ", j ? "," : "");
-            stats_json_string(f, t->name);
-            fprintf(f, ", \"role\": ");
-            stats_json_string(f, t->role);
-            fprintf(f, ", \"tid\": %lld, \"cpu_s\": %.6f, \"requests\": %llu", (long long)t->tid, t->cpu_s,
-                    (unsigned long long)t->requests);
-            if (j) {
-                fprintf(f, ", \"queue_depth\": %llu, \"counters\": ", (unsigned long long)t->queue);
-                json_named(f, metrics_pool_names, t->pool, POOL_C_N);
-                if (d->has_handoff) {
-                    fprintf(f, ", \"handoff\": ");
-                    json_named(f, metrics_hworker_names, t->hworker, HWORKER_C_N);
-                }
-            }
-            fputc('}', f);
-        }
-        fprintf(f, "]}");
+        metrics_json_worker(f, &v->data[i], true);
     }
     fprintf(f, "\n ]}\n");
 }

@@ -61,7 +61,6 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     stats->handoff_name = pooled ? opt->handoff->name : opt->inline_app ? "none (inline)" : "none";
     stats->app_name = app_name;
     stats->on_window_start = metrics_window_mark;
-    stats->print_verdict = metrics_print_verdict;
     stats->inline_mode = opt->inline_app;
     stats->part_file = part;
     stats->loop = &loop->lstats;
@@ -143,10 +142,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
         close(life.keep_fd);
 
     /* Report while the pool threads exist: a dead thread has no CPU clock. */
-    if (opt->stats)
-        stats_print_table(stats, stderr);
-    if (stats_path && stats_write_json(stats, stats_path) != 0)
-        log_error("cannot write %s: %s", stats_path, strerror(errno));
+    stats_report_write(&svc.report, loop);
     bool joined = true;
     if (pool)
         joined = pool_stop(pool, abandoned ? 200 : 10000);

@@ -12,7 +12,9 @@ static void metrics_service_tick(void *ctx, struct loop *l)
     if (l->now_ms < m->next_ms)
         return;
     m->next_ms = l->now_ms + METRICS_TICK_MS;
-    metrics_tick(l); /* a few clock reads, twice a second */
+    struct loop_snapshot snap;
+    loop_snapshot(l, &snap);
+    metrics_tick(&snap); /* a few clock reads, twice a second */
 }
 
 static int metrics_service_before_sleep(void *ctx, struct loop *l, int timeout_ms)

@@ -179,7 +179,9 @@ static void sizing_tick(void *ctx, struct loop *l)
             z->queued_ms += dt;
         z->last_ms = now;
     }
-    z->last_waiting = metrics_pool_waiting(l, &z->last_queued);
+    struct loop_snapshot snap;
+    loop_snapshot(l, &snap);
+    z->last_waiting = metrics_pool_waiting(&snap, &z->last_queued);
     take_registered(z);
     if (now - z->from_ms >= SIZING_WINDOW_MS)
         window_close(z, l, now);

@@ -11,24 +11,28 @@
 #include "../base/log.h"
 #include "../base/signals.h"
 #include "../base/stats.h"
+#include "../metrics/metrics.h"
+
+int stats_report_write(struct stats_report *r, struct loop *l)
+{
+    struct loop_snapshot snap;
+    loop_snapshot(l, &snap);
+    if (metrics_report(r->stats, &snap, r->table ? stderr : NULL, r->path) == 0)
+        return 0;
+    log_error("cannot write %s: %s", r->path ? r->path : "the stats table", strerror(errno));
+    return -1;
+}
 
 static void report_signal(void *ctx, struct loop *l, const struct server_signal *si)
 {
-    (void)l;
     struct stats_report *r = ctx;
     if (si->signo == SIGUSR1) {
-        if (r->table)
-            stats_print_table(r->stats, stderr);
         /* With --workers each worker writes its own part and tells the
          * supervisor (signals.h), which merges the parts into --stats-json
          * once all have answered (workers writing the one file would
          * overwrite each other). */
-        if (r->path) {
-            if (stats_write_json(r->stats, r->path) != 0)
-                log_error("cannot write %s: %s", r->path, strerror(errno));
-            else if (r->supervisor > 0 && getppid() == r->supervisor)
-                kill(r->supervisor, STATS_WRITTEN_SIGNAL);
-        }
+        if (stats_report_write(r, l) == 0 && r->path && r->supervisor > 0 && getppid() == r->supervisor)
+            kill(r->supervisor, STATS_WRITTEN_SIGNAL);
     } else if (si->signo == SIGUSR2) {
         stats_window_start(r->stats);
         log_info("stats: new measurement window");

@@ -25,5 +25,10 @@ int stats_report_start(struct stats_report *r, struct loop *l, struct stats *sta
                        const char *path, pid_t supervisor, double window_s);
 /* The worker serves from now: --stats-window counts from here. */
 void stats_report_serving(struct stats_report *r);
+/* The report now, from one snapshot of the window (SIGUSR1, the worker's
+ * exit): the table on stderr (--stats) and the --stats-json file, as
+ * ../metrics/metrics.h's metrics_report makes them. 0, or -1 (logged) when
+ * the file could not be written. */
+int stats_report_write(struct stats_report *r, struct loop *l);
 
 #endif

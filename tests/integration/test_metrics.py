@@ -290,6 +290,65 @@ def test_stats_json_and_the_page(server_factory):
     assert "<canvas" in text and "stats.json" in text
 
 
+# What only the endpoint has of a worker: its live counts, and the loop's
+# counters again at the top, where the dashboard reads them (and, in
+# blocking_threads, the pool's last change of size).
+LIVE_ONLY = {"connections_open", "bytes_in", "bytes_out", "requests_by_class", "latency", "queue_samples",
+             "queue_samples_all_waiting", "queue_samples_request_waiting", "loop", "handoff"}
+
+
+def key_tree(obj):
+    """obj's keys, nested objects as their own key trees."""
+    if isinstance(obj, dict):
+        return {k: key_tree(v) for k, v in obj.items()}
+    return None
+
+
+def test_stats_json_file_and_endpoint_agree(server_factory, tmp_path):
+    """--stats-json and /stats.json are one writer's rendering of one
+    snapshot: a worker's threads carry the same keys, nested ones too, and,
+    with nothing served between the two reads, the same counts. The file's
+    window is the worker's life here (no SIGUSR2, no --stats-window), as is
+    the endpoint's."""
+    path = tmp_path / "stats.json"
+    srv, mport = metrics_server(server_factory, "--stats-json", str(path))
+    n = 20
+    hello_requests(srv.port, n)
+
+    def all_in(doc):
+        (w,) = doc["workers"]
+        loop, pool = w["threads"]
+        return (loop["requests"] == n and pool["requests"] == n and pool["counters"]["handoff"]["completed"] == n
+                and loop["counters"]["handoff"]["drained"] == n)
+    live = wait_published(mport, n, check=all_in)["workers"][0]
+    srv.proc.send_signal(signal.SIGUSR1)
+
+    def written():
+        try:
+            return json.loads(path.read_text())  # written whole and renamed into place
+        except (OSError, ValueError):
+            return None
+    doc = loadgen.wait_until(written, 15)
+    assert doc, "SIGUSR1 wrote no --stats-json"
+    (filed,) = doc["workers"]
+
+    assert set(live) - set(filed) == LIVE_ONLY, (sorted(live), sorted(filed))
+    assert set(filed) <= set(live)
+    assert (filed["worker"], filed["pid"]) == (live["worker"], live["pid"])
+    assert filed["blocking_threads"].items() <= live["blocking_threads"].items()  # less the last change
+    assert [(t["name"], t["role"]) for t in filed["threads"]] == [(t["name"], t["role"]) for t in live["threads"]]
+    for f, e in zip(filed["threads"], live["threads"]):
+        assert key_tree(f) == key_tree(e), (f, e)
+        assert (f["tid"], f["requests"]) == (e["tid"], e["requests"]) == (e["tid"], n)
+    (floop, fpool), (eloop, epool) = filed["threads"], live["threads"]
+    assert floop["counters"]["accepts"] == eloop["counters"]["accepts"] >= n  # and the start's probe
+    for k in ("submitted", "drained"):
+        assert floop["counters"]["handoff"][k] == eloop["counters"]["handoff"][k] == n, k
+    assert fpool["counters"]["app_calls"] == epool["counters"]["app_calls"] == n
+    for k in ("taken", "completed"):
+        assert fpool["counters"]["handoff"][k] == epool["counters"]["handoff"][k] == n, k
+
+
 def test_stats_table_has_the_verdict(server_factory):
     srv, mport = metrics_server(server_factory, "--stats")
     hello_requests(srv.port, 10)
