@@ -636,11 +636,16 @@ static size_t edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
-/* Variables cserve reads that are no option's: the test suite's fault
- * hooks (the fault handoff core/server/worker.c installs, and
- * core/python/pool.c) and the one a supervisor hands an exec'd worker
- * (lifecycle.h). */
-static const char *const not_options[] = {"CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD", "CSERVE_EXEC_WORKER"};
+/* Variables cserve reads that are no option's: the one a supervisor hands
+ * an exec'd worker (lifecycle.h) and, in a test build (TEST_HOOKS=1), the
+ * test suite's fault hooks (the fault handoff core/server/worker.c installs,
+ * and core/python/pool.c). A release build reads no hook, so it warns of
+ * them as of any stray variable. */
+static const char *const not_options[] = {
+#if CSERVE_TEST_HOOKS
+    "CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD",
+#endif
+    "CSERVE_EXEC_WORKER"};
 
 void options_check_environment(void)
 {
