@@ -4,7 +4,9 @@
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
 #        PYTHON_PC (a pkg-config name to take its flags from instead),
 #        PYTHON_LINK=auto|static|shared (how libpython is linked: auto = as PYTHON's own executable links it),
-#        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0).
+#        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0),
+#        TEST_HOOKS=0|1 (1: a test build, with the fault hooks the integration tests set in the environment,
+#        CSERVE_FAULT_SUBMIT and CSERVE_TEST_FAIL_POOL_THREAD; 0, the default, leaves them out; a SAN build defaults to 1).
 
 # Which CPython to embed and how to link it: PY_CFLAGS, PY_LIBS, PY_LINK,
 # PY_DEFS (mk/python.mk says what it decides, and from what).
@@ -15,12 +17,13 @@ ALLOC      ?= jemalloc
 OPT        ?= -O2
 INSTRUMENTS ?= 1
 SAN        ?=
+TEST_HOOKS ?= $(if $(SAN),1,0)
 BUILD      ?= build
 include mk/python.mk
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE $(WARN) -g -fno-omit-frame-pointer
-CFLAGS    := $(CFLAGS_BASE) $(OPT) -DCSERVE_INSTRUMENTS=$(INSTRUMENTS) $(EXTRA_CFLAGS)
+CFLAGS    := $(CFLAGS_BASE) $(OPT) -DCSERVE_INSTRUMENTS=$(INSTRUMENTS) -DCSERVE_TEST_HOOKS=$(TEST_HOOKS) $(EXTRA_CFLAGS)
 LDLIBS    := $(PY_LIBS) -lpthread -lm
 
 ifeq ($(SAN),asan)
@@ -43,10 +46,11 @@ ifeq ($(ALLOC),jemalloc)
     ALLOC := libc
   endif
 endif
-# Objects remember which Python they were compiled for: another PYTHON in the
-# same BUILD directory rebuilds everything instead of mixing headers.
+# Objects remember which Python they were compiled for, and whether with the
+# test hooks: another PYTHON, or TEST_HOOKS, in the same BUILD directory
+# rebuilds everything instead of mixing headers, or leaving hooks in ./cserve.
 PY_STAMP := $(BUILD)/python.stamp
-PY_STAMP_TEXT := $(PYTHON) $(PY_HOME) $(PY_CFLAGS) $(PY_LIBS) $(PY_LINK) $(ALLOC)
+PY_STAMP_TEXT := $(PYTHON) $(PY_HOME) $(PY_CFLAGS) $(PY_LIBS) $(PY_LINK) $(ALLOC) hooks=$(TEST_HOOKS)
 $(shell mkdir -p $(BUILD) && (echo '$(PY_STAMP_TEXT)' | cmp -s - $(PY_STAMP) || echo '$(PY_STAMP_TEXT)' > $(PY_STAMP)))
 
 .DEFAULT_GOAL := all
@@ -57,11 +61,17 @@ CORE_SRCS := $(wildcard core/*/*.c)
 SRCS      := $(CORE_SRCS) $(HANDOFF_SRCS)
 OBJS      := $(SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all help run test test-long test-asan test-tsan test-freethreaded deps deps-run deps-test deps-paper \
+.PHONY: all cserve-hooks help run test test-long test-asan test-tsan test-freethreaded deps deps-run deps-test deps-paper \
         deps-experiments integration-test soak experiments experiments-quick experiments-test profile paper clean \
         bench layering perf-check test-busy
 
 all: cserve build/pipeload ## build ./cserve (release, jemalloc)
+
+# The server of the tests that force faults through the environment: a
+# release build reads no such variable (TEST_HOOKS above).
+HOOKS_BIN := build-hooks/cserve
+cserve-hooks: ## build build-hooks/cserve: ./cserve with the tests' fault hooks (TEST_HOOKS=1)
+	$(MAKE) BUILD=build-hooks TEST_HOOKS=1 $(HOOKS_BIN)
 
 # The lines of every makefile read (not the generated .d files) that name a
 # target with a `## ` comment, in the order they are read.
@@ -119,8 +129,8 @@ PYTEST_JOBS := $(if $(and $(HAVE_XDIST),$(filter-out 0 1,$(TEST_JOBS))),-n $(TES
 INTEGRATION_FIRST := $(addprefix tests/integration/,test_reload.py test_metrics.py)
 INTEGRATION_MODULES := $(INTEGRATION_FIRST) \
   $(filter-out $(INTEGRATION_FIRST),$(sort $(wildcard tests/integration/test_*.py)))
-integration-test: all ## the integration suite against ./cserve, on every handoff (TEST_JOBS processes)
-	CSERVE_PYTHON_LINK=$(PYTHON_LINK) $(PYTHON) -m pytest -q $(PYTEST_JOBS) $(INTEGRATION_MODULES)
+integration-test: all cserve-hooks ## the integration suite against ./cserve and build-hooks/cserve, on every handoff (TEST_JOBS processes)
+	CSERVE_PYTHON_LINK=$(PYTHON_LINK) CSERVE_HOOKS_BIN=$(HOOKS_BIN) $(PYTHON) -m pytest -q $(PYTEST_JOBS) $(INTEGRATION_MODULES)
 
 # core/conn/jobs.c's reset of a recycled job, checked field by field (ASan+UBSan);
 # runs with the parser's unit tests.
@@ -138,14 +148,14 @@ unit-test: $(BUILD)/unit/jobs_clear
 layering: ## check includes and imports against docs/architecture.md's graph
 	/usr/bin/python3 scripts/layering.py
 
-# make test: the builds (the server, the handoffs' test binaries) and the
-# checks whose verdict does not depend on timing side by side (two at a time; -O keeps each one's output
+# make test: the builds (the server, its test build, the handoffs' test
+# binaries) and the checks whose verdict does not depend on timing side by side (two at a time; -O keeps each one's output
 # together), then the handoffs' tests and the mutants (the litmus and batch
 # tests time their threads), then the integration suite, whose timeouts
 # are measured in wall time. scripts/time-make-test.sh times it and records
 # the time.
 test: deps-test ## everything a change must pass: builds, checks, unit, fuzz, handoff and integration tests
-	$(MAKE) -j2 -O all layering unit-test fuzz-short experiments-test experiments-quick $(HANDOFF_TEST_BINS)
+	$(MAKE) -j2 -O all cserve-hooks layering unit-test fuzz-short experiments-test experiments-quick $(HANDOFF_TEST_BINS)
 	$(MAKE) handoff-test mutants
 	$(MAKE) integration-test
 
@@ -173,14 +183,16 @@ test-busy: deps-test ## make test BUSY_RUNS times beside BUSY_HOGS CPU-bound pro
 test-long: deps-test ## the model's exhaustive searches, too long for make test
 	$(MAKE) handoff-model-long
 
+# The sanitizer and free-threaded builds are test builds (TEST_HOOKS=1):
+# given as CSERVE_BIN alone, each serves the fault tests too.
 test-asan: deps-test ## the integration suite against an ASan+UBSan build, leaks checked
-	$(MAKE) BUILD=build-asan SAN=asan build-asan/cserve
+	$(MAKE) BUILD=build-asan SAN=asan TEST_HOOKS=1 build-asan/cserve
 	CSERVE_BIN=build-asan/cserve ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0:malloc_context_size=256 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  $(PYTHON) -m pytest -q tests/integration
 
 test-tsan: deps-test ## the handoffs and a short load run under TSan
-	$(MAKE) BUILD=build-tsan SAN=tsan build-tsan/cserve handoff-test-tsan
+	$(MAKE) BUILD=build-tsan SAN=tsan TEST_HOOKS=1 build-tsan/cserve handoff-test-tsan
 	CSERVE_BIN=build-tsan/cserve TSAN_OPTIONS=halt_on_error=1 \
 	  $(PYTHON) -m pytest -q tests/integration -k load
 
@@ -210,9 +222,9 @@ FT_PYTEST_ARGS ?= tests/integration --ignore=tests/integration/test_flask.py \
 FT_TSAN_TESTS ?= test_freethreaded test_wsgi test_bridge_refs
 test-freethreaded: deps-test ## build a free-threaded CPython 3.13 if needed, and the tests on it
 	scripts/build-freethreaded-python.sh $(FT_PREFIX)
-	$(MAKE) BUILD=build-ft PYTHON=$(FT_PYTHON) build-ft/cserve
+	$(MAKE) BUILD=build-ft PYTHON=$(FT_PYTHON) TEST_HOOKS=1 build-ft/cserve
 	CSERVE_BIN=build-ft/cserve /usr/bin/python3 -m pytest -q $(FT_PYTEST_ARGS)
-	$(MAKE) BUILD=build-ft-tsan SAN=tsan PYTHON=$(FT_PYTHON) build-ft-tsan/cserve
+	$(MAKE) BUILD=build-ft-tsan SAN=tsan PYTHON=$(FT_PYTHON) TEST_HOOKS=1 build-ft-tsan/cserve
 	CSERVE_BIN=build-ft-tsan/cserve TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan-freethreaded.supp \
 	  /usr/bin/python3 -m pytest -q $(FT_TSAN_TESTS:%=tests/integration/%.py)
 

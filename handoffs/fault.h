@@ -1,9 +1,9 @@
 /* fault.h — a handoff for tests: another backend whose submits fail.
  *
  * Never one of handoff_backends[] (--handoff cannot name it): the worker
- * wraps its backend in it only when CSERVE_FAULT_SUBMIT=MS is set, for the
- * tests of the loop's paths a healthy backend never takes (a full queue
- * that stays full, then a submit error). */
+ * of a test build (TEST_HOOKS=1) wraps its backend in it only when
+ * CSERVE_FAULT_SUBMIT=MS is set, for the tests of the loop's paths a healthy
+ * backend never takes (a full queue that stays full, then a submit error). */
 #ifndef CSERVE_FAULT_H
 #define CSERVE_FAULT_H
 

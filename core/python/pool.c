@@ -112,15 +112,18 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
-/* pthread_create, or, under test, its failure: CSERVE_TEST_FAIL_POOL_THREAD=k
- * makes the start of pool thread k fail with EAGAIN, as RLIMIT_NPROC would
- * (which does not bind root), so tests/integration/test_pool_start.py can
- * drive the failure path with threads 0..k-1 already running. */
+/* pthread_create, or, in a test build (TEST_HOOKS=1), its failure:
+ * CSERVE_TEST_FAIL_POOL_THREAD=k makes the start of pool thread k fail with
+ * EAGAIN, as RLIMIT_NPROC would (which does not bind root), so
+ * tests/integration/test_pool_start.py can drive the failure path with
+ * threads 0..k-1 already running. */
 static int start_thread(struct pool_thread *t)
 {
+#if CSERVE_TEST_HOOKS
     const char *fail = getenv("CSERVE_TEST_FAIL_POOL_THREAD");
     if (fail && *fail && strtoul(fail, NULL, 10) == t->index)
         return EAGAIN;
+#endif
     return pthread_create(&t->thread, NULL, pool_main, t);
 }
 

@@ -126,7 +126,6 @@ static void usage(FILE *out)
 "\n"
 "A listening socket passed by systemd (LISTEN_FDS, LISTEN_PID; socket activation)\n"
 "is used instead of --bind.\n"
-"      --app native-hello     serve the hello bytes from C, no Python: the loop's ceiling\n"
 "      --inline               run the app on the loop thread: no pool, no handoff\n"
 "\n"
 "Threads and processes:\n"
@@ -139,23 +138,6 @@ static void usage(FILE *out)
     for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
         fprintf(out, "                               %-8s %s\n", (*b)->name, (*b)->summary);
     fprintf(out,
-"      --spin N | Nus         ring: spin budget before a pool thread parks, in pause\n"
-"                             iterations or microseconds; 0 parks at once (default:\n"
-"                             adaptive, learnt from the waits each thread sees)\n"
-"      --loop-spin US         ring: microseconds the loop polls for completions before it\n"
-"                             sleeps while requests are at the app; 0 never (default:\n"
-"                             adaptive; it spins only where a core is spare)\n"
-"      --loop-doze US         ring: the longest the loop waits on a timer for the next\n"
-"                             completion of a pool thread that has a queue, instead of\n"
-"                             being woken by it (which costs the pool a syscall); 0 never\n"
-"                             (default 50; a doze is a quarter of the pool's pace, or a\n"
-"                             16th of the work queued ahead of a pool that is fast)\n"
-"      --loop-hold US         ring: the longest the loop sleeps without watching its\n"
-"                             sockets while every pool thread has work queued, to take\n"
-"                             what came meanwhile in one pass; 0 never (default 2000;\n"
-"                             a hold ends before the queued work would run out;\n"
-"                             at most 1000000)\n"
-"      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "\n"
 "Limits (what a client gets when it hits one, in brackets):\n"
 "      --backlog N            listen(2) backlog (default 1024)\n"
@@ -198,13 +180,34 @@ static void usage(FILE *out)
 "      --log-level LEVEL      debug, info, warning or error (default info)\n"
 "      --stats                per-thread table on stderr at exit and on SIGUSR1\n"
 "      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
-"      --stats-window S       start the measurement window S seconds after start-up;\n"
-"                             SIGUSR2 starts a new window at any time\n"
 "      --metrics-bind ADDR    serve /metrics (Prometheus), /stats.json and a live dashboard\n"
 "                             (/) on ADDR: HOST:PORT on loopback or unix:PATH (default: off)\n"
 "\n"
 "  -V, --version              print the version and exit\n"
 "  -h, --help                 print this help and exit\n"
+"\n"
+"For experiments (what the measurements vary; a deployment leaves them at their\n"
+"defaults):\n"
+"      --app native-hello     serve the hello bytes from C, no Python: the loop's ceiling\n"
+"      --spin N | Nus         ring: spin budget before a pool thread parks, in pause\n"
+"                             iterations or microseconds; 0 parks at once (default:\n"
+"                             adaptive, learnt from the waits each thread sees)\n"
+"      --loop-spin US         ring: microseconds the loop polls for completions before it\n"
+"                             sleeps while requests are at the app; 0 never (default:\n"
+"                             adaptive; it spins only where a core is spare)\n"
+"      --loop-doze US         ring: the longest the loop waits on a timer for the next\n"
+"                             completion of a pool thread that has a queue, instead of\n"
+"                             being woken by it (which costs the pool a syscall); 0 never\n"
+"                             (default 50; a doze is a quarter of the pool's pace, or a\n"
+"                             16th of the work queued ahead of a pool that is fast)\n"
+"      --loop-hold US         ring: the longest the loop sleeps without watching its\n"
+"                             sockets while every pool thread has work queued, to take\n"
+"                             what came meanwhile in one pass; 0 never (default 2000;\n"
+"                             a hold ends before the queued work would run out;\n"
+"                             at most 1000000)\n"
+"      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
+"      --stats-window S       start the measurement window S seconds after start-up;\n"
+"                             SIGUSR2 starts a new window at any time\n"
 "\n"
 "Every long option may also be set as CSERVE_<NAME>, its name in capitals with\n"
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
@@ -636,11 +639,16 @@ static size_t edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
-/* Variables cserve reads that are no option's: the test suite's fault
- * hooks (the fault handoff core/server/worker.c installs, and
- * core/python/pool.c) and the one a supervisor hands an exec'd worker
- * (lifecycle.h). */
-static const char *const not_options[] = {"CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD", "CSERVE_EXEC_WORKER"};
+/* Variables cserve reads that are no option's: the one a supervisor hands
+ * an exec'd worker (lifecycle.h) and, in a test build (TEST_HOOKS=1), the
+ * test suite's fault hooks (the fault handoff core/server/worker.c installs,
+ * and core/python/pool.c). A release build reads no hook, so it warns of
+ * them as of any stray variable. */
+static const char *const not_options[] = {
+#if CSERVE_TEST_HOOKS
+    "CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD",
+#endif
+    "CSERVE_EXEC_WORKER"};
 
 void options_check_environment(void)
 {

@@ -81,7 +81,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
             return 1;
         }
         stats->handoff = h;
-        /* Tests only (fault.h): the loop's paths a healthy backend never takes. */
+#if CSERVE_TEST_HOOKS
+        /* Test builds only (fault.h): the loop's paths a healthy backend never takes. */
         const char *fault = getenv("CSERVE_FAULT_SUBMIT");
         struct handoff *wrapped = fault ? handoff_fault_wrap(h, atol(fault)) : h;
         if (!wrapped) {
@@ -89,6 +90,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
             return 1;
         }
         h = wrapped;
+#endif
     }
     if (loop_init(loop, opt, listen_fd, h, nthreads) != 0) {
         log_error("cannot start the event loop: %s", strerror(errno));

@@ -1,6 +1,10 @@
 """Shared fixtures: start the real ./cserve binary on a free port and talk to it.
 
 CSERVE_BIN      the binary under test (default: ./cserve at the repo root)
+CSERVE_HOOKS_BIN the binary of the tests that drive the test hooks (the
+                fault hooks a TEST_HOOKS=1 build reads from its environment;
+                default: CSERVE_BIN when that is given, else
+                build-hooks/cserve, which make integration-test builds)
 CSERVE_HANDOFFS comma-separated backends the `handoff` fixture runs over
                 (default: all four)
 
@@ -27,13 +31,22 @@ if not os.path.isabs(BIN):
     BIN = str(ROOT / BIN)
 ALL_HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 HANDOFFS = [h for h in os.environ.get("CSERVE_HANDOFFS", ",".join(ALL_HANDOFFS)).split(",") if h]
+# The variables only a TEST_HOOKS=1 build reads (core/server/worker.c,
+# core/python/pool.c); a release build has not even their names. A binary
+# given as CSERVE_BIN alone (a sanitizer or free-threaded build: a test
+# build) is the hooks binary too.
+HOOK_VARIABLES = ("CSERVE_FAULT_SUBMIT", "CSERVE_TEST_FAIL_POOL_THREAD")
+HOOKS_BIN = (os.environ.get("CSERVE_HOOKS_BIN") or os.environ.get("CSERVE_BIN")
+             or str(ROOT / "build-hooks" / "cserve"))
+if not os.path.isabs(HOOKS_BIN):
+    HOOKS_BIN = str(ROOT / HOOKS_BIN)
 # make integration-test passes its PYTHON_LINK (how BIN links libpython)
 PYTHON_LINK = os.environ.get("CSERVE_PYTHON_LINK", "auto")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 # Read by this suite (here, or by the test modules as they are imported), not by cserve.
-HARNESS_VARIABLES = ("CSERVE_BIN", "CSERVE_HANDOFFS", "CSERVE_PYTHON_LINK", "CSERVE_SOAK", "CSERVE_LOAD_SCALE")
+HARNESS_VARIABLES = ("CSERVE_BIN", "CSERVE_HOOKS_BIN", "CSERVE_HANDOFFS", "CSERVE_PYTHON_LINK", "CSERVE_SOAK", "CSERVE_LOAD_SCALE")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,6 +54,26 @@ def _harness_variables_not_passed_on():
     """After collection (the modules have read theirs), before any server starts."""
     for k in HARNESS_VARIABLES:
         os.environ.pop(k, None)
+
+
+def hook_variables_in(path):
+    """Which of HOOK_VARIABLES the binary at path holds, by its bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return [v for v in HOOK_VARIABLES if v.encode() in data]
+
+
+@pytest.fixture(scope="session")
+def hooks_bin():
+    """HOOKS_BIN, checked to be a build with the test hooks in."""
+    if not os.path.isfile(HOOKS_BIN):
+        pytest.fail(f"no {HOOKS_BIN}: `make cserve-hooks` builds it (or CSERVE_HOOKS_BIN names one "
+                    "built with TEST_HOOKS=1)", pytrace=False)
+    found = hook_variables_in(HOOKS_BIN)
+    if found != list(HOOK_VARIABLES):
+        pytest.fail(f"{HOOKS_BIN} was built without TEST_HOOKS=1 (it reads {found or 'none'} of "
+                    f"{list(HOOK_VARIABLES)}): `make cserve-hooks` builds one", pytrace=False)
+    return HOOKS_BIN
 
 
 # What ASan, UBSan, LSan and TSan print when they find something.
@@ -134,13 +167,13 @@ class Server:
 
 
 def start_server(*extra, app=None, chdir=APPS, handoff="ring", port=None, wait=True, env=None,
-                 killed=False, preexec_fn=None):
-    """Start cserve with extra args. app: "module:callable" found under chdir
+                 killed=False, preexec_fn=None, binary=None):
+    """Start cserve (binary, default BIN) with extra args. app: "module:callable" found under chdir
     (default: tests/integration/apps), or None for the built-in default app.
     killed=True: the test kills the server itself (close() then does not
     require exit status 0)."""
     port = port or free_port()
-    args = [BIN, "--bind", f"127.0.0.1:{port}", "--handoff", handoff]
+    args = [binary or BIN, "--bind", f"127.0.0.1:{port}", "--handoff", handoff]
     if app is not None:
         args += ["--chdir", str(chdir), app]
     args += list(extra)
@@ -167,7 +200,7 @@ def logfile():
 
 @pytest.fixture
 def server_factory():
-    """server_factory(*args, app=..., handoff=..., killed=False) -> Server.
+    """server_factory(*args, app=..., handoff=..., killed=False, binary=...) -> Server.
     At teardown each is stopped with SIGTERM and must exit 0 with a clean log
     (Server.close)."""
     started = []

@@ -164,13 +164,14 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
 
 # ---- a submit that fails after waiting for room ----------------------------------
 
-def test_submit_error_after_backpressure_with_client_gone(server_factory, monkeypatch):
+def test_submit_error_after_backpressure_with_client_gone(server_factory, hooks_bin, monkeypatch):
     """CSERVE_FAULT_SUBMIT=600 makes submits report a full queue for 600 ms
     and fail after that: the request waits for room, the client resets, and
     the retried submit fails while the socket is dead. The server must answer
-    the failure by dropping that connection and nothing else."""
+    the failure by dropping that connection and nothing else. Only the hooks
+    binary (conftest.py) reads the variable."""
     monkeypatch.setenv("CSERVE_FAULT_SUBMIT", "600")
-    srv = server_factory(app=WSGI_APP, handoff="ring")
+    srv = server_factory(app=WSGI_APP, handoff="ring", binary=hooks_bin)
     s = srv.connect()
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(0.3)  # parsed, refused twice, now waiting for room

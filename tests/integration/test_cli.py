@@ -1,4 +1,5 @@
-"""The command line: --help, --version, option and app
+"""The command line: --help (the knobs for experiments in a section of their
+own, last, as in docs/options.md), --version, option and app
 errors (exit 2, one line, never listening), --bind unix:, --app native-hello,
 the default app."""
 import os
@@ -32,6 +33,53 @@ def test_help_lists_every_option_and_backend():
         assert re.search(re.escape(opt) + r"\b", p.stdout), f"--help does not list {opt}"
     for b in BACKENDS:
         assert re.search(r"\b" + b + r"\b", p.stdout), f"--help does not list backend {b}"
+
+
+# The knobs the measurements vary, which a deployment leaves at their
+# defaults: --help lists them in a section of their own, last. --handoff is
+# not one: choosing the handoff at run time is what the server is for.
+EXPERIMENT_KNOBS = ["--app native-hello", "--spin", "--loop-spin", "--loop-doze", "--loop-hold", "--queue-size",
+                    "--stats-window"]
+OPTION_LINE = re.compile(r"^\s+(?:-\w, )?(--[a-z][a-z-]*(?: native-hello)?)")
+
+
+def help_sections(text):
+    """--help's option lines, in order, as (heading of their section, option);
+    a heading is the first line of a paragraph that starts at the margin."""
+    heading, found, prev = None, [], ""
+    for line in text.splitlines():
+        m = OPTION_LINE.match(line)
+        if m:
+            found.append((heading, m.group(1)))
+        elif line and not line[0].isspace() and not prev:
+            heading = line
+        prev = line
+    return found
+
+
+def test_help_lists_the_experiment_knobs_last_in_a_section_of_their_own():
+    p = run("--help")
+    assert p.returncode == 0, p.stderr
+    found = help_sections(p.stdout)
+    headings = [h for h, _ in found if h and "experiment" in h.lower()]
+    assert headings, f"--help has no experiments heading:\n{p.stdout}"
+    first = next(i for i, (h, _) in enumerate(found) if h == headings[0])
+    section = [opt for _, opt in found[first:]]
+    assert all(h == headings[0] for h, _ in found[first:]), "an option section after the experiments one"
+    assert sorted(section) == sorted(EXPERIMENT_KNOBS), f"the experiments section lists {section}"
+    before = [opt for _, opt in found[:first]]
+    assert "--handoff" in before and "--handoff" not in section
+    assert not set(EXPERIMENT_KNOBS) & set(before), f"an experiment knob among the deployment options: {before}"
+
+
+def test_options_md_puts_the_same_knobs_in_its_experiments_section_last():
+    text = (ROOT / "docs" / "options.md").read_text()
+    head, sep, section = text.partition("\n## For experiments\n")
+    assert sep, "docs/options.md has no '## For experiments' section"
+    assert "\n## " not in section, "a section after the experiments one"
+    rows = lambda t: [m.group(1) for m in re.finditer(r"^\| `(--[a-z-]+(?: native-hello)?)", t, re.M)]
+    assert sorted(rows(section)) == sorted(EXPERIMENT_KNOBS), rows(section)
+    assert "--handoff" in rows(head) and not set(EXPERIMENT_KNOBS) & set(rows(head)), rows(head)
 
 
 def test_version():

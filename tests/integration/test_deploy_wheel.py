@@ -8,10 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
-from conftest import ROOT
+from conftest import HOOK_VARIABLES, ROOT
 from deploy_support import EMBEDDED_PY, clean_env, info, serve_info
 
 TOOLCHAIN = ("cc", "gcc", "clang", "make", "ld", "x86_64-linux-gnu-gcc", "python3-config")
@@ -41,6 +42,13 @@ def wheel(tmp_path_factory):
 def test_the_wheel_is_named_cserve_wsgi_with_the_plain_linux_tag(wheel):
     cp = "cp%d%d" % sys.version_info[:2]
     assert wheel.name == f"cserve_wsgi-0.1.0-{cp}-{cp}-linux_x86_64.whl", wheel.name
+
+
+def test_the_wheels_cserve_is_a_release_build_without_the_test_hooks(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        [name] = [n for n in z.namelist() if n.endswith(".data/scripts/cserve")]
+        data = z.read(name)
+    assert [v for v in HOOK_VARIABLES if v.encode() in data] == []
 
 
 def test_the_wheel_installs_and_serves_with_no_compiler_on_path(wheel, tmp_path):

@@ -7,22 +7,23 @@ one line naming the problem and a non-zero status, instead of hanging.
 
 pthread_create's failure is forced with CSERVE_TEST_FAIL_POOL_THREAD=k (the
 start of thread k fails with EAGAIN): RLIMIT_NPROC counts every thread of the
-user and does not bind root, so it cannot pick k reliably."""
+user and does not bind root, so it cannot pick k reliably. Only a build with
+the test hooks reads it: these tests run the hooks binary (conftest.py)."""
 import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import APPS, BIN, ROOT, free_port
+from conftest import APPS, ROOT, free_port
 
 HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]
 
 
-def run_until_exit(extra_env=None, threads=4, handoff="ring", preexec_fn=None, timeout=20):
+def run_until_exit(binary, extra_env=None, threads=4, handoff="ring", preexec_fn=None, timeout=20):
     port = free_port()
     env = dict(os.environ, **(extra_env or {}))
-    args = [BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--handoff", handoff,
+    args = [binary, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS), "--handoff", handoff,
             "--blocking-threads", str(threads), "wsgi_apps:application"]
     t0 = time.monotonic()
     proc = subprocess.Popen(args, cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
@@ -38,8 +39,8 @@ def run_until_exit(extra_env=None, threads=4, handoff="ring", preexec_fn=None, t
 
 @pytest.mark.parametrize("handoff", HANDOFFS)
 @pytest.mark.parametrize("failing", [1, 3])
-def test_failed_pool_thread_exits_promptly_with_one_line(handoff, failing):
-    rc, out, took = run_until_exit({"CSERVE_TEST_FAIL_POOL_THREAD": str(failing)}, threads=4,
+def test_failed_pool_thread_exits_promptly_with_one_line(hooks_bin, handoff, failing):
+    rc, out, took = run_until_exit(hooks_bin, {"CSERVE_TEST_FAIL_POOL_THREAD": str(failing)}, threads=4,
                                    handoff=handoff)
     assert rc != 0, out
     # cserve's own log lines (an ASan build may add a leak report after them:
@@ -50,16 +51,16 @@ def test_failed_pool_thread_exits_promptly_with_one_line(handoff, failing):
     assert took < 10, f"took {took:.1f} s to give up"
 
 
-def test_first_pool_thread_failing_exits_too():
-    rc, out, _ = run_until_exit({"CSERVE_TEST_FAIL_POOL_THREAD": "0"}, threads=2)
+def test_first_pool_thread_failing_exits_too(hooks_bin):
+    rc, out, _ = run_until_exit(hooks_bin, {"CSERVE_TEST_FAIL_POOL_THREAD": "0"}, threads=2)
     assert rc != 0 and "cannot start pool thread 1 of 2" in out, out
 
 
-def test_empty_hook_is_inert():
+def test_empty_hook_is_inert(hooks_bin):
     """An empty value is not read as thread 0 (strtoul("") is 0): it serves."""
     port = free_port()
     env = dict(os.environ, CSERVE_TEST_FAIL_POOL_THREAD="")
-    proc = subprocess.Popen([BIN, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS),
+    proc = subprocess.Popen([hooks_bin, "--bind", f"127.0.0.1:{port}", "--chdir", str(APPS),
                              "--blocking-threads", "2", "wsgi_apps:application"], cwd=str(ROOT),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
