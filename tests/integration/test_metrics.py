@@ -1,7 +1,11 @@
 """--metrics-bind against the real binary: /metrics in the Prometheus text
 format (read by prometheus_client's own parser), /stats.json, the dashboard
-in a headless browser, the verdict as the load changes, bad input on the
-metrics listener, and the metrics thread serving through a reload."""
+in a headless browser, the verdict where the figures decide it (no load;
+requests waiting on a gate for an off-CPU thread), bad input and slow
+clients on the metrics listener, and the metrics thread serving through a
+reload. The verdict under a CPU-bound load, how soon the listener answers
+beside slow clients and the CPU it uses out of descriptors depend on the
+scheduler: tests/perf/test_perf_metrics.py."""
 import json
 import os
 import pathlib
@@ -78,7 +82,7 @@ def stats(port):
     return json.loads(get(port, "/stats.json")[2])
 
 
-def wait_published(mport, done, check=None, timeout=15.0):
+def wait_published(mport, done, check=None, timeout=30.0):
     """Until the workers' published counts hold `done` successful requests
     (a loop publishes twice a second, later on a loaded machine), or
     check(stats) holds; returns that /stats.json."""
@@ -102,7 +106,7 @@ def metrics_server(factory, *args, app=None, chdir=None, **kw):
     return srv, mport
 
 
-def wait_metrics(mport, workers=1, timeout=15.0):
+def wait_metrics(mport, workers=1, timeout=30.0):
     """Until every worker has published (twice a second)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -160,19 +164,19 @@ class Load:
             t.join(timeout=15)
 
 
-def await_verdict(mport, acceptable, seconds=15.0, settle=3.5):
-    """Poll the verdict after `settle` seconds of load (its window is three
-    seconds), until it is one of `acceptable` or `seconds` pass. Returns the
-    last verdict seen and every regime seen."""
-    time.sleep(settle)
-    deadline = time.monotonic() + seconds - settle
+def await_verdict(mport, acceptable, seconds=30.0):
+    """Poll the verdict until it is one of `acceptable` or `seconds` pass
+    (a deadline that only detects a hang: its window is three seconds).
+    Returns the last verdict seen and every regime seen."""
+    deadline = time.monotonic() + seconds
     seen = []
     while True:
         v = stats(mport)["verdict"]
-        seen.append(v["regime"])
+        if not seen or seen[-1] != v["regime"]:
+            seen.append(v["regime"])
         if v["regime"] in acceptable or time.monotonic() >= deadline:
             return v, seen
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
 def report(name, v):
@@ -360,11 +364,11 @@ def test_stats_table_has_the_verdict(server_factory):
 # ---- the verdict follows the load --------------------------------------------------------
 
 def test_verdict_not_loaded(server_factory):
+    """No load: not-loaded, or machine-bound when other work leaves no idle
+    CPU (then the figure shows it); the loop and the pool idle."""
     srv, mport = metrics_server(server_factory)
-    v, seen = await_verdict(mport, {"not-loaded"}, seconds=6.0)
+    v, seen = await_verdict(mport, {"not-loaded"})
     report("no load", v)
-    # Other work on the machine may leave it no idle CPU: then machine-bound
-    # is the truth, and the figure shows it.
     if v["regime"] == "machine-bound":
         assert v["figures"]["machine_busy"] >= 0.9
     else:
@@ -372,65 +376,34 @@ def test_verdict_not_loaded(server_factory):
     assert v["figures"]["loop_util"] < 0.5 and v["figures"]["pool_util"] < 0.5
 
 
-def test_verdict_hello_pipelined(server_factory):
-    srv, mport = metrics_server(server_factory)
-    # One client process in Python cannot keep even the loop busy; three
-    # fill a 2-CPU machine whatever else it runs.
-    loads = [subprocess.Popen([sys.executable, str(ROOT / "tests/integration/loadgen.py"), "--port",
-                               str(srv.port), "-n", "100000000", "-c", "16", "-d", "16"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(3)]
+def test_verdict_requests_waiting_for_an_off_cpu_thread_are_threads_short(server_factory, tmp_path):
+    """One pool thread, its request waiting on a gate with the GIL released
+    (no CPU, no wakes), three more requests queued behind it: over a whole
+    window requests wait for a thread that is off the CPU, so the verdict is
+    threads-short whatever else the machine runs, and its advice is
+    --blocking-threads."""
+    import fcntl
+    srv, mport = metrics_server(server_factory, "--blocking-threads", "1", app="auto_apps:application")
+    gate = open(tmp_path / "gate", "wb")
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    conns = []
     try:
-        # Whichever the counters say, but something must be saturated: on two
-        # CPUs the clients compete with the server, and the machine may be.
-        v, seen = await_verdict(mport, {"loop-bound", "gil-bound", "machine-bound"})
-    finally:
-        for load in loads:
-            load.kill()
-            load.wait(timeout=10)
-    report("hello pipelined", v)
-    assert v["regime"] in ("loop-bound", "gil-bound", "machine-bound"), seen
-    f = v["figures"]
-    assert max(f["loop_util"], f["pool_util"], f["machine_busy"]) >= 0.9
-
-
-def test_verdict_cpu_app_is_gil_bound(server_factory):
-    srv, mport = metrics_server(server_factory, "--blocking-threads", "2", app="cpu:application",
-                                chdir=APPS_DIR)
-    load = Load(srv.port, "/?us=5000", conns=4)
-    try:
-        v, seen = await_verdict(mport, {"gil-bound"})
-    finally:
-        load.stop()
-    report("apps/cpu.py", v)
-    assert load.done > 0
-    if v["regime"] == "machine-bound":
-        # Only when other work leaves the pool no core to hold the GIL on:
-        # it waited for a CPU, and no CPU was idle.
-        f = v["figures"]
-        assert f["machine_busy"] >= 0.9 and f["pool_util"] + f["pool_ready"] >= 0.9, seen
-    else:
-        assert v["regime"] == "gil-bound", seen
-        assert "--workers" in v["advice"]
-
-
-def test_verdict_sleeping_app_threads_short(server_factory):
-    srv, mport = metrics_server(server_factory, "--blocking-threads", "1", app="gil_release:application",
-                                chdir=APPS_DIR)
-    load = Load(srv.port, "/?us=20000&mode=sleep", conns=32)
-    try:
+        for _ in range(4):
+            c = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+            c.sendall(f"GET /?gate={tmp_path / 'gate'} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+            conns.append(c)
         v, seen = await_verdict(mport, {"threads-short"})
     finally:
-        load.stop()
-    report("apps/gil_release.py sleeping", v)
-    f = v["figures"]
-    if v["regime"] == "machine-bound":
-        # A machine so busy that the one thread waited for a CPU a tenth of
-        # the time: the verdict's rule says the CPU, not threads, is short.
-        assert f["machine_busy"] >= 0.9 and f["pool_ready"] >= 0.1 and f["queued_frac"] >= 0.75, seen
-        return
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        gate.close()
+    for c in conns:
+        assert Reader(c).read_response().status == 200
+        c.close()
+    report("requests on a gate", v)
     assert v["regime"] == "threads-short", seen
     assert "--blocking-threads" in v["advice"]
-    assert f["pool_util"] < 0.5 and f["queued_frac"] >= 0.75
+    f = v["figures"]
+    assert f["pool_util"] < 0.5 and f["queued_frac"] >= 0.75, f
 
 
 # ---- bad input on the metrics listener ----------------------------------------------------
@@ -481,18 +454,15 @@ def test_bad_input_on_the_metrics_listener(server_factory):
     slow = [socket.create_connection(("127.0.0.1", mport), timeout=10) for _ in range(40)]
     for s in slow:
         s.sendall(b"GET /metrics HTTP/1.1\r\n")
-    t0 = time.monotonic()
     hello_requests(srv.port, 8, conns=2)
-    assert time.monotonic() - t0 < 2.0, "the app's listener waited on the metrics clients"
     closed = 0
     for s in slow[:32]:
-        s.settimeout(6.0)
+        s.settimeout(30.0)  # only a hang: the head's deadline is 2 s
         try:
             closed += s.recv(1) == b""
         except ConnectionResetError:
             closed += 1
     assert closed == 32, "a slow metrics client was not closed at its deadline"
-    assert time.monotonic() - t0 < 6.0
     for s in slow:
         s.close()
     # And the listener serves again once they are gone.
@@ -545,7 +515,7 @@ def test_host_must_name_the_metrics_listener(server_factory, tmp_path, family):
             fam = socket.AF_INET if family == "ipv4" else socket.AF_INET6
             c = socket.socket(fam)
             c.settimeout(5)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30
             while True:
                 try:
                     c.connect(("127.0.0.1" if family == "ipv4" else "::1", mport))
@@ -581,7 +551,7 @@ def test_host_must_name_the_metrics_listener(server_factory, tmp_path, family):
     assert status("evil.example", target=f"http://{own}:{mport}/metrics") == 200
 
 
-def wait_connect_unix(path, timeout=10.0):
+def wait_connect_unix(path, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:
         c = socket.socket(socket.AF_UNIX)
@@ -612,26 +582,24 @@ def _exchange(c, data):
 
 def test_slow_clients_do_not_hold_the_others(server_factory):
     """Clients that send half a head and stop each hold one slot until their
-    deadline, never the thread: a whole request beside them is answered at
-    once."""
+    deadline, never the thread: whole requests beside them are answered,
+    and each slow one is closed at its deadline without an answer. (How
+    soon the others are answered: tests/perf/test_perf_metrics.py.)"""
     srv, mport = metrics_server(server_factory)
-    slow = [socket.create_connection(("127.0.0.1", mport), timeout=10) for _ in range(16)]
+    slow = [socket.create_connection(("127.0.0.1", mport), timeout=30) for _ in range(16)]
     try:
         for s in slow:
             s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-")
         for _ in range(5):
-            t0 = time.monotonic()
-            assert get(mport, "/stats.json")[0] == 200
-            assert time.monotonic() - t0 < 1.0
+            assert get(mport, "/stats.json", timeout=30)[0] == 200
+        for s in slow:
+            try:
+                assert s.recv(1) == b""
+            except ConnectionResetError:
+                pass
     finally:
         for s in slow:
             s.close()
-
-
-def _process_cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_out_of_descriptors_the_metrics_thread_pauses(server_factory):
@@ -639,34 +607,28 @@ def test_out_of_descriptors_the_metrics_thread_pauses(server_factory):
     shares the app's process), a pending metrics client makes accept fail
     with EMFILE on a listener that stays readable: the thread pauses its
     accepts as the loop does, instead of polling again at once, so the
-    process uses next to no CPU; once descriptors are free it serves
-    again."""
+    process uses next to no CPU (tests/perf/test_perf_metrics.py measures
+    that): the thread says it pauses, and once descriptors are free it
+    serves again."""
     import resource
 
     def low_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
     srv, mport = metrics_server(server_factory, preexec_fn=low_limit)
-    pid = srv.proc.pid
     conns = []
     try:
         for _ in range(80):  # more than the server's 64: its loop runs out and pauses
             conns.append(socket.create_connection(("127.0.0.1", srv.port), timeout=5))
-        deadline = time.monotonic() + 10
-        while "pausing accepts" not in srv.log_text():
-            assert time.monotonic() < deadline, srv.log_text()[-2000:]
-            time.sleep(0.05)
+        assert loadgen.wait_until(lambda: "pausing accepts" in srv.log_text(), 30), srv.log_text()[-2000:]
         waiting = [socket.create_connection(("127.0.0.1", mport), timeout=5) for _ in range(3)]
         conns += waiting
-        time.sleep(0.5)
-        t0, c0 = time.monotonic(), _process_cpu_s(pid)
-        time.sleep(2.0)
-        used = (_process_cpu_s(pid) - c0) / (time.monotonic() - t0)
-        assert used < 0.25, f"the server used {used:.0%} of a core while out of descriptors"
+        assert loadgen.wait_until(lambda: "metrics: accept: " in srv.log_text(), 30), srv.log_text()[-2000:]
+        assert "pausing its accepts for 100 ms at a time" in srv.log_text()
     finally:
         for c in conns:
             c.close()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while True:
         try:
             assert get(mport, "/stats.json")[0] == 200
@@ -726,9 +688,7 @@ def test_corpus_on_the_metrics_listener(server_factory, how):
 def test_unix_socket_serves_and_is_removed_at_exit(server_factory, tmp_path):
     path = tmp_path / "m.sock"
     srv = server_factory("--metrics-bind", f"unix:{path}")
-    deadline = time.monotonic() + 10
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert loadgen.wait_until(path.exists, 30), "the metrics socket never appeared"
     s = socket.socket(socket.AF_UNIX)
     s.connect(str(path))  # the path appears only once the socket listens
     status, body = http_get(s, "/stats.json")
@@ -821,7 +781,7 @@ def test_metrics_follow_a_reloaded_lone_worker(server_factory):
     pid0 = stats(mport)["workers"][0]["pid"]
     assert pid0 == srv.proc.pid
     srv.proc.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     pid1 = pid0
     while time.monotonic() < deadline:
         try:
@@ -876,7 +836,7 @@ def test_worker_killed_while_publishing_is_taken_over(server_factory):
         os.kill(pid0, signal.SIGKILL)
     finally:
         region.close()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while True:
         workers = {w["worker"]: w["pid"] for w in stats(mport)["workers"]}
         if workers.get(0, pid0) != pid0:
@@ -902,7 +862,7 @@ def test_dashboard_in_a_browser(server_factory, tmp_path):
     srv, mport = metrics_server(server_factory)
     load = Load(srv.port, "/", conns=4)
     try:
-        time.sleep(1.5)
+        wait_published(mport, 1)  # the page's first poll has requests to show
         browser = [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1100"]
         url = f"http://127.0.0.1:{mport}/"

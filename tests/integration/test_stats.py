@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import start_server
+from loadgen import wait_until
 from procfs import thread_names
 from experiments.lib import threadcpu  # run from the checkout (python3 -m pytest): the harness's package
 
@@ -49,7 +50,7 @@ def send_n(srv, n, batch=50):
         s.close()
 
 
-def wait_file(path, since_ns=0, timeout=10.0):
+def wait_file(path, since_ns=0, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -61,6 +62,23 @@ def wait_file(path, since_ns=0, timeout=10.0):
             pass
         time.sleep(0.05)
     raise AssertionError(f"{path} not (re)written within {timeout}s")
+
+
+def drained(srv, path, n):
+    """SIGUSR1 until the report counts n requests at the loop and, if there is
+    a pool, n done by its threads: the last completion is drained (a poll
+    with a deadline that only detects a hang). Returns that report."""
+    deadline = time.monotonic() + 30
+    while True:
+        m = os.stat(path).st_mtime_ns if os.path.exists(path) else 0
+        srv.proc.send_signal(signal.SIGUSR1)
+        st = wait_file(path, since_ns=m, timeout=30)
+        roles = threads_by_role(st)
+        pool = sum(t["requests"] for t in roles.get("pool", []))
+        if roles["loop"][0]["requests"] == n and (not roles.get("pool") or pool == n):
+            return st
+        assert time.monotonic() < deadline, f"never drained to {n}: {roles}"
+        time.sleep(0.05)
 
 
 def threads_by_role(st):
@@ -75,7 +93,7 @@ def run_and_stop(server_factory, tmp_path, n, *args, handoff="ring"):
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path), *args, handoff=handoff)
     send_n(srv, n)
-    time.sleep(0.2)  # let the pool's last completion be drained
+    drained(srv, path, n)
     assert srv.stop() == 0
     with open(path) as f:
         return json.load(f), srv
@@ -156,15 +174,10 @@ def test_sigusr1_rewrites_while_running(server_factory, tmp_path):
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path))
     send_n(srv, 300)
-    time.sleep(0.2)
-    srv.proc.send_signal(signal.SIGUSR1)
-    st1 = wait_file(path)
+    st1 = drained(srv, path, 300)  # each SIGUSR1 rewrites the file
     assert threads_by_role(st1)["loop"][0]["requests"] == 300
-    m1 = os.stat(path).st_mtime_ns
     send_n(srv, 200)
-    time.sleep(0.2)
-    srv.proc.send_signal(signal.SIGUSR1)
-    st2 = wait_file(path, since_ns=m1)
+    st2 = drained(srv, path, 500)
     assert threads_by_role(st2)["loop"][0]["requests"] == 500
     assert srv.proc.poll() is None, "SIGUSR1 must not stop the server"
     assert srv.stop() == 0
@@ -174,11 +187,13 @@ def test_sigusr2_resets_window(server_factory, tmp_path):
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path))
     send_n(srv, 700)
-    time.sleep(0.2)
+    drained(srv, path, 700)
+    windows = srv.log_text().count("stats: new measurement window")
     srv.proc.send_signal(signal.SIGUSR2)
-    time.sleep(0.3)
+    assert wait_until(lambda: srv.log_text().count("stats: new measurement window") > windows, 30), \
+        "SIGUSR2 opened no new window"
     send_n(srv, 300)
-    time.sleep(0.2)
+    drained(srv, path, 300)
     assert srv.stop() == 0
     roles = threads_by_role(json.load(open(path)))
     assert roles["loop"][0]["requests"] == 300
@@ -287,7 +302,7 @@ def _loop_requests(st):
     return sum(th["requests"] for w in st["workers"] for th in w["threads"] if th["role"] == "loop")
 
 
-def _wait_json(path, since_ns=0, timeout=10.0):
+def _wait_json(path, since_ns=0, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -298,6 +313,19 @@ def _wait_json(path, since_ns=0, timeout=10.0):
             pass
         time.sleep(0.05)
     raise AssertionError(f"{path} not (re)written within {timeout}s")
+
+
+def _usr1_until(srv, path, cond):
+    """SIGUSR1, each time once the last report is written, until cond(report)."""
+    deadline = time.monotonic() + 30
+    while True:
+        m = os.stat(path).st_mtime_ns if os.path.exists(path) else 0
+        srv.proc.send_signal(signal.SIGUSR1)
+        st = _wait_json(path, since_ns=m, timeout=30)
+        if cond(st):
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.05)
 
 
 def _hello_n(srv, n):
@@ -314,16 +342,11 @@ def test_sigusr1_with_workers_merges_every_worker(server_factory, tmp_path):
     path = tmp_path / "stats.json"
     srv = server_factory("--workers", "2", "--stats-json", str(path))
     _hello_n(srv, 60)
-    time.sleep(0.2)
-    srv.proc.send_signal(signal.SIGUSR1)
-    st = _wait_json(path)
+    st = _usr1_until(srv, path, lambda st: _loop_requests(st) >= 60)
     assert len(st["workers"]) == 2, st.keys()
     assert _loop_requests(st) == 60
-    m1 = os.stat(path).st_mtime_ns
     _hello_n(srv, 40)
-    time.sleep(0.2)
-    srv.proc.send_signal(signal.SIGUSR1)
-    st = _wait_json(path, since_ns=m1)
+    st = _usr1_until(srv, path, lambda st: _loop_requests(st) >= 100)
     assert len(st["workers"]) == 2 and _loop_requests(st) == 100
     assert srv.proc.poll() is None, "SIGUSR1 must not stop the server"
     assert srv.stop() == 0
@@ -346,10 +369,7 @@ def test_ring_spin_counters_and_gauges_are_reported(server_factory, tmp_path):
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path), "--blocking-threads", "1", handoff="ring")
     _hello_n(srv, 60)  # one at a time: the pool thread waits between them
-    time.sleep(0.2)
-    srv.proc.send_signal(signal.SIGUSR1)
-    from loadgen import wait_until
-    a = _handoff_by_role(_wait_json(path))
+    a = _handoff_by_role(_usr1_until(srv, path, lambda st: _handoff_by_role(st)["pool"]["taken"] == 60))
     for key in ("loop_spins", "loop_spin_hits", "loop_spin_budget_ns"):
         assert isinstance(a["loop"][key], int), (key, a["loop"])
     for key in ("spin_hits", "spin_budget_ns"):
@@ -365,7 +385,7 @@ def test_ring_spin_counters_and_gauges_are_reported(server_factory, tmp_path):
     # SIGUSR1 only once the new window is open: sent while SIGUSR2 is still
     # pending, it would be read first (the lower signal number) and report
     # the old window
-    assert wait_until(lambda: srv.log_text().count("stats: new measurement window") > windows, 10), \
+    assert wait_until(lambda: srv.log_text().count("stats: new measurement window") > windows, 30), \
         "SIGUSR2 opened no new window"
     srv.proc.send_signal(signal.SIGUSR1)
     b = _handoff_by_role(_wait_json(path, since_ns=m))

@@ -3,7 +3,13 @@ waits with the GIL released (`?sleep=S`, seconds: time.sleep), one that holds
 it (`?spin=S`: pure-Python work for S seconds of this thread's CPU), a
 body of N bytes (`?size=N`) or a file of N bytes sent with wsgi.file_wrapper
 (`?file=N`), in any combination; `?log=K` notes when request K starts and
-ends, and `?order` answers those notes so far, one per line."""
+ends, and `?order` answers those notes so far, one per line. `?mark=PATH`
+appends "start" to PATH when the request reaches the app, so a test can wait
+for it there; `?gate=PATH` then blocks until the test lets go of its lock on
+PATH (flock: the thread waits in the kernel with the GIL released, using no
+CPU and waking never, so the request certainly waits as long as the test
+says)."""
+import fcntl
 import os
 import tempfile
 import threading
@@ -47,8 +53,14 @@ def application(environ, start_response):
             body = "".join(f"{n}\n" for n in _NOTES).encode()
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
         return [body]
+    if "mark" in q:
+        with open(q["mark"], "a") as f:
+            f.write("start\n")
     if "log" in q:
         _note(f"start {q['log']}")
+    if "gate" in q:
+        with open(q["gate"], "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
     if "sleep" in q:
         time.sleep(float(q["sleep"]))
     if "spin" in q:
