@@ -36,6 +36,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from experiments import bench
@@ -103,6 +104,27 @@ def sched_counts(tid):
     return out
 
 
+def last_cpu(tid):
+    """The CPU the thread last ran on (/proc/TID/stat, field 39)."""
+    with open(f"/proc/{tid}/stat") as f:
+        text = f.read()
+    return int(text[text.rfind(")") + 2:].split()[36])
+
+
+def settle(tids, sets, timeout=10.0):
+    """Wait until each thread has run on a CPU of its set. A thread asleep
+    when pinned moves only as it next wakes, and that move would count as a
+    migration in the window."""
+    deadline = time.monotonic() + timeout
+    while True:
+        off = {role: last_cpu(tid) for role, tid in tids.items() if last_cpu(tid) not in sets[role]}
+        if not off:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"placement: threads still off their CPUs after {timeout:.0f} s: {off}")
+        time.sleep(0.01)
+
+
 def pin(tid, cpus):
     os.sched_setaffinity(tid, cpus)
     got = sorted(os.sched_getaffinity(tid))
@@ -124,6 +146,8 @@ def run_one(name, srv, cpus, a):
     def window(client_pid):
         # Read afresh from the kernel, not taken from the pinning above.
         found = server_threads(srv.proc.pid)
+        if not marks:
+            settle(found, sets)  # wrk's load, under way, wakes them
         marks.append({role: sched_counts(tid) for role, tid in found.items()})
         if not affinity:  # where each thread may run, as the window opens
             affinity.update({role: sorted(os.sched_getaffinity(tid)) for role, tid in found.items()})
@@ -137,17 +161,22 @@ def run_one(name, srv, cpus, a):
     c = loop_th.get("counters") or {}
     reqs = loop_th.get("requests") or 0
     # The server's own count for its window, which brackets the two marks.
+    # A count the window cannot divide (no requests in it) is None, not left out.
     sched = {}
-    if len(marks) == 2 and reqs:
+    if len(marks) == 2:
         for role in marks[0]:
             sched[role] = {k: (round(1000.0 * (marks[1][role][k] - marks[0][role][k]) / reqs, 3)
-                               if marks[0][role][k] is not None and marks[1][role].get(k) is not None else None)
+                               if reqs and marks[0][role][k] is not None and marks[1][role].get(k) is not None
+                               else None)
                            for k in marks[0][role]}
-    shares = {}
+    # Every role of the placement has a share: the sampler leaves out threads
+    # under 1 % of a core (and all of them when wrk reported no rate), which
+    # here reads as 0. A role's threads add up (wrk's main thread is "wrk" too).
+    shares = dict.fromkeys(where, 0.0)
     for row in rec["threads"]:
         role = role_of(row["name"])
-        if role:
-            shares[role] = round(row["median_pct"], 1)
+        if role in shares:
+            shares[role] = round(shares[role] + row["median_pct"], 1)
     return {"placement": name, "server": kind, "rps": rec["rps"], "errors": rec["errors"],
             "loadavg": rec["loadavg"], "wrk_cmd": rec["wrk_cmd"], "affinity": affinity,
             "requests": reqs, "window_s": max((w.get("window_s") or 0) for w in st.get("workers", [])),

@@ -33,6 +33,40 @@ def kind(desc):
     return "other"
 
 
+def wait_for(what, cond, timeout=30.0):
+    """Poll cond() until it is true; fail with what was awaited and the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() > deadline:
+            assert v, f"{what}: not so after {timeout:.0f} s (last {v!r})"
+            return v
+        time.sleep(0.02)
+
+
+def thread_roles(pid):
+    """{tid: role} of the server's threads (None for neither loop nor pool)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[int(tid)] = perfsplit.role(open(f"/proc/{pid}/task/{tid}/comm").read().strip())
+        except OSError:
+            pass  # the thread ended
+    return out
+
+
+def traced(pid):
+    """Whether every thread of pid has a tracer attached."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            status = open(f"/proc/{pid}/task/{tid}/status").read()
+        except OSError:
+            continue
+        if re.search(r"^TracerPid:\s+0$", status, re.M):
+            return False
+    return True
+
+
 def trace(handoff, tmp_path):
     port = free_port()
     stats = tmp_path / f"{handoff}.json"
@@ -41,23 +75,19 @@ def trace(handoff, tmp_path):
                       str(tmp_path / "server.log"))
     try:
         assert wait_ready(proc, port)
-        time.sleep(0.3)
-        roles = {}
-        for tid in os.listdir(f"/proc/{proc.pid}/task"):
-            roles[int(tid)] = perfsplit.role(open(f"/proc/{proc.pid}/task/{tid}/comm").read().strip())
+        roles = wait_for("a loop and a pool thread", lambda: (lambda r: {"loop", "pool"} <= set(r.values()) and r)(
+            thread_roles(proc.pid)))
         out = tmp_path / f"{handoff}.strace"
         st = subprocess.Popen(["strace", "-f", "-yy", "-qq", "-e", "trace=recvfrom,sendto,read,write,sendmsg",
                                "-p", str(proc.pid), "-o", str(out)])
-        time.sleep(0.5)
+        wait_for("strace attached to every thread", lambda: traced(proc.pid))
         proc.send_signal(signal.SIGUSR2)  # the counters' window: the traced load only
         subprocess.run([PIPELOAD, "-c", "4", "-p", "4", "-n", "2000", f"http://127.0.0.1:{port}/"], check=True,
                        capture_output=True, timeout=60)
         mtime = os.stat(stats).st_mtime_ns if stats.exists() else 0
         proc.send_signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and (not stats.exists() or os.stat(stats).st_mtime_ns == mtime):
-            time.sleep(0.05)
-        time.sleep(0.1)
+        # the server renames the window's file into place: a new mtime is a whole file
+        wait_for("the stats window written", lambda: stats.exists() and os.stat(stats).st_mtime_ns != mtime)
         st.send_signal(signal.SIGINT)
         st.wait(timeout=10)
     finally:

@@ -102,19 +102,21 @@ def test_closing_response_frees_the_pool_thread_behind_it(server_factory):
     [_get("/app_close")],                  # the current response closes
     [_get("/hello"), _get("/app_close")],  # a coalesced one behind it closes
 ])
-def test_closing_response_is_not_held_for_requests_behind_it(server_factory, closing):
+def test_closing_response_is_not_held_for_requests_behind_it(server_factory, closing, tmp_path):
     """CONN_HOLD waits for the pipelined requests still running so that their
     responses leave in one write; none may follow a closing response, so
     waiting for them only delayed it (by as long as the app took, up to the
-    I/O timeout)."""
+    I/O timeout). The request behind is held in the app until the test has
+    seen the connection close (its gate is created only after)."""
     srv = server_factory(app=APP)
-    with srv.connect() as s:
-        s.sendall(b"".join(closing) + _get("/sleep?s=2"))
-        t0 = time.monotonic()
-        data, closed = _read_to_close(s, timeout=6)
-        took = time.monotonic() - t0
-    assert closed and data.count(b"HTTP/1.1 200") == len(closing), data
-    assert took < 1.5, took
+    gate = tmp_path / "gate"
+    try:
+        with srv.connect() as s:
+            s.sendall(b"".join(closing) + _get(f"/sleep?s=60&gate={gate}"))
+            data, closed = _read_to_close(s, timeout=30)
+        assert closed and data.count(b"HTTP/1.1 200") == len(closing), data
+    finally:
+        gate.touch()
 
 
 # --------------------------------------------- the app's silence timer per request
@@ -158,8 +160,7 @@ def test_pipeline_batches_writes_and_wakes(server_factory, tmp_path, handoff):
     n = 3000
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path), app=APP, handoff=handoff)
-    _pipeline(srv, n)
-    time.sleep(0.2)
+    _pipeline(srv, n)  # every response read: the loop counted every request
     assert srv.stop() == 0
     st = json.loads(path.read_text())
     threads = st["workers"][0]["threads"]

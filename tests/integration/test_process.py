@@ -16,13 +16,13 @@ import procfs
 from conftest import APPS, BIN, ROOT, Server, free_port, start_server
 from httpclient import Reader, get, req
 from loadgen import wait_until
-from procfs import alive
+from procfs import alive, fd_count
 
 APP = "wsgi_apps:application"
 RECORDING_APP = "recording_apps:app"
 
 
-def _wait_gone(pid, timeout=5.0):
+def _wait_gone(pid, timeout=30.0):
     """True once pid no longer runs (absent, or a zombie awaiting its
     reaper), False if it still runs after timeout."""
     deadline = time.monotonic() + timeout
@@ -38,14 +38,21 @@ def _hello_ok(port):
     assert r.status == 200 and r.body == b"hello", r
 
 
-def _pid_of(port, timeout=3.0):
+def _pid_of(port, timeout=10.0):
     resp = get(port, "/pid", headers=[("Connection", "close")], timeout=timeout)
     assert resp.status == 200
     return int(resp.body)
 
 
-def test_sigterm_completes_in_flight_requests_then_exits_0(server_factory, handoff):
-    srv = server_factory("--blocking-threads", "4", "--graceful-timeout", "10", app=APP, handoff=handoff)
+def _starts(path):
+    return path.read_text().count("start") if path.exists() else 0
+
+
+def test_sigterm_completes_in_flight_requests_then_exits_0(server_factory, handoff, tmp_path):
+    # The requests end when the test creates the gate, after SIGTERM; an exit
+    # at the graceful timeout (60 s) would outlast the wait for it (30 s).
+    srv = server_factory("--blocking-threads", "4", "--graceful-timeout", "60", app=APP, handoff=handoff)
+    mark, gate = tmp_path / "mark", tmp_path / "gate"
     # an idle keep-alive connection, to be closed by the shutdown
     idle = srv.connect(timeout=10)
     idle.sendall(req("GET", "/hello"))
@@ -54,41 +61,43 @@ def test_sigterm_completes_in_flight_requests_then_exits_0(server_factory, hando
     socks = []
     try:
         for _ in range(3):
-            s = srv.connect(timeout=10)
-            s.sendall(req("GET", "/sleep?s=0.5"))
+            s = srv.connect(timeout=30)
+            s.sendall(req("GET", f"/sleep?mark={mark}&gate={gate}"))
             socks.append(s)
-        time.sleep(0.15)  # all three are now running in the app
-        t0 = time.monotonic()
+        assert wait_until(lambda: _starts(mark) == 3, 30), f"{_starts(mark)} of 3 requests reached the app"
         srv.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: "stopping:" in srv.log_text(), 30), srv.log_text()
+        assert ridle.closed(timeout=30), "idle keep-alive connection not closed on SIGTERM"
+        assert srv.proc.poll() is None  # the requests in the app hold the exit
+        gate.touch()
         for s in socks:
             r = Reader(s)
             resp = r.read_response()
             assert resp.status == 200 and resp.body == b"slept"
             assert resp.header("connection", "").lower() == "close"
-            assert r.closed(timeout=5)
-        assert ridle.closed(timeout=5), "idle keep-alive connection not closed on SIGTERM"
-        assert srv.proc.wait(timeout=10) == 0
-        assert time.monotonic() - t0 < 10
+            assert r.closed(timeout=30)
+        assert srv.proc.wait(timeout=30) == 0
     finally:
         for s in socks + [idle]:
             s.close()
     assert "Traceback" not in srv.log_text()
 
 
-def test_sigterm_stops_accepting_new_connections(server_factory):
+def test_sigterm_stops_accepting_new_connections(server_factory, tmp_path):
     """After SIGTERM the listener closes (connections are refused) while an
-    in-flight request still runs. Polled with a deadline, not assumed to
-    happen within a fixed delay; a connection that got in before the close
-    sat in the backlog and may be served
-    (test_connections_in_the_backlog_at_sigterm_are_served)."""
-    srv = server_factory("--graceful-timeout", "10", app=APP)
-    with srv.connect(timeout=10) as busy:
-        busy.sendall(req("GET", "/sleep?s=3.0"))
-        time.sleep(0.2)
+    in-flight request still runs (held in the app until the test creates
+    its gate). Polled with a deadline, not assumed to happen within a fixed
+    delay; a connection that got in before the close sat in the backlog
+    and may be served (test_connections_in_the_backlog_at_sigterm_are_served)."""
+    srv = server_factory("--graceful-timeout", "60", app=APP)
+    mark, gate = tmp_path / "mark", tmp_path / "gate"
+    with srv.connect(timeout=30) as busy:
+        busy.sendall(req("GET", f"/sleep?mark={mark}&gate={gate}"))
+        assert wait_until(lambda: _starts(mark) == 1, 30), "the request never reached the app"
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         refused_at = None
-        while time.monotonic() - t0 < 1.5:
+        while time.monotonic() - t0 < 30:
             try:
                 # A SYN that meets the listener while close() tears it down is
                 # dropped without an answer (the socket is no longer LISTEN
@@ -102,19 +111,19 @@ def test_sigterm_stops_accepting_new_connections(server_factory):
                 refused_at = time.monotonic() - t0
                 break
             time.sleep(0.01)
-        assert refused_at is not None, "still accepting connections 1.5 s after SIGTERM"
+        assert refused_at is not None, "still accepting connections 30 s after SIGTERM"
         assert srv.proc.poll() is None  # the in-flight request holds the exit
+        gate.touch()
         resp = Reader(busy).read_response()
         assert resp.body == b"slept" and resp.header("connection", "").lower() == "close"
-    assert srv.proc.wait(timeout=10) == 0
+    assert srv.proc.wait(timeout=30) == 0
 
 
 def test_sigterm_idle_server_exits_0_promptly(server_factory):
-    srv = server_factory(app=APP)
+    # promptly: not at the graceful timeout (60 s), which outlasts the wait (30 s)
+    srv = server_factory("--graceful-timeout", "60", app=APP)
     assert get(srv.port, "/hello").status == 200
-    t0 = time.monotonic()
-    assert srv.stop(signal.SIGTERM, timeout=10) == 0
-    assert time.monotonic() - t0 < 5
+    assert srv.stop(signal.SIGTERM, timeout=30) == 0
 
 
 def test_sigint_idle_server_exits_0(server_factory):
@@ -175,18 +184,23 @@ def test_sigterm_takes_the_backlog_while_accepts_are_paused(tmp_path):
             time.sleep(0.02)
         waiting = srv.connect()
         waiting.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        for s in held[:10]:  # free descriptors, well within the 100 ms pause (more than the backlog ahead of `waiting`)
+        # Free descriptors (more than the backlog ahead of `waiting`) and wait
+        # until the server has closed its ends. SIGTERM is meant to land in
+        # the 100 ms pause; should it land after, `waiting` is accepted as
+        # usual and the test passes without reaching that path.
+        fds = fd_count(srv.proc.pid)
+        for s in held[:10]:
             s.close()
-        time.sleep(0.02)
+        assert wait_until(lambda: fd_count(srv.proc.pid) <= fds - 10, 30, interval=0.002), fd_count(srv.proc.pid)
         srv.proc.send_signal(signal.SIGTERM)
-        waiting.settimeout(5)
+        waiting.settimeout(30)
         try:
             resp = waiting.recv(4096)
         except ConnectionResetError:
             resp = b"reset"
         assert resp.startswith(b"HTTP/1.1 200 "), resp
         waiting.close()  # its lingering close ends
-        assert srv.proc.wait(timeout=15) == 0
+        assert srv.proc.wait(timeout=30) == 0
     finally:
         for s in held:
             s.close()
@@ -196,7 +210,7 @@ def test_sigterm_takes_the_backlog_while_accepts_are_paused(tmp_path):
 
 # ------------------------------------------------------------- --workers 2
 
-def _collect_pids(port, want=2, tries=3000, timeout=15.0, exclude=()):
+def _collect_pids(port, want=2, tries=3000, timeout=30.0, exclude=()):
     """Fetch /pid over fresh connections until `want` distinct pids (not in
     exclude) are seen; bounded in count and time. Failed connections are
     retried (a worker may be restarting)."""
@@ -232,9 +246,9 @@ def test_workers_2_sigkill_one_worker_is_respawned(server_factory):
     assert len(pids) == 2, pids
     victim = sorted(pids)[0]
     os.kill(victim, signal.SIGKILL)
-    assert _wait_gone(victim, 5)
-    # within a few seconds requests succeed again (the other worker serves)
-    deadline = time.monotonic() + 5
+    assert _wait_gone(victim)
+    # requests succeed again (the other worker serves); 30 s only detects a hang
+    deadline = time.monotonic() + 30
     ok = 0
     while ok < 20 and time.monotonic() < deadline:
         try:
@@ -249,9 +263,9 @@ def test_workers_2_sigkill_one_worker_is_respawned(server_factory):
     assert new, "no new worker pid after SIGKILL"
     assert victim not in _collect_pids(srv.port, want=3, tries=50)
     all_pids = (pids | new) - {victim}
-    assert srv.stop(signal.SIGTERM, timeout=15) == 0
+    assert srv.stop(signal.SIGTERM, timeout=30) == 0
     for p in all_pids:
-        assert _wait_gone(p, 5), f"worker {p} survived the supervisor"
+        assert _wait_gone(p), f"worker {p} survived the supervisor"
 
 
 def _kill_workers_as_they_start(sup, slots, rounds):
@@ -302,14 +316,13 @@ def _answers(port):
 
 
 def test_workers_2_sigterm_to_supervisor_stops_all(server_factory):
-    srv = server_factory("--workers", "2", app=APP)
+    # the graceful timeout (60 s) outlasts the wait (30 s): idle workers stop at once
+    srv = server_factory("--workers", "2", "--graceful-timeout", "60", app=APP)
     pids = _collect_pids(srv.port)
     assert len(pids) == 2, pids
-    t0 = time.monotonic()
-    assert srv.stop(signal.SIGTERM, timeout=15) == 0
-    assert time.monotonic() - t0 < 10
+    assert srv.stop(signal.SIGTERM, timeout=30) == 0
     for p in pids:
-        assert _wait_gone(p, 5), f"orphan worker {p} still running"
+        assert _wait_gone(p), f"orphan worker {p} still running"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
 
@@ -386,12 +399,13 @@ def test_a_pid_file_is_removed_when_a_stuck_app_cuts_the_exit_short(tmp_path):
     stale file names a pid the kernel may hand to another process."""
     pid_file = tmp_path / "cserve.pid"
     srv = start_server("--pid-file", str(pid_file), "--graceful-timeout", "1", app="hang_apps:application")
+    mark = tmp_path / "mark"
     try:
         assert int(pid_file.read_text()) == srv.proc.pid
         s = srv.connect(timeout=10)
-        s.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.3)  # the request is with the app
-        assert srv.stop(signal.SIGTERM, timeout=10) == 0
+        s.sendall(b"GET /hang?mark=%s HTTP/1.1\r\nHost: x\r\n\r\n" % str(mark).encode())
+        assert wait_until(lambda: _starts(mark) == 1, 30), "the request never reached the app"
+        assert srv.stop(signal.SIGTERM, timeout=30) == 0
         assert "exiting with 1 request(s) unfinished" in srv.log_text(), srv.log_text()
         s.close()
     finally:

@@ -4,7 +4,9 @@ a new worker that fails to import leaves the old ones serving. Every
 replacement starts the new worker first, so under load no request fails.
 
 The app's body is read from its module at import, so a changed file is
-seen only by a worker that imported it again."""
+seen only by a worker that imported it again. Its /held requests record the
+worker's pid in slow.pids and are held until the test creates "release", so
+a worker drains for as long as the test needs, however slow the machine."""
 import os
 import re
 import shutil
@@ -32,10 +34,12 @@ def application(environ, start_response):
         body = os.environ["RELOAD_APP_SETTINGS"].encode()
         start_response("200 OK", [("Content-Length", str(len(body)))])
         return [body]
-    if environ["PATH_INFO"].startswith("/slow"):
-        with open("slow.pids", "a") as f:  # which worker holds a slow request
+    if environ["PATH_INFO"] == "/held":
+        with open("slow.pids", "a") as f:  # which worker holds a held request
             f.write(f"{os.getpid()}\\n")
-        time.sleep(float(environ["PATH_INFO"][5:]))
+        deadline = time.monotonic() + 60
+        while not os.path.exists("release") and time.monotonic() < deadline:
+            time.sleep(0.01)  # held until the test creates "release"
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(BODY)))])
     return [BODY]
@@ -287,9 +291,12 @@ def test_a_reload_during_a_reload_is_not_lost(tmp_path):
     env = dict(os.environ, RELOAD_APP_IMPORT_SECONDS="1")
     srv = start_server("--workers", "2", app="reload_app:application", chdir=tmp_path, env=env)
     try:
+        first = set(children(srv.proc.pid))
         write_app(tmp_path, "v2")
         srv.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.3)  # the new workers are importing (a second each)
+        # the new workers have started (and import for a second each); should
+        # a slow machine let them finish first, the second reload still applies
+        assert wait_until(lambda: len(set(children(srv.proc.pid)) - first) == 2, 30), srv.log_text()[-3000:]
         write_app(tmp_path, "v3")
         srv.proc.send_signal(signal.SIGHUP)
         assert wait_until(lambda: all(get(srv.port)[1] == b"v3" for _ in range(6)), 30), srv.log_text()[-3000:]
@@ -317,18 +324,21 @@ def test_a_reload_after_the_app_changed_directory_imports_the_new_code(tmp_path)
 
 def test_a_reload_while_the_lone_worker_drains_is_not_lost(tmp_path):
     write_app(tmp_path, "v1")
-    srv = start_server("--graceful-timeout", "20", app="reload_app:application", chdir=tmp_path)
+    # threads enough that a GET the old worker takes never queues behind /held
+    srv = start_server("--graceful-timeout", "60", "--blocking-threads", "4", app="reload_app:application",
+                       chdir=tmp_path)
     try:
-        slow = socket.create_connection(("127.0.0.1", srv.port), timeout=20)
-        slow.sendall(b"GET /slow3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        time.sleep(0.2)
+        slow = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        slow.sendall(b"GET /held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert wait_until(lambda: (tmp_path / "slow.pids").exists(), 30), "the request never reached the app"
         write_app(tmp_path, "v2")
-        srv.proc.send_signal(signal.SIGHUP)  # the lone worker hands over, drains /slow3
-        assert wait_until(lambda: get(srv.port)[1] == b"v2", 15), srv.log_text()[-3000:]
+        srv.proc.send_signal(signal.SIGHUP)  # the lone worker hands over, drains /held
+        assert wait_until(lambda: get(srv.port)[1] == b"v2", 30), srv.log_text()[-3000:]
         write_app(tmp_path, "v3")
         srv.proc.send_signal(signal.SIGHUP)  # comes while it still drains
-        assert wait_until(lambda: get(srv.port)[1] == b"v3", 20), srv.log_text()[-3000:]
+        (tmp_path / "release").touch()  # the drain ends; the reload it held is then carried out
         assert slow.recv(16).startswith(b"HTTP/1.1 200")
+        assert wait_until(lambda: get(srv.port)[1] == b"v3", 30), srv.log_text()[-3000:]
     finally:
         srv.close()
 
@@ -339,7 +349,7 @@ def test_every_draining_worker_is_waited_for(tmp_path):
     them; none is left behind."""
     write_app(tmp_path, "v1")
     # Threads enough that a GET never queues behind the slow requests.
-    srv = start_server("--workers", "2", "--blocking-threads", "16", "--graceful-timeout", "20",
+    srv = start_server("--workers", "2", "--blocking-threads", "16", "--graceful-timeout", "60",
                        app="reload_app:application", chdir=tmp_path)
     pids_file = tmp_path / "slow.pids"
 
@@ -352,11 +362,10 @@ def test_every_draining_worker_is_waited_for(tmp_path):
         slow = []
         while len(set(holders())) < 2:
             assert len(slow) < 12, "12 connections reached one worker"
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=25)
-            # long enough to outlast two reloads on a loaded machine
-            s.sendall(b"GET /slow12 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+            s.sendall(b"GET /held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             slow.append(s)
-            assert wait_until(lambda: len(holders()) == len(slow), 10)
+            assert wait_until(lambda: len(holders()) == len(slow), 30)
         for v in ("v2", "v3"):
             write_app(tmp_path, v)
             srv.proc.send_signal(signal.SIGHUP)
@@ -365,6 +374,7 @@ def test_every_draining_worker_is_waited_for(tmp_path):
         family = descendants(srv.proc.pid)
         assert len(family) >= 4, family  # two serving, the first two draining (v2 may still be leaving)
         srv.proc.send_signal(signal.SIGTERM)
+        (tmp_path / "release").touch()
         for s in slow:
             assert s.recv(16).startswith(b"HTTP/1.1 200")
         srv.proc.wait(30)
@@ -379,10 +389,12 @@ def test_a_slot_whose_worker_died_while_its_replacement_failed_gets_a_worker(tmp
     srv = start_server("--workers", "2", app="reload_app:application", chdir=tmp_path, env=env)
     try:
         assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 10)
-        victim = sorted(children(srv.proc.pid))[0]
+        first = set(children(srv.proc.pid))
+        victim = sorted(first)[0]
         write_app(tmp_path, "v2", broken=True)
         srv.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.3)
+        # the replacements have started (they import for a second, then fail)
+        assert wait_until(lambda: set(children(srv.proc.pid)) - first, 30), srv.log_text()[-3000:]
         os.kill(victim, signal.SIGKILL)  # dies while its replacement imports (and fails)
         assert wait_until(lambda: "reload failed" in srv.log_text(), 15), srv.log_text()
         assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 15), srv.log_text()[-3000:]

@@ -1,5 +1,6 @@
 """/hang blocks for ever in a function whose name the watchdog test looks for
-in the logged stack; /pid answers the worker's pid (which worker a
+in the logged stack (with ?mark=PATH it first appends "start" to PATH, so a
+test can wait for the request to be in the app); /pid answers the worker's pid (which worker a
 connection landed on); anything else answers "ok" at once.
 
 HANG_APPS_SLOW_REIMPORT=PATH: an import made once PATH exists (a
@@ -25,6 +26,10 @@ def stuck_in_this_function_for_ever():
 
 def application(environ, start_response):
     if environ["PATH_INFO"] == "/hang":
+        mark = dict(kv.partition("=")[::2] for kv in environ.get("QUERY_STRING", "").split("&")).get("mark")
+        if mark:
+            with open(mark, "a") as f:
+                f.write("start\n")
         stuck_in_this_function_for_ever()
     body = str(os.getpid()).encode() if environ["PATH_INFO"] == "/pid" else b"ok"
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])

@@ -239,10 +239,15 @@ def status(environ, start_response):
 
 def sleep(environ, start_response):
     """Sleeps s= seconds; with mark=PATH, first appends "start" to PATH, so
-    a test can wait for the request to be in the app."""
+    a test can wait for the request to be in the app. With gate=PATH it
+    waits instead until PATH exists (at most s= seconds, 30 by default), so
+    the test decides when the request ends."""
     q = _q(environ)
     _mark(q.get("mark"), "start")
-    time.sleep(float(q.get("s", "0.5")))
+    if q.get("gate"):
+        _wait_for(q["gate"], float(q.get("s", "30")))
+    else:
+        time.sleep(float(q.get("s", "0.5")))
     body = b"slept"
     start_response("200 OK", [CT, ("Content-Length", str(len(body)))])
     return [body]
