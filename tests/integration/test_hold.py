@@ -10,36 +10,16 @@ fixed paces, queues and clock, is handoffs/tests/batch_test.c (part 8);
 what holding buys and must not cost on the live scheduler (waits per
 request, how soon another connection is read, an app that waits not held)
 is tests/perf/test_perf_hold.py, in make perf-check."""
-import json
 import os
 import re
 import subprocess
 import threading
 
 from conftest import BIN, ROOT
+from pipelined import pipelined, thread_stats
 from httpclient import Reader
 
 APP = "hold_apps:application"
-
-
-def stats(srv, path):
-    assert srv.stop() == 0
-    with open(path) as f:
-        (w,) = json.load(f)["workers"]
-    return {t["role"]: t for t in w["threads"]}
-
-
-def pipelined(srv, batches, depth, path):
-    """batches times: depth requests in one write on one connection, then
-    all their responses, each checked."""
-    one = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    with srv.connect() as s:
-        rd = Reader(s)
-        for _ in range(batches):
-            s.sendall(one * depth)
-            for _ in range(depth):
-                r = rd.read_response()
-                assert r.status == 200 and r.body == b"worked"
 
 
 def check_config(srv_args):
@@ -65,7 +45,7 @@ def test_loop_hold_0_never_holds(server_factory, tmp_path):
     path = tmp_path / "hold-0.json"
     srv = server_factory("--stats-json", str(path), "--loop-hold", "0", app=APP)
     pipelined(srv, 12, 32, "/work?us=300")
-    assert stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"] == 0
+    assert thread_stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"] == 0
 
 
 def test_a_held_server_answers_every_connection(server_factory, tmp_path):

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from conftest import BIN, ROOT
+from pipelined import pipelined, thread_stats
 from httpclient import Reader, get, req
 from loadgen import wait_until
 
@@ -26,27 +27,6 @@ def sequential(srv, n):
         for _ in range(n):
             s.sendall(req("GET", "/hello"))
             assert rd.read_response().body == b"hello"
-
-
-def pipelined_batches(srv, batches, depth, path):
-    """batches times: depth requests for path in one write on one
-    connection, then all their responses: the pool thread has a queue of
-    depth jobs each time."""
-    one = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    with srv.connect() as s:
-        rd = Reader(s)
-        for _ in range(batches):
-            s.sendall(one * depth)
-            for _ in range(depth):
-                assert rd.read_response().body == b"worked"
-
-
-def stats(srv, path):
-    assert srv.stop() == 0
-    with open(path) as f:
-        st = json.load(f)
-    (w,) = st["workers"]
-    return {t["role"]: t for t in w["threads"]}
 
 
 def check_config(*args):
@@ -75,7 +55,7 @@ def test_spin_0_never_spins(server_factory, tmp_path):
     path = tmp_path / "spin-0.json"
     srv = server_factory("--stats-json", str(path), "--spin", "0", app=APP)
     sequential(srv, 200)
-    assert stats(srv, path)["pool"]["counters"]["handoff"]["spins"] == 0
+    assert thread_stats(srv, path)["pool"]["counters"]["handoff"]["spins"] == 0
 
 
 def test_loop_doze_0_never_dozes(server_factory, tmp_path):
@@ -84,8 +64,8 @@ def test_loop_doze_0_never_dozes(server_factory, tmp_path):
     one doze; every request answered."""
     path = tmp_path / "doze-0.json"
     srv = server_factory("--stats-json", str(path), "--loop-hold", "0", "--loop-doze", "0", app=APP)
-    pipelined_batches(srv, 12, 32, "/work?us=50")
-    assert stats(srv, path)["loop"]["counters"]["handoff"]["loop_dozes"] == 0
+    pipelined(srv, 12, 32, "/work?us=50")
+    assert thread_stats(srv, path)["loop"]["counters"]["handoff"]["loop_dozes"] == 0
 
 
 def test_log_level(server_factory, tmp_path):

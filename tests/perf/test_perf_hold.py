@@ -5,7 +5,6 @@ streamed response's parts not kept waiting, an app that waits not held and
 all its threads in the app at once). What the code decides, whatever the
 scheduler does, is checked by tests/integration/test_hold.py and by
 handoffs/tests/batch_test.c (part 8: the rule on fixed paces and queues)."""
-import json
 import re
 import shutil
 import subprocess
@@ -13,29 +12,12 @@ import time
 
 import pytest
 
+from pipelined import pipelined, thread_stats
 from httpclient import Reader
 import perf
 
 APP = "hold_apps:application"
 WRK = shutil.which("wrk")
-
-
-def stats(srv, path):
-    assert srv.stop() == 0
-    with open(path) as f:
-        (w,) = json.load(f)["workers"]
-    return {t["role"]: t for t in w["threads"]}
-
-
-def pipelined(srv, batches, depth, path):
-    one = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    with srv.connect() as s:
-        rd = Reader(s)
-        for _ in range(batches):
-            s.sendall(one * depth)
-            for _ in range(depth):
-                r = rd.read_response()
-                assert r.status == 200 and r.body == b"worked"
 
 
 def test_holding_cuts_the_loops_waits_per_request(server_factory, tmp_path):
@@ -52,7 +34,7 @@ def test_holding_cuts_the_loops_waits_per_request(server_factory, tmp_path):
             path = tmp_path / f"hold-{hold}-{time.monotonic_ns()}.json"
             srv = server_factory("--stats-json", str(path), *(["--loop-hold", hold] if hold else []), app=APP)
             pipelined(srv, batches, depth, "/work?us=300")
-            c = stats(srv, path)["loop"]["counters"]
+            c = thread_stats(srv, path)["loop"]["counters"]
             return {"holds": c["handoff"]["loop_holds"], "waits_per_request": c["epoll_waits"] / n}
         return run
 
@@ -93,7 +75,7 @@ def test_a_hold_reads_another_connection_within_its_ceiling(server_factory, tmp_
                 assert rd.read_response().body == b"worked"
             s.close()
         queue_ms = (time.monotonic() - t0) * 1e3
-        holds = stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"]
+        holds = thread_stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"]
         return {"slowest_400_ms": max(waits) * 1e3, "queue_ms": queue_ms, "holds": holds}
 
     m = perf.report("a 400 beside a held queue", perf.interleaved({"default": run}))["default"]
@@ -125,7 +107,7 @@ def test_a_thread_waiting_for_the_loop_is_not_held(server_factory, tmp_path):
         with srv.connect() as s:
             s.sendall(b"GET /blocked HTTP/1.1\r\nHost: x\r\n\r\n")
             mean_us = int(Reader(s).read_response().body)
-        holds = stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"]
+        holds = thread_stats(srv, path)["loop"]["counters"]["handoff"]["loop_holds"]
         return {"part_wait_us": mean_us, "holds": holds}
 
     m = perf.report("streamed parts under --loop-hold 20000", perf.interleaved({"default": run}))["default"]
@@ -148,7 +130,7 @@ def test_an_app_that_waits_is_not_held_and_keeps_all_its_threads_busy(server_fac
         with srv.connect() as s:
             s.sendall(b"GET /most HTTP/1.1\r\nHost: x\r\n\r\n")
             most = int(Reader(s).read_response().body)
-        c = stats(srv, path)["loop"]["counters"]["handoff"]
+        c = thread_stats(srv, path)["loop"]["counters"]["handoff"]
         return {"requests_per_s": rate, "most_in_app": most, "holds": c["loop_holds"]}
 
     m = perf.report("an app that waits 2 ms, 16 threads, wrk -c48",

@@ -4,20 +4,13 @@ completion before it sleeps), --loop-doze (the loop waits on a timer
 instead of asking to be woken). Each option's "off means off" is checked
 by tests/integration/test_knobs.py; the doze's rule on fixed paces by
 handoffs/tests/batch_test.c (parts 6 and 7)."""
-import json
 import time
 
+from pipelined import pipelined, thread_stats
 from httpclient import Reader, req
 import perf
 
 APP = "wsgi_apps:application"
-
-
-def stats(srv, path):
-    assert srv.stop() == 0
-    with open(path) as f:
-        (w,) = json.load(f)["workers"]
-    return {t["role"]: t for t in w["threads"]}
 
 
 def sequential(srv, n):
@@ -31,22 +24,12 @@ def sequential(srv, n):
             time.sleep(0.0005)
 
 
-def pipelined_batches(srv, batches, depth, path):
-    one = f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    with srv.connect() as s:
-        rd = Reader(s)
-        for _ in range(batches):
-            s.sendall(one * depth)
-            for _ in range(depth):
-                assert rd.read_response().body == b"worked"
-
-
 def arm(server_factory, tmp_path, args, drive, pick):
     def run():
         path = tmp_path / f"s-{time.monotonic_ns()}.json"
         srv = server_factory("--stats-json", str(path), *args, app=APP)
         drive(srv)
-        return pick(stats(srv, path))
+        return pick(thread_stats(srv, path))
     return run
 
 
@@ -89,7 +72,7 @@ def test_loop_doze_spares_a_busy_pool_its_wakeups(server_factory, tmp_path):
     n = batches * depth
     pick = lambda st: {"dozes": st["loop"]["counters"]["handoff"]["loop_dozes"],
                        "loop_wakes": st["pool"]["counters"]["handoff"]["loop_wakes"]}
-    drive = lambda s: pipelined_batches(s, batches, depth, "/work?us=50")
+    drive = lambda s: pipelined(s, batches, depth, "/work?us=50")
     m = perf.report(f"the loop over {n} pipelined requests of 50 us", perf.interleaved({
         "default": arm(server_factory, tmp_path, ["--loop-hold", "0"], drive, pick),
         "--loop-doze 0": arm(server_factory, tmp_path, ["--loop-hold", "0", "--loop-doze", "0"], drive, pick)}))
