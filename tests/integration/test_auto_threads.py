@@ -333,20 +333,33 @@ def test_a_reload_starts_again_at_one_and_grows(server_factory, tmp_path):
 def test_app_timeout_watches_a_thread_started_later(server_factory, tmp_path):
     """--app-timeout with auto: a request stuck on pool thread 1, started
     when the pool grew, is reported by the watchdog (that thread named) and
-    answered 503, as on a thread the worker started with."""
-    srv, mport, gate, held = grown_to_two(server_factory, tmp_path, "--app-timeout", "2",
+    answered 503, as on a thread the worker started with.
+
+    Every request but the stuck one leaves the app long before the timeout:
+    the growth's gated requests go as soon as the pool has two threads, and
+    the request that keeps thread 0 busy (ties go to thread 0) goes as soon
+    as the stuck one has started on thread 1. The timeout is well above the
+    time those steps take, so thread 1 is the only one it can find."""
+    srv, mport, gate, held = grown_to_two(server_factory, tmp_path, "--app-timeout", "4",
                                           "--graceful-timeout", "2")
-    # Thread 0 still has the gated requests: this one goes to thread 1.
-    stuck = send(srv.port, "/?sleep=60")
+    gate.open()
+    assert statuses(held) == [200, 200]
+    busy_gate = Gate(tmp_path / "busy-gate")
+    busy_mark, stuck_mark = tmp_path / "busy.mark", tmp_path / "stuck.mark"
+    busy = send(srv.port, f"/?mark={busy_mark}&gate={busy_gate.path}")
     try:
-        r = Reader(stuck).read_response()
-        assert r.status == 503, r
-        assert "app watchdog: pool thread 1 has been in the app" in srv.log_text(), srv.log_text()[-3000:]
+        assert wait_until(lambda: marks(busy_mark) == 1, HANG_S), srv.log_text()[-3000:]
+        stuck = send(srv.port, f"/?mark={stuck_mark}&sleep=60")
+        assert wait_until(lambda: marks(stuck_mark) == 1, HANG_S), srv.log_text()[-3000:]
     finally:
-        gate.open()
-    # The gated requests ran past the timeout too, or not, as the windows fell.
-    assert set(statuses(held)) <= {200, 503}
+        busy_gate.open()
+    assert statuses([busy]) == [200]
+    r = Reader(stuck).read_response()
     stuck.close()
+    assert r.status == 503, r
+    log = srv.log_text()
+    assert "app watchdog: pool thread 1 has been in the app" in log, log[-3000:]
+    assert "app watchdog: pool thread 0" not in log, log[-3000:]
 
 
 def test_stats_show_auto(server_factory, tmp_path):
