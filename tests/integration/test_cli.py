@@ -135,8 +135,8 @@ ERRORS = [
     ("metrics_bind_not_loopback", ["--metrics-bind", "0.0.0.0:1", APPARG], "--metrics-bind"),
     ("forwarded_allow_ips_bad", ["--forwarded-allow-ips", "not-an-ip", APPARG], "not-an-ip"),
 ]
-# Every line cserve itself writes starts so, start-up errors included.
-PREFIX = re.compile(r"\[cserve \d+\] (debug|info|warning|error): ")
+# Every line cserve writes: its UTC time to the millisecond, pid, level.
+PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[cserve \d+\] (debug|info|warning|error): ")
 
 
 @pytest.mark.parametrize("args,needle", [pytest.param(a, n, id=i) for i, a, n in ERRORS])
@@ -184,7 +184,7 @@ def test_an_import_that_raises_shows_its_traceback_then_one_error_line():
     assert rc == 2 and not accepted, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert any(re.search(r'File ".*raises_on_import\.py", line \d+', ln) for ln in lines), err
-    assert re.match(r"\[cserve \d+\] error: cannot import app", lines[-1]) and "boom-on-import" in lines[-1]
+    assert PREFIX.match(lines[-1]) and " error: cannot import app" in lines[-1] and "boom-on-import" in lines[-1]
     # cserve's own lines around the traceback carry the one prefix
     assert PREFIX.match(lines[0]) and "raises_on_import" in lines[0], lines[0]
     assert "no virtualenv" in lines[-1], lines[-1]

@@ -45,7 +45,7 @@ def test_failed_pool_thread_exits_promptly_with_one_line(hooks_bin, handoff, fai
     assert rc != 0, out
     # cserve's own log lines (an ASan build may add a leak report after them:
     # worker.c does not free the loop and handoff on this path).
-    errors = [ln for ln in out.splitlines() if ln.startswith("[cserve") and "error" in ln]
+    errors = [ln for ln in out.splitlines() if "[cserve " in ln and "] error: " in ln]
     assert len(errors) == 1, out
     assert f"cannot start pool thread {failing + 1} of 4" in errors[0], out
     assert took < 10, f"took {took:.1f} s to give up"
