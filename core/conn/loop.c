@@ -106,6 +106,33 @@ static void stop_accepting(struct loop *l)
     l->listen_fd = -1;
 }
 
+/* Out of descriptors, the loop pauses accepts ACCEPT_PAUSE_MS at a time
+ * until one succeeds: an episode. Its log is bounded whatever its length:
+ * a line when it starts, one every ACCEPT_PAUSE_LOG_MS that counts the
+ * pauses since, and one when an accept succeeds again. */
+#define ACCEPT_PAUSE_MS 100
+#define ACCEPT_PAUSE_LOG_MS 10000
+
+static void log_accept_pause(struct loop *l, int err)
+{
+    if (!l->accept_pause.since_ms) {
+        l->accept_pause.since_ms = l->accept_pause.logged_ms = l->now_ms ? l->now_ms : 1;
+        l->accept_pause.unlogged = 0;
+        log_warn("accept: %s; pausing accepts for %d ms at a time until a descriptor is free "
+                 "(this repeats in one line every %d s)", strerror(err), ACCEPT_PAUSE_MS,
+                 ACCEPT_PAUSE_LOG_MS / 1000);
+        return;
+    }
+    l->accept_pause.unlogged++;
+    if (l->now_ms - l->accept_pause.logged_ms < ACCEPT_PAUSE_LOG_MS)
+        return;
+    log_warn("accept: %s; paused accepts %u more times in %.1f s (out of descriptors for %.1f s)",
+             strerror(err), l->accept_pause.unlogged, (double)(l->now_ms - l->accept_pause.logged_ms) / 1000,
+             (double)(l->now_ms - l->accept_pause.since_ms) / 1000);
+    l->accept_pause.logged_ms = l->now_ms;
+    l->accept_pause.unlogged = 0;
+}
+
 /* Returns true when it stopped at ACCEPTS_PER_EVENT: more may be waiting. */
 static bool on_listener(struct loop *l)
 {
@@ -117,12 +144,17 @@ static bool on_listener(struct loop *l)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop accepting for a moment rather
                  * than spin on a listener that stays readable. */
-                log_warn("accept: %s; pausing accepts for 100 ms", strerror(errno));
-                if (!l->accept_paused_until)
+                if (!l->accept_pause.until_ms)
                     epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
-                l->accept_paused_until = l->now_ms + 100;
+                l->accept_pause.until_ms = l->now_ms + ACCEPT_PAUSE_MS;
+                log_accept_pause(l, errno);
             }
             return false;
+        }
+        if (l->accept_pause.since_ms) {
+            log_info("accept: descriptors free again after %.1f s; accepting",
+                     (double)(l->now_ms - l->accept_pause.since_ms) / 1000);
+            l->accept_pause.since_ms = 0;
         }
         conn_accept(l, fd, &addr);
     }
@@ -131,9 +163,9 @@ static bool on_listener(struct loop *l)
 
 static void resume_accepting(struct loop *l)
 {
-    if (!l->accept_paused_until || l->now_ms < l->accept_paused_until || l->listen_fd < 0 || l->refusing)
+    if (!l->accept_pause.until_ms || l->now_ms < l->accept_pause.until_ms || l->listen_fd < 0 || l->refusing)
         return;
-    l->accept_paused_until = 0;
+    l->accept_pause.until_ms = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->listener_src};
     epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->listen_fd, &ev);
 }
@@ -168,9 +200,9 @@ void loop_refuse(struct loop *l)
     atomic_store_explicit(&l->heads_close, true, memory_order_relaxed); /* heads say close */
     /* Out of the epoll set but open: the backlog stays in the socket (its
      * other holders, the successor or the supervisor, accept it). */
-    if (l->listen_fd >= 0 && !l->accept_paused_until)
+    if (l->listen_fd >= 0 && !l->accept_pause.until_ms)
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fd, NULL);
-    l->accept_paused_until = 0;
+    l->accept_pause.until_ms = 0;
     /* Parked for room: answered now (conn_start_app refuses), not run.
      * Idle connections go from this pass on (loop_run: conn_stop_if_idle). */
     while (l->pending_head)
@@ -255,8 +287,8 @@ static int next_timeout_ms(struct loop *l)
         if (n < t)
             t = n;
     }
-    if (l->accept_paused_until && l->accept_paused_until - l->now_ms < t)
-        t = l->accept_paused_until > l->now_ms ? l->accept_paused_until - l->now_ms : 0;
+    if (l->accept_pause.until_ms && l->accept_pause.until_ms - l->now_ms < t)
+        t = l->accept_pause.until_ms > l->now_ms ? l->accept_pause.until_ms - l->now_ms : 0;
     if (l->stopping)
         t = t > 50 ? 50 : t;
     int ms = (int)t;

@@ -93,7 +93,12 @@ struct loop {
     uint64_t released_ms;      /* when it last did */
     struct timer_list t_header, t_keepalive, t_io, t_linger, t_hold;
     uint64_t now_ms;
-    uint64_t accept_paused_until;
+    struct {                   /* accepts paused for want of descriptors (loop.c) */
+        uint64_t until_ms;     /* 0: accepting */
+        uint64_t since_ms;     /* the episode's first pause; 0: none */
+        uint64_t logged_ms;    /* the episode's last line */
+        unsigned unlogged;     /* pauses since that line */
+    } accept_pause;
     bool stopping;
     bool retiring;             /* stopping because replaced: idle connections are not cut
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
