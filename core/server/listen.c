@@ -124,10 +124,13 @@ static void clear_unix_path(const char *flag, const char *path)
         refuse(flag, path, strerror(errno));
     if (!S_ISSOCK(st.st_mode))
         refuse(flag, path, "the path exists and is not a socket; refusing to replace it");
-    /* Probe the very node just checked, not whatever path names by now. */
+    /* Probe the very node just checked, not whatever path names by now.
+     * Non-blocking: a live server whose backlog is full answers EAGAIN at
+     * once, where a blocking connect would wait, start-up with it, for
+     * that server to accept. */
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     fd_path(sun.sun_path, sizeof sun.sun_path, node);
-    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (probe < 0)
         refuse(flag, path, strerror(errno));
     int rc = connect(probe, (const struct sockaddr *)&sun, sizeof sun);
