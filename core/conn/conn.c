@@ -135,6 +135,9 @@ static void conn_free(struct conn *c)
     }
     if (c->wfile_fd >= 0)
         conn_io_close(c->wfile_fd);
+    /* Counted toward giving memory back (jobs_release_memory): after a
+     * flood of connections their buffers are most of what was grown. */
+    l->freed_bytes += sizeof *c + c->rbuf.cap + c->err_resp.cap;
     buffer_free(&c->rbuf);
     conn_window_free(c);
     buffer_free(&c->err_resp);
