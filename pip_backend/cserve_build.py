@@ -131,11 +131,12 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 
 def _sdist_files():
-    """What `git ls-files` lists (tracked and new, not ignored); outside a git
-    checkout (an unpacked sdist), everything but build outputs."""
+    """The tracked files (`git ls-files`): a file the checkout has but git
+    does not track (a .env.local, a scratch note) is never shipped. Outside
+    a git checkout (an unpacked sdist), everything but build outputs."""
     try:
-        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others",
-                              "--exclude-standard"], check=True, capture_output=True).stdout
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached"], check=True,
+                             capture_output=True).stdout
         return sorted(p for p in out.decode().split("\0") if p and os.path.isfile(os.path.join(ROOT, p)))
     except (OSError, subprocess.CalledProcessError):
         skip = {".git", "__pycache__", ".pytest_cache"}

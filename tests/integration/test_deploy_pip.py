@@ -44,6 +44,29 @@ def test_pip_install_into_a_fresh_venv_serves_its_packages(tmp_path):
         p.stop()
 
 
+def build_sdist(out_dir):
+    r = subprocess.run([EMBEDDED_PY, "-c", "import sys; sys.path.insert(0, 'pip_backend'); import cserve_build as b; "
+                        f"print(b.build_sdist({str(out_dir)!r}))"], cwd=str(ROOT), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(out_dir / r.stdout.strip()) as tf:
+        return set(tf.getnames())
+
+
+def test_sdist_packs_only_tracked_files(tmp_path):
+    """A file in the checkout that git does not track (here one that looks
+    like a secrets file, not ignored) stays out of the sdist."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked sdist): no list of tracked files")
+    stray = ROOT / f".env.local-{os.getpid()}"
+    stray.write_text("SECRET=1\n")
+    try:
+        names = build_sdist(tmp_path)
+    finally:
+        stray.unlink()
+    assert "cserve_wsgi-0.1.0/pyproject.toml" in names
+    assert f"cserve_wsgi-0.1.0/{stray.name}" not in names, "an untracked file was packed"
+
+
 def test_sdist_carries_the_build(tmp_path):
     r = subprocess.run([EMBEDDED_PY, "-c", "import sys; sys.path.insert(0, 'pip_backend'); import cserve_build as b; "
                         f"print(b.build_sdist({str(tmp_path)!r}))"], cwd=str(ROOT), capture_output=True, text=True)
