@@ -19,7 +19,7 @@ PARSER_HDRS := core/http/http_parser.h core/http/http_chars.h
 # core/conn/conn_io.c and the loop, tests/fuzz/conn_app.c for the app and the pool.
 CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/conn_request.c core/conn/conn_body.c \
              core/conn/conn_write.c core/conn/jobs.c core/conn/native_hello.c \
-             core/python/job.c core/http/buffer.c core/http/response_head.c core/http/http_forwarded.c \
+             core/python/job.c core/http/buffer.c core/http/response_head.c core/http/http_forwarded.c core/http/ip_allow.c \
              core/base/log.c tests/fuzz/conn_harness.c tests/fuzz/conn_app.c
 CONN_HDRS := $(wildcard core/conn/*.h core/python/job.h core/http/buffer.h) \
              tests/fuzz/conn_harness.h tests/fuzz/conn_app.h
@@ -98,7 +98,7 @@ fuzz: $(FUZZ_BINS) ## every fuzzer for FUZZ_SECONDS
 
 # The proxy fields' test includes http_forwarded.c (the unit rule links
 # only the parser's files): rebuild it when that file changes.
-$(BUILD)/unit/test_http_forwarded $(BUILD)/unit/simd/test_http_forwarded: core/http/http_forwarded.c \
+$(BUILD)/unit/test_http_forwarded $(BUILD)/unit/simd/test_http_forwarded: core/http/http_forwarded.c core/http/ip_allow.c \
     core/http/http_forwarded.h
 
 .DEFAULT_GOAL := $(PARSER_MK_SAVED_GOAL)

@@ -21,9 +21,9 @@
  * entry (the last). */
 #include "http_forwarded.h"
 
-#include <arpa/inet.h>
+#include "ip_allow.h"
+
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -35,84 +35,9 @@ static const struct {
     {"x-forwarded-host", FORWARDED_XHOST}, {"forwarded", FORWARDED_RFC7239},
 };
 
-static bool parse_addr(const char *s, size_t len, int *family, unsigned char out[16])
-{
-    char buf[INET6_ADDRSTRLEN + 2];
-    if (len >= 2 && s[0] == '[' && s[len - 1] == ']') { /* [::1] as Forwarded writes it */
-        s++;
-        len -= 2;
-    }
-    if (len == 0 || len >= sizeof buf)
-        return false;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    if (inet_pton(AF_INET, buf, out) == 1) {
-        *family = AF_INET;
-        return true;
-    }
-    if (inet_pton(AF_INET6, buf, out) == 1) {
-        /* ::ffff:a.b.c.d is the IPv4 peer of a dual-stack listener. */
-        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (memcmp(out, mapped, 12) == 0) {
-            memmove(out, out + 12, 4);
-            *family = AF_INET;
-        } else {
-            *family = AF_INET6;
-        }
-        return true;
-    }
-    return false;
-}
-
 int forwarded_trust_parse(struct forwarded_policy *trust, const char *list, char *err, size_t errcap)
 {
-    trust->n_nets = 0;
-    trust->any = false;
-    trust->unix_peers = false;
-    const char *p = list;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len && (*p == ' ' || *p == '\t')) {
-            p++;
-            len--;
-        }
-        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-            len--;
-        if (len == 1 && *p == '*') {
-            trust->any = true;
-        } else if (len == 4 && strncasecmp(p, "unix", 4) == 0) {
-            trust->unix_peers = true;
-        } else if (len) {
-            const char *slash = memchr(p, '/', len);
-            size_t alen = slash ? (size_t)(slash - p) : len;
-            struct forwarded_net *n = &trust->nets[trust->n_nets];
-            if (trust->n_nets == FORWARDED_MAX_NETS || !parse_addr(p, alen, &n->family, n->addr)) {
-                snprintf(err, errcap, "'%.*s' is not an IP address, a CIDR network, 'unix' or '*'%s",
-                         (int)len, p, trust->n_nets == FORWARDED_MAX_NETS ? " (or too many)" : "");
-                return -1;
-            }
-            unsigned max = n->family == AF_INET ? 32 : 128;
-            n->bits = max;
-            if (slash) {
-                /* Digits only: strtoul would also take "/ 8", "/+8" and "/-0". */
-                const char *d = slash + 1;
-                unsigned long b = 0;
-                while (d < p + len && *d >= '0' && *d <= '9' && b <= max)
-                    b = b * 10 + (unsigned long)(*d++ - '0');
-                if (d != p + len || d == slash + 1 || b > max) {
-                    snprintf(err, errcap, "'%.*s': the prefix length must be 0 to %u", (int)len, p, max);
-                    return -1;
-                }
-                n->bits = (unsigned)b;
-            }
-            trust->n_nets++;
-        }
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    return 0;
+    return ip_allow_parse(&trust->peers, list, err, errcap);
 }
 
 int forwarded_fields_parse(struct forwarded_policy *policy, const char *list, char *err, size_t errcap)
@@ -150,41 +75,19 @@ int forwarded_fields_parse(struct forwarded_policy *policy, const char *list, ch
     return 0;
 }
 
-static bool in_net(const struct forwarded_net *n, int family, const unsigned char *a)
-{
-    if (n->family != family)
-        return false;
-    unsigned full = n->bits / 8, rest = n->bits % 8;
-    if (memcmp(n->addr, a, full) != 0)
-        return false;
-    if (!rest)
-        return true;
-    unsigned char mask = (unsigned char)(0xff << (8 - rest));
-    return (n->addr[full] & mask) == (a[full] & mask);
-}
-
 /* An entry in X-Forwarded-For or a for= node: trusted only when it is in
  * a listed network ('*' and 'unix' vouch for the peer alone: with them the
  * rightmost entry, the one the peer appended, is the client). */
 static bool trusted_text(const struct forwarded_policy *trust, const char *s, size_t len)
 {
-    int family;
-    unsigned char a[16];
-    if (!parse_addr(s, len, &family, a))
-        return false;
-    for (unsigned i = 0; i < trust->n_nets; i++)
-        if (in_net(&trust->nets[i], family, a))
-            return true;
-    return false;
+    return ip_allow_in_nets(&trust->peers, s, len);
 }
 
 bool forwarded_trusted(const struct forwarded_policy *trust, const char *peer)
 {
     if (!trust || !trust->fields)
         return false;
-    if (!*peer) /* a unix: socket's peer has no address */
-        return trust->unix_peers || trust->any;
-    return trust->any || trusted_text(trust, peer, strlen(peer));
+    return ip_allow_peer(&trust->peers, peer);
 }
 
 static void trim(struct span *s)
@@ -332,7 +235,7 @@ bool forwarded_read(const struct forwarded_policy *trust, const struct http_requ
     out->https = https;
     int family;
     unsigned char a[16];
-    if (out->client.len && parse_addr(out->client.p, out->client.len, &family, a)) {
+    if (out->client.len && ip_parse(out->client.p, out->client.len, &family, a)) {
         if (out->client.p[0] == '[') {
             out->client.p++;
             out->client.len -= 2;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "http_parser.h"
+#include "ip_allow.h"
 
 struct span {
     const char *p; /* a view into the request; len 0: none */
@@ -24,8 +25,6 @@ struct forwarded {
  * The caller owns it (the server parses the options into one at start-up
  * and hands a pointer to each reader); this file keeps none of its own, so
  * it stays pure. A zeroed policy believes no one. */
-#define FORWARDED_MAX_NETS 32
-
 enum forwarded_field {
     FORWARDED_XFF = 1,     /* X-Forwarded-For */
     FORWARDED_XPROTO = 2,  /* X-Forwarded-Proto */
@@ -33,18 +32,9 @@ enum forwarded_field {
     FORWARDED_RFC7239 = 8, /* Forwarded */
 };
 
-struct forwarded_net {
-    int family;             /* AF_INET or AF_INET6 */
-    unsigned char addr[16];
-    unsigned bits;          /* prefix length */
-};
-
 struct forwarded_policy {
-    struct forwarded_net nets[FORWARDED_MAX_NETS];
-    unsigned n_nets;
-    bool any;        /* '*' */
-    bool unix_peers; /* 'unix': peers on a unix: socket */
-    unsigned fields; /* enum forwarded_field bits */
+    struct ip_allow peers; /* --forwarded-allow-ips */
+    unsigned fields;       /* enum forwarded_field bits */
 };
 
 /* --forwarded-allow-ips into p's peers: IPs, CIDR networks, "unix" (a

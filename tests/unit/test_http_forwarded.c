@@ -2,6 +2,7 @@
  * fields are read, and which entry of X-Forwarded-For / Forwarded is the
  * client: never one a client can write in front of a trusted proxy. */
 #include "../../core/http/http_forwarded.c" /* built in: the unit tests link only the parser's files */
+#include "../../core/http/ip_allow.c"
 #include "check.h"
 
 static char errbuf[200];
