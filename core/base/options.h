@@ -62,10 +62,11 @@ struct options {
     bool stats;
     const char *stats_json;
     double stats_window_s;     /* window starts this long after start-up; 0 = at start */
-    const char *metrics_bind;  /* --metrics-bind as given: HOST:PORT (loopback) or unix:PATH; NULL = off */
+    const char *metrics_bind;  /* --metrics-bind as given: HOST:PORT or unix:PATH; NULL = off */
     const char *metrics_unix;  /* ... its PATH for unix:PATH (never empty), else NULL */
     char metrics_host[256];    /* ... else its HOST (brackets removed) */
     int metrics_port;
+    const char *metrics_allow_ips; /* the peers it serves (ip_allow.h); others get 403 */
     /* a worker's life (lifecycle.h) */
     unsigned long max_requests;        /* 0 = no limit */
     unsigned long max_requests_jitter;

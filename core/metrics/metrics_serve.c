@@ -10,12 +10,16 @@
  * body); the answer's head is the loop's (../http/response_head.c). Twice
  * a second the thread samples every worker's slot (metrics_history.c).
  *
- * Requests to it are hostile too, and a browser on the same machine is a
- * client: a page of another origin may reach a loopback port by rebinding
- * its own name to 127.0.0.1, and then reads what it fetches. Its requests
- * carry that name in Host, so a TCP listener answers only Host values that
- * name it (its bound address or localhost, any port: a tunnel may change
- * the port, a rebinding page cannot change the name) and 421 to others. */
+ * Requests to it are hostile too. A peer not in --metrics-allow-ips
+ * (loopback and unix: by default) gets 403, counted. And a browser on the
+ * same machine is a client: a page of another origin may reach a loopback
+ * port by rebinding its own name to 127.0.0.1, and then reads what it
+ * fetches. Its requests carry that name in Host, so a listener bound to
+ * loopback answers only Host values that name it (its bound address or
+ * localhost, any port: a tunnel may change the port, a rebinding page
+ * cannot change the name) and 421 to others. A listener bound to another
+ * address takes any Host (a scraper names it as it likes): there the
+ * allow-list is the guard (docs/instruments.md says what that leaves). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -35,6 +39,7 @@
 #include "../base/options.h"
 #include "../http/buffer.h"
 #include "../http/http_parser.h"
+#include "../http/ip_allow.h"
 #include "../http/response_head.h"
 #include "metrics.h"
 #include "metrics_internal.h"
@@ -63,6 +68,7 @@ struct client {
     struct buffer out;      /* C_SEND: the answer */
     size_t out_off;
     bool head_only;
+    bool refused;           /* the peer is not in --metrics-allow-ips: 403 to its head */
     enum endpoint wait_for; /* C_WAIT: /stats.json?wait=1, answered after the next sample */
 };
 
@@ -76,7 +82,9 @@ static struct {
     bool paused;               /* stopped for a fork, to start again after it */
     uint64_t accept_paused_until;
     bool accept_logged;        /* the pause was logged: once until an accept succeeds */
-    bool any_host;             /* a unix: listener: no name a page could rebind */
+    bool any_host;             /* not bound to loopback: no Host check (see the top) */
+    struct ip_allow allow;     /* --metrics-allow-ips */
+    uint64_t refused;          /* requests answered 403 for it (this thread's alone) */
     int family;                /* else the address it is bound to */
     unsigned char addr[16];
     char described[NI_MAXHOST + NI_MAXSERV + 16];
@@ -101,8 +109,9 @@ static void learn_address(void)
         memcpy(listener.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
     else
         return;
-    listener.any_host = false;
     listener.family = ss.ss_family;
+    listener.any_host = ss.ss_family == AF_INET ? listener.addr[0] != 127
+                                                : !IN6_IS_ADDR_LOOPBACK((struct in6_addr *)listener.addr);
     char host[NI_MAXHOST], serv[NI_MAXSERV];
     if (getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, serv, sizeof serv,
                     NI_NUMERICHOST | NI_NUMERICSERV) == 0)
@@ -153,6 +162,26 @@ static bool host_allowed(const char *h, size_t n)
     if (listener.family == AF_INET6)
         return bracket && inet_pton(AF_INET6, text, a) == 1 && memcmp(a, listener.addr, 16) == 0;
     return !bracket && inet_pton(AF_INET, text, a) == 1 && memcmp(a, listener.addr, 4) == 0;
+}
+
+/* A unix: socket's peer is "" to the list; a TCP peer its address. The
+ * first refusal is logged, the rest only counted (a scanner would flood
+ * the log). */
+static bool peer_allowed(const struct sockaddr_storage *peer, socklen_t len)
+{
+    char text[INET6_ADDRSTRLEN] = "";
+    if (peer->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, text, sizeof text);
+    else if (peer->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, text, sizeof text);
+    (void)len;
+    if (ip_allow_peer(&listener.allow, text))
+        return true;
+    if (!listener.refused)
+        log_warn("metrics: refusing %s, not in --metrics-allow-ips (%s): answered 403; further refusals "
+                 "are counted in cserve_metrics_refused_total", text[0] ? text : "a unix: peer",
+                 listener.view.opt->metrics_allow_ips);
+    return false;
 }
 
 /* ---- the clients ---- */
@@ -213,6 +242,7 @@ static void answer(struct client *c, enum endpoint ep)
         return;
     }
     metrics_view_refresh(&listener.view);
+    listener.view.refused = listener.refused;
     if (ep == EP_METRICS)
         metrics_render_prometheus(f, &listener.view);
     else
@@ -257,6 +287,11 @@ static void on_head(struct client *c, const struct http_request *req)
     }
     if (http_split_target(req->method, req->method_len, req->target, req->target_len, &t) != 0) {
         respond_status(c, 400, NULL);
+        return;
+    }
+    if (c->refused) {
+        listener.refused++;
+        respond_status(c, 403, NULL);
         return;
     }
     const char *host = fr.host;
@@ -367,7 +402,9 @@ static void on_accept(void)
                 c = &listener.clients[i];
         if (!c)
             return; /* full: the rest wait in the backlog */
-        int fd = accept4(listener.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof peer;
+        int fd = accept4(listener.listen_fd, (struct sockaddr *)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* The listener stays readable: polling it again at once
@@ -387,7 +424,8 @@ static void on_accept(void)
             return;
         }
         *c = (struct client){.fd = fd, .state = C_HEAD, .in = in,
-                             .deadline_ms = clock_coarse_ms() + HEAD_DEADLINE_MS};
+                             .deadline_ms = clock_coarse_ms() + HEAD_DEADLINE_MS,
+                             .refused = !peer_allowed(&peer, peer_len)};
     }
 }
 
@@ -540,13 +578,19 @@ int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
         log_error("--metrics-bind: %s", strerror(errno));
         return -1;
     }
+    char why[160];
+    if (ip_allow_parse(&listener.allow, opt->metrics_allow_ips, why, sizeof why) != 0) {
+        log_error("--metrics-allow-ips: %s", why); /* checked at start: not reached */
+        return -1;
+    }
     learn_address();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     if (thread_start() != 0) {
         log_error("--metrics-bind: cannot start its thread");
         return -1;
     }
-    log_info("metrics: serving /metrics, /stats.json and the dashboard on %s", listener.described);
+    log_info("metrics: serving /metrics, /stats.json and the dashboard on %s to %s", listener.described,
+             opt->metrics_allow_ips[0] ? opt->metrics_allow_ips : "no peer (--metrics-allow-ips is empty)");
     return 0;
 }
 

@@ -33,6 +33,7 @@
 
 #include "../base/log.h"
 #include "../base/options.h"
+#include "../http/ip_allow.h"
 
 #define SD_LISTEN_FDS_START 3 /* sd_listen_fds(3): passed sockets start at fd 3 */
 
@@ -274,15 +275,6 @@ static int listen_unix(const char *flag, const char *path, int mode, int backlog
     return fd;
 }
 
-static bool loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-    return false;
-}
-
 /* A TCP listener on host:port: the first address it resolves to that
  * binds. Returns the socket, or -1 after logging why. */
 static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
@@ -414,7 +406,15 @@ const char *listen_describe(void)
  * resolves to must be loopback, so that which one binds cannot matter. */
 int listen_metrics_check(const struct options *opt)
 {
-    if (!opt->metrics_bind || opt->metrics_unix)
+    if (!opt->metrics_bind)
+        return 0;
+    struct ip_allow allow;
+    char why[160];
+    if (ip_allow_parse(&allow, opt->metrics_allow_ips, why, sizeof why) != 0) {
+        log_error("--metrics-allow-ips: %s (see cserve --help)", why);
+        return -1;
+    }
+    if (opt->metrics_unix)
         return 0; /* the path's form was checked with the options */
     char serv[16];
     snprintf(serv, sizeof serv, "%d", opt->metrics_port);
@@ -424,14 +424,8 @@ int listen_metrics_check(const struct options *opt)
         log_error("--metrics-bind %s: %s", opt->metrics_bind, gai_strerror(rc));
         return -1;
     }
-    bool ok = true;
-    for (struct addrinfo *ai = res; ai && ok; ai = ai->ai_next)
-        ok = loopback(ai->ai_addr);
     freeaddrinfo(res);
-    if (!ok)
-        log_error("--metrics-bind %s: %s is not a loopback address (metrics are served on loopback only)",
-                  opt->metrics_bind, opt->metrics_host);
-    return ok ? 0 : -1;
+    return 0;
 }
 
 int listen_metrics_open(const struct options *opt)

@@ -25,10 +25,10 @@ int listen_open_all(const struct options *opt, unsigned n, int *fds);
  * "unix:PATH", or "systemd socket fd 3 (...)". Valid after listen_open_all. */
 const char *listen_describe(void);
 
-/* --metrics-bind's address is one it may bind: every address HOST resolves
- * to is loopback (a unix: path's form was checked with the options). The
- * start and --check-config both call it, before anything listens. 0, or -1
- * after printing why. */
+/* --metrics-bind's HOST resolves (a unix: path's form was checked with the
+ * options) and --metrics-allow-ips is a list of peers. The start and
+ * --check-config both call it, before anything listens. 0, or -1 after
+ * printing why. */
 int listen_metrics_check(const struct options *opt);
 
 /* The metrics listener, non-blocking, through the same binders as

@@ -33,7 +33,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
-    OPT_RELOAD, OPT_METRICS_BIND,
+    OPT_RELOAD, OPT_METRICS_BIND, OPT_METRICS_ALLOW_IPS,
     OPT_END /* one past the last: the size of source_of[] */
 };
 
@@ -68,6 +68,7 @@ static const struct option long_options[] = {
     {"stats-json", required_argument, NULL, OPT_STATS_JSON},
     {"stats-window", required_argument, NULL, OPT_STATS_WINDOW},
     {"metrics-bind", required_argument, NULL, OPT_METRICS_BIND},
+    {"metrics-allow-ips", required_argument, NULL, OPT_METRICS_ALLOW_IPS},
     {"max-requests", required_argument, NULL, OPT_MAX_REQUESTS},
     {"max-requests-jitter", required_argument, NULL, OPT_MAX_REQUESTS_JITTER},
     {"workers-lifetime", required_argument, NULL, OPT_WORKERS_LIFETIME},
@@ -181,7 +182,10 @@ static void usage(FILE *out)
 "      --stats                per-thread table on stderr at exit and on SIGUSR1\n"
 "      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
 "      --metrics-bind ADDR    serve /metrics (Prometheus), /stats.json and a live dashboard\n"
-"                             (/) on ADDR: HOST:PORT on loopback or unix:PATH (default: off)\n"
+"                             (/) on ADDR: HOST:PORT or unix:PATH (default: off)\n"
+"      --metrics-allow-ips LIST  the peers --metrics-bind serves: IPs, CIDR networks,\n"
+"                             'unix', '*'; others get 403, counted (default: loopback and\n"
+"                             unix: 127.0.0.0/8,::1,unix)\n"
 "\n"
 "  -V, --version              print the version and exit\n"
 "  -h, --help                 print this help and exit\n"
@@ -326,7 +330,7 @@ static void parse_bind(struct options *o, const char *s)
     o->bind_port = (int)parse_count("--bind port", colon + 1, 0, 65535);
 }
 
-/* --metrics-bind's form; which addresses it may name is listen.c's
+/* --metrics-bind's form; whether HOST resolves is listen.c's
  * (listen_metrics_check), as that needs the resolver. An empty unix: path
  * would bind an abstract socket (its name all NUL bytes), reachable by any
  * local user whatever the file modes: refused. */
@@ -345,7 +349,7 @@ static void parse_metrics_bind(struct options *o, const char *s)
     }
     const char *colon = strrchr(s, ':');
     if (!colon || colon == s)
-        die_usage("--metrics-bind needs HOST:PORT (a loopback address) or unix:PATH, not '%s'", s);
+        die_usage("--metrics-bind needs HOST:PORT or unix:PATH, not '%s'", s);
     size_t hlen = (size_t)(colon - s);
     const char *host = s;
     if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') { /* [::1]:9109 */
@@ -353,7 +357,7 @@ static void parse_metrics_bind(struct options *o, const char *s)
         hlen -= 2;
     }
     if (hlen == 0 || hlen >= sizeof o->metrics_host)
-        die_usage("--metrics-bind needs HOST:PORT (a loopback address) or unix:PATH, not '%s'", s);
+        die_usage("--metrics-bind needs HOST:PORT or unix:PATH, not '%s'", s);
     memcpy(o->metrics_host, host, hlen);
     o->metrics_host[hlen] = '\0';
     o->metrics_port = (int)parse_count("--metrics-bind port", colon + 1, 0, 65535);
@@ -500,6 +504,7 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_STATS: o->stats = true; break;
         case OPT_STATS_JSON: o->stats_json = optarg; break;
         case OPT_METRICS_BIND: parse_metrics_bind(o, optarg); break;
+        case OPT_METRICS_ALLOW_IPS: o->metrics_allow_ips = optarg; break;
         case OPT_MAX_REQUESTS:
             o->max_requests = parse_count("--max-requests", optarg, 0, 1ul << 40);
             break;
@@ -711,6 +716,7 @@ void options_parse(struct options *o, int argc, char **argv)
     o->graceful_timeout_ms = 30000;
     o->socket_mode = -1;
     o->forwarded_allow_ips = "";
+    o->metrics_allow_ips = "127.0.0.0/8,::1,unix";
     o->forwarded_headers = "x-forwarded-for,x-forwarded-proto";
 
     parse_env(o, argv[0]);
@@ -861,6 +867,7 @@ void options_print(const struct options *o, FILE *out)
     item(out, "pid-file", OPT_PID_FILE, "%s", or_none(o->pid_file));
     item(out, "reload", OPT_RELOAD, "%s", o->reload ? "yes" : "no");
     item(out, "metrics-bind", OPT_METRICS_BIND, "%s", or_none(o->metrics_bind));
+    item(out, "metrics-allow-ips", OPT_METRICS_ALLOW_IPS, "%s", *o->metrics_allow_ips ? o->metrics_allow_ips : "-");
     item(out, "forwarded-allow-ips", OPT_FORWARDED_ALLOW_IPS, "%s",
          *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-");
     item(out, "forwarded-headers", OPT_FORWARDED_HEADERS, "%s", *o->forwarded_headers ? o->forwarded_headers : "-");

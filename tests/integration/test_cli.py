@@ -132,7 +132,8 @@ ERRORS = [
     ("chdir_missing", ["--chdir", "/nonexistent-cserve-dir", APPARG], "/nonexistent-cserve-dir"),
     ("access_log_unopenable", ["--access-log=/nonexistent-cserve-dir/a.log", APPARG], "--access-log"),
     ("bind_unix_over_a_file", ["--bind", "unix:/etc/hostname", APPARG], "not a socket"),
-    ("metrics_bind_not_loopback", ["--metrics-bind", "0.0.0.0:1", APPARG], "--metrics-bind"),
+    ("metrics_allow_ips_bad", ["--metrics-bind", "127.0.0.1:1", "--metrics-allow-ips", "10.0.0.0/33", APPARG],
+     "--metrics-allow-ips"),
     ("forwarded_allow_ips_bad", ["--forwarded-allow-ips", "not-an-ip", APPARG], "not-an-ip"),
 ]
 # Every line cserve writes: its UTC time to the millisecond, pid, level.

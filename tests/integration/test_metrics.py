@@ -41,7 +41,7 @@ REGIMES = ["loop-bound", "gil-bound", "threads-short", "machine-bound", "pool-qu
 
 # Every family /metrics must carry (the handoff ones with a pool).
 FAMILIES = {
-    "cserve_info", "cserve_worker_pid", "cserve_thread_cpu_seconds", "cserve_thread_requests",
+    "cserve_info", "cserve_worker_pid", "cserve_metrics_refused", "cserve_thread_cpu_seconds", "cserve_thread_requests",
     "cserve_loop_requests", "cserve_loop_passes", "cserve_loop_epoll_waits", "cserve_loop_events",
     "cserve_loop_wait_seconds", "cserve_loop_pass_seconds", "cserve_loop_accepts", "cserve_loop_reads",
     "cserve_loop_read_eagain", "cserve_loop_writes", "cserve_loop_closes",
@@ -698,7 +698,7 @@ def test_unix_socket_serves_and_is_removed_at_exit(server_factory, tmp_path):
     assert not path.exists(), "the metrics socket is removed at exit"
 
 
-@pytest.mark.parametrize("spec", ["0.0.0.0:9100", "[::]:9100", "no-port", "unix:", ":9100", "localhost:x"])
+@pytest.mark.parametrize("spec", ["no-port", "unix:", ":9100", "localhost:x"])
 @pytest.mark.parametrize("how", ["--check-config", "start"])
 def test_refused_addresses_before_anything_listens(spec, how):
     """What the start refuses --check-config refuses too, and the start
