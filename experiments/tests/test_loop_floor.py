@@ -5,6 +5,9 @@ its use's ticket; two-thread runs are pinned apart and bracketed by the
 yardstick; the loop's busy time leaves out the polls that found nothing
 (else a slow worker would look like a dear loop) and the clock's own cost
 is taken off once per timed interval (else small passes would look cheap).
+How small a part of a slow worker's pace the busy time is, and how many
+jobs a server-like pass drains, are the scheduler's:
+tests/perf/test_perf_loop_floor.py.
 The recorder: excesses are paired per round and split by each run's own
 yardstick; the verdict's sentences follow from the record."""
 import json
@@ -48,20 +51,19 @@ def test_every_configuration_moves_jobs(binary, key, args):
     assert r["loop_cpu"] != r["worker_cpu"] and r["worker_cpu"] >= 0  # pinned apart
     if r["mode"] in ("ring", "batched"):          # bracketed by the yardstick
         assert r["yardstick_before_ns"] > 0 and r["yardstick_after_ns"] > 0
-    if r["pass_ns"] > 0:                          # completions pile up between drains
-        assert r["jobs_per_pass"] > 8
 
 
 @TWO_CPUS
 def test_busy_time_leaves_out_idle_polls(binary):
-    # The worker spends 20 us a job, the loop almost nothing: the loop's CPU
-    # per job is the worker's pace (it polls), its busy time a small part.
-    # (Wall time, not CPU: the worker's pace is wall time, and a loaded
-    # machine takes CPU from the loop, not time from the clock.)
+    # The worker spends 20 us of wall time a job, one job after another, so
+    # the run's wall time per job is at least that pace; the loop polls
+    # meanwhile, and the polls that found nothing are counted apart. The
+    # busy time is the sum of timed intervals inside the run: never more
+    # than its wall time. (How small a part it is: tests/perf.)
     r = run(binary, "--mode", "ring", "--window", "64", "--worker-ns", "20000")
-    assert r["idle_polls"] > r["jobs"]
+    assert r["idle_polls"] > 0
     assert r["wall_ns_per_job"] > 15000
-    assert r["busy_ns_per_job"] < 0.25 * r["wall_ns_per_job"]
+    assert r["busy_ns_per_job"] <= r["wall_ns_per_job"]
 
 
 def test_clock_cost_is_taken_off_once_per_interval(binary):

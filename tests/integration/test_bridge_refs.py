@@ -11,20 +11,18 @@
 - A body read on a thread other than the one running the request is whole
   or raises; it never ends early without a word."""
 import json
-import os
-import socket
-import time
 
 import pytest
 
 from httpclient import Reader, get, post, req
+from loadgen import wait_until
 
 APP = "bridge_apps:application"
 
 
 def test_environ_template_values_hold_no_leaked_reference(server_factory, handoff):
     srv = server_factory(app=APP, handoff=handoff)
-    counts = json.loads(get(srv.port, "/refcounts").body)
+    counts = json.loads(get(srv.port, "/refcounts", timeout=30).body)
     for key, (actual, expected) in counts.items():
         assert actual == expected, f"{key}: {actual} references, {expected} expected: one leaked"
 
@@ -43,7 +41,7 @@ def test_many_requests_with_many_headers_do_not_grow_the_heap(server_factory):
                 assert r.read_response().status == 404
 
     def counts():
-        return json.loads(get(srv.port, "/counts").body)
+        return json.loads(get(srv.port, "/counts", timeout=30).body)
 
     burst(500)  # warm-up: caches, free lists, interned header names
     before = counts()
@@ -61,7 +59,7 @@ def test_list_mutated_by_another_thread_while_streamed(server_factory, handoff, 
     srv = server_factory(app=APP, handoff=handoff)
     for attempt in range(2):
         go = tmp_path / f"go-{attempt}"
-        with srv.connect(timeout=20) as s:
+        with srv.connect(timeout=60) as s:
             s.sendall(req("GET", f"/mutated?{go}", headers=[("Connection", "close")]))
             head = b""
             while b"\r\n\r\n" not in head:  # the head: the app has returned its list
@@ -69,7 +67,11 @@ def test_list_mutated_by_another_thread_while_streamed(server_factory, handoff, 
                 assert data, "closed before the head"
                 head += data
             go.touch()
-            time.sleep(0.3)  # do not read: the server waits for us, GIL dropped
+            # Not reading: the server waits for us mid-list, GIL dropped,
+            # while the app's thread empties and refills the list; read only
+            # once that thread has finished.
+            done = tmp_path / f"go-{attempt}.done"
+            assert wait_until(done.exists, 60), "the app's mutating thread did not finish"
             body = head[head.index(b"\r\n\r\n") + 4:]
             while True:
                 data = s.recv(1 << 20)
@@ -78,12 +80,7 @@ def test_list_mutated_by_another_thread_while_streamed(server_factory, handoff, 
                 body += data
         assert len(body) == len(expected) and body == expected, \
             f"body differs from the list the app returned ({len(body)} of {len(expected)} bytes)"
-        done = tmp_path / f"go-{attempt}.done"  # the app's mutating thread has finished
-        deadline = time.monotonic() + 60
-        while not done.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert done.exists(), "the app's mutating thread did not finish"
-    assert get(srv.port, "/counts").status == 200  # still serving
+    assert get(srv.port, "/counts", timeout=30).status == 200  # still serving
 
 
 @pytest.mark.parametrize("size", [1000, 1 << 20])
@@ -92,7 +89,7 @@ def test_body_read_on_another_thread_is_whole_or_an_error(server_factory, handof
     body. Another thread gets what is already read ahead, and then an error,
     never a body that silently ends early."""
     srv = server_factory(app=APP, handoff=handoff)
-    r = post(srv.port, "/read_in_thread", b"x" * size, timeout=20)
+    r = post(srv.port, "/read_in_thread", b"x" * size, timeout=60)
     got = json.loads(r.body)
     if "error" in got:
         assert size > 65536 and "thread" in got["error"], got
@@ -104,5 +101,5 @@ def test_file_wrapper_fileno_out_of_range_is_not_truncated(server_factory):
     """A fileno() beyond a C int names no descriptor; cut to 32 bits it would
     name another open file, which the loop would then send."""
     srv = server_factory(app=APP)
-    r = get(srv.port, "/big_fileno")
+    r = get(srv.port, "/big_fileno", timeout=30)
     assert r.status == 200 and r.body == b"public\n", r.body

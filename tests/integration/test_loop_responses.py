@@ -6,7 +6,6 @@ import json
 import os
 import re
 import socket
-import time
 import urllib.request
 
 from conftest import free_port, start_server
@@ -18,7 +17,7 @@ TIMEOUT = 1  # --app-timeout (s)
 
 def send_all(port, raw):
     """raw on a new connection; the whole answer, read to EOF."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(raw)
         data = b""
         while chunk := s.recv(65536):
@@ -32,14 +31,14 @@ def send(port, raw):
 
 
 def log_lines(path, n):
-    assert wait_until(lambda: os.path.exists(path) and open(path).read().count("\n") >= n, 10), \
+    assert wait_until(lambda: os.path.exists(path) and open(path).read().count("\n") >= n, 30), \
         open(path).read() if os.path.exists(path) else "no log file"
     return open(path).read().splitlines()
 
 
 def requests_total(mport, cls):
     """cserve_requests_total for all workers and one status class."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=30) as r:
         text = r.read().decode()
     m = re.search(r'^cserve_requests_total\{worker="all",class="%s"\} (\d+)$' % cls, text, re.M)
     assert m, text
@@ -63,7 +62,7 @@ def test_the_loops_own_error_responses_are_logged_and_counted(tmp_path):
         # A head that parsed: its request line.
         assert re.search(r'"POST /up HTTP/1\.1" 413 18 ', lines[2]), lines
         assert '"GET /v HTTP/2.5" 505 ' in lines[3], lines
-        assert wait_until(lambda: requests_total(mport, "4xx") >= 3 and requests_total(mport, "5xx") >= 1, 10)
+        assert wait_until(lambda: requests_total(mport, "4xx") >= 3 and requests_total(mport, "5xx") >= 1, 30)
         assert requests_total(mport, "2xx") == 0
     finally:
         srv.close()
@@ -107,7 +106,7 @@ def test_a_bad_head_in_json(tmp_path):
 def test_the_watchdogs_503_is_logged_and_counted(tmp_path):
     """The stuck request's 503 and the queued one's: one line each, and two
     in the 5xx class, published by the stuck worker (its successor, which
-    takes its metrics slot, is made to start slowly)."""
+    takes its metrics slot, starts only once the test has seen them)."""
     log = tmp_path / "access.log"
     marker = tmp_path / "slow-reimport"
     mport = free_port()
@@ -116,18 +115,20 @@ def test_the_watchdogs_503_is_logged_and_counted(tmp_path):
                        env={**os.environ, "HANG_APPS_SLOW_REIMPORT": str(marker)})
     try:
         marker.write_text("")
-        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
-        stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.3)
-        queued = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        mark = tmp_path / "in-app"
+        stuck.sendall(f"GET /hang?mark={mark} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert wait_until(mark.exists, 30), srv.log_text()[-2000:]  # the one thread is taken
+        queued = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
         queued.sendall(b"GET /queued HTTP/1.1\r\nHost: x\r\n\r\n")
         for s in (stuck, queued):
             assert Reader(s).read_response().status == 503
         lines = log_lines(log, 2)
-        assert any(re.search(r'"GET /hang HTTP/1\.1" 503 20 ', l) for l in lines), lines
+        assert any(re.search(r'"GET /hang\?mark=[^"]*" 503 20 ', l) for l in lines), lines  # a long line is cut
         assert any(re.search(r'"GET /queued HTTP/1\.1" 503 20 ', l) for l in lines), lines
-        assert wait_until(lambda: requests_total(mport, "5xx") >= 2, 2.5), srv.log_text()[-2000:]
+        assert wait_until(lambda: requests_total(mport, "5xx") >= 2, 30), srv.log_text()[-2000:]
         stuck.close()
         queued.close()
     finally:
+        (tmp_path / "slow-reimport.go").touch()  # the successor may start
         srv.close()

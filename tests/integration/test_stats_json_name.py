@@ -25,17 +25,17 @@ def test_stats_json_escapes_a_quote_and_backslash_in_the_app_path(tmp_path):
                              "--stats-json", str(out)], cwd=str(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while True:
             try:
-                assert get(port, "/").status == 200
+                assert get(port, "/", timeout=30).status == 200
                 break
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "did not start"
                 time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
+        proc.wait(timeout=30)
     doc = json.loads(out.read_text())
     assert doc["app"] == f"{odd}/apps/hello.py:application", doc["app"]
 
@@ -53,17 +53,17 @@ def run_odd_named(tmp_path, dirname, *extra):
                              "--stats-json", str(out), *extra], cwd=str(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while True:
             try:
-                assert get(port, "/").status == 200
+                assert get(port, "/", timeout=30).status == 200
                 break
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "did not start"
                 time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
+        proc.wait(timeout=30)
     return out.read_bytes(), f"{odd}/apps/hello.py:application"
 
 

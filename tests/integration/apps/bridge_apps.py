@@ -57,9 +57,9 @@ def _block(i):
 
 def _mutated(environ, start_response):
     """The test creates the file named by QUERY_STRING once the head has
-    arrived, then stops reading for a while: the server fills the socket and
-    the pool thread drops the GIL to wait for the loop, mid-list. The
-    mutating thread creates QUERY_STRING + ".done" when it has finished."""
+    arrived, then stops reading until the mutating thread has finished (it
+    creates QUERY_STRING + ".done"): meanwhile the server has filled the
+    socket and the pool thread waits for the loop, GIL dropped, mid-list."""
     go = environ["QUERY_STRING"]
     blocks = [_block(i) for i in range(BLOCKS)]
 

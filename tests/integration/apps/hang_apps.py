@@ -4,8 +4,9 @@ test can wait for the request to be in the app); /pid answers the worker's pid (
 connection landed on); anything else answers "ok" at once.
 
 HANG_APPS_SLOW_REIMPORT=PATH: an import made once PATH exists (a
-replacement worker's, after the test created it) first sleeps 3 s, so the
-worker it replaces is the one that publishes its figures meanwhile.
+replacement worker's, after the test created it) first waits until
+PATH + ".go" exists (at most 60 s), so the worker it replaces is the one
+that publishes its figures until the test lets the replacement start.
 HANG_APPS_BROKEN_REIMPORT=PATH: an import made while PATH exists raises
 (a replacement worker that fails to start)."""
 import os
@@ -14,8 +15,11 @@ import time
 
 _never = threading.Event()
 
-if os.path.exists(os.environ.get("HANG_APPS_SLOW_REIMPORT", "/nonexistent")):
-    time.sleep(3)
+_slow = os.environ.get("HANG_APPS_SLOW_REIMPORT", "/nonexistent")
+if os.path.exists(_slow):
+    _until = time.monotonic() + 60
+    while not os.path.exists(_slow + ".go") and time.monotonic() < _until:
+        time.sleep(0.02)
 if os.path.exists(os.environ.get("HANG_APPS_BROKEN_REIMPORT", "/nonexistent")):
     raise RuntimeError("HANG_APPS_BROKEN_REIMPORT exists")
 
