@@ -32,9 +32,9 @@ const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "
 const char *const metrics_loop_names[LOOP_C_N] = {LOOP_STATS_COUNTERS(NAME)};
 const char *const metrics_pool_names[POOL_C_N] = {POOL_STATS_COUNTERS(NAME)};
 const char *const metrics_hloop_names[HLOOP_C_N] = {HANDOFF_LOOP_COUNTERS(NAME)};
-const char *const metrics_hworker_names[HWORKER_C_N] = {HANDOFF_WORKER_COUNTERS(NAME)};
+const char *const metrics_hthread_names[HTHREAD_C_N] = {HANDOFF_THREAD_COUNTERS(NAME)};
 const char *const metrics_hloop_gauge_names[HLOOP_G_N] = {HANDOFF_LOOP_GAUGES(NAME)};
-const char *const metrics_hworker_gauge_names[HWORKER_G_N] = {HANDOFF_WORKER_GAUGES(NAME)};
+const char *const metrics_hthread_gauge_names[HTHREAD_G_N] = {HANDOFF_THREAD_GAUGES(NAME)};
 #undef NAME
 
 #define WORDS (sizeof(struct metrics_data) / sizeof(uint64_t))
@@ -268,7 +268,7 @@ unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued)
 
 static void sample_queues(const struct loop_snapshot *l)
 {
-    if (!l->workers)
+    if (!l->threads)
         return;
     bool all;
     unsigned waiting = metrics_pool_waiting(l, &all);
@@ -333,10 +333,10 @@ void metrics_fill(struct stats *s, const struct loop_snapshot *l, const struct s
         }
         since(t->pool, snap->pool[i - 1], base ? base->pool[i - 1] : NULL, POOL_C_N);
         t->requests = t->pool[POOL_C_requests];
-        t->queue = i - 1 < l->workers ? l->outstanding[i - 1] : 0;
-        if (s->handoff && i - 1 < s->handoff->workers) {
-            since(t->hworker, snap->hworker[i - 1], base ? base->hworker[i - 1] : NULL, HWORKER_C_N);
-            memcpy(t->hworker_gauge, snap->hworker_gauge[i - 1], sizeof t->hworker_gauge);
+        t->queue = i - 1 < l->threads ? l->outstanding[i - 1] : 0;
+        if (s->handoff && i - 1 < s->handoff->threads) {
+            since(t->hthread, snap->hthread[i - 1], base ? base->hthread[i - 1] : NULL, HTHREAD_C_N);
+            memcpy(t->hthread_gauge, snap->hthread_gauge[i - 1], sizeof t->hthread_gauge);
         }
     }
 }

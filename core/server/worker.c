@@ -71,7 +71,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
 
     struct handoff *h = NULL;
     if (pooled) {
-        struct handoff_config cfg = {.workers = nthreads, .capacity = opt->queue_capacity,
+        struct handoff_config cfg = {.threads = nthreads, .capacity = opt->queue_capacity,
                                      .spin_iters = opt->spin_iters, .spin_ns = opt->spin_ns,
                                      .loop_spin_ns = opt->loop_spin_ns, .loop_doze_ns = opt->loop_doze_ns,
                                      .loop_hold_ns = opt->loop_hold_ns};

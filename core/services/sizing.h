@@ -50,7 +50,7 @@ struct sizing {
 };
 
 /* With --blocking-threads auto: register on l, whose pool has `started`
- * threads of at most l->workers, and let the loop submit to those only.
+ * threads of at most l->threads, and let the loop submit to those only.
  * gil: false on a free-threaded build with the GIL off. 0, or -1 (out of
  * memory, or no room for a hook). */
 int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
