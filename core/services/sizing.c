@@ -203,10 +203,9 @@ int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const st
 
 void sizing_stop(struct sizing *z)
 {
-    for (int i = 0; i < 1000 && z->opened && z->stats->nthreads < 1 + z->started; i++) {
+    if (z->opened && z->stats->nthreads < 1 + z->started) {
+        z->pool->wait_registered(z->pool->ctx, z->started, SIZING_STOP_WAIT_MS);
         take_registered(z);
-        if (z->stats->nthreads < 1 + z->started)
-            usleep(1000);
     }
     free(z->last_used_ms);
     free(z->requests_seen);
