@@ -19,6 +19,7 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
+#include "../../lib/futex.h"
 #include "../base/log.h"
 #include "metrics_internal.h"
 #include "verdict.h"
@@ -76,6 +77,12 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
  * its own ((0, s+2)). Readers cannot tell the two writers apart and need
  * not: the count stayed odd from the dead writer's CAS to the release. */
 #define SEQ_COUNT(w) ((uint32_t)(w))
+/* A reader that finds the slot held sleeps on the count's half of the
+ * word (a shared futex: the writer may be another process) until the writer
+ * releases it and wakes it, READ_WAIT_NS at most: a writer killed while it
+ * held the slot never wakes anyone. */
+#define READ_WAIT_NS 5000000ull
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the count is the low half: the futex word's first bytes");
 #define SEQ_HOLDER(w) ((pid_t)((w) >> 32))
 #define SEQ_WORD(holder, count) ((uint64_t)(uint32_t)(holder) << 32 | (uint32_t)(count))
 
@@ -161,12 +168,19 @@ bool metrics_read_slot(unsigned i, struct metrics_data *out)
         return false;
     struct metrics_slot *s = &region->slots[i];
     uint64_t *w = (uint64_t *)out;
+    uint64_t deadline = clock_ns() + READ_WAIT_NS;
     for (int tries = 0; tries < 50; tries++) {
         uint64_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (s1 == 0)
             return false; /* never published */
         if (SEQ_COUNT(s1) & 1) {
-            usleep(100);
+            /* Held: sleep until the release wakes us (a count changed
+             * meanwhile returns at once), then look again. */
+            uint64_t now = clock_ns();
+            if (now >= deadline)
+                return false;
+            struct timespec left = {(time_t)((deadline - now) / 1000000000u), (long)((deadline - now) % 1000000000u)};
+            futex_wait_shared(&s->seq, SEQ_COUNT(s1), &left);
             continue;
         }
         /* The header first, then only the threads it names. */
@@ -222,6 +236,9 @@ static bool publish(unsigned i, const struct metrics_data *d)
     for (size_t k = 0; k < n; k++)
         atomic_store_explicit(&s->words[k], words[k], memory_order_release);
     atomic_store_explicit(&s->seq, SEQ_WORD(0, SEQ_COUNT(held) + 1), memory_order_release);
+    /* A syscall per publish (a few a second), for any reader that found
+     * the slot held: cheaper than the bookkeeping to know there is none. */
+    futex_wake_shared(&s->seq, INT32_MAX);
     return true;
 }
 
