@@ -1,8 +1,8 @@
-/* condvar.c — mutex + condvar queue per worker; one locked completion queue
+/* condvar.c — mutex + condvar queue per pool thread; one locked completion queue
  * plus an eventfd for the loop (libuv threadpool style).
  *
- * submit: lock, push, unlock, and signal only if the worker is waiting (a futex
- * wake). Worker: futex wait in pthread_cond_wait when its queue is empty.
+ * submit: lock, push, unlock, and signal only if the pool thread is waiting (a futex
+ * wake). Pool thread: futex wait in pthread_cond_wait when its queue is empty.
  * complete: lock, push, unlock, and write the eventfd only when the completion
  * queue went from empty to non-empty (or a wake-up is owed: see
  * condvar_complete). Loop: epoll + one eventfd read per drain, then the whole
@@ -18,20 +18,20 @@
 #include "done_eventfd.h"
 #include "ptr_fifo.h"
 
-struct condvar_worker {
+struct condvar_thread {
     pthread_mutex_t lock;
     pthread_cond_t nonempty;
     struct ptr_fifo queue; /* under lock */
-    bool waiting;          /* under lock: the worker is (about to be) in cond_wait */
+    bool waiting;          /* under lock: the pool thread is (about to be) in cond_wait */
     bool stopping;         /* under lock */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct condvar_handoff {
     struct handoff base;
-    struct condvar_worker *w;
-    unsigned inited; /* workers whose lock/cond/queue exist (for cleanup) */
+    struct condvar_thread *w;
+    unsigned inited; /* pool threads whose lock/cond/queue exist (for cleanup) */
     pthread_mutex_t done_lock;
-    struct ptr_fifo done; /* completions from all workers, under done_lock */
+    struct ptr_fifo done; /* completions from all pool threads, under done_lock */
     struct done_eventfd loop_wake;
     /* A wake-up write failed while completions were queued: the next complete
      * or the loop's next before_sleep writes instead. Changed under done_lock;
@@ -66,18 +66,18 @@ static struct handoff *condvar_create(const struct handoff_config *cfg)
         return NULL;
     h->loop_wake.fd = -1;
     atomic_init(&h->wake_owed, false);
-    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    h->w = aligned_zalloc(cfg->threads * sizeof *h->w);
     if (!h->w)
         goto err;
-    for (; h->inited < cfg->workers; h->inited++) {
-        struct condvar_worker *w = &h->w[h->inited];
+    for (; h->inited < cfg->threads; h->inited++) {
+        struct condvar_thread *w = &h->w[h->inited];
         if (ptr_fifo_init(&w->queue, cfg->capacity) < 0)
             goto err;
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->nonempty, NULL);
     }
-    /* Every outstanding job can be completed at once: workers x capacity. */
-    if (ptr_fifo_init(&h->done, cfg->workers * cfg->capacity) < 0)
+    /* Every outstanding job can be completed at once: pool threads x capacity. */
+    if (ptr_fifo_init(&h->done, cfg->threads * cfg->capacity) < 0)
         goto err;
     pthread_mutex_init(&h->done_lock, NULL);
     h->done_inited = true;
@@ -94,7 +94,7 @@ err:;
 static int condvar_submit(struct handoff *base, unsigned wi, struct job *job)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
-    struct condvar_worker *w = &h->w[wi];
+    struct condvar_thread *w = &h->w[wi];
     pthread_mutex_lock(&w->lock);
     if (!ptr_fifo_push(&w->queue, job)) {
         pthread_mutex_unlock(&w->lock);
@@ -102,7 +102,7 @@ static int condvar_submit(struct handoff *base, unsigned wi, struct job *job)
         return HANDOFF_FULL;
     }
     /* Take the waiting flag with the push, under the lock: one signal per wait,
-     * and none at all while the worker is busy (libuv: signal only if idle). */
+     * and none at all while the pool thread is busy (libuv: signal only if idle). */
     bool wake = w->waiting;
     w->waiting = false;
     pthread_mutex_unlock(&w->lock);
@@ -174,20 +174,20 @@ static void condvar_after_sleep(struct handoff *base) { (void)base; }
 static struct job *condvar_try_take(struct handoff *base, unsigned wi)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
-    struct condvar_worker *w = &h->w[wi];
+    struct condvar_thread *w = &h->w[wi];
     pthread_mutex_lock(&w->lock);
     struct job *job = ptr_fifo_pop(&w->queue);
     pthread_mutex_unlock(&w->lock);
     if (job)
-        counter_inc(&base->worker[wi].taken);
+        counter_inc(&base->thread[wi].taken);
     return job;
 }
 
 static struct job *condvar_take(struct handoff *base, unsigned wi)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
-    struct condvar_worker *w = &h->w[wi];
-    struct handoff_worker_counters *c = &base->worker[wi];
+    struct condvar_thread *w = &h->w[wi];
+    struct handoff_thread_counters *c = &base->thread[wi];
     pthread_mutex_lock(&w->lock);
     struct job *job;
     while ((job = ptr_fifo_pop(&w->queue)) == NULL && !w->stopping) {
@@ -215,7 +215,7 @@ static struct job *condvar_take(struct handoff *base, unsigned wi)
 static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
-    struct handoff_worker_counters *c = &base->worker[wi];
+    struct handoff_thread_counters *c = &base->thread[wi];
     pthread_mutex_lock(&h->done_lock);
     bool was_empty = ptr_fifo_count(&h->done) == 0;
     bool ok = ptr_fifo_push(&h->done, job);
@@ -239,7 +239,7 @@ static int condvar_complete(struct handoff *base, unsigned wi, struct job *job)
 static void condvar_shutdown(struct handoff *base)
 {
     struct condvar_handoff *h = (struct condvar_handoff *)base;
-    for (unsigned i = 0; i < base->workers; i++) {
+    for (unsigned i = 0; i < base->threads; i++) {
         pthread_mutex_lock(&h->w[i].lock);
         h->w[i].stopping = true;
         pthread_cond_broadcast(&h->w[i].nonempty);
@@ -249,7 +249,7 @@ static void condvar_shutdown(struct handoff *base)
 
 const struct handoff_ops handoff_condvar = {
     .name = "condvar",
-    .summary = "mutex+condvar queue per worker; locked completion queue + eventfd (libuv style)",
+    .summary = "mutex+condvar queue per pool thread; locked completion queue + eventfd (libuv style)",
     .create = condvar_create,
     .destroy = condvar_destroy,
     .submit = condvar_submit,

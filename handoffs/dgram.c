@@ -1,9 +1,9 @@
-/* dgram.c — the baseline: two SOCK_DGRAM socketpairs per worker.
+/* dgram.c — the baseline: two SOCK_DGRAM socketpairs per pool thread.
  *
  * The job pointer *is* the datagram. The kernel's socket lock is the fence that
  * publishes the job, the socket buffer is the queue, and the completion end is
  * something epoll can wake the loop on. The price is a syscall at every step:
- * submit send, worker recv, completion send, loop recv per completion plus the
+ * submit send, pool thread recv, completion send, loop recv per completion plus the
  * recv that ends each drain with EAGAIN. */
 #include "handoff.h"
 
@@ -16,17 +16,17 @@
 
 #include "../lib/aligned.h"
 
-struct dgram_worker {
+struct dgram_thread {
     int submit_loop;   /* loop sends jobs here (non-blocking) */
-    int submit_worker; /* worker's blocking recv */
-    int done_worker;   /* worker sends completions here (blocking) */
+    int submit_thread; /* pool thread's blocking recv */
+    int done_thread;   /* pool thread sends completions here (blocking) */
     int done_loop;     /* loop recvs completions here (non-blocking, in epoll) */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct dgram_handoff {
     struct handoff base;
-    struct dgram_worker *w;
-    unsigned drain_next; /* worker the next drain starts at (fairness under max) */
+    struct dgram_thread *w;
+    unsigned drain_next; /* pool thread the next drain starts at (fairness under max) */
     bool cut_short;      /* the last drain stopped at max: datagrams are left */
     atomic_bool stopping;
 };
@@ -43,13 +43,13 @@ static void close_pair(int *a, int *b)
 /* One datagram costs a few hundred bytes of socket buffer (skb overhead); size
  * the send buffer so `capacity` pointers always fit and submit only reports FULL
  * when the capacity rule was broken. */
-static int open_pair(int *loop_end, int *worker_end, unsigned capacity, int loop_sends)
+static int open_pair(int *loop_end, int *thread_end, unsigned capacity, int loop_sends)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
     *loop_end = sv[0];
-    *worker_end = sv[1];
+    *thread_end = sv[1];
     int sndbuf = (int)(capacity * 2048u);
     setsockopt(loop_sends ? sv[0] : sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     return 0;
@@ -61,9 +61,9 @@ static void dgram_destroy(struct handoff *base)
     if (!h)
         return;
     if (h->w) {
-        for (unsigned i = 0; i < base->workers; i++) {
-            close_pair(&h->w[i].submit_loop, &h->w[i].submit_worker);
-            close_pair(&h->w[i].done_worker, &h->w[i].done_loop);
+        for (unsigned i = 0; i < base->threads; i++) {
+            close_pair(&h->w[i].submit_loop, &h->w[i].submit_thread);
+            close_pair(&h->w[i].done_thread, &h->w[i].done_loop);
         }
         free(h->w);
     }
@@ -75,15 +75,15 @@ static struct handoff *dgram_create(const struct handoff_config *cfg)
     struct dgram_handoff *h = handoff_alloc(&handoff_dgram, cfg, sizeof *h);
     if (!h)
         return NULL;
-    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    h->w = aligned_zalloc(cfg->threads * sizeof *h->w);
     if (!h->w)
         goto err;
-    for (unsigned i = 0; i < cfg->workers; i++)
-        h->w[i] = (struct dgram_worker){-1, -1, -1, -1};
-    for (unsigned i = 0; i < cfg->workers; i++) {
-        struct dgram_worker *w = &h->w[i];
-        if (open_pair(&w->submit_loop, &w->submit_worker, cfg->capacity, 1) < 0 ||
-            open_pair(&w->done_loop, &w->done_worker, cfg->capacity, 0) < 0)
+    for (unsigned i = 0; i < cfg->threads; i++)
+        h->w[i] = (struct dgram_thread){-1, -1, -1, -1};
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        struct dgram_thread *w = &h->w[i];
+        if (open_pair(&w->submit_loop, &w->submit_thread, cfg->capacity, 1) < 0 ||
+            open_pair(&w->done_loop, &w->done_thread, cfg->capacity, 0) < 0)
             goto err;
     }
     return &h->base;
@@ -113,7 +113,7 @@ static int dgram_submit(struct handoff *base, unsigned w, struct job *job)
 static int dgram_watch(struct handoff *base, int epfd, uint64_t tag)
 {
     struct dgram_handoff *h = (struct dgram_handoff *)base;
-    for (unsigned i = 0; i < base->workers; i++) {
+    for (unsigned i = 0; i < base->threads; i++) {
         /* Level-triggered: a drain cut short by `max` is re-reported. */
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, h->w[i].done_loop, &ev) < 0)
@@ -122,8 +122,8 @@ static int dgram_watch(struct handoff *base, int epfd, uint64_t tag)
     return 0;
 }
 
-/* One event tag covers every worker's socket, so a ready drain visits them all
- * and pays one EAGAIN recv per worker: the baseline's cost, kept on purpose. */
+/* One event tag covers every pool thread's socket, so a ready drain visits them all
+ * and pays one EAGAIN recv per pool thread: the baseline's cost, kept on purpose. */
 static size_t dgram_drain(struct handoff *base, bool fd_ready, struct job **out, size_t max)
 {
     struct dgram_handoff *h = (struct dgram_handoff *)base;
@@ -145,7 +145,7 @@ static size_t dgram_drain(struct handoff *base, bool fd_ready, struct job **out,
             }
             out[got++] = job;
         }
-        if (got < max) /* this worker is empty: the next drain starts after it */
+        if (got < max) /* this pool thread is empty: the next drain starts after it */
             h->drain_next = (i + 1) % base->active;
     }
     h->cut_short = got == max;
@@ -153,7 +153,7 @@ static size_t dgram_drain(struct handoff *base, bool fd_ready, struct job **out,
     return got;
 }
 
-/* Workers at n and above have nothing outstanding (handoff.h): a drain
+/* Pool threads at n and above have nothing outstanding (handoff.h): a drain
  * pays no EAGAIN recv for them. */
 static void dgram_set_active(struct handoff *base, unsigned n)
 {
@@ -175,12 +175,12 @@ static void dgram_after_sleep(struct handoff *base) { (void)base; }
 static struct job *dgram_take(struct handoff *base, unsigned w)
 {
     struct dgram_handoff *h = (struct dgram_handoff *)base;
-    struct handoff_worker_counters *c = &base->worker[w];
+    struct handoff_thread_counters *c = &base->thread[w];
     for (;;) {
         struct job *job;
         counter_inc(&c->take_syscalls);
         counter_inc(&c->parks); /* a blocking recv: it parks whenever the queue is empty */
-        ssize_t n = recv(h->w[w].submit_worker, &job, sizeof job, 0);
+        ssize_t n = recv(h->w[w].submit_thread, &job, sizeof job, 0);
         if (n == (ssize_t)sizeof job) {
             counter_inc(&c->taken);
             return job;
@@ -195,11 +195,11 @@ static struct job *dgram_take(struct handoff *base, unsigned w)
 static int dgram_complete(struct handoff *base, unsigned w, struct job *job)
 {
     struct dgram_handoff *h = (struct dgram_handoff *)base;
-    struct handoff_worker_counters *c = &base->worker[w];
+    struct handoff_thread_counters *c = &base->thread[w];
     counter_inc(&c->completed);
     for (;;) {
         counter_inc(&c->complete_syscalls);
-        ssize_t n = send(h->w[w].done_worker, &job, sizeof job, 0);
+        ssize_t n = send(h->w[w].done_thread, &job, sizeof job, 0);
         if (n == (ssize_t)sizeof job)
             return 0;
         if (n < 0 && errno == EINTR)
@@ -208,19 +208,19 @@ static int dgram_complete(struct handoff *base, unsigned w, struct job *job)
     }
 }
 
-/* SHUT_RD on the worker's receiving end wakes a blocked recv; queued datagrams
+/* SHUT_RD on the pool thread's receiving end wakes a blocked recv; queued datagrams
  * are still delivered first, then recv returns 0. */
 static void dgram_shutdown(struct handoff *base)
 {
     struct dgram_handoff *h = (struct dgram_handoff *)base;
     atomic_store(&h->stopping, true);
-    for (unsigned i = 0; i < base->workers; i++)
-        shutdown(h->w[i].submit_worker, SHUT_RD);
+    for (unsigned i = 0; i < base->threads; i++)
+        shutdown(h->w[i].submit_thread, SHUT_RD);
 }
 
 const struct handoff_ops handoff_dgram = {
     .name = "dgram",
-    .summary = "two SOCK_DGRAM socketpairs per worker (the baseline: 4 syscalls + EAGAIN)",
+    .summary = "two SOCK_DGRAM socketpairs per pool thread (the baseline: 4 syscalls + EAGAIN)",
     .create = dgram_create,
     .destroy = dgram_destroy,
     .submit = dgram_submit,

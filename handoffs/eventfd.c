@@ -1,9 +1,9 @@
 /* eventfd.c — a locked queue plus an eventfd each way: a write per handoff.
  *
- * submit: push under the worker's lock, write(worker eventfd). Worker: a
+ * submit: push under the pool thread's lock, write(its eventfd). Pool thread: a
  * blocking read of its eventfd returns how many jobs were announced; it pops
  * that many into a private batch and serves later takes from the batch without
- * a syscall. complete: push to the worker's completion queue, write(loop
+ * a syscall. complete: push to the pool thread's completion queue, write(loop
  * eventfd). Loop: epoll + one read, then pop every completion queue
  * (done_eventfd.h). */
 #include "handoff.h"
@@ -19,18 +19,18 @@
 #include "done_eventfd.h"
 #include "ptr_fifo.h"
 
-struct eventfd_worker {
+struct eventfd_thread {
     pthread_mutex_t lock;    /* guards queue */
-    struct ptr_fifo queue;   /* loop -> worker */
-    int efd;                 /* counts jobs pushed on queue; the worker blocks in read */
-    struct ptr_fifo batch;   /* worker-private: popped, not yet returned by take */
+    struct ptr_fifo queue;   /* loop -> pool thread */
+    int efd;                 /* counts jobs pushed on queue; the pool thread blocks in read */
+    struct ptr_fifo batch;   /* thread-private: popped, not yet returned by take */
     pthread_mutex_t done_lock;
-    struct ptr_fifo done;    /* worker -> loop, under done_lock */
+    struct ptr_fifo done;    /* pool thread -> loop, under done_lock */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct eventfd_handoff {
     struct handoff base;
-    struct eventfd_worker *w;
+    struct eventfd_thread *w;
     unsigned inited;
     unsigned drain_next; /* fairness when drain is cut short by max */
     struct done_eventfd loop_wake; /* written once per completion */
@@ -43,7 +43,7 @@ static void eventfd_destroy(struct handoff *base)
     if (!h)
         return;
     for (unsigned i = 0; i < h->inited; i++) {
-        struct eventfd_worker *w = &h->w[i];
+        struct eventfd_thread *w = &h->w[i];
         pthread_mutex_destroy(&w->lock);
         pthread_mutex_destroy(&w->done_lock);
         ptr_fifo_destroy(&w->queue);
@@ -63,14 +63,14 @@ static struct handoff *eventfd_create(const struct handoff_config *cfg)
     if (!h)
         return NULL;
     h->loop_wake.fd = -1;
-    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    h->w = aligned_zalloc(cfg->threads * sizeof *h->w);
     if (!h->w)
         goto err;
-    for (; h->inited < cfg->workers; h->inited++) {
-        struct eventfd_worker *w = &h->w[h->inited];
+    for (; h->inited < cfg->threads; h->inited++) {
+        struct eventfd_thread *w = &h->w[h->inited];
         pthread_mutex_init(&w->lock, NULL);
         pthread_mutex_init(&w->done_lock, NULL);
-        w->efd = eventfd(0, EFD_CLOEXEC); /* blocking: the worker sleeps in read */
+        w->efd = eventfd(0, EFD_CLOEXEC); /* blocking: the pool thread sleeps in read */
         if (ptr_fifo_init(&w->queue, cfg->capacity) < 0 || ptr_fifo_init(&w->batch, cfg->capacity) < 0 ||
             ptr_fifo_init(&w->done, cfg->capacity) < 0 || w->efd < 0) {
             h->inited++;
@@ -90,7 +90,7 @@ err:;
 static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
 {
     struct eventfd_handoff *h = (struct eventfd_handoff *)base;
-    struct eventfd_worker *w = &h->w[wi];
+    struct eventfd_thread *w = &h->w[wi];
     pthread_mutex_lock(&w->lock);
     bool ok = ptr_fifo_push(&w->queue, job);
     pthread_mutex_unlock(&w->lock);
@@ -98,17 +98,17 @@ static int eventfd_submit(struct handoff *base, unsigned wi, struct job *job)
         counter_inc(&base->loop.full);
         return HANDOFF_FULL;
     }
-    /* Push first, then write: a count the worker reads never exceeds the jobs
+    /* Push first, then write: a count the pool thread reads never exceeds the jobs
      * already queued (except shutdown's extra one, see take). */
     uint64_t one = 1;
     counter_inc(&base->loop.submit_syscalls);
     if (write(w->efd, &one, sizeof one) != sizeof one) {
         /* HANDOFF_ERROR means "nothing queued": the loop then still owns the
-         * job and may reuse it at once. So take the push back. The worker
+         * job and may reuse it at once. So take the push back. The pool thread
          * only pops what a count announced, so the job is normally still
-         * there; only after shutdown (whose extra count lets the worker pop
+         * there; only after shutdown (whose extra count lets the pool thread pop
          * unannounced jobs) can it be gone, and then it was handed over
-         * after all: the worker will complete it, so report OK. */
+         * after all: the pool thread will complete it, so report OK. */
         if (ptr_fifo_undo_push(&w->queue, &w->lock, job))
             return HANDOFF_ERROR;
     }
@@ -128,7 +128,7 @@ static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **ou
     done_eventfd_reset(&h->loop_wake, base, fd_ready);
     size_t got = 0;
     for (unsigned visited = 0; visited < base->active && got < max; visited++) {
-        struct eventfd_worker *w = &h->w[h->drain_next];
+        struct eventfd_thread *w = &h->w[h->drain_next];
         pthread_mutex_lock(&w->done_lock);
         while (got < max && (out[got] = ptr_fifo_pop(&w->done)) != NULL)
             got++;
@@ -140,7 +140,7 @@ static size_t eventfd_drain(struct handoff *base, bool fd_ready, struct job **ou
     return done_eventfd_drained(&h->loop_wake, base, got, max);
 }
 
-/* Workers at n and above have nothing outstanding (handoff.h): a drain
+/* Pool threads at n and above have nothing outstanding (handoff.h): a drain
  * takes no lock of theirs. */
 static void eventfd_set_active(struct handoff *base, unsigned n)
 {
@@ -160,7 +160,7 @@ static bool eventfd_before_sleep(struct handoff *base, unsigned outstanding)
 static void eventfd_after_sleep(struct handoff *base) { (void)base; }
 
 /* Move up to n queued jobs into the private batch; returns how many moved. */
-static unsigned refill_batch(struct eventfd_worker *w, uint64_t n)
+static unsigned refill_batch(struct eventfd_thread *w, uint64_t n)
 {
     unsigned moved = 0;
     pthread_mutex_lock(&w->lock);
@@ -176,8 +176,8 @@ static unsigned refill_batch(struct eventfd_worker *w, uint64_t n)
 static struct job *eventfd_take(struct handoff *base, unsigned wi)
 {
     struct eventfd_handoff *h = (struct eventfd_handoff *)base;
-    struct eventfd_worker *w = &h->w[wi];
-    struct handoff_worker_counters *c = &base->worker[wi];
+    struct eventfd_thread *w = &h->w[wi];
+    struct handoff_thread_counters *c = &base->thread[wi];
     for (;;) {
         struct job *job = ptr_fifo_pop(&w->batch);
         if (job) {
@@ -209,8 +209,8 @@ static struct job *eventfd_take(struct handoff *base, unsigned wi)
 static int eventfd_complete(struct handoff *base, unsigned wi, struct job *job)
 {
     struct eventfd_handoff *h = (struct eventfd_handoff *)base;
-    struct eventfd_worker *w = &h->w[wi];
-    struct handoff_worker_counters *c = &base->worker[wi];
+    struct eventfd_thread *w = &h->w[wi];
+    struct handoff_thread_counters *c = &base->thread[wi];
     pthread_mutex_lock(&w->done_lock);
     bool ok = ptr_fifo_push(&w->done, job);
     pthread_mutex_unlock(&w->done_lock);
@@ -234,9 +234,9 @@ static void eventfd_shutdown(struct handoff *base)
     struct eventfd_handoff *h = (struct eventfd_handoff *)base;
     atomic_store(&h->stopping, true);
     uint64_t one = 1;
-    for (unsigned i = 0; i < base->workers; i++)
+    for (unsigned i = 0; i < base->threads; i++)
         if (write(h->w[i].efd, &one, sizeof one) < 0) {
-            /* nothing else to do: the worker sees `stopping` on its next take */
+            /* nothing else to do: the pool thread sees `stopping` on its next take */
         }
 }
 

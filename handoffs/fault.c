@@ -95,7 +95,7 @@ static void fault_shutdown(struct handoff *h) { inner_of(h)->ops->shutdown(inner
 struct handoff *handoff_fault_wrap(struct handoff *inner, long full_ms)
 {
     const struct handoff_ops *in = inner->ops;
-    struct handoff_config cfg = {.workers = inner->workers, .capacity = inner->capacity};
+    struct handoff_config cfg = {.threads = inner->threads, .capacity = inner->capacity};
     struct fault *f = handoff_alloc(in, &cfg, sizeof *f);
     if (!f)
         return NULL;

@@ -22,7 +22,7 @@ const struct handoff_ops *handoff_find(const char *name)
 
 static int config_valid(const struct handoff_config *cfg)
 {
-    return cfg->workers >= 1 && cfg->capacity >= 2 && (cfg->capacity & (cfg->capacity - 1)) == 0;
+    return cfg->threads >= 1 && cfg->capacity >= 2 && (cfg->capacity & (cfg->capacity - 1)) == 0;
 }
 
 void *handoff_alloc(const struct handoff_ops *ops, const struct handoff_config *cfg, size_t size)
@@ -35,16 +35,16 @@ void *handoff_alloc(const struct handoff_ops *ops, const struct handoff_config *
     if (!h)
         return NULL;
     /* The counter struct is aligned(CACHE_LINE), so each array element starts
-     * on a line of its own and no two workers' counters share a line. */
-    h->worker = aligned_zalloc(cfg->workers * sizeof *h->worker);
-    if (!h->worker) {
+     * on a line of its own and no two pool threads' counters share a line. */
+    h->thread = aligned_zalloc(cfg->threads * sizeof *h->thread);
+    if (!h->thread) {
         free(h);
         errno = ENOMEM;
         return NULL;
     }
     h->ops = ops;
-    h->workers = cfg->workers;
-    h->active = cfg->workers;
+    h->threads = cfg->threads;
+    h->active = cfg->threads;
     h->capacity = cfg->capacity;
     return h;
 }
@@ -54,6 +54,6 @@ void handoff_free(void *p)
     struct handoff *h = p;
     if (!h)
         return;
-    free(h->worker);
+    free(h->thread);
     free(h);
 }

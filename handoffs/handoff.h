@@ -3,16 +3,16 @@
  * One interface, one file per backend (dgram.c, condvar.c, eventfd.c, ring.c),
  * picked by name at run time (handoff_find). A backend moves `struct job *`
  * pointers and never looks inside one; the job's owner is whoever last took it
- * from the handoff: the loop after submit→drain, the worker after take→complete.
+ * from the handoff: the loop after submit→drain, the pool thread after take→complete.
  * The handoff's own synchronisation (a kernel queue, a mutex, or the ring's
  * release/acquire pairs) is what publishes the job's contents to the other side.
  *
- * Threads: exactly one loop thread calls the "loop side" functions; worker w
- * (0 <= w < workers) is exactly one pool thread calling the "worker side"
- * functions with its own index. shutdown may be called from any thread.
+ * Threads: exactly one loop thread calls the "loop side" functions; exactly one
+ * pool thread w (0 <= w < threads) calls the "pool thread side" functions
+ * with its own index. shutdown may be called from any thread.
  *
  * Capacity: the loop never has more than `capacity` jobs outstanding on one
- * worker (submitted and not yet drained as finished; a job drained as an
+ * pool thread (submitted and not yet drained as finished; a job drained as an
  * intermediate message stays outstanding). Each outstanding job is in the
  * handoff at most once at a time. So complete never finds its queue full. */
 #ifndef CSERVE_HANDOFF_H
@@ -30,8 +30,8 @@ struct job; /* opaque here */
 enum handoff_result { HANDOFF_OK = 0, HANDOFF_FULL = 1, HANDOFF_ERROR = -1 };
 
 struct handoff_config {
-    unsigned workers;   /* pool threads, >= 1 */
-    unsigned capacity;  /* max outstanding jobs per worker; a power of two >= 2 */
+    unsigned threads;   /* pool threads, >= 1 */
+    unsigned capacity;  /* max outstanding jobs per pool thread; a power of two >= 2 */
     long spin_iters;    /* ring: pause iterations before yield/park; 0 = park at once;
                            -1 (with spin_ns <= 0) = adaptive (spin_policy.h) */
     long spin_ns;       /* ring: spin for this long instead (>0 overrides spin_iters) */
@@ -49,7 +49,7 @@ struct handoff_loop_counters {
     counter_t full;            /* submits refused for lack of space */
     counter_t submit_syscalls; /* syscalls inside submit, or the flush that ends its batch
                                   (send, write, futex wake) */
-    counter_t wakes_sent;      /* wake-ups of a parked worker (submit or flush) */
+    counter_t wakes_sent;      /* wake-ups of a parked pool thread (submit or flush) */
     counter_t drained;         /* completions returned by drain */
     counter_t drain_syscalls;  /* syscalls inside drain (recv/read), EAGAIN ones included */
     counter_t eagain;          /* drain syscalls that found nothing */
@@ -62,8 +62,8 @@ struct handoff_loop_counters {
     counter_t loop_spin_budget_ns; /* ring: the loop's current spin budget (a gauge, not a count) */
 } __attribute__((aligned(CACHE_LINE)));
 
-/* Written only by worker w. */
-struct handoff_worker_counters {
+/* Written only by pool thread w. */
+struct handoff_thread_counters {
     counter_t taken;            /* jobs returned by take/try_take */
     counter_t take_syscalls;    /* syscalls inside take (recv, read, futex wait, sched_yield) */
     counter_t parks;            /* blocking waits entered */
@@ -79,11 +79,11 @@ struct handoff_worker_counters {
 /* Every backend's object starts with this. */
 struct handoff {
     const struct handoff_ops *ops;
-    unsigned workers;
+    unsigned threads;
     unsigned capacity;
-    unsigned active; /* the loop's: workers 0..active-1 may have jobs (set_active; = workers) */
+    unsigned active; /* the loop's: pool threads 0..active-1 may have jobs (set_active; = threads) */
     struct handoff_loop_counters loop;
-    struct handoff_worker_counters *worker; /* [workers], each on its own lines */
+    struct handoff_thread_counters *thread; /* [threads], each on its own lines */
 };
 
 struct handoff_ops {
@@ -92,25 +92,25 @@ struct handoff_ops {
 
     /* NULL with errno set on failure. cfg is copied. */
     struct handoff *(*create)(const struct handoff_config *cfg);
-    /* After shutdown and after every worker has returned from take. */
+    /* After shutdown and after every pool thread has returned from take. */
     void (*destroy)(struct handoff *h);
 
     /* ---- loop side ---- */
-    /* Queue job on worker w: HANDOFF_OK (queued once), or HANDOFF_FULL / HANDOFF_ERROR
+    /* Queue job on pool thread w: HANDOFF_OK (queued once), or HANDOFF_FULL / HANDOFF_ERROR
      * (errno set), after which nothing is queued and the job is still the loop's.
-     * A backend with flush may leave the wake-up of a sleeping worker owed
+     * A backend with flush may leave the wake-up of a sleeping pool thread owed
      * until the next flush or before_sleep, whichever comes first. */
     int (*submit)(struct handoff *h, unsigned w, struct job *job);
     /* The loop has submitted a batch (the requests one pass parsed): pay the
-     * wake-ups submit left owed, at most one per parked worker. NULL for
+     * wake-ups submit left owed, at most one per parked pool thread. NULL for
      * backends that wake inside submit. The loop calls it after each pass's
      * socket events; before_sleep pays anything still owed, so a loop that
-     * never calls flush is slower to start its workers, never stuck. */
+     * never calls flush is slower to start its pool threads, never stuck. */
     void (*flush)(struct handoff *h);
     /* Register with epoll the fd(s) whose readability means completions may be
      * waiting; each event carries data.u64 == tag. Returns 0, or -1 with errno. */
     int (*watch)(struct handoff *h, int epfd, uint64_t tag);
-    /* Move up to max completed jobs, in each worker's completion order, into out[].
+    /* Move up to max completed jobs, in each pool thread's completion order, into out[].
      * fd_ready: the loop saw an event tagged for this handoff (consume/reset the fd,
      * for a backend whose fd needs it; an edge-triggered doorbell does not).
      * Never blocks. The loop calls it again while it returns max. */
@@ -120,14 +120,14 @@ struct handoff_ops {
     bool polled;
     /* The loop is about to block in epoll_wait. Returns true if completions are
      * already waiting (the loop then polls with timeout 0 and calls after_sleep).
-     * `outstanding`: jobs on all workers not yet drained as finished. */
+     * `outstanding`: jobs on all pool threads not yet drained as finished. */
     bool (*before_sleep)(struct handoff *h, unsigned outstanding);
     void (*after_sleep)(struct handoff *h);
     /* Optional (NULL: always before_sleep). The loop is about to wait with
      * `outstanding` jobs out. A backend that expects a completion within N ns
      * and would rather be polled then than signalled returns N > 0: the loop
      * waits at most N ns without announcing a sleep (no before_sleep, no
-     * after_sleep; a worker makes no syscall for it) and, being `polled`,
+     * after_sleep; a pool thread makes no syscall for it) and, being `polled`,
      * drains after. 0: announce and wait as usual. Pays owed wake-ups as
      * before_sleep does. */
     uint64_t (*doze)(struct handoff *h, unsigned outstanding);
@@ -139,27 +139,27 @@ struct handoff_ops {
      * completions) in one pass after. 0: doze or announce as usual. Pays
      * owed wake-ups as before_sleep does. */
     uint64_t (*hold)(struct handoff *h, unsigned outstanding);
-    /* Optional (NULL: the backend looks at every worker). From now on the
-     * loop submits to workers 0..n-1 only, and those at n and above have
-     * nothing outstanding (1 <= n <= workers): the loop side may visit the
+    /* Optional (NULL: the backend looks at every pool thread). From now on the
+     * loop submits to pool threads 0..n-1 only, and those at n and above have
+     * nothing outstanding (1 <= n <= threads): the loop side may visit the
      * first n alone (drain, the sleep checks, the doze's arithmetic), so
      * a pool that sizes itself (--blocking-threads auto) pays per pass for
-     * the threads it uses, not for the most it may start. Every worker's
+     * the threads it uses, not for the most it may start. Every pool thread's
      * queues exist from create; only the prefix in use changes. */
     void (*set_active)(struct handoff *h, unsigned n);
 
-    /* ---- worker side (worker w only) ---- */
+    /* ---- pool thread side (pool thread w only) ---- */
     /* Never blocks and makes no syscall; NULL when nothing is queued. May be
      * NULL for backends whose only check is a syscall (the pool then releases
      * the GIL and calls take). */
     struct job *(*try_take)(struct handoff *h, unsigned w);
     /* Blocks until a job is queued (may spin first). NULL once shut down and
-     * the worker's queue is empty. Called without the GIL. */
+     * the pool thread's queue is empty. Called without the GIL. */
     struct job *(*take)(struct handoff *h, unsigned w);
     /* Hand job back to the loop. 0: queued once, and the loop will drain it
      * even if the wake-up syscall failed (ring: the loop polls; condvar: the
      * wake-up stays owed, paid by the next complete or before_sleep). -1
-     * (errno set): not queued, the worker still owns the job (dgram: the send
+     * (errno set): not queued, the pool thread still owns the job (dgram: the send
      * failed; eventfd: the wake-up failed and the push was taken back; ring,
      * condvar: a full queue, impossible under the capacity rule). Every
      * backend keeps this: handoffs/tests/submit_error.c. */

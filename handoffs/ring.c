@@ -1,14 +1,14 @@
 /* ring.c — SPSC rings with spin-then-park on both sides.
  *
- * Per worker: a request ring (loop -> worker) and a completion ring
- * (worker -> loop), see spsc_ring.h. On the common path nobody makes a
- * syscall: a submit is a store and a fence, a completion the same. A worker
+ * Per pool thread: a request ring (loop -> pool thread) and a completion ring
+ * (pool thread -> loop), see spsc_ring.h. On the common path nobody makes a
+ * syscall: a submit is a store and a fence, a completion the same. A pool thread
  * with nothing to do spins (pause), yields a few times, then parks on a futex;
  * the loop wakes it only if it is parked, and once per batch: a submit that
  * finds it parked owes the wake-up to the end of the loop's pass (ring_flush),
- * so the worker starts with every request that pass parsed. The loop side is
+ * so the pool thread starts with every request that pass parsed. The loop side is
  * the same shape with one eventfd for the whole handoff as the doorbell: a
- * worker writes it only when the loop has announced it is about to block in
+ * pool thread writes it only when the loop has announced it is about to block in
  * epoll_wait, and the loop never reads it (ring_watch).
  *
  * The park/wake handshake (both directions) is the store-buffering shape:
@@ -32,10 +32,10 @@
  * The loop waits in one of three ways. It announces (ring_before_sleep:
  * the F3/F4 handshake above) and is woken by the eventfd; or it dozes
  * (ring_doze) or holds (ring_hold): a bounded wait announced to nobody,
- * after which it drains the rings, so nothing a worker pushed meanwhile can
- * be missed, and no worker writes the eventfd for it. Neither touches a
+ * after which it drains the rings, so nothing a pool thread pushed meanwhile can
+ * be missed, and no pool thread writes the eventfd for it. Neither touches a
  * flag or a fence; each pays the owed wake-ups first (O1), as
- * ring_before_sleep does, so no parked worker waits for a job through it.
+ * ring_before_sleep does, so no parked pool thread waits for a job through it.
  * A hold differs from a doze only in what ends it early (a doze watches
  * the sockets, a hold does not), which is the loop's business, not the
  * protocol's: the model gives the loop the same choice of the two.
@@ -43,7 +43,7 @@
  * Every ordering named here (F1..F5, X1, C1, O1, and R1/A1, R2/A2, R3 in spsc_ring.h)
  * is written through ring_order.h, so a mutant build can remove exactly one;
  * `make mutants` requires a test to fail on each. handoffs/tests/
- * ring_protocol.pml models this file's protocol (both parks, two workers
+ * ring_protocol.pml models this file's protocol (both parks, two pool threads
  * racing for loop_parked, the eventfd doorbell, shutdown, the capacity rule)
  * under a weak store model, and check_steps.py keeps its steps in the order
  * of the operations below. */
@@ -66,12 +66,12 @@
 #include "spin_policy.h"
 #include "spsc_ring.h"
 
-/* The adaptive budgets (spin_iters == -1 and spin_ns <= 0 for the workers,
+/* The adaptive budgets (spin_iters == -1 and spin_ns <= 0 for the pool threads,
  * loop_spin_ns == -1 for the loop) are chosen by spin_policy.h from the waits
- * each side has seen. A worker starts at 8 us: the gap between jobs in the
+ * each side has seen. A pool thread starts at 8 us: the gap between jobs in the
  * loop-bound regime is the loop's per-request cost, 5-10 us, and a park costs
  * ~20 us here. The loop starts at 0 (its spin delays socket work) and learns
- * from the workers' wake-up stamps. Neither spins longer than the park costs
+ * from the pool threads' wake-up stamps. Neither spins longer than the park costs
  * can justify: 64 us at most. */
 #define RING_WORKER_START_SPIN_NS 8000L
 #define RING_LOOP_START_SPIN_NS 0L
@@ -83,17 +83,17 @@
  * (crossbeam's backoff doubles 1, 2, ..., 64). */
 #define RING_MAX_PAUSE_STEP 64
 /* Dozing (ring_doze): while the pool has a queue, the loop waits for the next
- * completion on a timer rather than asking a worker to wake it, because the
- * worker is the busy stage and a wake-up is its eventfd write, which wakes an
+ * completion on a timer rather than asking a pool thread to wake it, because the
+ * pool thread is the busy stage and a wake-up is its eventfd write, which wakes an
  * idle vCPU: an inter-processor interrupt, dear in a guest
- * (handoffs/README.md, "Dozing"). The pace is each worker's own: its time per
+ * (handoffs/README.md, "Dozing"). The pace is each pool thread's own: its time per
  * job over runs of RING_PACE_RUN jobs taken without waiting (measured by the
- * worker, so the loop's wake-up latency, which a pace seen from the loop
+ * pool thread, so the loop's wake-up latency, which a pace seen from the loop
  * would include, cannot keep it parking). A doze lasts at least
  * RING_DOZE_MIN_NS (a timer wake costs the loop a few us) and at most
  * RING_DOZE_MAX_NS (what a response may wait for the loop to look); within
  * those, the work queued ahead of the pool over RING_DOZE_AHEAD, and for a
- * slow pool at least a quarter of the fastest worker's pace. A pace slower
+ * slow pool at least a quarter of the fastest pool thread's pace. A pace slower
  * than four of the longest dozes is not dozed through: its wake-ups are a
  * small part of its time per job, and more timer wakes per job would cost the
  * loop more than they save the pool. A pace faster than two of the shortest
@@ -118,30 +118,30 @@
 #define RING_POLICY_NOW() clock_ns()
 #endif
 
-struct ring_worker {
-    struct spsc_ring req;  /* loop -> worker */
-    struct spsc_ring done; /* worker -> loop */
-    /* Futex word: 1 while the worker is parked or about to park. Written by
-     * the worker (1, and 0 after it finds work) and by the loop (exchange to 0
+struct ring_thread {
+    struct spsc_ring req;  /* loop -> pool thread */
+    struct spsc_ring done; /* pool thread -> loop */
+    /* Futex word: 1 while the pool thread is parked or about to park. Written by
+     * the pool thread (1, and 0 after it finds work) and by the loop (exchange to 0
      * when it wakes it), so it has a line of its own, shared only with
      * the loop's bookkeeping of its wake-ups below (the loop reads this line
      * on every submit anyway). */
     _Alignas(CACHE_LINE) atomic_int parked;
-    /* When the loop last woke this worker (clock_ns), written just before
-     * the futex_wake: tells the worker's policy how long its wait really was. */
+    /* When the loop last woke this pool thread (clock_ns), written just before
+     * the futex_wake: tells the pool thread's policy how long its wait really was. */
     _Atomic uint64_t wake_at;
-    /* The loop's own: a submit saw this worker parked and its wake-up is
+    /* The loop's own: a submit saw this pool thread parked and its wake-up is
      * owed to the end of the batch (ring_flush). */
     bool wake_owed;
     unsigned owed_jobs; /* jobs queued since the wake-up became owed */
-    /* The worker's own: its adaptive spin policy, and its pace (ring_doze):
+    /* The pool thread's own: its adaptive spin policy, and its pace (ring_doze):
      * run jobs completed since run_from without a wait in between (0: the
      * next completion starts a run). */
     _Alignas(CACHE_LINE) struct spin_policy policy;
     unsigned run;
     uint64_t run_from;
     uint64_t cpu_from;     /* the thread's CPU clock at run_from */
-    /* Written by the worker, read by the loop's ring_doze and ring_hold: its
+    /* Written by the pool thread, read by the loop's ring_doze and ring_hold: its
      * time per job while it has a queue, and its own CPU time per job over
      * the same runs (EWMAs over runs; 0: not known yet). */
     _Alignas(CACHE_LINE) _Atomic uint64_t pace_ns;
@@ -150,11 +150,11 @@ struct ring_worker {
 
 struct ring_handoff {
     struct handoff base;
-    struct ring_worker *w;
+    struct ring_thread *w;
     unsigned inited;
     /* Loop-side state, written by the loop. */
     _Alignas(CACHE_LINE) unsigned drain_next;
-    unsigned owed;  /* workers with wake_owed set */
+    unsigned owed;  /* pool threads with wake_owed set */
     int efd;
     bool loop_adaptive;
     long loop_spin_ns;     /* fixed budget when !loop_adaptive */
@@ -166,15 +166,15 @@ struct ring_handoff {
     struct spin_policy loop_policy;
     uint64_t wakes_seen;   /* loop.wakes_sent when the loop last learnt from a wait */
     /* 1 while the loop is in (or about to enter) epoll_wait. Set/cleared by the
-     * loop, exchanged to 0 by the one worker that writes the eventfd. */
+     * loop, exchanged to 0 by the one pool thread that writes the eventfd. */
     _Alignas(CACHE_LINE) atomic_int loop_parked;
-    _Atomic uint64_t loop_wake_at; /* when a worker last wrote the eventfd (clock_ns) */
+    _Atomic uint64_t loop_wake_at; /* when a pool thread last wrote the eventfd (clock_ns) */
     /* Read-mostly. */
     _Alignas(CACHE_LINE) atomic_bool stopping;
     long spin_iters; /* used when spin_ns <= 0 */
     long spin_ns;
     int yields;
-    bool adaptive; /* workers: budget from w->policy, not spin_ns/spin_iters */
+    bool adaptive; /* pool threads: budget from w->policy, not spin_ns/spin_iters */
 };
 
 static void ring_destroy(struct handoff *base)
@@ -205,8 +205,8 @@ static struct handoff *ring_create(const struct handoff_config *cfg)
     } else {
         h->adaptive = true;
     }
-    /* Spinning is cheap only if the loop and every worker can each have a core. */
-    bool spare = spin_policy_spare_core(cfg->workers + 1);
+    /* Spinning is cheap only if the loop and every pool thread can each have a core. */
+    bool spare = spin_policy_spare_core(cfg->threads + 1);
     /* The loop learns only where a core is spare. Without one, the loop's
      * spin runs on the core the pool thread needs to produce the very
      * completion the loop waits for (and the client's), so its waits grow
@@ -221,11 +221,11 @@ static struct handoff *ring_create(const struct handoff_config *cfg)
                      RING_LOOP_START_SPIN_NS);
     /* "0 = park at once": no spinning and no yields either. */
     h->yields = (cfg->spin_ns <= 0 && cfg->spin_iters == 0) ? 0 : RING_YIELDS;
-    h->w = aligned_zalloc(cfg->workers * sizeof *h->w);
+    h->w = aligned_zalloc(cfg->threads * sizeof *h->w);
     if (!h->w)
         goto err;
-    for (; h->inited < cfg->workers; h->inited++) {
-        struct ring_worker *w = &h->w[h->inited];
+    for (; h->inited < cfg->threads; h->inited++) {
+        struct ring_thread *w = &h->w[h->inited];
         atomic_init(&w->parked, 0);
         spin_policy_init(&w->policy, SPIN_POLICY_PARK_NS, spare, RING_MAX_ADAPTIVE_SPIN_NS,
                          RING_WORKER_START_SPIN_NS);
@@ -247,23 +247,23 @@ err:;
 
 /* ---------------------------------------------------------------- loop side */
 
-/* Pays the wake-up ring_submit left owed to worker w. Between the submit's
- * look at `parked` and this exchange the worker either stayed parked (the
+/* Pays the wake-up ring_submit left owed to pool thread w. Between the submit's
+ * look at `parked` and this exchange the pool thread either stayed parked (the
  * exchange takes the 1 and wakes it) or found work and withdrew (the
  * exchange sees 0: nothing to do). */
-static void pay_wake(struct ring_handoff *h, struct ring_worker *w)
+static void pay_wake(struct ring_handoff *h, struct ring_thread *w)
 {
     w->wake_owed = false;
     h->owed--;
     if (RING_HAS_X1) {
-        /* X1: clear the flag, then wake. The worker's futex_wait(parked, 1)
+        /* X1: clear the flag, then wake. The pool thread's futex_wait(parked, 1)
          * then either finds 0 (and returns) or is already asleep (and this
-         * wake finds it). Wake-then-clear would let a worker that enters
+         * wake finds it). Wake-then-clear would let a pool thread that enters
          * futex_wait between the two sleep on a 1 after the wake has gone.
          * The exchange makes exactly one wake per park. */
         if (atomic_exchange_explicit(&w->parked, 0, memory_order_relaxed) != 1)
             return;
-        /* For the worker's spin policy only; the handshake does not read it. */
+        /* For the pool thread's spin policy only; the handshake does not read it. */
         atomic_store_explicit(&w->wake_at, clock_ns(), memory_order_relaxed);
         futex_wake(&w->parked, 1);
     } else { /* the X1 mutant */
@@ -277,7 +277,7 @@ static void pay_wake(struct ring_handoff *h, struct ring_worker *w)
 static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    struct ring_worker *w = &h->w[wi];
+    struct ring_thread *w = &h->w[wi];
     if (!spsc_push(&w->req, job)) { /* R1 inside */
         counter_inc(&base->loop.full);
         return HANDOFF_FULL;
@@ -286,14 +286,14 @@ static int ring_submit(struct handoff *base, unsigned wi, struct job *job)
     /* F1: pairs with F2 in ring_take (store-buffering shape, see the top). */
     RING_FENCE(F1);
     if (w->wake_owed) {
-        /* A long batch: start the worker on what is queued rather than
+        /* A long batch: start the pool thread on what is queued rather than
          * leave it idle while the loop parses the rest. */
         if (++w->owed_jobs >= RING_WAKE_BATCH)
             pay_wake(h, w);
     } else if (atomic_load_explicit(&w->parked, memory_order_relaxed)) {
-        /* (A plain load: a busy worker's flag is 0 and its line stays
+        /* (A plain load: a busy pool thread's flag is 0 and its line stays
          * shared; pay_wake's exchange takes it exclusive once per park.)
-         * O1: the worker is parked (or about to park) and will not see this
+         * O1: the pool thread is parked (or about to park) and will not see this
          * job by itself. Owe it a wake-up, paid by ring_flush at the end of
          * the batch, so that a pass that parses k requests wakes it once,
          * with all k queued, instead of waking it at the first and letting
@@ -321,7 +321,7 @@ static void ring_flush(struct handoff *base)
  * wake-up, so each write is an event even while the count is not zero: the
  * eventfd is a doorbell, not a counter, and the loop pays no read(2) to
  * reset it (the rings say what is there). The count only grows, by one per
- * write of a worker that found the loop parked; it would reach its limit
+ * write of a pool thread that found the loop parked; it would reach its limit
  * (2^64 - 2, after which a write fails with EAGAIN) after centuries of
  * writes. handoffs/tests/batch_test.c checks that an unread eventfd still
  * reports the next write. */
@@ -378,10 +378,10 @@ static void loop_record(struct ring_handoff *h, uint64_t wait_ns)
 {
     if (!h->loop_adaptive)
         return;
-    /* A wait during which the loop had to wake a parked worker measures that
-     * worker's wake-up, not the pool's service time: learning from it would
-     * couple the two policies (the worker parks -> the loop's waits grow ->
-     * the loop parks -> the worker's waits grow ...). Skip it. */
+    /* A wait during which the loop had to wake a parked pool thread measures that
+     * pool thread's wake-up, not the pool's service time: learning from it would
+     * couple the two policies (the pool thread parks -> the loop's waits grow ->
+     * the loop parks -> the pool thread's waits grow ...). Skip it. */
     uint64_t wakes = counter_get(&h->base.loop.wakes_sent);
     if (wakes != h->wakes_seen) {
         h->wakes_seen = wakes;
@@ -416,7 +416,7 @@ static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
     atomic_store_explicit(&h->loop_parked, 1, memory_order_relaxed);
     counter_inc(&base->loop.loop_parks);
     /* F4: pairs with F3 in ring_complete. After it, either our re-check sees
-     * a completion pushed before F3, or that worker's load after F3 sees
+     * a completion pushed before F3, or that pool thread's load after F3 sees
      * loop_parked == 1 and writes the eventfd. */
     RING_FENCE(F4);
     for (unsigned i = 0; i < base->active; i++)
@@ -433,13 +433,13 @@ static bool ring_before_sleep(struct handoff *base, unsigned outstanding)
 /* The loop is about to wait with `outstanding` jobs out: doze (a bounded,
  * unannounced wait, see RING_DOZE_MIN_NS) while the pool has a queue and has
  * been completing at a steady pace, else 0 (ring_before_sleep: announce and
- * be woken). Dozing is polling: loop_parked stays 0, so no worker writes the
+ * be woken). Dozing is polling: loop_parked stays 0, so no pool thread writes the
  * eventfd, and nothing can be lost, because the loop drains the rings when
  * the doze ends (ring.c is `polled`); a completion waits at most the doze. */
 static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    /* O1 for the dozing wait too: no parked worker waits for its wake-up
+    /* O1 for the dozing wait too: no parked pool thread waits for its wake-up
      * until the doze is over. */
     if (RING_HAS_O1)
         ring_flush(base);
@@ -503,16 +503,16 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
 }
 
 /* The loop is about to wait with `outstanding` jobs out: hold (sleep deaf to
- * its sockets, unannounced) while every worker has work queued, for the
+ * its sockets, unannounced) while every pool thread has work queued, for the
  * shortest of their queues at their own pace less a margin, else 0 (doze or
- * announce). Under a closed-loop client the socket events of a busy worker
+ * announce). Under a closed-loop client the socket events of a busy pool thread
  * come about one per request (each response written brings the next
  * request), so a loop that waits on its sockets is woken about once per
  * request, and on a guest whose vCPUs the pool and the client keep busy each
  * wake preempts one of them. A hold lets the requests and the completions
  * gather and takes them in one pass: the pool never waits for them (the
  * hold ends while it still has work), and the responses wait at most the
- * hold, a part of what each already waits in the queue. Only for workers
+ * hold, a part of what each already waits in the queue. Only for pool threads
  * that work: one on its CPU less than a quarter of its pace (an app that
  * waits on I/O) preempts nobody when woken, and holding would starve it. As
  * a doze, a hold is polling: loop_parked stays 0 and the fences are
@@ -527,20 +527,20 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
         return 0;
     uint64_t ahead = UINT64_MAX, slowest = 0;
     for (unsigned i = 0; i < base->active; i++) { /* those beyond have no work */
-        struct ring_worker *w = &h->w[i];
+        struct ring_thread *w = &h->w[i];
         uint64_t pace = atomic_load_explicit(&w->pace_ns, memory_order_relaxed);
-        /* Queued, not yet taken: our tail against the worker's head (a
+        /* Queued, not yet taken: our tail against the pool thread's head (a
          * relaxed look: a stale head overcounts by the jobs taken in the
          * last moments, nanoseconds of work against the margin). */
         unsigned queued = atomic_load_explicit(&w->req.tail, memory_order_relaxed) -
                           atomic_load_explicit(&w->req.head, memory_order_relaxed);
-#ifdef RING_HOLD_MUTANT_H3 /* H3: a worker with nothing queued does not stop the hold */
+#ifdef RING_HOLD_MUTANT_H3 /* H3: a pool thread with nothing queued does not stop the hold */
         if (!queued)
             continue;
 #endif
         if (!pace || pace < RING_HOLD_PACE_NS || !queued)
             return 0;
-#ifndef RING_HOLD_MUTANT_H5 /* H5: a worker that waits is held as one that works */
+#ifndef RING_HOLD_MUTANT_H5 /* H5: a pool thread that waits is held as one that works */
         /* On its CPU less than a quarter of its pace: it waits (on I/O, on
          * the GIL held elsewhere), and its wake-ups preempt nobody; a hold
          * would only keep its next request from it. */
@@ -571,13 +571,13 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
     return hold;
 }
 
-/* Clearing late is harmless (at worst a worker writes the eventfd for nothing
+/* Clearing late is harmless (at worst a pool thread writes the eventfd for nothing
  * and the next epoll_wait returns at once); the loop polls every pass. */
 static void ring_after_sleep(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
     atomic_store_explicit(&h->loop_parked, 0, memory_order_relaxed);
-    /* A worker's wake-up stamp after we started waiting is when the first
+    /* A pool thread's wake-up stamp after we started waiting is when the first
      * completion came: that was the wait. Woken by a socket instead: no
      * sample (the wait for the pool was cut short, its length unknown). */
     uint64_t stamp = atomic_load_explicit(&h->loop_wake_at, memory_order_relaxed);
@@ -586,21 +586,21 @@ static void ring_after_sleep(struct handoff *base)
     h->sleep_from = 0;
 }
 
-/* -------------------------------------------------------------- worker side */
+/* --------------------------------------------------------- pool thread side */
 
 static struct job *ring_try_take(struct handoff *base, unsigned wi)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
     struct job *job = spsc_pop(&h->w[wi].req); /* A1 */
     if (job)
-        counter_inc(&base->worker[wi].taken);
+        counter_inc(&base->thread[wi].taken);
     return job;
 }
 
 /* Spin with doubling runs of pause between looks at the ring, for spin_iters
  * pauses or spin_ns nanoseconds (from t0). NULL if the budget ran out. */
-static struct job *spin_for_job(struct ring_handoff *h, struct ring_worker *w,
-                                struct handoff_worker_counters *c, uint64_t t0, long spin_ns)
+static struct job *spin_for_job(struct ring_handoff *h, struct ring_thread *w,
+                                struct handoff_thread_counters *c, uint64_t t0, long spin_ns)
 {
     long deadline = spin_ns > 0 ? (long)t0 + spin_ns : 0;
     long left = spin_ns > 0 ? -1 : h->spin_iters;
@@ -627,8 +627,8 @@ static struct job *spin_for_job(struct ring_handoff *h, struct ring_worker *w,
 static struct job *ring_take(struct handoff *base, unsigned wi)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    struct ring_worker *w = &h->w[wi];
-    struct handoff_worker_counters *c = &base->worker[wi];
+    struct ring_thread *w = &h->w[wi];
+    struct handoff_thread_counters *c = &base->thread[wi];
     struct job *job = spsc_pop(&w->req);
     if (job) {
         counter_inc(&c->taken);
@@ -688,10 +688,10 @@ static struct job *ring_take(struct handoff *base, unsigned wi)
     return job;
 }
 
-/* The worker's pace (ring_doze): every RING_PACE_RUN completions with no
+/* The pool thread's pace (ring_doze): every RING_PACE_RUN completions with no
  * wait between them, the time they took per job, smoothed. For ring_doze
  * only; the handshake does not read it. */
-static void record_pace(struct ring_worker *w)
+static void record_pace(struct ring_thread *w)
 {
     if (w->run == 0) {
         w->run_from = clock_ns();
@@ -715,7 +715,7 @@ static void record_pace(struct ring_worker *w)
 static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
-    struct handoff_worker_counters *c = &base->worker[wi];
+    struct handoff_thread_counters *c = &base->thread[wi];
     if (!spsc_push(&h->w[wi].done, job)) { /* R1; full is impossible under the capacity rule */
         errno = ENOBUFS;
         return -1;
@@ -725,7 +725,7 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
         record_pace(&h->w[wi]);
     /* F3: pairs with F4 in ring_before_sleep (store-buffering shape). */
     RING_FENCE(F3);
-    /* Several workers may see the flag; the exchange lets one write. */
+    /* Several pool threads may see the flag; the exchange lets one write. */
     if (atomic_load_explicit(&h->loop_parked, memory_order_relaxed) &&
         atomic_exchange_explicit(&h->loop_parked, 0, memory_order_relaxed) == 1) {
         uint64_t one = 1;
@@ -743,7 +743,7 @@ static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
     return 0;
 }
 
-/* Workers at n and above have nothing outstanding (handoff.h): the loop
+/* Pool threads at n and above have nothing outstanding (handoff.h): the loop
  * side's scans stop at n. A wake-up still owed to one of them (its job was
  * found without it, and is done) is paid first, so that none is left
  * outside the scans. */
@@ -751,7 +751,7 @@ static void ring_set_active(struct handoff *base, unsigned n)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
     ring_flush(base);
-    /* A worker coming back into use has a pace from another load, perhaps
+    /* A pool thread coming back into use has a pace from another load, perhaps
      * minutes old: unknown again (it idled, so it writes neither now). */
     for (unsigned i = base->active; i < n; i++) {
         atomic_store_explicit(&h->w[i].pace_ns, 0, memory_order_relaxed);
@@ -766,10 +766,10 @@ static void ring_shutdown(struct handoff *base)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
     atomic_store_explicit(&h->stopping, true, memory_order_relaxed);
-    /* F5: pairs with F2. A worker that parks after this sees `stopping` in
+    /* F5: pairs with F2. A pool thread that parks after this sees `stopping` in
      * its re-check; one that parked before it has parked == 1 here. */
     RING_FENCE(F5);
-    for (unsigned i = 0; i < base->workers; i++) {
+    for (unsigned i = 0; i < base->threads; i++) {
         atomic_store_explicit(&h->w[i].parked, 0, memory_order_relaxed);
         futex_wake(&h->w[i].parked, 1);
     }

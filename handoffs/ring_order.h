@@ -51,12 +51,12 @@
 #define RING_HAS_O1 (RING_MUTANT != RING_M_O1)
 #define RING_HAS_R3 (RING_MUTANT != RING_M_R3)
 
-/* O1's bound: a wake-up owed to a parked worker is paid at the end of the
+/* O1's bound: a wake-up owed to a parked pool thread is paid at the end of the
  * loop's pass (ring_flush), before the loop can block (ring_before_sleep),
  * or by the submit at which this many jobs wait for it: enough that one wake
  * (a futex syscall each side, ~20 us of wake-up latency) is shared by many
  * requests, few enough that a pass parsing hundreds of pipelined requests
- * does not keep the worker idle until its end. handoffs/tests/batch_test.c
+ * does not keep the pool thread idle until its end. handoffs/tests/batch_test.c
  * checks all three. */
 #define RING_WAKE_BATCH 32
 

@@ -90,7 +90,7 @@ static void move_to(struct spin_policy *p, long to, bool trial)
 /* The histogram answers "what would budget X have cost on the waits seen
  * under the current budget?" — but the waits depend on the budget. On a
  * shared core a spin holds the CPU the producer needs, so the wait grows by
- * about the budget (the stress harness, 4 workers + loop on 2 vCPUs: waits
+ * about the budget (the stress harness, 4 pool threads + loop on 2 vCPUs: waits
  * of 1-4 us with B = 0, 8-16 us with B = 4 us, 16-32 us with B = 16 us),
  * and the counterfactual keeps saying "spin a little longer" although every
  * budget, once in effect, costs more than parking at once. So every move is

@@ -1,6 +1,6 @@
 /* aligned.h — zeroed, cache-line-aligned allocation for per-thread state.
  *
- * Per-worker structures written by different threads must not share a cache
+ * Per-thread structures written by different threads must not share a cache
  * line (false sharing turns every counter bump into a line transfer), so the
  * backends allocate them with this and pad their members to CACHE_LINE. */
 #ifndef CSERVE_ALIGNED_H

@@ -25,13 +25,13 @@ struct field {
 #define LOOP_FIELD(name) {#name, offsetof(struct loop_stats, name)},
 #define POOL_FIELD(name) {#name, offsetof(struct pool_stats, name)},
 #define HLOOP_FIELD(name) {#name, offsetof(struct handoff_loop_counters, name)},
-#define HWORKER_FIELD(name) {#name, offsetof(struct handoff_worker_counters, name)},
+#define HTHREAD_FIELD(name) {#name, offsetof(struct handoff_thread_counters, name)},
 static const struct field loop_fields[] = {LOOP_STATS_COUNTERS(LOOP_FIELD)};
 static const struct field pool_fields[] = {POOL_STATS_COUNTERS(POOL_FIELD)};
 static const struct field hloop_fields[] = {HANDOFF_LOOP_COUNTERS(HLOOP_FIELD)};
-static const struct field hworker_fields[] = {HANDOFF_WORKER_COUNTERS(HWORKER_FIELD)};
+static const struct field hthread_fields[] = {HANDOFF_THREAD_COUNTERS(HTHREAD_FIELD)};
 static const struct field hloop_gauges[] = {HANDOFF_LOOP_GAUGES(HLOOP_FIELD)};
-static const struct field hworker_gauges[] = {HANDOFF_WORKER_GAUGES(HWORKER_FIELD)};
+static const struct field hthread_gauges[] = {HANDOFF_THREAD_GAUGES(HTHREAD_FIELD)};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 /* A snapshot array holds exactly its table, and each table fits its struct
@@ -40,13 +40,13 @@ static const struct field hworker_gauges[] = {HANDOFF_WORKER_GAUGES(HWORKER_FIEL
 _Static_assert(COUNT(loop_fields) == SNAP_ROW(loop), "loop table and snapshot differ");
 _Static_assert(COUNT(pool_fields) == SNAP_ROW(pool[0]), "pool table and snapshot differ");
 _Static_assert(COUNT(hloop_fields) == SNAP_ROW(hloop), "handoff loop table and snapshot differ");
-_Static_assert(COUNT(hworker_fields) == SNAP_ROW(hworker[0]), "handoff worker table and snapshot differ");
+_Static_assert(COUNT(hthread_fields) == SNAP_ROW(hthread[0]), "handoff thread table and snapshot differ");
 _Static_assert(COUNT(hloop_gauges) == SNAP_ROW(hloop_gauge), "handoff loop gauges and snapshot differ");
-_Static_assert(COUNT(hworker_gauges) == SNAP_ROW(hworker_gauge[0]), "handoff worker gauges and snapshot differ");
+_Static_assert(COUNT(hthread_gauges) == SNAP_ROW(hthread_gauge[0]), "handoff thread gauges and snapshot differ");
 _Static_assert(HLOOP_C_N * sizeof(counter_t) <= sizeof(struct handoff_loop_counters),
                "more handoff loop counters listed than exist");
-_Static_assert(HWORKER_C_N * sizeof(counter_t) <= sizeof(struct handoff_worker_counters),
-               "more handoff worker counters listed than exist");
+_Static_assert(HTHREAD_C_N * sizeof(counter_t) <= sizeof(struct handoff_thread_counters),
+               "more handoff thread counters listed than exist");
 
 static uint64_t get(const void *base, const struct field *f)
 {
@@ -84,11 +84,11 @@ static void snapshot(struct stats *s, struct stats_snapshot *snap)
             snap->hloop[f] = get(&s->handoff->loop, &hloop_fields[f]);
         for (size_t f = 0; f < COUNT(hloop_gauges); f++)
             snap->hloop_gauge[f] = get(&s->handoff->loop, &hloop_gauges[f]);
-        for (unsigned i = 0; i + 1 < nthreads && i < s->handoff->workers; i++) {
-            for (size_t f = 0; f < COUNT(hworker_fields); f++)
-                snap->hworker[i][f] = get(&s->handoff->worker[i], &hworker_fields[f]);
-            for (size_t f = 0; f < COUNT(hworker_gauges); f++)
-                snap->hworker_gauge[i][f] = get(&s->handoff->worker[i], &hworker_gauges[f]);
+        for (unsigned i = 0; i + 1 < nthreads && i < s->handoff->threads; i++) {
+            for (size_t f = 0; f < COUNT(hthread_fields); f++)
+                snap->hthread[i][f] = get(&s->handoff->thread[i], &hthread_fields[f]);
+            for (size_t f = 0; f < COUNT(hthread_gauges); f++)
+                snap->hthread_gauge[i][f] = get(&s->handoff->thread[i], &hthread_gauges[f]);
         }
     }
 }

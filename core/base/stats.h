@@ -48,27 +48,27 @@
     X(messages)     /* intermediate messages posted (flush, need-body) */
 
 /* The handoff's counters (struct handoff_loop_counters and
- * handoff_worker_counters in handoffs/handoff.h) that the reports show;
+ * handoff_thread_counters in handoffs/handoff.h) that the reports show;
  * stats.c checks at compile time that each names a field there. */
 #define HANDOFF_LOOP_COUNTERS(X)                                    \
     X(submitted) X(full) X(submit_syscalls) X(wakes_sent) X(drained) \
     X(drain_syscalls) X(eagain) X(sleep_syscalls) X(loop_parks)     \
     X(loop_spins) X(loop_spin_hits) X(loop_dozes) X(loop_holds)
-#define HANDOFF_WORKER_COUNTERS(X)                                  \
+#define HANDOFF_THREAD_COUNTERS(X)                                  \
     X(taken) X(take_syscalls) X(parks) X(spins) X(yields) X(completed) \
     X(complete_syscalls) X(loop_wakes) X(spin_hits)
 /* Gauges in the same structs: reported as their value when the report is
  * made, never as a difference over the window. */
 #define HANDOFF_LOOP_GAUGES(X) X(loop_spin_budget_ns)
-#define HANDOFF_WORKER_GAUGES(X) X(spin_budget_ns)
+#define HANDOFF_THREAD_GAUGES(X) X(spin_budget_ns)
 
 #define STATS_DECLARE_COUNTER(name) counter_t name;
 #define STATS_ENUM_LOOP(name) LOOP_C_##name,
 #define STATS_ENUM_POOL(name) POOL_C_##name,
 #define STATS_ENUM_HLOOP(name) HLOOP_C_##name,
-#define STATS_ENUM_HWORKER(name) HWORKER_C_##name,
+#define STATS_ENUM_HWORKER(name) HTHREAD_C_##name,
 #define STATS_ENUM_HLOOP_G(name) HLOOP_G_##name,
-#define STATS_ENUM_HWORKER_G(name) HWORKER_G_##name,
+#define STATS_ENUM_HWORKER_G(name) HTHREAD_G_##name,
 
 struct loop_stats {
     LOOP_STATS_COUNTERS(STATS_DECLARE_COUNTER)
@@ -85,9 +85,9 @@ struct pool_stats {
 enum { LOOP_STATS_COUNTERS(STATS_ENUM_LOOP) LOOP_C_N };
 enum { POOL_STATS_COUNTERS(STATS_ENUM_POOL) POOL_C_N };
 enum { HANDOFF_LOOP_COUNTERS(STATS_ENUM_HLOOP) HLOOP_C_N };
-enum { HANDOFF_WORKER_COUNTERS(STATS_ENUM_HWORKER) HWORKER_C_N };
+enum { HANDOFF_THREAD_COUNTERS(STATS_ENUM_HWORKER) HTHREAD_C_N };
 enum { HANDOFF_LOOP_GAUGES(STATS_ENUM_HLOOP_G) HLOOP_G_N };
-enum { HANDOFF_WORKER_GAUGES(STATS_ENUM_HWORKER_G) HWORKER_G_N };
+enum { HANDOFF_THREAD_GAUGES(STATS_ENUM_HWORKER_G) HTHREAD_G_N };
 
 struct handoff;
 
@@ -107,9 +107,9 @@ struct stats_snapshot {
     uint64_t loop[LOOP_C_N];
     uint64_t pool[STATS_MAX_THREADS][POOL_C_N];
     uint64_t hloop[HLOOP_C_N];
-    uint64_t hworker[STATS_MAX_THREADS][HWORKER_C_N];
+    uint64_t hthread[STATS_MAX_THREADS][HTHREAD_C_N];
     uint64_t hloop_gauge[HLOOP_G_N];                 /* gauges: the value now, never a difference */
-    uint64_t hworker_gauge[STATS_MAX_THREADS][HWORKER_G_N];
+    uint64_t hthread_gauge[STATS_MAX_THREADS][HTHREAD_G_N];
 };
 
 struct stats {

@@ -212,12 +212,12 @@ void conn_on_message(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
     if (l->handoff) {
-        l->worker_seen_ms[job->worker] = l->now_ms;
+        l->thread_seen_ms[job->thread] = l->now_ms;
         if (job->msg == JOB_DONE) {
-            l->outstanding[job->worker]--;
+            l->outstanding[job->thread]--;
             l->outstanding_total--;
         } else {
-            l->worker_owed[job->worker]++; /* until answered (conn_state.c) */
+            l->thread_owed[job->thread]++; /* until answered (conn_state.c) */
             l->talked_ms = l->now_ms;
         }
     }
@@ -304,13 +304,13 @@ void conn_refuse(struct conn *c)
  * gets another full timeout. So the app is cut off only once its thread
  * has been silent for the whole timeout (at most twice it, from the
  * request's own start). */
-static bool worker_working(const struct conn *c)
+static bool thread_working(const struct conn *c)
 {
     const struct loop *l = c->loop;
     if (!l->handoff || !c->job)
         return false;
-    unsigned w = c->job->worker;
-    return l->worker_owed[w] > 0 || l->now_ms - l->worker_seen_ms[w] < l->opt->io_timeout_ms;
+    unsigned w = c->job->thread;
+    return l->thread_owed[w] > 0 || l->now_ms - l->thread_seen_ms[w] < l->opt->io_timeout_ms;
 }
 
 void conn_on_timeout(struct conn *c)
@@ -323,7 +323,7 @@ void conn_on_timeout(struct conn *c)
         return;
     }
     timer_disarm(&c->timer);
-    if ((c->state == CONN_APP || c->state == CONN_HOLD) && worker_working(c)) {
+    if ((c->state == CONN_APP || c->state == CONN_HOLD) && thread_working(c)) {
         timer_arm(&c->loop->t_io, &c->timer, c->loop->now_ms);
         return;
     }

@@ -159,7 +159,7 @@ enum verdict conn_read_head(struct conn *c)
  * than each being woken in turn, as round-robin would. Only the active
  * threads (loop_set_active): a thread above them gets nothing new, so it
  * empties and can be retired. */
-static unsigned pick_worker(const struct loop *l)
+static unsigned pick_thread(const struct loop *l)
 {
     unsigned best = 0;
     for (unsigned w = 1; w < l->active; w++)
@@ -196,10 +196,10 @@ enum verdict conn_start_app(struct conn *c)
     }
     if (l->refusing) /* the pool cannot be relied on (loop_refuse) */
         return conn_fail(c, 503);
-    unsigned w = pick_worker(l);
+    unsigned w = pick_thread(l);
     int r = submit(l, w, job);
     if (r == HANDOFF_OK) {
-        job->worker = w;
+        job->thread = w;
         l->outstanding[w]++;
         l->outstanding_total++;
         c->holder = HOLDER_APP;
@@ -433,7 +433,7 @@ void conn_pipeline(struct conn *c)
                 runs = j;
         }
     }
-    unsigned w = runs ? runs->worker : cur->worker < l->active ? cur->worker : pick_worker(l);
+    unsigned w = runs ? runs->thread : cur->thread < l->active ? cur->thread : pick_thread(l);
     /* Topped up in batches, once a quarter of the jobs are done, while
      * the pool thread still has the rest to run: it is neither woken for
      * each request nor left to run dry and park between batches. */
@@ -450,7 +450,7 @@ void conn_pipeline(struct conn *c)
             job_put(l, job);
             return;
         }
-        job->worker = w;
+        job->thread = w;
         l->outstanding[w]++;
         l->outstanding_total++;
         pipe_push(c, job, len);

@@ -35,8 +35,8 @@ void conn_set_state(struct conn *c, enum conn_state s)
 static void answer(struct loop *l, struct job *job)
 {
     if (l->handoff) {
-        l->worker_owed[job->worker]--;
-        l->worker_seen_ms[job->worker] = l->now_ms;
+        l->thread_owed[job->thread]--;
+        l->thread_seen_ms[job->thread] = l->now_ms;
     }
     job_ack(job);
 }

@@ -37,7 +37,7 @@ static void job_clear(struct job *job)
     job->conn = NULL;
     job->next_free = NULL;
     job->pipe_next = NULL;
-    job->worker = 0;
+    job->thread = 0;
     job->posted = false;
 
     /* the request: the parser fills the headers it reports (up to

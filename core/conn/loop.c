@@ -36,14 +36,14 @@
 #define MAX_DRAIN 256
 #define ACCEPTS_PER_EVENT 64
 
-int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned workers)
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned threads)
 {
     memset(l, 0, sizeof *l);
     l->opt = opt;
     l->listen_fd = listen_fd;
     l->handoff = h;
-    l->workers = workers;
-    l->active = workers;
+    l->threads = threads;
+    l->active = threads;
     l->capacity = opt->queue_capacity;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = clock_coarse_ms();
@@ -52,11 +52,11 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     timer_list_init(&l->t_io, opt->io_timeout_ms);
     timer_list_init(&l->t_linger, opt->io_timeout_ms < 2000 ? opt->io_timeout_ms : 2000);
     timer_list_init(&l->t_hold, CONN_HOLD_MS);
-    l->outstanding = calloc(workers ? workers : 1, sizeof *l->outstanding);
-    l->worker_seen_ms = calloc(workers ? workers : 1, sizeof *l->worker_seen_ms);
-    l->worker_owed = calloc(workers ? workers : 1, sizeof *l->worker_owed);
+    l->outstanding = calloc(threads ? threads : 1, sizeof *l->outstanding);
+    l->thread_seen_ms = calloc(threads ? threads : 1, sizeof *l->thread_seen_ms);
+    l->thread_owed = calloc(threads ? threads : 1, sizeof *l->thread_owed);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!l->outstanding || !l->worker_seen_ms || !l->worker_owed || l->epfd < 0)
+    if (!l->outstanding || !l->thread_seen_ms || !l->thread_owed || l->epfd < 0)
         return -1;
 
     l->listener_src.kind = POLL_LISTENER;
@@ -211,7 +211,7 @@ void loop_refuse(struct loop *l)
 
 int loop_set_active(struct loop *l, unsigned n)
 {
-    if (n < 1 || n > l->workers)
+    if (n < 1 || n > l->threads)
         return -1;
     for (unsigned w = n; w < l->active; w++)
         if (l->outstanding[w])
@@ -349,15 +349,15 @@ static bool pool_talks_to_loop(const struct loop *l)
     if (l->talked_ms && l->now_ms - l->talked_ms < HOLD_QUIET_MS)
         return true;
     for (unsigned w = 0; w < l->active; w++)
-        if (l->worker_owed[w])
+        if (l->thread_owed[w])
             return true;
     return false;
 }
 
 void loop_snapshot(const struct loop *l, struct loop_snapshot *out)
 {
-    unsigned n = l->workers < STATS_MAX_THREADS ? l->workers : STATS_MAX_THREADS;
-    out->workers = n;
+    unsigned n = l->threads < STATS_MAX_THREADS ? l->threads : STATS_MAX_THREADS;
+    out->threads = n;
     out->active = l->active < n ? l->active : n;
     out->nconns = l->nconns;
     memcpy(out->outstanding, l->outstanding, n * sizeof *out->outstanding);
@@ -426,7 +426,7 @@ unsigned loop_run(struct loop *l)
         }
         /* The requests this pass's socket events parsed are queued: start
          * the pool on all of them with one wake-up (at most one per parked
-         * worker), before the responses below are written. A request
+         * pool thread), before the responses below are written. A request
          * submitted while those are handled (the next one already in a
          * connection's buffer, a retry) is paid for by before_sleep or the
          * next pass's flush, at most one pass later. */
@@ -487,6 +487,6 @@ void loop_destroy(struct loop *l)
     close(l->epfd);
     jobs_free_all(l);
     free(l->outstanding);
-    free(l->worker_seen_ms);
-    free(l->worker_owed);
+    free(l->thread_seen_ms);
+    free(l->thread_owed);
 }

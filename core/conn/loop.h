@@ -70,15 +70,15 @@ struct loop {
     struct poll_src listener_src, handoff_src, signal_src;
     int signal_fd;
     struct handoff *handoff;   /* NULL with --inline or native-hello */
-    unsigned workers;          /* pool threads (with --blocking-threads auto, the most it may have) */
+    unsigned threads;          /* pool threads (with --blocking-threads auto, the most it may have) */
     unsigned active;           /* the ones the loop submits to: 0..active-1 (loop_set_active) */
     unsigned *outstanding;     /* per pool thread: jobs submitted, not yet done */
     /* Per pool thread, for the app's silence timeout (conn_on_timeout): when
      * the loop last heard from it (a message) or answered it (an ack), and
      * how many of its messages the loop has taken and not yet answered. A
      * request queued behind another on a busy thread is waiting, not stuck. */
-    uint64_t *worker_seen_ms;
-    unsigned *worker_owed;
+    uint64_t *thread_seen_ms;
+    unsigned *thread_owed;
     uint64_t talked_ms;        /* now_ms of the last message a pool thread sent mid-request */
     unsigned outstanding_total;
     unsigned capacity;
@@ -119,7 +119,7 @@ struct loop {
     _Alignas(CACHE_LINE) atomic_bool heads_close;
 };
 
-int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned workers);
+int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned threads);
 /* Register h (kept, not copied) for the rest of the loop's life. 0, or -1
  * when LOOP_MAX_HOOKS are registered. */
 int loop_hook_add(struct loop *l, const struct loop_hook *h);
@@ -140,7 +140,7 @@ void loop_stop(struct loop *l, bool retiring);
  * every response from now on closes its connection. Once; the loop runs
  * on until stopped as usual. */
 void loop_refuse(struct loop *l);
-/* Submit to pool threads 0..n-1 only from now on (1 <= n <= workers); the
+/* Submit to pool threads 0..n-1 only from now on (1 <= n <= threads); the
  * threads at n and above must have nothing outstanding, so that lowering n
  * retires a thread the chooser has already left idle. Returns 0, or -1
  * (nothing changed) when n is out of range or a thread above it still has

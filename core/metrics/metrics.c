@@ -19,6 +19,7 @@
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
+#include "../../lib/futex.h"
 #include "../base/log.h"
 #include "metrics_internal.h"
 #include "verdict.h"
@@ -32,9 +33,9 @@ const char *const metrics_class_names[METRICS_CLASSES] = {"1xx", "2xx", "3xx", "
 const char *const metrics_loop_names[LOOP_C_N] = {LOOP_STATS_COUNTERS(NAME)};
 const char *const metrics_pool_names[POOL_C_N] = {POOL_STATS_COUNTERS(NAME)};
 const char *const metrics_hloop_names[HLOOP_C_N] = {HANDOFF_LOOP_COUNTERS(NAME)};
-const char *const metrics_hworker_names[HWORKER_C_N] = {HANDOFF_WORKER_COUNTERS(NAME)};
+const char *const metrics_hthread_names[HTHREAD_C_N] = {HANDOFF_THREAD_COUNTERS(NAME)};
 const char *const metrics_hloop_gauge_names[HLOOP_G_N] = {HANDOFF_LOOP_GAUGES(NAME)};
-const char *const metrics_hworker_gauge_names[HWORKER_G_N] = {HANDOFF_WORKER_GAUGES(NAME)};
+const char *const metrics_hthread_gauge_names[HTHREAD_G_N] = {HANDOFF_THREAD_GAUGES(NAME)};
 #undef NAME
 
 #define WORDS (sizeof(struct metrics_data) / sizeof(uint64_t))
@@ -76,6 +77,12 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
  * its own ((0, s+2)). Readers cannot tell the two writers apart and need
  * not: the count stayed odd from the dead writer's CAS to the release. */
 #define SEQ_COUNT(w) ((uint32_t)(w))
+/* A reader that finds the slot held sleeps on the count's half of the
+ * word (a shared futex: the writer may be another process) until the writer
+ * releases it and wakes it, READ_WAIT_NS at most: a writer killed while it
+ * held the slot never wakes anyone. */
+#define READ_WAIT_NS 5000000ull
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the count is the low half: the futex word's first bytes");
 #define SEQ_HOLDER(w) ((pid_t)((w) >> 32))
 #define SEQ_WORD(holder, count) ((uint64_t)(uint32_t)(holder) << 32 | (uint32_t)(count))
 
@@ -161,12 +168,19 @@ bool metrics_read_slot(unsigned i, struct metrics_data *out)
         return false;
     struct metrics_slot *s = &region->slots[i];
     uint64_t *w = (uint64_t *)out;
+    uint64_t deadline = clock_ns() + READ_WAIT_NS;
     for (int tries = 0; tries < 50; tries++) {
         uint64_t s1 = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (s1 == 0)
             return false; /* never published */
         if (SEQ_COUNT(s1) & 1) {
-            usleep(100);
+            /* Held: sleep until the release wakes us (a count changed
+             * meanwhile returns at once), then look again. */
+            uint64_t now = clock_ns();
+            if (now >= deadline)
+                return false;
+            struct timespec left = {(time_t)((deadline - now) / 1000000000u), (long)((deadline - now) % 1000000000u)};
+            futex_wait_shared(&s->seq, SEQ_COUNT(s1), &left);
             continue;
         }
         /* The header first, then only the threads it names. */
@@ -222,6 +236,9 @@ static bool publish(unsigned i, const struct metrics_data *d)
     for (size_t k = 0; k < n; k++)
         atomic_store_explicit(&s->words[k], words[k], memory_order_release);
     atomic_store_explicit(&s->seq, SEQ_WORD(0, SEQ_COUNT(held) + 1), memory_order_release);
+    /* A syscall per publish (a few a second), for any reader that found
+     * the slot held: cheaper than the bookkeeping to know there is none. */
+    futex_wake_shared(&s->seq, INT32_MAX);
     return true;
 }
 
@@ -268,7 +285,7 @@ unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued)
 
 static void sample_queues(const struct loop_snapshot *l)
 {
-    if (!l->workers)
+    if (!l->threads)
         return;
     bool all;
     unsigned waiting = metrics_pool_waiting(l, &all);
@@ -333,10 +350,10 @@ void metrics_fill(struct stats *s, const struct loop_snapshot *l, const struct s
         }
         since(t->pool, snap->pool[i - 1], base ? base->pool[i - 1] : NULL, POOL_C_N);
         t->requests = t->pool[POOL_C_requests];
-        t->queue = i - 1 < l->workers ? l->outstanding[i - 1] : 0;
-        if (s->handoff && i - 1 < s->handoff->workers) {
-            since(t->hworker, snap->hworker[i - 1], base ? base->hworker[i - 1] : NULL, HWORKER_C_N);
-            memcpy(t->hworker_gauge, snap->hworker_gauge[i - 1], sizeof t->hworker_gauge);
+        t->queue = i - 1 < l->threads ? l->outstanding[i - 1] : 0;
+        if (s->handoff && i - 1 < s->handoff->threads) {
+            since(t->hthread, snap->hthread[i - 1], base ? base->hthread[i - 1] : NULL, HTHREAD_C_N);
+            memcpy(t->hthread_gauge, snap->hthread_gauge[i - 1], sizeof t->hthread_gauge);
         }
     }
 }

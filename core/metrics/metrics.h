@@ -25,10 +25,10 @@ struct options;
  * (loop_snapshot, ../conn/loop.c) on its own thread: the metrics see these
  * figures, never the loop's struct, so nothing here includes the loop. */
 struct loop_snapshot {
-    unsigned workers;                         /* pool threads the loop has room for */
+    unsigned threads;                         /* pool threads the loop has room for */
     unsigned active;                          /* the ones it submits to: 0..active-1 */
     unsigned nconns;                          /* connections open */
-    unsigned outstanding[STATS_MAX_THREADS];  /* [workers]: per pool thread, submitted, not yet done */
+    unsigned outstanding[STATS_MAX_THREADS];  /* [threads]: per pool thread, submitted, not yet done */
 };
 
 /* Request latency (the head complete to the last byte written): bucket i

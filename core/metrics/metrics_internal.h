@@ -22,8 +22,8 @@ struct metrics_thread {
     double cpu_s;                 /* the thread's CPU clock */
     uint64_t requests;            /* loop: responses finished; pool: app calls */
     uint64_t pool[POOL_C_N];      /* pool threads */
-    uint64_t hworker[HWORKER_C_N];
-    uint64_t hworker_gauge[HWORKER_G_N];
+    uint64_t hthread[HTHREAD_C_N];
+    uint64_t hthread_gauge[HTHREAD_G_N];
     uint64_t queue;               /* pool threads: requests submitted, not yet done */
 };
 
@@ -69,13 +69,13 @@ bool metrics_read_slot(unsigned i, struct metrics_data *out);
 
 extern const char *const metrics_class_names[METRICS_CLASSES];
 /* The names of the snapshot's counter arrays (loop[], pool[], hloop[],
- * hworker[]): struct loop_stats', struct pool_stats' and the handoff's. */
+ * hthread[]): struct loop_stats', struct pool_stats' and the handoff's. */
 extern const char *const metrics_loop_names[LOOP_C_N];
 extern const char *const metrics_pool_names[POOL_C_N];
 extern const char *const metrics_hloop_names[HLOOP_C_N];
-extern const char *const metrics_hworker_names[HWORKER_C_N];
+extern const char *const metrics_hthread_names[HTHREAD_C_N];
 extern const char *const metrics_hloop_gauge_names[HLOOP_G_N];
-extern const char *const metrics_hworker_gauge_names[HWORKER_G_N];
+extern const char *const metrics_hthread_gauge_names[HTHREAD_G_N];
 
 /* metrics.c, on the loop thread: this worker's snapshot into d, from one
  * stats_snapshot_now with the loop's queues (ls) and this worker's own

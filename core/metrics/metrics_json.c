@@ -55,8 +55,8 @@ static void pool_handoff(FILE *f, const struct metrics_data *d, const struct met
     if (!d->has_handoff)
         return;
     fprintf(f, ", \"handoff\": ");
-    json_handoff(f, metrics_hworker_names, t->hworker, HWORKER_C_N, metrics_hworker_gauge_names, t->hworker_gauge,
-                 HWORKER_G_N);
+    json_handoff(f, metrics_hthread_names, t->hthread, HTHREAD_C_N, metrics_hthread_gauge_names, t->hthread_gauge,
+                 HTHREAD_G_N);
 }
 
 /* A thread: `requests` on its own, the rest of its counters under

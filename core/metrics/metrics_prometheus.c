@@ -116,15 +116,15 @@ static double get_pool(const struct metrics_data *d, const struct metrics_thread
     (void)d;
     return (double)t->pool[k];
 }
-static double get_hworker(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
+static double get_hthread(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
 {
     (void)d;
-    return (double)t->hworker[k];
+    return (double)t->hthread[k];
 }
-static double get_hworker_gauge_s(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
+static double get_hthread_gauge_s(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
 {
     (void)d;
-    return (double)t->hworker_gauge[k] / 1e9;
+    return (double)t->hthread_gauge[k] / 1e9;
 }
 static double get_queue(const struct metrics_data *d, const struct metrics_thread *t, size_t k)
 {
@@ -213,11 +213,11 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
             thread_family(f, v, name, "counter", "the handoff's loop-side counter of the same name", "loop",
                           get_hloop, k, true);
         }
-        for (size_t k = 0; k < HWORKER_C_N; k++) {
+        for (size_t k = 0; k < HTHREAD_C_N; k++) {
             char name[96];
-            snprintf(name, sizeof name, "cserve_handoff_worker_%s_total", metrics_hworker_names[k]);
+            snprintf(name, sizeof name, "cserve_handoff_worker_%s_total", metrics_hthread_names[k]);
             thread_family(f, v, name, "counter", "the handoff's pool-side counter of the same name", "pool",
-                          get_hworker, k, true);
+                          get_hthread, k, true);
         }
         /* The budgets are kept in nanoseconds; Prometheus' base unit is the second. */
         head(f, "cserve_handoff_loop_spin_budget_seconds", "gauge", "the loop's adaptive spin budget now");
@@ -228,7 +228,7 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
                 fprintf(f, " %.9f\n", (double)v->data[i].hloop_gauge[0] / 1e9);
             }
         thread_family(f, v, "cserve_handoff_worker_spin_budget_seconds", "gauge",
-                      "each pool thread's adaptive spin budget now", "pool", get_hworker_gauge_s, 0, false);
+                      "each pool thread's adaptive spin budget now", "pool", get_hthread_gauge_s, 0, false);
     }
     thread_family(f, v, "cserve_queue_depth", "gauge",
                   "requests submitted to each pool thread and not yet done (the one it runs included)", "pool",

@@ -74,8 +74,8 @@ static void print_table(const struct stats *s, const struct metrics_data *d, FIL
         for (uint64_t i = 1; i < d->nthreads; i++) {
             const struct metrics_thread *t = &d->threads[i];
             fprintf(f, "  handoff (pool-%llu) per request:", (unsigned long long)(i - 1));
-            print_per_request(f, metrics_hworker_names, t->hworker, HWORKER_C_N, per);
-            print_gauges(f, metrics_hworker_gauge_names, t->hworker_gauge, HWORKER_G_N);
+            print_per_request(f, metrics_hthread_names, t->hthread, HTHREAD_C_N, per);
+            print_gauges(f, metrics_hthread_gauge_names, t->hthread_gauge, HTHREAD_G_N);
             fprintf(f, "\n");
         }
     }

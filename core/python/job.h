@@ -61,7 +61,7 @@ struct job {
     struct conn *conn;
     struct job *next_free;
     struct job *pipe_next;   /* the connection's next pipelined request in flight */
-    unsigned worker;
+    unsigned thread;         /* the pool thread it was submitted to */
     bool posted;             /* a pipelined job's message waits for its turn */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */
@@ -147,7 +147,7 @@ void inline_run(struct job *job);
 
 /* Loop side, before it handles a message the pool just posted: start
  * fetching the two lines it reads first, the job's loop-side fields (which
- * connection, which worker, `posted`) and the message (out[] to file_fd: one
+ * connection, which pool thread, `posted`) and the message (out[] to file_fd: one
  * line, written by the pool's core). Only a hint. */
 static inline void job_prefetch_message(const struct job *job)
 {

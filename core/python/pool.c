@@ -151,6 +151,25 @@ unsigned pool_registered(const struct pool *p)
     return atomic_load_explicit(&p->registered, memory_order_acquire);
 }
 
+bool pool_wait_registered(struct pool *p, unsigned n, unsigned wait_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline); /* registered_cond's clock */
+    deadline.tv_sec += wait_ms / 1000;
+    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&p->registered_lock);
+    int err = 0;
+    while (pool_registered(p) < n && err != ETIMEDOUT)
+        err = pthread_cond_timedwait(&p->registered_cond, &p->registered_lock, &deadline);
+    bool all = pool_registered(p) >= n;
+    pthread_mutex_unlock(&p->registered_lock);
+    return all;
+}
+
 /* Undo a partial start: threads 0..started-1 run. Each takes the GIL first
  * thing (pool_main), and our caller holds it, so joining them with the GIL
  * held would wait forever: release it for the join. After shutdown each
@@ -188,7 +207,11 @@ struct pool *pool_start(struct handoff *h, unsigned n, unsigned max, struct stat
         return NULL;
     }
     pthread_mutex_init(&p->registered_lock, NULL);
-    pthread_cond_init(&p->registered_cond, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* pool_wait_registered's deadline */
+    pthread_cond_init(&p->registered_cond, &attr);
+    pthread_condattr_destroy(&attr);
     for (unsigned i = 0; i < n; i++) {
         int err = pool_start_thread(p, i);
         if (err) {

@@ -27,6 +27,9 @@ int pool_start_thread(struct pool *p, unsigned k);
  * are complete to whoever reads it. */
 unsigned pool_started(const struct pool *p);
 unsigned pool_registered(const struct pool *p);
+/* Wait until pool_registered(p) >= n or wait_ms has passed (woken by each
+ * registration): true when it is. */
+bool pool_wait_registered(struct pool *p, unsigned n, unsigned wait_ms);
 /* Shut the handoff down and wait up to wait_ms for the threads to exit.
  * Returns true if all exited (then the pool is freed). */
 bool pool_stop(struct pool *p, unsigned wait_ms);

@@ -35,6 +35,10 @@
  * these (ctx: the worker's pool pointer, set once the pool runs). */
 static int start_pool_thread(void *ctx, unsigned k) { return pool_start_thread(*(struct pool **)ctx, k); }
 static unsigned pool_threads_registered(void *ctx) { return pool_registered(*(struct pool **)ctx); }
+static bool pool_threads_wait_registered(void *ctx, unsigned n, unsigned wait_ms)
+{
+    return pool_wait_registered(*(struct pool **)ctx, n, wait_ms);
+}
 
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover)
@@ -71,7 +75,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
 
     struct handoff *h = NULL;
     if (pooled) {
-        struct handoff_config cfg = {.workers = nthreads, .capacity = opt->queue_capacity,
+        struct handoff_config cfg = {.threads = nthreads, .capacity = opt->queue_capacity,
                                      .spin_iters = opt->spin_iters, .spin_ns = opt->spin_ns,
                                      .loop_spin_ns = opt->loop_spin_ns, .loop_doze_ns = opt->loop_doze_ns,
                                      .loop_hold_ns = opt->loop_hold_ns};
@@ -105,7 +109,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     char **dirs = opt->reload && python ? wsgi_source_dirs() : NULL; /* the GIL is held here */
     struct pool *pool = NULL;
     const struct pool_control pool_ctl = {.ctx = &pool, .start = start_pool_thread,
-                                          .registered = pool_threads_registered};
+                                          .registered = pool_threads_registered,
+                                          .wait_registered = pool_threads_wait_registered};
     struct services svc;
     int started = services_start(&svc, loop, &(struct services_config){
         .stats = stats, .stats_path = stats_path, .supervisor = supervisor, .owner = &owner, .reload_dirs = dirs,

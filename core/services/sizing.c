@@ -190,9 +190,9 @@ static void sizing_tick(void *ctx, struct loop *l)
 int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
                  unsigned started, bool gil)
 {
-    *z = (struct sizing){.stats = stats, .pool = pool, .started = started, .max = l->workers, .gil = gil};
-    z->last_used_ms = calloc(l->workers, sizeof *z->last_used_ms);
-    z->requests_seen = calloc(l->workers, sizeof *z->requests_seen);
+    *z = (struct sizing){.stats = stats, .pool = pool, .started = started, .max = l->threads, .gil = gil};
+    z->last_used_ms = calloc(l->threads, sizeof *z->last_used_ms);
+    z->requests_seen = calloc(l->threads, sizeof *z->requests_seen);
     if (!z->last_used_ms || !z->requests_seen || loop_set_active(l, started) != 0) {
         errno = ENOMEM;
         return -1;
@@ -203,10 +203,9 @@ int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const st
 
 void sizing_stop(struct sizing *z)
 {
-    for (int i = 0; i < 1000 && z->opened && z->stats->nthreads < 1 + z->started; i++) {
+    if (z->opened && z->stats->nthreads < 1 + z->started) {
+        z->pool->wait_registered(z->pool->ctx, z->started, SIZING_STOP_WAIT_MS);
         take_registered(z);
-        if (z->stats->nthreads < 1 + z->started)
-            usleep(1000);
     }
     free(z->last_used_ms);
     free(z->requests_seen);

@@ -22,6 +22,9 @@ struct pool_control {
     int (*start)(void *ctx, unsigned k);
     /* How many of the started threads are in the stats (an acquire). */
     unsigned (*registered)(void *ctx);
+    /* Wait until n started threads are in the stats, or wait_ms has
+     * passed: true when they are. */
+    bool (*wait_registered)(void *ctx, unsigned n, unsigned wait_ms);
 };
 
 struct sizing {
@@ -50,13 +53,15 @@ struct sizing {
 };
 
 /* With --blocking-threads auto: register on l, whose pool has `started`
- * threads of at most l->workers, and let the loop submit to those only.
+ * threads of at most l->threads, and let the loop submit to those only.
  * gil: false on a free-threaded build with the GIL off. 0, or -1 (out of
  * memory, or no room for a hook). */
 int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
                  unsigned started, bool gil);
-/* After loop_run: wait (briefly) for the threads started to be in the
- * stats, so the report at exit shows them; free what it holds. */
+/* After loop_run: wait for the threads started to be in the stats, so the
+ * report at exit shows them (SIZING_STOP_WAIT_MS at most: a thread that
+ * never registers does not hold the exit up); free what it holds. */
+#define SIZING_STOP_WAIT_MS 1000
 void sizing_stop(struct sizing *z);
 
 #endif

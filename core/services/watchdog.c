@@ -35,7 +35,7 @@ static void watchdog_tick(void *ctx, struct loop *l)
         return;
     wd->next_ms = l->now_ms + WATCHDOG_PERIOD_MS;
     bool any = false;
-    for (unsigned w = 0; w < l->workers; w++) {
+    for (unsigned w = 0; w < l->threads; w++) {
         uint64_t since = atomic_load_explicit(&wd->stats->pool[w].app_since_ms, memory_order_relaxed);
         wd->stuck[w] = since && l->now_ms >= since && l->now_ms - since >= wd->timeout_ms;
         any |= wd->stuck[w];
@@ -56,7 +56,7 @@ static void watchdog_tick(void *ctx, struct loop *l)
         return;
     for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
         next = c->next;
-        if (c->job && c->holder != HOLDER_LOOP && wd->stuck[c->job->worker])
+        if (c->job && c->holder != HOLDER_LOOP && wd->stuck[c->job->thread])
             conn_refuse(c);
     }
 }
@@ -75,8 +75,8 @@ static int watchdog_before_sleep(void *ctx, struct loop *l, int timeout_ms)
 int watchdog_start(struct watchdog *w, struct loop *l, struct stats *stats, const struct worker_owner *owner)
 {
     *w = (struct watchdog){.timeout_ms = l->opt->app_timeout_ms, .stats = stats, .owner = owner};
-    w->fired = calloc(l->workers, sizeof *w->fired);
-    w->stuck = calloc(l->workers, sizeof *w->stuck);
+    w->fired = calloc(l->threads, sizeof *w->fired);
+    w->stuck = calloc(l->threads, sizeof *w->stuck);
     if (!w->fired || !w->stuck)
         return -1;
     w->hook = (struct loop_hook){.ctx = w, .tick = watchdog_tick, .before_sleep = watchdog_before_sleep};

@@ -329,7 +329,7 @@ static size_t ring_drain(void *ctx, struct job **out, size_t max)
     return c->ops->drain(c->h, false, out, max);
 }
 
-static void *ring_worker(void *p)
+static void *ring_thread(void *p)
 {
     struct ring_ctx *c = p;
     if (!worker_start(&c->w))
@@ -520,13 +520,13 @@ static void ring_shutdown(void *ctx)
 static int run_ring(const struct floor_options *opt, struct job *jobs, struct result *r)
 {
     struct ring_ctx c = {.w = {.opt = opt}, .ops = handoff_find("ring")};
-    struct handoff_config cfg = {.workers = 1, .capacity = opt->window, .spin_iters = -1};
+    struct handoff_config cfg = {.threads = 1, .capacity = opt->window, .spin_iters = -1};
     if (!c.ops || !(c.h = c.ops->create(&cfg))) {
         fprintf(stderr, "loop_floor: ring create: %s\n", strerror(errno));
         return -1;
     }
     struct transport t = {ring_submit, ring_end_pass, ring_drain, &c};
-    int rc = with_worker(opt, &t, &c.w, ring_worker, ring_shutdown, jobs, r);
+    int rc = with_worker(opt, &t, &c.w, ring_thread, ring_shutdown, jobs, r);
     c.ops->destroy(c.h);
     return rc || c.w.failed ? -1 : 0;
 }

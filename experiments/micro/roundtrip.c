@@ -65,7 +65,7 @@ struct rt_bench *rt_open(const struct rt_options *opt)
         free(b);
         return NULL;
     }
-    struct handoff_config cfg = {.workers = 1, .capacity = 2, .spin_iters = opt->spin_iters};
+    struct handoff_config cfg = {.threads = 1, .capacity = 2, .spin_iters = opt->spin_iters};
     b->h = b->ops->create(&cfg);
     b->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!b->h || b->epfd < 0 || b->ops->watch(b->h, b->epfd, RT_TAG) < 0 ||
@@ -126,7 +126,7 @@ static uint64_t cpu_clock_ns(clockid_t id)
 void rt_sample(struct rt_bench *b, struct rt_snapshot *s)
 {
     const struct handoff_loop_counters *l = &b->h->loop;
-    const struct handoff_worker_counters *w = &b->h->worker[0];
+    const struct handoff_thread_counters *w = &b->h->thread[0];
     clockid_t worker_clock;
     memset(s, 0, sizeof *s);
     s->round_trips = b->round_trips;

@@ -49,7 +49,7 @@ static void run_one(const struct handoff_ops *ops, struct handoff *h, unsigned w
 
 static void check(const struct handoff_ops *ops)
 {
-    struct handoff_config cfg = {.workers = 4, .capacity = 8, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config cfg = {.threads = 4, .capacity = 8, .spin_iters = 0, .loop_spin_ns = 0};
     struct handoff *h = ops->create(&cfg);
     if (!h) {
         fprintf(stderr, "active_test: %s: create failed\n", ops->name);
@@ -95,7 +95,7 @@ static void check(const struct handoff_ops *ops)
     EXPECT(got == 1 && out[0] == &jobs[0], "worker 3 after widening (%zu)", got);
 
     ops->shutdown(h);
-    for (unsigned w = 0; w < cfg.workers; w++)
+    for (unsigned w = 0; w < cfg.threads; w++)
         EXPECT(ops->take(h, w) == NULL, "worker %u: nothing after shutdown", w);
     close(epfd);
     ops->destroy(h);

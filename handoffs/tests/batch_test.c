@@ -135,7 +135,7 @@ static void *worker(void *p)
         taken[i] = handoff_ring.take(h, 0);
         atomic_fetch_add(&took, 1);
     }
-    atomic_store(&parks_after_burst, counter_get(&h->worker[0].parks));
+    atomic_store(&parks_after_burst, counter_get(&h->thread[0].parks));
     atomic_store(&done, 1);
     for (int k = 0; k < 1 + RING_WAKE_BATCH; k++) {
         handoff_ring.take(h, 0);
@@ -201,7 +201,7 @@ static void *worker_paced(void *p)
 
 /* Waits (up to 30 s: a hang, not a slow machine) until the worker has
  * parked `parks` times in all and is in futex_wait, not just announced. */
-static void await_parked(struct handoff_worker_counters *w, unsigned long long parks)
+static void await_parked(struct handoff_thread_counters *w, unsigned long long parks)
 {
     for (int i = 0; i < 30000 && counter_get(&w->parks) < parks; i++)
         pause_ms(1);
@@ -360,7 +360,7 @@ static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2], unsigned n
  * `since` ns ago. Returns what ring_hold chose. */
 static uint64_t hold_case(const unsigned q[2], const uint64_t p[2], uint64_t since, uint64_t busy, unsigned active)
 {
-    struct handoff_config cfg = {.workers = 2, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config cfg = {.threads = 2, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
     struct handoff *hh = handoff_ring.create(&cfg);
     if (!hh) {
         perror("create");
@@ -415,14 +415,14 @@ static void *paced_worker(void *p)
 /* Parts 1 to 5: a burst each way on one worker, each step awaited. */
 static void burst_parts(void)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
     h = handoff_ring.create(&cfg);
     if (!h) {
         perror("create");
         exit(2);
     }
     struct handoff_loop_counters *l = &h->loop;
-    struct handoff_worker_counters *w = &h->worker[0];
+    struct handoff_thread_counters *w = &h->thread[0];
     prctl(PR_SET_TIMERSLACK, 1000UL); /* the loop's dozes, as core/conn/loop.c sets it */
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0 || handoff_ring.watch(h, epfd, 7) != 0) {
@@ -542,7 +542,7 @@ static void burst_parts(void)
 /* Parts 6 and 7: a worker keeping a pace, the loop dozing on it. */
 static void doze_parts(void)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 2 * RING_WAKE_BATCH, .spin_iters = 0, .loop_spin_ns = 0};
     int epfd = -1;
     struct epoll_event ev[2];
     pthread_t t;
@@ -556,7 +556,7 @@ static void doze_parts(void)
      * and how fast it decays is not what this part is about. */
     fresh_handoff(&cfg, &epfd);
     struct handoff_loop_counters *l = &h->loop;
-    struct handoff_worker_counters *w = &h->worker[0];
+    struct handoff_thread_counters *w = &h->thread[0];
     static struct job paced[PACE_JOBS + 3];
     submit_flushed(paced, 0, PACE_JOBS);
     atomic_store(&phase, 6);
@@ -606,7 +606,7 @@ static void doze_parts(void)
     fast_cfg.capacity = 512;
     fresh_handoff(&fast_cfg, &epfd);
     l = &h->loop;
-    w = &h->worker[0];
+    w = &h->thread[0];
     static struct job fast[FAST_LONG + FAST_SHORT + FAST_STALLED];
     /* 7a. A long queue: once the worker's pace is known, the loop dozes.
      * Counted over the first half of the queue: all through it the work
@@ -715,7 +715,7 @@ static void hold_rule_part(void)
  * ring_doze chose. */
 static uint64_t doze_case(unsigned q, uint64_t pace, uint64_t since)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 512, .spin_iters = 0, .loop_spin_ns = 0};
     struct handoff *hh = handoff_ring.create(&cfg);
     if (!hh) {
         perror("create");
@@ -776,13 +776,13 @@ static void doze_rule_part(void)
 /* Part 9: holding on a paced worker with a long queue, then a stall. */
 static unsigned hold_paced_part(void)
 {
-    struct handoff_config paced_cfg = {.workers = 1, .capacity = 256, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff_config paced_cfg = {.threads = 1, .capacity = 256, .spin_iters = 0, .loop_spin_ns = 0};
     int epfd = -1;
     struct epoll_event ev[2];
     pthread_t t;
     fresh_handoff(&paced_cfg, &epfd);
     struct handoff_loop_counters *l = &h->loop;
-    struct handoff_worker_counters *w = &h->worker[0];
+    struct handoff_thread_counters *w = &h->thread[0];
     static struct job held[PACED_JOBS];
     submit_flushed(held, 0, PACED_JOBS);
     pthread_create(&t, NULL, paced_worker, NULL);

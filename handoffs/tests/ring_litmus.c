@@ -281,7 +281,7 @@ int main(int argc, char **argv)
     double seconds = strtod(argv[2], NULL);
     expect_lost = argc > 3 && strcmp(argv[3], "--expect-lost") == 0;
     /* Spin 0: every empty take goes straight to the park path. */
-    struct handoff_config cfg = {.workers = 1, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
     H = ring_create(&cfg);
     if (!H) {
         perror("ring_create");

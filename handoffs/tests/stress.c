@@ -40,7 +40,7 @@ enum job_state { JOB_FREE, JOB_SUBMITTED, JOB_TAKEN, JOB_COMPLETED };
 
 struct job {
     uint64_t seq;        /* per-worker submission number */
-    unsigned worker;
+    unsigned thread;
     enum job_state state; /* owned by whoever holds the job */
     uint64_t result;     /* written by the worker, checked by the loop */
     struct job *next_free;
@@ -48,7 +48,7 @@ struct job {
 
 struct options {
     const struct handoff_ops *ops;
-    unsigned workers, capacity;
+    unsigned threads, capacity;
     uint64_t jobs;
     long spin_iters;
     long loop_spin_ns;
@@ -59,7 +59,7 @@ struct options {
 };
 
 static struct options opt = {
-    .workers = 1, .capacity = 8, .jobs = 200000, .spin_iters = -1, .loop_spin_ns = -1,
+    .threads = 1, .capacity = 8, .jobs = 200000, .spin_iters = -1, .loop_spin_ns = -1,
     .pause_percent = 5, .watchdog_ms = 1000, .seed = 1,
 };
 
@@ -74,7 +74,7 @@ static void fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "stress[%s w=%u]: FAIL: ", opt.ops ? opt.ops->name : "?", opt.workers);
+    fprintf(stderr, "stress[%s w=%u]: FAIL: ", opt.ops ? opt.ops->name : "?", opt.threads);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -90,7 +90,7 @@ static uint64_t xorshift(uint64_t *s)
     return *s = x;
 }
 
-static uint64_t job_result(const struct job *j) { return j->seq * 0x9e3779b97f4a7c15ull + j->worker; }
+static uint64_t job_result(const struct job *j) { return j->seq * 0x9e3779b97f4a7c15ull + j->thread; }
 
 /* With probability pause_percent: mostly a short busy pause (the other side
  * spins through it), sometimes a sleep long enough for it to park. */
@@ -110,15 +110,15 @@ static void random_pause(uint64_t *rng)
 
 /* ------------------------------------------------------------------ worker */
 
-struct worker_arg {
+struct thread_arg {
     unsigned index;
     uint64_t taken;
     pthread_t thread;
 };
 
-static void *worker_main(void *p)
+static void *thread_main(void *p)
 {
-    struct worker_arg *wa = p;
+    struct thread_arg *wa = p;
     uint64_t rng = opt.seed * 7919 + wa->index + 1;
     uint64_t expect = 0;
     for (;;) {
@@ -130,8 +130,8 @@ static void *worker_main(void *p)
             j = opt.ops->take(h, wa->index);
         if (!j)
             break;
-        if (j->worker != wa->index)
-            fail("worker %u took a job for worker %u", wa->index, j->worker);
+        if (j->thread != wa->index)
+            fail("worker %u took a job for worker %u", wa->index, j->thread);
         if (j->state != JOB_SUBMITTED)
             fail("worker %u took job seq %llu in state %d (taken twice?)", wa->index,
                  (unsigned long long)j->seq, (int)j->state);
@@ -166,7 +166,7 @@ static void *watchdog_main(void *p)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
         if (n_samples < MAX_SAMPLES) {
-            budget_samples[n_samples][0] = counter_get(&h->worker[0].spin_budget_ns);
+            budget_samples[n_samples][0] = counter_get(&h->thread[0].spin_budget_ns);
             budget_samples[n_samples][1] = counter_get(&h->loop.loop_spin_budget_ns);
             n_samples++;
         }
@@ -198,8 +198,8 @@ struct loop_state {
 
 static void accept_completion(struct loop_state *s, struct job *j)
 {
-    unsigned w = j->worker;
-    if (w >= opt.workers)
+    unsigned w = j->thread;
+    if (w >= opt.threads)
         fail("drained a job with worker %u", w);
     if (j->state != JOB_COMPLETED)
         fail("drained job seq %llu of worker %u in state %d", (unsigned long long)j->seq, w, (int)j->state);
@@ -245,7 +245,7 @@ static bool submit_one(struct loop_state *s, unsigned w)
     if (!j)
         return false;
     j->seq = s->next_seq[w];
-    j->worker = w;
+    j->thread = w;
     j->state = JOB_SUBMITTED;
     j->result = 0;
     int r = opt.ops->submit(h, w, j);
@@ -302,8 +302,8 @@ static void run_loop(struct loop_state *s)
         /* A burst of submits, spread over workers (round-robin or random). */
         unsigned burst = 1 + (unsigned)(xorshift(&s->rng) % (2 * opt.capacity));
         for (unsigned i = 0; i < burst && s->submitted < opt.jobs; i++) {
-            unsigned w = (xorshift(&s->rng) & 1) ? s->rr++ % opt.workers
-                                                 : (unsigned)(xorshift(&s->rng) % opt.workers);
+            unsigned w = (xorshift(&s->rng) & 1) ? s->rr++ % opt.threads
+                                                 : (unsigned)(xorshift(&s->rng) % opt.threads);
             submit_one(s, w);
         }
         /* End the batch as the server's pass does (flush), but not always:
@@ -320,7 +320,7 @@ static void run_loop(struct loop_state *s)
         bool nothing_to_submit = s->submitted == opt.jobs;
         if (!nothing_to_submit) {
             nothing_to_submit = true;
-            for (unsigned w = 0; w < opt.workers; w++)
+            for (unsigned w = 0; w < opt.threads; w++)
                 if (s->free_list[w])
                     nothing_to_submit = false;
         }
@@ -349,7 +349,7 @@ static void parse_args(int argc, char **argv)
     while ((c = getopt(argc, argv, "b:w:n:c:s:p:t:r:l:S")) != -1) {
         switch (c) {
         case 'b': opt.ops = handoff_find(optarg); if (!opt.ops) usage(); break;
-        case 'w': opt.workers = (unsigned)strtoul(optarg, NULL, 0); break;
+        case 'w': opt.threads = (unsigned)strtoul(optarg, NULL, 0); break;
         case 'n': opt.jobs = strtoull(optarg, NULL, 0); break;
         case 'c': opt.capacity = (unsigned)strtoul(optarg, NULL, 0); break;
         case 's': opt.spin_iters = strtol(optarg, NULL, 0); break;
@@ -361,17 +361,17 @@ static void parse_args(int argc, char **argv)
         default: usage();
         }
     }
-    if (!opt.ops || opt.workers < 1)
+    if (!opt.ops || opt.threads < 1)
         usage();
 }
 
-static void check_counters(const struct loop_state *s, const struct worker_arg *wa)
+static void check_counters(const struct loop_state *s, const struct thread_arg *wa)
 {
     uint64_t taken = 0, completed = 0, counted_taken = 0;
-    for (unsigned w = 0; w < opt.workers; w++) {
+    for (unsigned w = 0; w < opt.threads; w++) {
         taken += wa[w].taken;
-        counted_taken += counter_get(&h->worker[w].taken);
-        completed += counter_get(&h->worker[w].completed);
+        counted_taken += counter_get(&h->thread[w].taken);
+        completed += counter_get(&h->thread[w].completed);
     }
     if (s->submitted != opt.jobs || s->drained != opt.jobs || taken != opt.jobs)
         fail("totals: submitted %llu drained %llu taken %llu of %llu", (unsigned long long)s->submitted,
@@ -389,8 +389,8 @@ static void check_counters(const struct loop_state *s, const struct worker_arg *
 static void print_summary(double elapsed)
 {
     uint64_t parks = 0, spins = 0, yields = 0, take_sc = 0, complete_sc = 0, loop_wakes = 0;
-    for (unsigned w = 0; w < opt.workers; w++) {
-        const struct handoff_worker_counters *c = &h->worker[w];
+    for (unsigned w = 0; w < opt.threads; w++) {
+        const struct handoff_thread_counters *c = &h->thread[w];
         parks += counter_get(&c->parks);
         spins += counter_get(&c->spins);
         yields += counter_get(&c->yields);
@@ -402,7 +402,7 @@ static void print_summary(double elapsed)
     printf("stress %-7s w=%u jobs=%llu %.2fs | loop: submit_sc=%llu wakes=%llu full=%llu drain_sc=%llu "
            "eagain=%llu loop_parks=%llu dozes=%llu holds=%llu | workers: take_sc=%llu parks=%llu spins=%llu yields=%llu "
            "complete_sc=%llu loop_wakes=%llu | OK\n",
-           opt.ops->name, opt.workers, (unsigned long long)opt.jobs, elapsed,
+           opt.ops->name, opt.threads, (unsigned long long)opt.jobs, elapsed,
            (unsigned long long)counter_get(&l->submit_syscalls), (unsigned long long)counter_get(&l->wakes_sent),
            (unsigned long long)counter_get(&l->full), (unsigned long long)counter_get(&l->drain_syscalls),
            (unsigned long long)counter_get(&l->eagain), (unsigned long long)counter_get(&l->loop_parks),
@@ -455,7 +455,7 @@ static void check_registry(void)
             fail("handoff_find(\"%s\") does not return that backend", (*b)->name);
     if (handoff_find("no-such-backend"))
         fail("handoff_find accepted an unknown name");
-    struct handoff_config bad = {.workers = 1, .capacity = 3, .spin_iters = -1};
+    struct handoff_config bad = {.threads = 1, .capacity = 3, .spin_iters = -1};
     errno = 0;
     struct handoff *x = opt.ops->create(&bad);
     if (x || errno != EINVAL)
@@ -466,22 +466,22 @@ int main(int argc, char **argv)
 {
     parse_args(argc, argv);
     check_registry();
-    struct handoff_config cfg = {.workers = opt.workers, .capacity = opt.capacity,
+    struct handoff_config cfg = {.threads = opt.threads, .capacity = opt.capacity,
                                  .spin_iters = opt.spin_iters, .loop_spin_ns = opt.loop_spin_ns};
     h = opt.ops->create(&cfg);
     if (!h)
         fail("create: %s", strerror(errno));
 
     struct loop_state s = {.rng = opt.seed};
-    s.pool = calloc((size_t)opt.workers * opt.capacity, sizeof *s.pool);
-    s.free_list = calloc(opt.workers, sizeof *s.free_list);
-    s.next_seq = calloc(opt.workers, sizeof *s.next_seq);
-    s.next_done = calloc(opt.workers, sizeof *s.next_done);
-    s.outstanding = calloc(opt.workers, sizeof *s.outstanding);
-    struct worker_arg *wa = calloc(opt.workers, sizeof *wa);
+    s.pool = calloc((size_t)opt.threads * opt.capacity, sizeof *s.pool);
+    s.free_list = calloc(opt.threads, sizeof *s.free_list);
+    s.next_seq = calloc(opt.threads, sizeof *s.next_seq);
+    s.next_done = calloc(opt.threads, sizeof *s.next_done);
+    s.outstanding = calloc(opt.threads, sizeof *s.outstanding);
+    struct thread_arg *wa = calloc(opt.threads, sizeof *wa);
     if (!s.pool || !s.free_list || !s.next_seq || !s.next_done || !s.outstanding || !wa)
         fail("out of memory");
-    for (unsigned w = 0; w < opt.workers; w++)
+    for (unsigned w = 0; w < opt.threads; w++)
         for (unsigned i = 0; i < opt.capacity; i++) {
             struct job *j = &s.pool[w * opt.capacity + i];
             j->next_free = s.free_list[w];
@@ -489,9 +489,9 @@ int main(int argc, char **argv)
         }
 
     double t0 = clock_s();
-    for (unsigned w = 0; w < opt.workers; w++) {
+    for (unsigned w = 0; w < opt.threads; w++) {
         wa[w].index = w;
-        if (pthread_create(&wa[w].thread, NULL, worker_main, &wa[w]) != 0)
+        if (pthread_create(&wa[w].thread, NULL, thread_main, &wa[w]) != 0)
             fail("pthread_create");
     }
     pthread_t watchdog;
@@ -501,7 +501,7 @@ int main(int argc, char **argv)
     run_loop(&s);
 
     opt.ops->shutdown(h);
-    for (unsigned w = 0; w < opt.workers; w++)
+    for (unsigned w = 0; w < opt.threads; w++)
         pthread_join(wa[w].thread, NULL);
     atomic_store(&finished, true);
     pthread_join(watchdog, NULL);

@@ -108,7 +108,7 @@ static unsigned take_all(struct handoff *h, struct job **out, unsigned max)
 
 static void failed_submit(const struct handoff_ops *ops)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
     struct handoff *h = ops->create(&cfg);
     if (!h) {
         fprintf(stderr, "submit_error[%s]: cannot create: %s\n", ops->name, strerror(errno));
@@ -150,7 +150,7 @@ static void failed_submit(const struct handoff_ops *ops)
 /* FULL: fill the queue, one more is refused, and exactly the accepted ones come out. */
 static void full_submit(const struct handoff_ops *ops)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 2, .spin_iters = 0, .spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 2, .spin_iters = 0, .spin_ns = 0};
     struct handoff *h = ops->create(&cfg);
     if (!h) {
         failures++;
@@ -180,7 +180,7 @@ static void full_submit(const struct handoff_ops *ops)
  * wake-up fd. */
 static void failed_complete(const struct handoff_ops *ops)
 {
-    struct handoff_config cfg = {.workers = 1, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
+    struct handoff_config cfg = {.threads = 1, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
     struct handoff *h = ops->create(&cfg);
     if (!h) {
         failures++;
@@ -225,7 +225,7 @@ static void complete_behind(void) { behind.rc = behind.h->ops->complete(behind.h
  * client waits for good. */
 static void failed_complete_behind(const struct handoff_ops *ops)
 {
-    struct handoff_config cfg = {.workers = 2, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
+    struct handoff_config cfg = {.threads = 2, .capacity = 4, .spin_iters = 0, .spin_ns = 0};
     struct handoff *h = ops->create(&cfg);
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!h || epfd < 0 || ops->watch(h, epfd, 7) < 0) {

@@ -105,7 +105,7 @@ static int pool_submit(struct handoff *h, unsigned w, struct job *job)
 }
 
 static const struct handoff_ops pool_ops = {.submit = pool_submit};
-static struct handoff pool_handoff = {.ops = &pool_ops, .workers = 1};
+static struct handoff pool_handoff = {.ops = &pool_ops, .threads = 1};
 
 struct handoff *app_pool_handoff(void) { return &pool_handoff; }
 

@@ -261,8 +261,8 @@ static void settle(struct loop *l)
 
 static void loop_init_for(struct loop *l, struct options *opt, const struct harness_config *cfg)
 {
-    static unsigned outstanding[1], worker_owed[1];
-    static uint64_t worker_seen_ms[1];
+    static unsigned outstanding[1], thread_owed[1];
+    static uint64_t thread_seen_ms[1];
     memset(opt, 0, sizeof *opt);
     opt->inline_app = !cfg->pool;
     opt->max_header_size = cfg->max_head;
@@ -274,13 +274,13 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     l->hooks[0] = l->responders[0] = &responder; /* as loop_hook_add does */
     l->nhooks = l->nresponders = 1;
     if (cfg->pool) {
-        outstanding[0] = worker_owed[0] = 0;
-        worker_seen_ms[0] = 0;
+        outstanding[0] = thread_owed[0] = 0;
+        thread_seen_ms[0] = 0;
         l->handoff = app_pool_handoff();
-        l->workers = l->active = 1;
+        l->threads = l->active = 1;
         l->outstanding = outstanding;
-        l->worker_owed = worker_owed;
-        l->worker_seen_ms = worker_seen_ms;
+        l->thread_owed = thread_owed;
+        l->thread_seen_ms = thread_seen_ms;
         l->capacity = cfg->capacity ? cfg->capacity : 64;
     }
     timer_list_init(&l->t_header, 1000);

@@ -35,7 +35,7 @@ struct member {
 #define M(type, m) {#m, offsetof(type, m), sizeof(((type *)0)->m), __alignof__(((type *)0)->m)}
 
 static const struct member job_members[] = {
-    M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, worker),
+    M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, thread),
     M(struct job, posted), M(struct job, req),
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
     M(struct job, remote_port), M(struct job, heads_close), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
@@ -113,7 +113,7 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->conn);
     ZERO(job->next_free);
     ZERO(job->pipe_next);
-    ZERO(job->worker);
+    ZERO(job->thread);
     ZERO(job->posted);
     ZERO(job->req.method);
     ZERO(job->req.method_len);
