@@ -24,6 +24,7 @@
 #include "../services/access_log.h"
 #include "../python/interp.h"
 #include "../base/log.h"
+#include "option_names.h"
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
@@ -208,6 +209,9 @@ static void usage(FILE *out)
 "      --queue-size N         jobs queued per pool thread before backpressure (default 1024)\n"
 "      --stats-window S       start the measurement window S seconds after start-up;\n"
 "                             SIGUSR2 starts a new window at any time\n"
+"\n"
+"A long option is given by its whole name: one cut short or mistyped (--worker)\n"
+"is refused, naming the option meant.\n"
 "\n"
 "Every long option may also be set as CSERVE_<NAME>, its name in capitals with\n"
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
@@ -394,10 +398,50 @@ static bool app_form(const char *s)
 static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
+/* getopt_long takes any unambiguous start of a long option's name
+ * (--blocking-thread for --blocking-threads): a typo near one option is
+ * read as it, and an option added later changes what an abbreviation
+ * meant. So every long option is matched whole here first, walking argv as
+ * getopt will (an option's value is skipped, "--" ends the options), and a
+ * near miss is refused with the name meant. */
+static void require_whole_names(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            return;
+        if (a[0] != '-' || a[1] == '\0') /* an operand, or "-" */
+            continue;
+        if (a[1] != '-') { /* -b and -w take the rest of the word, or the next one */
+            const char *v = a + 1 + strspn(a + 1, "hV");
+            if ((*v == 'b' || *v == 'w') && v[1] == '\0')
+                i++;
+            continue;
+        }
+        size_t len = strcspn(a + 2, "=");
+        const struct option *lo = option_named(long_options, a + 2, len);
+        if (lo) {
+            if (lo->has_arg == required_argument && !a[2 + len])
+                i++;
+            continue;
+        }
+        char typed[64];
+        snprintf(typed, sizeof typed, "%.*s", (int)(len < sizeof typed - 1 ? len : sizeof typed - 1), a + 2);
+        const struct option *meant = option_closest(long_options, typed);
+        char what[256];
+        if (meant)
+            snprintf(what, sizeof what, "unknown option '--%s': did you mean --%s?", typed, meant->name);
+        else
+            snprintf(what, sizeof what, "unknown option '--%s'", typed);
+        die_with(what, " (see cserve --help)");
+    }
+}
+
 /* One getopt pass over argv (the command line, or one variable made into
  * "--name=value"); returns the index of the first operand. */
 static int parse_args(struct options *o, int argc, char **argv)
 {
+    require_whole_names(argc, argv);
     optind = 0; /* glibc: start afresh (a second pass) */
     opterr = 0;
     int c;
@@ -613,32 +657,6 @@ static void parse_env(struct options *o, const char *argv0)
     env_source[0] = '\0';
 }
 
-/* Edits (insert, delete, replace) between a and b, both short. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return (size_t)-1;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* Variables cserve reads that are no option's: the one a supervisor hands
  * an exec'd worker (lifecycle.h) and, in a test build (TEST_HOOKS=1), the
  * test suite's fault hooks (the fault handoff core/server/worker.c installs,
@@ -662,32 +680,28 @@ void options_check_environment(void)
         bool known = false;
         for (size_t i = 0; i < sizeof not_options / sizeof *not_options; i++)
             known |= strcmp(var, not_options[i]) == 0;
-        const struct option *closest = NULL;
-        size_t best = (size_t)-1;
+        /* The option's own spelling: CSERVE_BLOCKING_THREAD is --blocking-thread. */
+        char typed[64];
+        size_t k = 0;
+        for (const char *p = var + 7; *p && k + 1 < sizeof typed; p++)
+            typed[k++] = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+        typed[k] = '\0';
         char name[64];
-        for (const struct option *lo = long_options; lo->name && !known; lo++) {
-            env_name_of(lo, name, sizeof name);
-            if (!name[0])
-                continue;
-            known = strcmp(var, name) == 0;
-            size_t d = edit_distance(var + 7, name + 7);
-            if (d < best) {
-                best = d;
-                closest = lo;
-            }
+        const struct option *named = option_named(long_options, typed, k);
+        if (named) {
+            env_name_of(named, name, sizeof name);
+            known |= strcmp(var, name) == 0; /* not CSERVE_help, nor CSERVE_HELP */
         }
         if (known)
             continue;
-        /* Close enough to be a typo of it: a third of the name, and at
-         * least two edits (CSERVE_WORKER, CSERVE_BLOCKING_THREAD). */
-        size_t len = strlen(var + 7);
-        if (closest && best <= (len / 3 > 2 ? len / 3 : 2)) {
+        const struct option *closest = option_closest(long_options, typed);
+        if (closest)
             env_name_of(closest, name, sizeof name);
+        if (closest && name[0])
             log_warn("%s is no option's variable: ignored. Did you mean %s (--%s)? (cserve --help lists them)", var,
                      name, closest->name);
-        } else {
+        else
             log_warn("%s is no option's variable: ignored (cserve --help lists them)", var);
-        }
     }
 }
 
