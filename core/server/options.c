@@ -171,16 +171,18 @@ static void usage(FILE *out)
 "                             the app, exit\n"
 "\n"
 "Logs and instruments:\n"
-"      --access-log [FILE]    one line per request to FILE (stderr without one), opened\n"
-"                             before --user drops root; SIGWINCH reopens it (logrotate).\n"
-"                             A word after it in the app's form (MODULE:CALLABLE) is the\n"
-"                             app, not FILE (--access-log=FILE is never read so)\n"
+"      --access-log [FILE]    one line per request to FILE (stderr without one; '-' is\n"
+"                             stdout), opened before --user drops root; SIGWINCH reopens\n"
+"                             it (logrotate). A word after it in the app's form\n"
+"                             (MODULE:CALLABLE) is the app, not FILE (--access-log=FILE\n"
+"                             is never read so)\n"
 "      --access-log-format F  combined (the default: Apache's, then the microseconds from\n"
 "                             the head to the last byte written), common or json; the\n"
 "                             client is the one a trusted proxy names (--forwarded-allow-ips)\n"
 "      --log-level LEVEL      debug, info, warning or error (default info)\n"
 "      --stats                per-thread table on stderr at exit and on SIGUSR1\n"
-"      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
+"      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1 (a file,\n"
+"                             rewritten whole: not '-')\n"
 "      --metrics-bind ADDR    serve /metrics (Prometheus), /stats.json and a live dashboard\n"
 "                             (/) on ADDR: HOST:PORT on loopback or unix:PATH (default: off)\n"
 "\n"
@@ -531,8 +533,9 @@ static int parse_args(struct options *o, int argc, char **argv)
             /* The argument is optional, so getopt takes only
              * --access-log=FILE; "--access-log FILE" would leave FILE to be
              * read as the app. The next word is FILE unless it is an
-             * option or has the app's form. */
-            if (!optarg && optind < argc && argv[optind][0] != '-' && !app_form(argv[optind]))
+             * option or has the app's form; "-" (stdout) is FILE. */
+            if (!optarg && optind < argc && (argv[optind][0] != '-' || strcmp(argv[optind], "-") == 0) &&
+                !app_form(argv[optind]))
                 optarg = argv[optind++];
             o->access_log = true;
             o->access_log_file = optarg;
@@ -542,7 +545,14 @@ static int parse_args(struct options *o, int argc, char **argv)
                 die_usage("--log-level needs debug, info, warning or error, not '%s'", optarg);
             break;
         case OPT_STATS: o->stats = true; break;
-        case OPT_STATS_JSON: o->stats_json = optarg; break;
+        case OPT_STATS_JSON:
+            /* Not a stream: rewritten whole at each SIGUSR1 and merged from
+             * each worker's part, beside it. */
+            if (strcmp(optarg, "-") == 0)
+                die_usage("--stats-json needs a file, not '%s' (standard output): it is rewritten whole at each "
+                          "SIGUSR1 (--stats writes the table to stderr)", optarg);
+            o->stats_json = optarg;
+            break;
         case OPT_METRICS_BIND: parse_metrics_bind(o, optarg); break;
         case OPT_MAX_REQUESTS:
             o->max_requests = parse_count("--max-requests", optarg, 0, 1ul << 40);
@@ -556,7 +566,11 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_WORKERS_MAX_RSS:
             o->workers_max_rss_mb = (unsigned)parse_count("--workers-max-rss", optarg, 0, 1u << 24);
             break;
-        case OPT_PID_FILE: o->pid_file = optarg; break;
+        case OPT_PID_FILE:
+            if (strcmp(optarg, "-") == 0)
+                die_usage("--pid-file needs a file, not '%s'", optarg);
+            o->pid_file = optarg;
+            break;
         case OPT_RELOAD: o->reload = true; break;
         case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
@@ -855,8 +869,9 @@ void options_print(const struct options *o, FILE *out)
     item(out, "graceful-timeout", OPT_GRACEFUL_TIMEOUT, "%.3f", o->graceful_timeout_ms / 1e3);
     static const char *const formats[] = {"combined", "common", "json"};
     item(out, "access-log-format", OPT_ACCESS_LOG_FORMAT, "%s", formats[o->access_log_format]);
+    const char *log = o->access_log_file;
     item(out, "access-log", OPT_ACCESS_LOG, "%s",
-         o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off");
+         !o->access_log ? "off" : !log ? "stderr" : strcmp(log, "-") == 0 ? "stdout (-)" : log);
     item(out, "log-level", OPT_LOG_LEVEL, "%s", log_level_name());
     item(out, "stats", OPT_STATS, "%s", o->stats ? "yes" : "no");
     item(out, "stats-json", OPT_STATS_JSON, "%s", or_none(o->stats_json));
