@@ -25,6 +25,7 @@
 #include "../python/interp.h"
 #include "../base/log.h"
 #include "option_names.h"
+#include "../python/config_toml.h"
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
@@ -34,7 +35,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
-    OPT_RELOAD, OPT_METRICS_BIND,
+    OPT_RELOAD, OPT_METRICS_BIND, OPT_CONFIG,
     OPT_END /* one past the last: the size of source_of[] */
 };
 
@@ -75,6 +76,7 @@ static const struct option long_options[] = {
     {"workers-max-rss", required_argument, NULL, OPT_WORKERS_MAX_RSS},
     {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+    {"config", required_argument, NULL, OPT_CONFIG},
     {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
     {"forwarded-headers", required_argument, NULL, OPT_FORWARDED_HEADERS},
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
@@ -172,6 +174,13 @@ static void usage(FILE *out)
 "                             files and sockets can be made), import the app, exit: 2\n"
 "                             for what a start would refuse, but for what a server\n"
 "                             running now holds (its port, live socket, pid file)\n"
+"      --config FILE          read options from FILE, in TOML: each key a long option's\n"
+"                             name, its value the option's (blocking-threads = 4,\n"
+"                             access-log = \"-\", a flag true or false, a list an array,\n"
+"                             app = \"MODULE:CALLABLE\"); CSERVE_<NAME> and the command\n"
+"                             line win over it. A reload's new workers read it again;\n"
+"                             what the first process set up (the sockets, --workers,\n"
+"                             --user) takes a restart\n"
 "\n"
 "Logs and instruments:\n"
 "      --access-log [FILE]    one line per request to FILE (stderr without one; '-' is\n"
@@ -222,7 +231,8 @@ static void usage(FILE *out)
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
-"option on the command line wins over its variable; given twice, the last wins.\n"
+"option on the command line wins over its variable, and a variable over the\n"
+"--config file (CSERVE_CONFIG names one too); given twice, the last wins.\n"
 "A CSERVE_ variable that is no option's (a typo: CSERVE_WORKER) is ignored with a\n"
 "warning naming the closest option's, not refused: other tools may keep their own\n"
 "CSERVE_ variables in the same environment.\n"
@@ -232,25 +242,28 @@ static void usage(FILE *out)
 "before it serves), 1 when the server itself fails, 0 after a clean stop.\n");
 }
 
-/* The variable being parsed, named in error messages (empty: the command line). */
-static char env_source[64];
+/* The variable, or the config file and its key, being parsed, named in
+ * error messages (empty: the command line). */
+static char env_source[PATH_MAX + 128];
+static bool parsing_file; /* env_source names the config file's key */
+static const char *config_path; /* --config FILE, or CSERVE_CONFIG's */
 
 /* Where each option's value came from, for --check-config. */
-enum source { FROM_DEFAULT, FROM_COMMAND_LINE, FROM_ENVIRONMENT };
+enum source { FROM_DEFAULT, FROM_COMMAND_LINE, FROM_ENVIRONMENT, FROM_FILE };
 static unsigned char source_of[OPT_END];
 
 static void note_source(int opt)
 {
     if (opt >= 0 && opt < OPT_END)
-        source_of[opt] = env_source[0] ? FROM_ENVIRONMENT : FROM_COMMAND_LINE;
+        source_of[opt] = !env_source[0] ? FROM_COMMAND_LINE : parsing_file ? FROM_FILE : FROM_ENVIRONMENT;
 }
 
 /* One error line, naming the variable the value came from; exit 2. */
 static void die_with(const char *what, const char *hint) __attribute__((noreturn));
 static void die_with(const char *what, const char *hint)
 {
-    log_error("%s%s%s%s%s", what, env_source[0] ? " (from the environment: " : "", env_source,
-              env_source[0] ? ")" : "", hint);
+    log_error("%s%s%s%s%s", what, !env_source[0] ? "" : parsing_file ? " (from --config " : " (from the environment: ",
+              env_source, env_source[0] ? ")" : "", hint);
     exit(2);
 }
 
@@ -409,12 +422,13 @@ static bool body_size_set; /* --max-body-size given: --inline keeps it */
  * meant. So every long option is matched whole here first, walking argv as
  * getopt will (an option's value is skipped, "--" ends the options), and a
  * near miss is refused with the name meant. */
-static void require_whole_names(int argc, char **argv)
+static const char *require_whole_names(int argc, char **argv)
 {
+    const char *config = NULL; /* --config's value, the last one: the file is read before the rest */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0)
-            return;
+            break;
         if (a[0] != '-' || a[1] == '\0') /* an operand, or "-" */
             continue;
         if (a[1] != '-') { /* -b and -w take the rest of the word, or the next one */
@@ -426,6 +440,8 @@ static void require_whole_names(int argc, char **argv)
         size_t len = strcspn(a + 2, "=");
         const struct option *lo = option_named(long_options, a + 2, len);
         if (lo) {
+            if (lo->val == OPT_CONFIG)
+                config = a[2 + len] ? a + 3 + len : i + 1 < argc ? argv[i + 1] : NULL;
             if (lo->has_arg == required_argument && !a[2 + len])
                 i++;
             continue;
@@ -440,6 +456,7 @@ static void require_whole_names(int argc, char **argv)
             snprintf(what, sizeof what, "unknown option '--%s'", typed);
         die_with(what, " (see cserve --help)");
     }
+    return config;
 }
 
 /* One getopt pass over argv (the command line, or one variable made into
@@ -577,6 +594,7 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_RELOAD: o->reload = true; break;
         case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
+        case OPT_CONFIG: break; /* read first, before the variables (options_parse) */
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
         case OPT_FORWARDED_HEADERS: o->forwarded_headers = optarg; break;
         case OPT_ROOT_PATH:
@@ -674,6 +692,71 @@ static void parse_env(struct options *o, const char *argv0)
     env_source[0] = '\0';
 }
 
+/* The options a file's array is the value of: lists joined with ','. */
+static bool takes_list(int opt)
+{
+    return opt == OPT_FORWARDED_ALLOW_IPS || opt == OPT_FORWARDED_HEADERS;
+}
+
+/* --config FILE, in TOML: each top-level key a long option's name, its
+ * value the option's (a boolean for a flag, an array for a list). Read
+ * before the variables and the command line, which win over it. */
+static void parse_file(struct options *o, const char *path, const char *argv0)
+{
+    static struct config_entry *entries; /* the options point into them */
+    static char **args;                  /* ... and into these */
+    size_t n;
+    char why[1024];
+    if (config_toml_read(path, &entries, &n, why, sizeof why) != 0) {
+        log_error("--config %s: %s", path, why);
+        exit(2);
+    }
+    args = calloc(n + 1, sizeof *args);
+    if (!args)
+        exit(1);
+    parsing_file = true;
+    for (size_t i = 0; i < n; i++) {
+        const struct config_entry *e = &entries[i];
+        snprintf(env_source, sizeof env_source, "%s, key %s", path, e->key);
+        const struct option *lo = option_named(long_options, e->key, strlen(e->key));
+        if (!lo || lo->val == OPT_HELP || lo->val == OPT_VERSION || lo->val == OPT_CONFIG ||
+            lo->val == OPT_CHECK_CONFIG) {
+            const struct option *meant = lo ? NULL : option_closest(long_options, e->key);
+            char what[512];
+            snprintf(what, sizeof what, "--config %s: %s '%.100s'%s%s%s", path,
+                     lo ? "a file does not set" : "unknown key", e->key, meant ? ": did you mean " : "",
+                     meant ? meant->name : "", meant ? "?" : "");
+            env_source[0] = '\0';
+            die_with(what, " (its keys are the long options' names: see cserve --help)");
+        }
+        const char *bad = NULL;
+        if (e->kind == 't' || e->kind == 'o')
+            bad = "needs a value, not %s";
+        else if (lo->has_arg == no_argument && e->kind != 'b')
+            bad = "is a flag: true or false, not '%s'";
+        else if (lo->has_arg == required_argument && e->kind == 'b')
+            bad = "needs a value, not %s";
+        else if (e->kind == 'a' && !takes_list(lo->val))
+            bad = "takes one value, not an array ('%s')";
+        if (bad) {
+            char fmt[128];
+            snprintf(fmt, sizeof fmt, "%s %s", e->key, bad);
+            die_usage(fmt, e->value);
+        }
+        if (e->kind == 'b' && strcmp(e->value, "false") == 0)
+            continue; /* a flag left off, as by default */
+        char *arg = NULL;
+        if (e->kind == 'b' ? asprintf(&arg, "--%s", lo->name) < 0 : asprintf(&arg, "--%s=%s", lo->name, e->value) < 0)
+            exit(1);
+        args[i] = arg;
+        char *argv2[3] = {(char *)argv0, arg, NULL};
+        if (parse_args(o, 2, argv2) < 2)
+            die_usage("'%s' is not a value this option takes", e->value);
+    }
+    parsing_file = false;
+    env_source[0] = '\0';
+}
+
 /* Variables cserve reads that are no option's: the one a supervisor hands
  * an exec'd worker (lifecycle.h) and, in a test build (TEST_HOOKS=1), the
  * test suite's fault hooks (the fault handoff core/server/worker.c installs,
@@ -744,6 +827,12 @@ void options_parse(struct options *o, int argc, char **argv)
     o->forwarded_allow_ips = "";
     o->forwarded_headers = "x-forwarded-for,x-forwarded-proto";
 
+    /* Lowest first: the file, the variables, the command line. */
+    config_path = require_whole_names(argc, argv);
+    if (!config_path && getenv("CSERVE_CONFIG") && *getenv("CSERVE_CONFIG"))
+        config_path = getenv("CSERVE_CONFIG");
+    if (config_path)
+        parse_file(o, config_path, argv[0]);
     parse_env(o, argv[0]);
     int first = parse_args(o, argc, argv);
     if (first < argc) {
@@ -788,6 +877,8 @@ static void item(FILE *out, const char *name, int opt, const char *fmt, ...)
     va_end(ap);
     if (source_of[opt] == FROM_DEFAULT) {
         fprintf(out, " (default)\n");
+    } else if (source_of[opt] == FROM_FILE) {
+        fprintf(out, " (file: %s)\n", config_path);
     } else if (source_of[opt] == FROM_COMMAND_LINE) {
         fprintf(out, " (command line)\n");
     } else {
@@ -816,6 +907,7 @@ void options_print(const struct options *o, FILE *out)
         item(out, "bind", OPT_BIND, "unix:%s", o->bind_unix);
     else
         item(out, "bind", OPT_BIND, "%s:%d", o->bind_host, o->bind_port);
+    item(out, "config", OPT_CONFIG, "%s", or_none(config_path));
     item(out, "app", OPT_APP, "%s", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
     if (o->socket_mode >= 0)
         item(out, "socket-mode", OPT_SOCKET_MODE, "%03o", (unsigned)o->socket_mode);
