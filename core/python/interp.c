@@ -228,6 +228,24 @@ void interp_start(void)
         die("cannot start Python: %s", st.err_msg ? st.err_msg : "?");
 }
 
+void interp_start_bare(void)
+{
+    PyConfig config;
+    PyConfig_InitIsolatedConfig(&config);
+    config.install_signal_handlers = 0;
+    config.site_import = 0; /* no site-packages, no .pth file's code */
+    if (CSERVE_PYTHON_HOME[0])
+        set_string(&config, &config.home, CSERVE_PYTHON_HOME);
+    if (CSERVE_PYTHON_EXE[0]) {
+        set_string(&config, &config.program_name, CSERVE_PYTHON_EXE);
+        set_string(&config, &config.executable, CSERVE_PYTHON_EXE);
+    }
+    PyStatus st = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(st))
+        die("cannot start Python: %s", st.err_msg ? st.err_msg : "?");
+}
+
 const char *interp_venv_note(void)
 {
     static char note[2 * PATH_MAX + 300];

@@ -18,6 +18,12 @@ void interp_select(const struct options *opt);
  * virtualenv. Exits 2 with one line if it cannot start. Returns with the GIL. */
 void interp_start(void);
 
+/* The installation's interpreter alone: its standard library, isolated
+ * from the environment, no site-packages, no virtualenv. For a process
+ * that needs the standard library before the options are known (the
+ * config file's reader, in a child of its own). */
+void interp_start_bare(void);
+
 /* "Python 3.11.2 at /usr" or "Python 3.11.2 at /usr, virtualenv /srv/venv":
  * for --version and the start-up line. */
 const char *interp_describe(void);

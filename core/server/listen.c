@@ -428,6 +428,82 @@ int listen_metrics_check(const struct options *opt)
     return 0;
 }
 
+/* Whether a unix: listener could be made at path: the same temporary
+ * name in its folder that listen_unix binds, then removed; a path that
+ * holds something other than a socket is refused as it would be there. A
+ * socket at path is left alone: a stale one is replaced at start, a live
+ * one belongs to a server running now. */
+static int check_unix(const char *flag, const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+        log_error("%s unix:%s: the path exists and is not a socket; refusing to replace it", flag, path);
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char tmp[sizeof ((struct sockaddr_un *)0)->sun_path];
+    if (fd < 0 || bind_temporary(fd, path, tmp, sizeof tmp) != 0) {
+        log_error("cannot listen on unix:%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    unlink(tmp);
+    close(fd);
+    return 0;
+}
+
+/* Whether host:port could be bound: an address of this host, a port this
+ * process may take. EADDRINUSE is a server running now, not the address:
+ * the start refuses that itself. */
+static int check_tcp(const char *host, int port)
+{
+    char serv[16];
+    snprintf(serv, sizeof serv, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res;
+    int err = getaddrinfo(host, serv, &hints, &res);
+    if (err) {
+        log_error("cannot resolve %s: %s", host, gai_strerror(err));
+        return -1;
+    }
+    int why = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            why = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+        int rc = bind(fd, ai->ai_addr, ai->ai_addrlen);
+        why = rc == 0 ? 0 : errno;
+        close(fd);
+        if (rc == 0 || why == EADDRINUSE) {
+            why = 0;
+            break;
+        }
+    }
+    freeaddrinfo(res);
+    if (why)
+        log_error("cannot listen on %s:%s: %s", host, serv, strerror(why));
+    return why ? -1 : 0;
+}
+
+int listen_check(const struct options *opt)
+{
+    if (opt->metrics_unix && check_unix("--metrics-bind", opt->metrics_unix) != 0)
+        return -1;
+    if (opt->metrics_bind && !opt->metrics_unix && check_tcp(opt->metrics_host, opt->metrics_port) != 0)
+        return -1;
+    if (inherited != -1) /* systemd's socket replaces --bind; -2: it cannot serve, said already */
+        return inherited == -2 ? -1 : 0;
+    if (opt->bind_unix)
+        return check_unix("--bind", opt->bind_unix);
+    return check_tcp(opt->bind_host, opt->bind_port);
+}
+
 int listen_metrics_open(const struct options *opt)
 {
     if (opt->metrics_unix)

@@ -31,6 +31,15 @@ const char *listen_describe(void);
  * printing why. */
 int listen_metrics_check(const struct options *opt);
 
+/* Whether the listeners could be made, without making them: each
+ * address --bind and --metrics-bind name is one of this host's (a port
+ * this process may bind), a unix: path's folder takes a socket and the
+ * path holds no non-socket. What a server running now holds (the port,
+ * a live socket) passes: the start refuses that itself. After
+ * listen_claim_inherited (systemd's socket replaces --bind). 0, or -1
+ * after one line saying why. */
+int listen_check(const struct options *opt);
+
 /* The metrics listener, non-blocking, through the same binders as
  * listen_open_all: a unix: path is refused (one line, exit 2) as --bind's
  * is, and removed at exit by listen_cleanup. Returns the socket, or -1

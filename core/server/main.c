@@ -24,6 +24,7 @@
 #include "../base/signals.h"
 #include "options_parse.h"
 #include "pidfile.h"
+#include "preflight.h"
 #include "privs.h"
 #include "proctitle.h"
 #include "supervisor.h"
@@ -153,6 +154,9 @@ int main(int argc, char **argv)
         return 2;
     }
     lifecycle_save_dir();
+    /* What the start refuses, --check-config refuses too: the same checks. */
+    if (preflight_before_drop(&opt) != 0)
+        return 2;
     char app_name[PATH_MAX + 64];
     if (opt.native_hello)
         snprintf(app_name, sizeof app_name, "native-hello");
@@ -167,6 +171,8 @@ int main(int argc, char **argv)
     if (opt.check_config) { /* nothing binds; the app is imported as it would be served */
         if (dropping)
             privs_drop();
+        if (preflight_as_server(&opt) != 0)
+            return 2;
         if (python)
             wsgi_init(&opt, &forwarded, apps);
         printf("app imports: %s\n", python ? "yes" : "(native-hello: no Python)");
@@ -197,6 +203,8 @@ int main(int argc, char **argv)
             goto out;
         privs_drop();
     }
+    if (preflight_as_server(&opt) != 0)
+        goto out;
     if (python)
         wsgi_init(&opt, &forwarded, apps);
     if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)

@@ -24,6 +24,8 @@
 #include "../services/access_log.h"
 #include "../python/interp.h"
 #include "../base/log.h"
+#include "option_names.h"
+#include "../python/config_toml.h"
 
 enum {
     OPT_BIND = 'b', OPT_WORKERS = 'w', OPT_HELP = 'h', OPT_VERSION = 'V',
@@ -33,7 +35,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
-    OPT_RELOAD, OPT_METRICS_BIND, OPT_METRICS_ALLOW_IPS,
+    OPT_RELOAD, OPT_METRICS_BIND, OPT_METRICS_ALLOW_IPS, OPT_CONFIG,
     OPT_END /* one past the last: the size of source_of[] */
 };
 
@@ -75,6 +77,7 @@ static const struct option long_options[] = {
     {"workers-max-rss", required_argument, NULL, OPT_WORKERS_MAX_RSS},
     {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+    {"config", required_argument, NULL, OPT_CONFIG},
     {"forwarded-allow-ips", required_argument, NULL, OPT_FORWARDED_ALLOW_IPS},
     {"forwarded-headers", required_argument, NULL, OPT_FORWARDED_HEADERS},
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
@@ -167,20 +170,32 @@ static void usage(FILE *out)
 "                             second server with the same FILE refuses to start;\n"
 "                             removed at exit if it still holds this pid\n"
 "      --check-config         print the effective configuration, each value with where it\n"
-"                             came from (default, command line, CSERVE_<NAME>), import\n"
-"                             the app, exit\n"
+"                             came from (default, command line, CSERVE_<NAME>), check\n"
+"                             what a start checks (the addresses are this host's, the\n"
+"                             files and sockets can be made), import the app, exit: 2\n"
+"                             for what a start would refuse, but for what a server\n"
+"                             running now holds (its port, live socket, pid file)\n"
+"      --config FILE          read options from FILE, in TOML: each key a long option's\n"
+"                             name, its value the option's (blocking-threads = 4,\n"
+"                             access-log = \"-\", a flag true or false, a list an array,\n"
+"                             app = \"MODULE:CALLABLE\"); CSERVE_<NAME> and the command\n"
+"                             line win over it. A reload's new workers read it again;\n"
+"                             what the first process set up (the sockets, --workers,\n"
+"                             --user) takes a restart\n"
 "\n"
 "Logs and instruments:\n"
-"      --access-log [FILE]    one line per request to FILE (stderr without one), opened\n"
-"                             before --user drops root; SIGWINCH reopens it (logrotate).\n"
-"                             A word after it in the app's form (MODULE:CALLABLE) is the\n"
-"                             app, not FILE (--access-log=FILE is never read so)\n"
+"      --access-log [FILE]    one line per request to FILE (stderr without one; '-' is\n"
+"                             stdout), opened before --user drops root; SIGWINCH reopens\n"
+"                             it (logrotate). A word after it in the app's form\n"
+"                             (MODULE:CALLABLE) is the app, not FILE (--access-log=FILE\n"
+"                             is never read so)\n"
 "      --access-log-format F  combined (the default: Apache's, then the microseconds from\n"
 "                             the head to the last byte written), common or json; the\n"
 "                             client is the one a trusted proxy names (--forwarded-allow-ips)\n"
 "      --log-level LEVEL      debug, info, warning or error (default info)\n"
 "      --stats                per-thread table on stderr at exit and on SIGUSR1\n"
-"      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1\n"
+"      --stats-json FILE      the same as JSON, written at exit and on SIGUSR1 (a file,\n"
+"                             rewritten whole: not '-')\n"
 "      --metrics-bind ADDR    serve /metrics (Prometheus), /stats.json and a live dashboard\n"
 "                             (/) on ADDR: HOST:PORT or unix:PATH (default: off)\n"
 "      --metrics-allow-ips LIST  the peers --metrics-bind serves: IPs, CIDR networks,\n"
@@ -213,11 +228,15 @@ static void usage(FILE *out)
 "      --stats-window S       start the measurement window S seconds after start-up;\n"
 "                             SIGUSR2 starts a new window at any time\n"
 "\n"
+"A long option is given by its whole name: one cut short or mistyped (--worker)\n"
+"is refused, naming the option meant.\n"
+"\n"
 "Every long option may also be set as CSERVE_<NAME>, its name in capitals with\n"
 "'_' for '-' (CSERVE_WORKERS=4, CSERVE_ACCESS_LOG=/var/log/cserve.log; a flag\n"
 "option takes 1/true/yes/on or 0/false/no/off, and so does CSERVE_ACCESS_LOG for\n"
 "stderr or off; CSERVE_APP=MODULE:CALLABLE). An\n"
-"option on the command line wins over its variable; given twice, the last wins.\n"
+"option on the command line wins over its variable, and a variable over the\n"
+"--config file (CSERVE_CONFIG names one too); given twice, the last wins.\n"
 "A CSERVE_ variable that is no option's (a typo: CSERVE_WORKER) is ignored with a\n"
 "warning naming the closest option's, not refused: other tools may keep their own\n"
 "CSERVE_ variables in the same environment.\n"
@@ -227,25 +246,28 @@ static void usage(FILE *out)
 "before it serves), 1 when the server itself fails, 0 after a clean stop.\n");
 }
 
-/* The variable being parsed, named in error messages (empty: the command line). */
-static char env_source[64];
+/* The variable, or the config file and its key, being parsed, named in
+ * error messages (empty: the command line). */
+static char env_source[PATH_MAX + 128];
+static bool parsing_file; /* env_source names the config file's key */
+static const char *config_path; /* --config FILE, or CSERVE_CONFIG's */
 
 /* Where each option's value came from, for --check-config. */
-enum source { FROM_DEFAULT, FROM_COMMAND_LINE, FROM_ENVIRONMENT };
+enum source { FROM_DEFAULT, FROM_COMMAND_LINE, FROM_ENVIRONMENT, FROM_FILE };
 static unsigned char source_of[OPT_END];
 
 static void note_source(int opt)
 {
     if (opt >= 0 && opt < OPT_END)
-        source_of[opt] = env_source[0] ? FROM_ENVIRONMENT : FROM_COMMAND_LINE;
+        source_of[opt] = !env_source[0] ? FROM_COMMAND_LINE : parsing_file ? FROM_FILE : FROM_ENVIRONMENT;
 }
 
 /* One error line, naming the variable the value came from; exit 2. */
 static void die_with(const char *what, const char *hint) __attribute__((noreturn));
 static void die_with(const char *what, const char *hint)
 {
-    log_error("%s%s%s%s%s", what, env_source[0] ? " (from the environment: " : "", env_source,
-              env_source[0] ? ")" : "", hint);
+    log_error("%s%s%s%s%s", what, !env_source[0] ? "" : parsing_file ? " (from --config " : " (from the environment: ",
+              env_source, env_source[0] ? ")" : "", hint);
     exit(2);
 }
 
@@ -398,10 +420,54 @@ static bool app_form(const char *s)
 static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
 
+/* getopt_long takes any unambiguous start of a long option's name
+ * (--blocking-thread for --blocking-threads): a typo near one option is
+ * read as it, and an option added later changes what an abbreviation
+ * meant. So every long option is matched whole here first, walking argv as
+ * getopt will (an option's value is skipped, "--" ends the options), and a
+ * near miss is refused with the name meant. */
+static const char *require_whole_names(int argc, char **argv)
+{
+    const char *config = NULL; /* --config's value, the last one: the file is read before the rest */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (a[0] != '-' || a[1] == '\0') /* an operand, or "-" */
+            continue;
+        if (a[1] != '-') { /* -b and -w take the rest of the word, or the next one */
+            const char *v = a + 1 + strspn(a + 1, "hV");
+            if ((*v == 'b' || *v == 'w') && v[1] == '\0')
+                i++;
+            continue;
+        }
+        size_t len = strcspn(a + 2, "=");
+        const struct option *lo = option_named(long_options, a + 2, len);
+        if (lo) {
+            if (lo->val == OPT_CONFIG)
+                config = a[2 + len] ? a + 3 + len : i + 1 < argc ? argv[i + 1] : NULL;
+            if (lo->has_arg == required_argument && !a[2 + len])
+                i++;
+            continue;
+        }
+        char typed[64];
+        snprintf(typed, sizeof typed, "%.*s", (int)(len < sizeof typed - 1 ? len : sizeof typed - 1), a + 2);
+        const struct option *meant = option_closest(long_options, typed);
+        char what[256];
+        if (meant)
+            snprintf(what, sizeof what, "unknown option '--%s': did you mean --%s?", typed, meant->name);
+        else
+            snprintf(what, sizeof what, "unknown option '--%s'", typed);
+        die_with(what, " (see cserve --help)");
+    }
+    return config;
+}
+
 /* One getopt pass over argv (the command line, or one variable made into
  * "--name=value"); returns the index of the first operand. */
 static int parse_args(struct options *o, int argc, char **argv)
 {
+    require_whole_names(argc, argv);
     optind = 0; /* glibc: start afresh (a second pass) */
     opterr = 0;
     int c;
@@ -491,8 +557,9 @@ static int parse_args(struct options *o, int argc, char **argv)
             /* The argument is optional, so getopt takes only
              * --access-log=FILE; "--access-log FILE" would leave FILE to be
              * read as the app. The next word is FILE unless it is an
-             * option or has the app's form. */
-            if (!optarg && optind < argc && argv[optind][0] != '-' && !app_form(argv[optind]))
+             * option or has the app's form; "-" (stdout) is FILE. */
+            if (!optarg && optind < argc && (argv[optind][0] != '-' || strcmp(argv[optind], "-") == 0) &&
+                !app_form(argv[optind]))
                 optarg = argv[optind++];
             o->access_log = true;
             o->access_log_file = optarg;
@@ -502,7 +569,14 @@ static int parse_args(struct options *o, int argc, char **argv)
                 die_usage("--log-level needs debug, info, warning or error, not '%s'", optarg);
             break;
         case OPT_STATS: o->stats = true; break;
-        case OPT_STATS_JSON: o->stats_json = optarg; break;
+        case OPT_STATS_JSON:
+            /* Not a stream: rewritten whole at each SIGUSR1 and merged from
+             * each worker's part, beside it. */
+            if (strcmp(optarg, "-") == 0)
+                die_usage("--stats-json needs a file, not '%s' (standard output): it is rewritten whole at each "
+                          "SIGUSR1 (--stats writes the table to stderr)", optarg);
+            o->stats_json = optarg;
+            break;
         case OPT_METRICS_BIND: parse_metrics_bind(o, optarg); break;
         case OPT_METRICS_ALLOW_IPS: o->metrics_allow_ips = optarg; break;
         case OPT_MAX_REQUESTS:
@@ -517,10 +591,15 @@ static int parse_args(struct options *o, int argc, char **argv)
         case OPT_WORKERS_MAX_RSS:
             o->workers_max_rss_mb = (unsigned)parse_count("--workers-max-rss", optarg, 0, 1u << 24);
             break;
-        case OPT_PID_FILE: o->pid_file = optarg; break;
+        case OPT_PID_FILE:
+            if (strcmp(optarg, "-") == 0)
+                die_usage("--pid-file needs a file, not '%s'", optarg);
+            o->pid_file = optarg;
+            break;
         case OPT_RELOAD: o->reload = true; break;
         case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
+        case OPT_CONFIG: break; /* read first, before the variables (options_parse) */
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
         case OPT_FORWARDED_HEADERS: o->forwarded_headers = optarg; break;
         case OPT_ROOT_PATH:
@@ -618,30 +697,69 @@ static void parse_env(struct options *o, const char *argv0)
     env_source[0] = '\0';
 }
 
-/* Edits (insert, delete, replace) between a and b, both short. */
-static size_t edit_distance(const char *a, const char *b)
+/* The options a file's array is the value of: lists joined with ','. */
+static bool takes_list(int opt)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return (size_t)-1;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
+    return opt == OPT_FORWARDED_ALLOW_IPS || opt == OPT_FORWARDED_HEADERS || opt == OPT_METRICS_ALLOW_IPS;
+}
+
+/* --config FILE, in TOML: each top-level key a long option's name, its
+ * value the option's (a boolean for a flag, an array for a list). Read
+ * before the variables and the command line, which win over it. */
+static void parse_file(struct options *o, const char *path, const char *argv0)
+{
+    static struct config_entry *entries; /* the options point into them */
+    static char **args;                  /* ... and into these */
+    size_t n;
+    char why[1024];
+    if (config_toml_read(path, &entries, &n, why, sizeof why) != 0) {
+        log_error("--config %s: %s", path, why);
+        exit(2);
     }
-    return row[lb];
+    args = calloc(n + 1, sizeof *args);
+    if (!args)
+        exit(1);
+    parsing_file = true;
+    for (size_t i = 0; i < n; i++) {
+        const struct config_entry *e = &entries[i];
+        snprintf(env_source, sizeof env_source, "%s, key %s", path, e->key);
+        const struct option *lo = option_named(long_options, e->key, strlen(e->key));
+        if (!lo || lo->val == OPT_HELP || lo->val == OPT_VERSION || lo->val == OPT_CONFIG ||
+            lo->val == OPT_CHECK_CONFIG) {
+            const struct option *meant = lo ? NULL : option_closest(long_options, e->key);
+            char what[512];
+            snprintf(what, sizeof what, "--config %s: %s '%.100s'%s%s%s", path,
+                     lo ? "a file does not set" : "unknown key", e->key, meant ? ": did you mean " : "",
+                     meant ? meant->name : "", meant ? "?" : "");
+            env_source[0] = '\0';
+            die_with(what, " (its keys are the long options' names: see cserve --help)");
+        }
+        const char *bad = NULL;
+        if (e->kind == 't' || e->kind == 'o')
+            bad = "needs a value, not %s";
+        else if (lo->has_arg == no_argument && e->kind != 'b')
+            bad = "is a flag: true or false, not '%s'";
+        else if (lo->has_arg == required_argument && e->kind == 'b')
+            bad = "needs a value, not %s";
+        else if (e->kind == 'a' && !takes_list(lo->val))
+            bad = "takes one value, not an array ('%s')";
+        if (bad) {
+            char fmt[128];
+            snprintf(fmt, sizeof fmt, "%s %s", e->key, bad);
+            die_usage(fmt, e->value);
+        }
+        if (e->kind == 'b' && strcmp(e->value, "false") == 0)
+            continue; /* a flag left off, as by default */
+        char *arg = NULL;
+        if (e->kind == 'b' ? asprintf(&arg, "--%s", lo->name) < 0 : asprintf(&arg, "--%s=%s", lo->name, e->value) < 0)
+            exit(1);
+        args[i] = arg;
+        char *argv2[3] = {(char *)argv0, arg, NULL};
+        if (parse_args(o, 2, argv2) < 2)
+            die_usage("'%s' is not a value this option takes", e->value);
+    }
+    parsing_file = false;
+    env_source[0] = '\0';
 }
 
 /* Variables cserve reads that are no option's: the one a supervisor hands
@@ -667,32 +785,28 @@ void options_check_environment(void)
         bool known = false;
         for (size_t i = 0; i < sizeof not_options / sizeof *not_options; i++)
             known |= strcmp(var, not_options[i]) == 0;
-        const struct option *closest = NULL;
-        size_t best = (size_t)-1;
+        /* The option's own spelling: CSERVE_BLOCKING_THREAD is --blocking-thread. */
+        char typed[64];
+        size_t k = 0;
+        for (const char *p = var + 7; *p && k + 1 < sizeof typed; p++)
+            typed[k++] = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+        typed[k] = '\0';
         char name[64];
-        for (const struct option *lo = long_options; lo->name && !known; lo++) {
-            env_name_of(lo, name, sizeof name);
-            if (!name[0])
-                continue;
-            known = strcmp(var, name) == 0;
-            size_t d = edit_distance(var + 7, name + 7);
-            if (d < best) {
-                best = d;
-                closest = lo;
-            }
+        const struct option *named = option_named(long_options, typed, k);
+        if (named) {
+            env_name_of(named, name, sizeof name);
+            known |= strcmp(var, name) == 0; /* not CSERVE_help, nor CSERVE_HELP */
         }
         if (known)
             continue;
-        /* Close enough to be a typo of it: a third of the name, and at
-         * least two edits (CSERVE_WORKER, CSERVE_BLOCKING_THREAD). */
-        size_t len = strlen(var + 7);
-        if (closest && best <= (len / 3 > 2 ? len / 3 : 2)) {
+        const struct option *closest = option_closest(long_options, typed);
+        if (closest)
             env_name_of(closest, name, sizeof name);
+        if (closest && name[0])
             log_warn("%s is no option's variable: ignored. Did you mean %s (--%s)? (cserve --help lists them)", var,
                      name, closest->name);
-        } else {
+        else
             log_warn("%s is no option's variable: ignored (cserve --help lists them)", var);
-        }
     }
 }
 
@@ -719,6 +833,12 @@ void options_parse(struct options *o, int argc, char **argv)
     o->metrics_allow_ips = "127.0.0.0/8,::1,unix";
     o->forwarded_headers = "x-forwarded-for,x-forwarded-proto";
 
+    /* Lowest first: the file, the variables, the command line. */
+    config_path = require_whole_names(argc, argv);
+    if (!config_path && getenv("CSERVE_CONFIG") && *getenv("CSERVE_CONFIG"))
+        config_path = getenv("CSERVE_CONFIG");
+    if (config_path)
+        parse_file(o, config_path, argv[0]);
     parse_env(o, argv[0]);
     int first = parse_args(o, argc, argv);
     if (first < argc) {
@@ -763,6 +883,8 @@ static void item(FILE *out, const char *name, int opt, const char *fmt, ...)
     va_end(ap);
     if (source_of[opt] == FROM_DEFAULT) {
         fprintf(out, " (default)\n");
+    } else if (source_of[opt] == FROM_FILE) {
+        fprintf(out, " (file: %s)\n", config_path);
     } else if (source_of[opt] == FROM_COMMAND_LINE) {
         fprintf(out, " (command line)\n");
     } else {
@@ -791,6 +913,7 @@ void options_print(const struct options *o, FILE *out)
         item(out, "bind", OPT_BIND, "unix:%s", o->bind_unix);
     else
         item(out, "bind", OPT_BIND, "%s:%d", o->bind_host, o->bind_port);
+    item(out, "config", OPT_CONFIG, "%s", or_none(config_path));
     item(out, "app", OPT_APP, "%s", o->native_hello ? "native-hello" : o->app_spec ? o->app_spec : "(the default app)");
     if (o->socket_mode >= 0)
         item(out, "socket-mode", OPT_SOCKET_MODE, "%03o", (unsigned)o->socket_mode);
@@ -847,8 +970,9 @@ void options_print(const struct options *o, FILE *out)
     item(out, "graceful-timeout", OPT_GRACEFUL_TIMEOUT, "%.3f", o->graceful_timeout_ms / 1e3);
     static const char *const formats[] = {"combined", "common", "json"};
     item(out, "access-log-format", OPT_ACCESS_LOG_FORMAT, "%s", formats[o->access_log_format]);
+    const char *log = o->access_log_file;
     item(out, "access-log", OPT_ACCESS_LOG, "%s",
-         o->access_log ? (o->access_log_file ? o->access_log_file : "stderr") : "off");
+         !o->access_log ? "off" : !log ? "stderr" : strcmp(log, "-") == 0 ? "stdout (-)" : log);
     item(out, "log-level", OPT_LOG_LEVEL, "%s", log_level_name());
     item(out, "stats", OPT_STATS, "%s", o->stats ? "yes" : "no");
     item(out, "stats-json", OPT_STATS_JSON, "%s", or_none(o->stats_json));

@@ -55,15 +55,23 @@ static int open_path(const char *path)
     return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
 }
 
+/* "-" is standard output, as for most Unix tools: the stream a container or
+ * systemd collects; like stderr it is never reopened. */
+static bool is_stdout(const char *path)
+{
+    return path && strcmp(path, "-") == 0;
+}
+
 int access_log_open(const char *path, enum access_log_format format, const struct forwarded_policy *forwarded)
 {
     log_format = format;
     log_forwarded = forwarded;
-    log_path = absolute(path);
-    if (!path) {
-        log_fd = STDERR_FILENO;
+    if (!path || is_stdout(path)) {
+        log_path = NULL;
+        log_fd = path ? STDOUT_FILENO : STDERR_FILENO;
         return 0;
     }
+    log_path = absolute(path);
     log_fd = open_path(path);
     return log_fd < 0 ? -1 : 0;
 }
@@ -78,8 +86,8 @@ void access_log_adopt(int fd, const char *path, enum access_log_format format,
 {
     log_format = format;
     log_forwarded = forwarded;
-    log_path = absolute(path);
-    log_fd = fd >= 0 ? fd : STDERR_FILENO;
+    log_path = is_stdout(path) ? NULL : absolute(path);
+    log_fd = fd >= 0 ? fd : is_stdout(path) ? STDOUT_FILENO : STDERR_FILENO;
 }
 
 void access_log_reopen(void)

@@ -18,7 +18,7 @@ enum access_log_format {
 /* "combined", "common" or "json"; -1 for anything else. */
 int access_log_format_parse(const char *name);
 
-/* Open the log (path NULL: stderr) before privileges are dropped, so a
+/* Open the log (path NULL: stderr; "-": stdout) before privileges are dropped, so a
  * root-owned log directory works. forwarded (the caller's, kept for the
  * process's life) says whose proxy fields name the client. Returns 0, or
  * -1 with errno. */

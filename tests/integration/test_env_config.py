@@ -61,6 +61,7 @@ TABLE = {
     "app-timeout": ("30", "app-timeout: 30.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
     "reload": ("1", "reload: yes", {}),
+    "config": ("/dev/null", "config: /dev/null", {}),  # an empty TOML file
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 
@@ -104,6 +105,7 @@ COMMAND_LINE = {
     "root-path": ("/v2", "root-path: /v2"),
     "app-timeout": ("40", "app-timeout: 40.000"),
     "access-log-format": ("common", "access-log-format: common"),
+    "config": (str(ROOT / "docs" / "cserve.example.toml"), f"config: {ROOT}/docs/cserve.example.toml"),
 }
 # Flags: the command line can only turn them on, as their variable does.
 FLAGS = {"inline", "stats", "reload"}
