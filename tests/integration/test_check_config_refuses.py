@@ -15,7 +15,7 @@ from conftest import APPS, BIN, ROOT, free_port
 
 APP = "wsgi_apps:application"
 MISSING = "/nonexistent-cserve-dir"
-PREFIX = re.compile(r"\[cserve \d+\] error: ")
+PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[cserve \d+\] error: ")
 
 CASES = [
     # (id, arguments, what the one error line says)

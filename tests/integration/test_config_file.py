@@ -13,7 +13,7 @@ import pytest
 from conftest import APPS, BIN, ROOT, Server, free_port
 from httpclient import get
 
-PREFIX = re.compile(r"\[cserve \d+\] error: ")
+PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[cserve \d+\] error: ")
 
 
 def run(*args, env=None, cwd=ROOT):

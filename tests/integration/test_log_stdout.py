@@ -88,5 +88,5 @@ def test_a_whole_file_output_refuses_the_dash(tmp_path, option):
                        timeout=30, env=clean_env())
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1, r.stderr
-    assert re.match(r"\[cserve \d+\] error: ", lines[0]) and f"{option} needs a file, not '-'" in lines[0], lines[0]
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[cserve \d+\] error: ", lines[0]) and f"{option} needs a file, not '-'" in lines[0], lines[0]
     assert not (tmp_path / "-").exists()

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import APPS, BIN, ROOT
 
-PREFIX = re.compile(r"\[cserve \d+\] error: ")
+PREFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[cserve \d+\] error: ")
 
 
 def check_config(*args):
