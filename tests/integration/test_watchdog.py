@@ -6,6 +6,7 @@ it accepted is left open), and requests on other paths keep being served
 meanwhile."""
 import http.client
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -19,13 +20,30 @@ from conftest import APPS, BIN, free_port, start_server
 from deploy_support import Proc, clean_env, wait_connect
 from httpclient import Reader
 from loadgen import wait_until
+from procfs import children
 from test_nginx import CONF, NGINX, localise, recipe
 
-TIMEOUT = 1  # --app-timeout (s)
+TIMEOUT = 1  # --app-timeout (s), where only the stuck request is in the app
+# --app-timeout (s) where other requests are served while one is stuck: they
+# must be answered before the watchdog fires, which on a busy machine takes
+# more than the milliseconds they need on a quiet one.
+SERVED_TIMEOUT = 5
+HANG_S = 30  # only detects a hang: nothing here legitimately takes this long
+
+
+def _succeeded(log):
+    """True once a successor serves and the worker it replaces drains (the
+    word "serves" alone is also in the warning a root server gives)."""
+    return re.search(r"serves; (this one|pid \d+) drains", log) is not None
+
+
+def _started(mark):
+    """True once the /hang?mark= request is in the app."""
+    return os.path.exists(mark) and "start" in open(mark).read()
 
 
 def get(port, path):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_S) as s:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(65536):
@@ -34,40 +52,41 @@ def get(port, path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers):
+def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers, tmp_path):
     # Two pool threads: the loop gives new requests to the one not stuck.
-    srv = start_server("--workers", str(workers), "--blocking-threads", "2", "--app-timeout", str(TIMEOUT),
-                       "--graceful-timeout", "2", app="hang_apps:application")
+    srv = start_server("--workers", str(workers), "--blocking-threads", "2", "--app-timeout",
+                       str(SERVED_TIMEOUT), "--graceful-timeout", "2", app="hang_apps:application")
     try:
-        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        mark = tmp_path / "hang.mark"
+        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
         t0 = time.monotonic()
-        stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-        # Meanwhile the other paths are served (until just before the
-        # watchdog may fire: from then on a request read by the stuck
-        # worker is answered 503).
-        served = 0
-        while time.monotonic() < t0 + TIMEOUT * 0.6:
+        stuck.sendall(f"GET /hang?mark={mark} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert wait_until(lambda: _started(mark), HANG_S), srv.log_text()[-3000:]
+        # Meanwhile the other paths are served: a few requests, each a
+        # matter of milliseconds, long before the watchdog may fire (from
+        # then on a request read by the stuck worker is answered 503).
+        for _ in range(3):
             assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
-            served += 1
-        assert served > 0
-        # The stuck request is answered, after the timeout: 503, closing.
+        assert "app watchdog" not in srv.log_text(), srv.log_text()[-3000:]
+        # The stuck request is answered, never before the timeout: 503, closing.
         resp = Reader(stuck).read_response()
         waited = time.monotonic() - t0
         assert resp.status == 503 and resp.header("connection") == "close", resp
         assert stuck.recv(100) == b""
-        assert TIMEOUT * 0.9 <= waited < TIMEOUT + 2, waited
+        assert waited >= SERVED_TIMEOUT * 0.9, waited
         stuck.close()
         assert "app watchdog: pool thread 0 has been in the app" in srv.log_text()
         # The stack, from faulthandler, follows that line (maybe still being written).
-        assert wait_until(lambda: "stuck_in_this_function_for_ever" in srv.log_text(), 10), srv.log_text()[-4000:]
-        assert wait_until(lambda: "serves" in srv.log_text(), 15), srv.log_text()[-3000:]
+        assert wait_until(lambda: "stuck_in_this_function_for_ever" in srv.log_text(), HANG_S), \
+            srv.log_text()[-4000:]
+        assert wait_until(lambda: _succeeded(srv.log_text()), HANG_S), srv.log_text()[-3000:]
         for _ in range(10):
             assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
     finally:
         srv.close()
 
 
-def _on(port, pid, timeout=15):
+def _on(port, pid, timeout=HANG_S):
     """A keep-alive connection to the worker whose pid is pid (with
     --workers the kernel spreads connections over the workers' listeners)."""
     for _ in range(200):
@@ -78,6 +97,24 @@ def _on(port, pid, timeout=15):
             return s, r
         s.close()
     raise AssertionError(f"no connection reached pid {pid}")
+
+
+def _pid_on_a_new_connection(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_S) as s:
+        s.sendall(b"GET /pid HTTP/1.1\r\nHost: x\r\n\r\n")
+        return int(Reader(s).read_response().body)
+
+
+def _all_workers_serve(srv, workers):
+    """Wait until every worker has answered a request: each is past its
+    start, so a gate for new workers holds only the ones started later."""
+    seen = set()
+
+    def all_seen():
+        expected = {srv.proc.pid} if workers == 1 else set(children(srv.proc.pid))
+        seen.add(_pid_on_a_new_connection(srv.port))
+        return len(expected) == workers and expected <= seen
+    assert wait_until(all_seen, HANG_S, interval=0), (seen, children(srv.proc.pid))
 
 
 def _tcp_peers(pid, port):
@@ -114,20 +151,28 @@ def _closes(r, within):
         assert r.buf == b"" and r.sock.recv(4096) == b""
     except ConnectionResetError:
         pass
+    except socket.timeout:
+        raise AssertionError(f"the connection is still open after {within} s") from None
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_stuck_worker_lets_go_of_its_clients(workers):
+def test_a_stuck_worker_lets_go_of_its_clients(workers, tmp_path):
     """One pool thread, stuck: the stuck request, the requests queued behind
     it (two pipelined on one connection) and a head completed after the
-    watchdog fired each get one 503 that closes, within the timeout and two
-    seconds; an idle keep-alive connection is closed; a new connection is
-    served by the successor; and once the stuck worker has drained it holds
-    no client's socket (not even one whose head never ends)."""
+    watchdog fired each get one 503 that closes; an idle keep-alive
+    connection is closed at once, while the successor cannot serve yet (its
+    import is gated); a new connection is served by the successor; and once
+    the stuck worker has drained it holds no client's socket (not even one
+    whose head never ends)."""
+    successor_gate = tmp_path / "successor-gate"
     srv = start_server("--workers", str(workers), "--blocking-threads", "1", "--app-timeout", str(TIMEOUT),
-                       "--graceful-timeout", "2", "--keepalive-timeout", "60", app="hang_apps:application")
+                       "--graceful-timeout", "2", "--keepalive-timeout", "120", app="hang_apps:application",
+                       env=dict(os.environ, HANG_APPS_GATE_NEW_WORKER=str(successor_gate)))
     try:
-        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        _all_workers_serve(srv, workers)
+        successor_gate.touch()
+        mark = tmp_path / "hang.mark"
+        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
         stuck.sendall(b"GET /pid HTTP/1.1\r\nHost: x\r\n\r\n")
         rs = Reader(stuck)
         pid = int(rs.read_response().body)
@@ -136,25 +181,28 @@ def test_a_stuck_worker_lets_go_of_its_clients(workers):
         partial, rp = _on(srv.port, pid)
         slow, rl = _on(srv.port, pid)
         slow.sendall(b"GET /ok HTTP/1.1\r\n")  # and never more: open past the drain
-        t0 = time.monotonic()
-        stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.3)  # in the app: the one pool thread is taken
+        stuck.sendall(f"GET /hang?mark={mark} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        # In the app: the one pool thread is taken, whatever comes next waits.
+        assert wait_until(lambda: _started(mark), HANG_S), srv.log_text()[-3000:]
         queued.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
         partial.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")
-        assert wait_until(lambda: "app watchdog" in srv.log_text(), TIMEOUT + 5), srv.log_text()[-3000:]
+        assert wait_until(lambda: "app watchdog" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
         partial.sendall(b"\r\n")  # a head that completes now: refused too
         for name, r in (("stuck", rs), ("queued", rq), ("partial", rp)):
             resp = r.read_response()
             assert resp.status == 503 and resp.header("connection") == "close", (name, resp)
-            assert time.monotonic() - t0 < TIMEOUT + 2, name
-            _closes(r, 5)  # nothing after the 503: the pipelined second request is not answered
-        _closes(ri, 1)  # at once, not at the end of the drain
+            _closes(r, HANG_S)  # nothing after the 503: the pipelined second request is not answered
+        # At once: the successor cannot serve yet, so the stuck worker has
+        # not been told to stop and drain.
+        _closes(ri, HANG_S)
+        assert not _succeeded(srv.log_text()), srv.log_text()[-3000:]
+        successor_gate.unlink()
         # A new client waits in the listener's backlog for the successor.
         assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
-        assert wait_until(lambda: "serves" in srv.log_text(), 15), srv.log_text()[-3000:]
-        assert wait_until(lambda: "graceful timeout" in srv.log_text(), 15), srv.log_text()[-3000:]
-        assert wait_until(lambda: not _tcp_peers(pid, srv.port), 5), _tcp_peers(pid, srv.port)
-        _closes(rl, 5)
+        assert wait_until(lambda: _succeeded(srv.log_text()), HANG_S), srv.log_text()[-3000:]
+        assert wait_until(lambda: "graceful timeout" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+        assert wait_until(lambda: not _tcp_peers(pid, srv.port), HANG_S), _tcp_peers(pid, srv.port)
+        _closes(rl, HANG_S)
         for s in (stuck, idle, queued, partial, slow):
             s.close()
     finally:
@@ -171,17 +219,17 @@ def test_a_lone_stuck_worker_tries_again_when_its_successor_fails(tmp_path):
     srv = start_server("--blocking-threads", "2", "--app-timeout", str(TIMEOUT), "--graceful-timeout", "2",
                        app="hang_apps:application", env=env)
     try:
-        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
         broken.touch()
         stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
         assert Reader(stuck).read_response().status == 503
-        assert wait_until(lambda: "before it served" in srv.log_text(), 15), srv.log_text()[-3000:]
+        assert wait_until(lambda: "before it served" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
         assert "the old one cannot serve" in srv.log_text(), srv.log_text()[-3000:]
         broken.unlink()
         # Accepted by nobody until a successor serves: the back-off (1 s)
         # and the next look (at most 1 s), then the successor's start.
         assert get(srv.port, "/ok").endswith(b"\r\n\r\nok")
-        assert wait_until(lambda: "serves" in srv.log_text(), 15), srv.log_text()[-3000:]
+        assert wait_until(lambda: _succeeded(srv.log_text()), HANG_S), srv.log_text()[-3000:]
         stuck.close()
     finally:
         srv.close()
@@ -192,7 +240,7 @@ def test_app_timeout_is_refused_without_pool_threads():
     assert r.returncode == 2 and "--app-timeout" in r.stderr
 
 
-NGINX_TIMEOUT = 2  # --app-timeout behind nginx (s)
+NGINX_TIMEOUT = SERVED_TIMEOUT  # --app-timeout behind nginx (s): another client is served meanwhile
 
 
 @pytest.mark.skipif(NGINX is None or os.geteuid() != 0,
@@ -200,8 +248,8 @@ NGINX_TIMEOUT = 2  # --app-timeout behind nginx (s)
 def test_behind_nginx_the_stuck_client_is_answered_and_others_served():
     """Through the documented nginx recipe, one worker with two pool
     threads: a request stuck in the app gets cserve's 503 (not nginx's 502)
-    within the timeout and two seconds, another client is served while it
-    waits, and a client after it is served by the successor."""
+    after the timeout, another client is served while it waits, and a
+    client after it is served by the successor."""
     d = tempfile.mkdtemp(prefix="cserve-nginx-watchdog-")
     os.chmod(d, 0o777)
     os.makedirs(os.path.join(d, "tmp"), mode=0o777)
@@ -220,7 +268,7 @@ def test_behind_nginx_the_stuck_client_is_answered_and_others_served():
         wait_connect(ngx, ("127.0.0.1", port)).close()
 
         def fetch(path):
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=HANG_S)
             try:
                 c.request("GET", path)
                 r = c.getresponse()
@@ -229,26 +277,25 @@ def test_behind_nginx_the_stuck_client_is_answered_and_others_served():
                 c.close()
 
         result = {}
+        mark = os.path.join(d, "hang.mark")  # d is writable by the app's user
 
         def stuck():
-            t = time.monotonic()
-            result["stuck"] = fetch("/hang"), time.monotonic() - t
+            result["stuck"] = fetch(f"/hang?mark={mark}")
 
         th = threading.Thread(target=stuck)
         th.start()
-        t0 = time.monotonic()
-        served = []
-        time.sleep(0.2)
-        while time.monotonic() < t0 + NGINX_TIMEOUT * 0.6:  # before the watchdog may fire
-            served.append(fetch("/ok"))
-        th.join(NGINX_TIMEOUT + 10)
-        (status, body), waited = result["stuck"]
+        # Once the stuck request is in the app, a few requests, each a matter
+        # of milliseconds, long before the watchdog may fire.
+        assert wait_until(lambda: _started(mark), HANG_S), srv.text()[-3000:]
+        served = [fetch("/ok") for _ in range(3)]
+        assert "app watchdog" not in srv.text(), srv.text()[-3000:]
+        th.join(NGINX_TIMEOUT + HANG_S)
+        status, body = result["stuck"]
         assert status == 503 and b"Service Unavailable" in body, (status, body, srv.text()[-2000:])
-        assert waited < NGINX_TIMEOUT + 2, waited
-        assert served and all(r == (200, b"ok") for r in served), served
+        assert all(r == (200, b"ok") for r in served), served
         # The successor serves (the stuck worker closed its idle upstream
         # connections when it answered: nginx opens a new one).
-        assert wait_until(lambda: "serves" in srv.text(), 15), srv.text()[-3000:]
+        assert wait_until(lambda: _succeeded(srv.text()), HANG_S), srv.text()[-3000:]
         assert fetch("/ok") == (200, b"ok"), srv.text()[-3000:]
     finally:
         if ngx:

@@ -8,7 +8,11 @@ replacement worker's, after the test created it) first waits until
 PATH + ".go" exists (at most 60 s), so the worker it replaces is the one
 that publishes its figures until the test lets the replacement start.
 HANG_APPS_BROKEN_REIMPORT=PATH: an import made while PATH exists raises
-(a replacement worker that fails to start)."""
+(a replacement worker that fails to start).
+HANG_APPS_GATE_NEW_WORKER=PATH: a worker that starts while PATH exists,
+importing the app or forked from a process that has it, waits until the
+test removes PATH (at most 60 s): a replacement worker that cannot serve
+until the test says so."""
 import os
 import threading
 import time
@@ -22,6 +26,16 @@ if os.path.exists(_slow):
         time.sleep(0.02)
 if os.path.exists(os.environ.get("HANG_APPS_BROKEN_REIMPORT", "/nonexistent")):
     raise RuntimeError("HANG_APPS_BROKEN_REIMPORT exists")
+
+
+def _wait_for_the_gate():
+    gate, deadline = os.environ.get("HANG_APPS_GATE_NEW_WORKER", "/nonexistent"), time.monotonic() + 60
+    while os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+_wait_for_the_gate()
+os.register_at_fork(after_in_child=_wait_for_the_gate)
 
 
 def stuck_in_this_function_for_ever():
