@@ -52,8 +52,9 @@ def readme_body(record, doc):
          f"{' (dirty tree)' if meta.get('dirty') else ''}, {meta['machine'].get('nproc')} vCPUs "
          f"({meta['machine'].get('cpu_model')}), a guest shared with other work while it ran: a pilot. "
          f"{meta['rounds']} interleaved, shuffled rounds of {meta.get('duration', '?')} s windows; "
-         f"{production.WORKERS} workers of one thread, `wrk -t1 -c{CONNS}`. Rate: median (min–max) over the "
-         "clean runs; p50, p99 and server CPU per request: medians; lost: steal and foreign CPU in the "
+         f"{production.WORKERS} workers of one thread, `wrk -t1 -c{CONNS}`. Runs disturbed by other "
+         f"tenants (more than 0.05 core lost): {sum(1 for r in recs if r.get('disturbed'))} of {len(recs)}. "
+         "Rate: median (min–max) over the clean runs, or over all where none was clean; p50, p99 and server CPU per request: medians; lost: steal and foreign CPU in the "
          "window (/proc/stat), % of one core. shared ÷ static: the ratio of the rates, (range) over the runs' "
          "pairs. Full tables: [production.md](" +
          os.path.relpath(os.path.join(os.path.dirname(record), "production.md"), os.path.dirname(doc)) + ").", "",
