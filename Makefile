@@ -3,7 +3,7 @@
 #
 # Knobs: PYTHON=/usr/bin/python3 (the CPython to embed; any >= 3.9, e.g. PYTHON=python3.12),
 #        PYTHON_PC (a pkg-config name to take its flags from instead),
-#        PYTHON_LINK=auto|static|shared (how libpython is linked: auto = as PYTHON's own executable links it),
+#        PYTHON_LINK=auto|static|shared (how libpython is linked: auto = the shared one where the installation has it, else static),
 #        ALLOC=jemalloc|libc (libc when jemalloc's dev files are missing), OPT=-O2, INSTRUMENTS=1|0 (compile the counters out with 0),
 #        TEST_HOOKS=0|1 (1: a test build, with the fault hooks the integration tests set in the environment,
 #        CSERVE_FAULT_SUBMIT and CSERVE_TEST_FAIL_POOL_THREAD; 0, the default, leaves them out; a SAN build defaults to 1).

@@ -5,8 +5,8 @@
 #      its flags from instead), PYTHON_LINK (auto|static|shared), SAN (set for
 #      a sanitizer build).
 # Out: PY_CFLAGS and PY_LIBS (compile against it and link it); PY_LINK
-#      (static or shared libpython: auto links it the way PYTHON's own
-#      executable does), with PY_LINK_FLAGS and PY_LINK_DEPS for a static
+#      (static or shared libpython: auto links the shared one wherever the
+#      installation has it), with PY_LINK_FLAGS and PY_LINK_DEPS for a static
 #      link (-no-pie, the archive to relink on); PY_DEFS (the home, the
 #      executable, the standard library and the library name cserve starts
 #      that interpreter by, whatever PATH holds); PY_HOME, PY_VER, PY_VERT.
@@ -18,23 +18,21 @@
 # python or python3.12 works as well as the system's /usr/bin/python3.
 
 # PYTHON, asked where its installation lives, which version it is, and
-# (for the link) whether its own executable has libpython mapped (it runs
-# with a shared one), where the static archive is, if there is one, and
-# (last, as they are several words) the libraries the archive needs.
+# (for the link) whether it has a shared libpython, where the static archive
+# is, if there is one, and (last, as they are several words) the libraries
+# the archive needs.
 PY_PROBE  := $(shell $(PYTHON) -c 'import os, sys, sysconfig as s; g = s.get_config_var; \
   a = os.path.join(g("LIBPL") or "", g("LIBRARY") or ""); \
-  mapped = any("/libpython" in l for l in open("/proc/self/maps")); \
   print(sys.base_prefix, "%d.%d" % sys.version_info[:2], g("BINDIR"), g("LIBDIR"), g("Py_ENABLE_SHARED") or 0, \
-        int(mapped), a if a.endswith(".a") and os.path.isfile(a) else "-", \
+        a if a.endswith(".a") and os.path.isfile(a) else "-", \
         " ".join(g(k) or "" for k in ("LIBS", "SYSLIBS", "MODLIBS")))' 2>/dev/null)
 PY_HOME   := $(word 1,$(PY_PROBE))
 PY_VER    := $(word 2,$(PY_PROBE))
 PY_BINDIR := $(word 3,$(PY_PROBE))
 PY_LIBDIR := $(word 4,$(PY_PROBE))
 PY_SHARED := $(word 5,$(PY_PROBE))
-PY_EXE_SHARED := $(word 6,$(PY_PROBE))
-PY_ARCHIVE := $(filter-out -,$(word 7,$(PY_PROBE)))
-PY_ARCHIVE_LIBS := $(wordlist 8,$(words $(PY_PROBE)),$(PY_PROBE))
+PY_ARCHIVE := $(filter-out -,$(word 6,$(PY_PROBE)))
+PY_ARCHIVE_LIBS := $(wordlist 7,$(words $(PY_PROBE)),$(PY_PROBE))
 # A free-threaded build (PEP 703, "3.13t") names its executable, its
 # -config script, its pkg-config file and its library directory with the ABI
 # flag "t" (python3.13t, lib/python3.13t): PY_VERT is PY_VER with that flag,
@@ -61,17 +59,20 @@ else
   PY_CFLAGS := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --cflags python-$(PY_VERT)-embed 2>/dev/null)
   PY_LIBS   := $(shell PKG_CONFIG_PATH=$(PY_LIBDIR)/pkgconfig pkg-config --libs python-$(PY_VERT)-embed 2>/dev/null)
 endif
-# Static or shared libpython (docs/python.md). A distribution may build
-# its interpreter twice: Debian's /usr/bin/python3.11 is linked with a static
-# libpython compiled with profile-guided optimisation (libpython3.11.a holds
-# the same objects, without the LTO of python3's own link), and the shared
-# libpython3.11.so (what -lpython3.11 finds) without it; Python code runs
-# measurably slower on the shared one. So auto embeds the interpreter the way
-# PYTHON's own executable does: the archive if that executable has no shared
-# libpython mapped and the archive is installed, else the shared library.
-# Sanitizer builds keep the shared library (TSan needs a PIE executable).
+# Static or shared libpython (docs/python.md). auto links the shared
+# libpython wherever the installation has one: the binary then runs the
+# libpython3.X.so the system's package manager keeps current, so a python3
+# security update reaches cserve at its next restart, with no rebuild. The
+# static link stays an option (PYTHON_LINK=static) for speed: a distribution
+# may build its interpreter twice, Debian's /usr/bin/python3.11 linked with a
+# static libpython compiled with profile-guided optimisation (libpython3.11.a
+# holds the same objects, without the LTO of python3's own link) and the
+# shared libpython3.11.so without it, so Python code runs slower on the
+# shared one. Where the installation has no shared libpython (a pyenv or
+# source build without --enable-shared), auto links its archive. Sanitizer
+# builds keep the shared library (TSan needs a PIE executable).
 ifeq ($(PYTHON_LINK),auto)
-  PY_LINK := $(if $(and $(PY_ARCHIVE),$(filter 0,$(PY_EXE_SHARED)),$(if $(SAN),,1)),static,shared)
+  PY_LINK := $(if $(and $(filter 0,$(PY_SHARED)),$(PY_ARCHIVE),$(if $(SAN),,1)),static,shared)
 else ifeq ($(PYTHON_LINK),static)
   PY_LINK := static
   $(if $(PY_ARCHIVE),,$(error PYTHON_LINK=static: $(PYTHON) has no static libpython installed (sysconfig LIBPL/LIBRARY)))

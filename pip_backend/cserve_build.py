@@ -15,7 +15,8 @@ and serves with that virtualenv's site-packages without any flag.
 
 config_settings passes make variables through: ALLOC (jemalloc, the default
 where its development files exist, or libc), PYTHON_LINK (auto, the default:
-libpython linked as the interpreter's own executable has it; static; shared),
+the installation's shared libpython where it has one, else its archive;
+static; shared),
 OPT, INSTRUMENTS, e.g.
     pip install . --config-settings ALLOC=libc
 """

@@ -108,7 +108,7 @@ REMAKE = {"paper": "make experiments", "bench": "make bench", "bench-replica": "
           "freethreaded": "python3 -m experiments.freethreaded", "test-time": "scripts/time-make-test.sh",
           "metrics-overhead": "python3 -m experiments.metrics_overhead",
           "production": "python3 -m experiments.production",
-          "auto-threads": "python3 -m experiments.auto_threads"}
+          "auto-threads": "python3 -m experiments.auto_threads", "pylink": "python3 -m experiments.pylink"}
 
 
 def test_every_generated_block_has_a_writer_a_record_and_a_home():

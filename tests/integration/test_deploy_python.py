@@ -35,17 +35,56 @@ def _probe(exe):
 
 def auto_link(exe):
     """What make's PYTHON_LINK=auto should pick for interpreter exe, found
-    another way than the Makefile's probe (which reads the interpreter's own
-    memory map): the ELF's NEEDED entries, and the archive sysconfig names."""
-    # the executable itself, not a launcher in front of it (a pyenv shim is a shell script)
-    real, archive = subprocess.run(
-        [exe, "-c", "import os, sysconfig as s; g = s.get_config_var; print(os.path.realpath('/proc/self/exe')); "
+    another way than the Makefile's probe: the shared libpython on disk where
+    sysconfig says the installation built one, else the archive."""
+    so, archive = subprocess.run(
+        [exe, "-c", "import os, sysconfig as s; g = s.get_config_var; "
+                    "print(os.path.join(g('LIBDIR') or '', g('LDLIBRARY') or '') if g('Py_ENABLE_SHARED') else ''); "
                     "print(os.path.join(g('LIBPL') or '', g('LIBRARY') or ''))"],
         capture_output=True, text=True, env=clean_env()).stdout.split("\n")[:2]
-    dyn = subprocess.run(["readelf", "-d", real], capture_output=True, text=True).stdout
-    assert "Dynamic section" in dyn, f"readelf -d {real}: {dyn[:500]}"
     has_archive = archive.endswith(".a") and os.path.isfile(archive)
-    return "shared" if "libpython" in dyn or not has_archive else "static"
+    return "shared" if (so and os.path.exists(so)) or not has_archive else "static"
+
+
+def make_link_line(*knobs):
+    """The command make would link cserve with, in a scratch BUILD folder
+    (make -n: nothing is built)."""
+    build = "build-linkcheck"
+    out = subprocess.run(["make", "-n", f"BUILD={build}", *knobs, f"{build}/cserve"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"make -n {' '.join(knobs)}: {out.stderr[-2000:]}"
+    lines = [ln for ln in out.stdout.splitlines() if f"-o {build}/cserve " in ln + " "]
+    assert len(lines) == 1, f"no single link line for {build}/cserve in: {out.stdout[-3000:]}"
+    return lines[0]
+
+
+def _installation():
+    """(shared libpython path or None, archive path or None) of the embedded Python."""
+    out = subprocess.run(
+        [EMBEDDED_PY, "-c", "import os, sysconfig as s; g = s.get_config_var; "
+                            "print(os.path.join(g('LIBDIR') or '', g('LDLIBRARY') or '') if g('Py_ENABLE_SHARED') else '-'); "
+                            "print(os.path.join(g('LIBPL') or '', g('LIBRARY') or ''))"],
+        capture_output=True, text=True, env=clean_env()).stdout.split("\n")
+    so = out[0] if out[0] != "-" and os.path.exists(out[0]) else None
+    return so, (out[1] if out[1].endswith(".a") and os.path.isfile(out[1]) else None)
+
+
+def test_default_build_links_the_shared_libpython():
+    """Where the installation has a shared libpython (Debian's
+    libpython3.X.so), the default build links it, so an update of it reaches
+    cserve at restart; PYTHON_LINK=static links the archive instead."""
+    so, archive = _installation()
+    if so is None:
+        pytest.skip(f"{EMBEDDED_PY} has no shared libpython: the default is the archive")
+    default = make_link_line()
+    assert f"-lpython{MY_VER}" in default and ".a " not in default + " " and "-no-pie" not in default, default
+    if archive is None:
+        pytest.skip(f"{EMBEDDED_PY} has no libpython archive installed (libpython{MY_VER}-dev)")
+    static = make_link_line("PYTHON_LINK=static")
+    assert archive in static and "-no-pie" in static and f"-lpython{MY_VER} " not in static + " ", static
+    if PYTHON_LINK == "auto" and not loadgen.sanitizer(BIN):
+        ldd = subprocess.run(["ldd", BIN], capture_output=True, text=True).stdout
+        assert re.search(rf"libpython{re.escape(MY_VER)}\S*\.so", ldd), f"{BIN} is the default build, yet: {ldd}"
 
 
 def linked(binary):
@@ -57,11 +96,10 @@ def linked(binary):
 
 
 def test_libpython_as_the_interpreter_links_it():
-    """PYTHON_LINK=auto embeds libpython the way the interpreter's own
-    executable holds it (Debian's python3 has a static, optimised one and a
-    separate libpython3.X.so build), --version says which, and that is what
-    the running server maps: no libpython*.so when static. C extension
-    modules load against the executable's symbols either way."""
+    """PYTHON_LINK=auto embeds the installation's shared libpython where it
+    has one, else its archive; --version says which, and that is what the
+    running server maps: no libpython*.so when static. C extension modules
+    load against the executable's symbols either way."""
     how = linked(BIN)
     # make integration-test passes its PYTHON_LINK; run by hand, set it for a non-auto build
     knob = PYTHON_LINK
