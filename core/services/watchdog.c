@@ -11,7 +11,9 @@
  * on a stuck thread, the stuck one and those queued behind it, gets a 503
  * that closes in its place (conn_refuse), looked for again at each check
  * as pipelined requests come up. Requests on threads that are not stuck
- * finish. The stuck worker then drains and exits at --graceful-timeout. */
+ * finish. The stuck worker then drains and exits at --graceful-timeout
+ * (one worker alone, which is the server's process, execs itself in place
+ * instead: core/server/lifecycle.c), which ends the stuck thread. */
 #include "watchdog.h"
 
 #include <pthread.h>

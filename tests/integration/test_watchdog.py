@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+import procfs
 from conftest import APPS, BIN, free_port, start_server
 from deploy_support import Proc, clean_env, wait_connect
 from httpclient import Reader
@@ -159,6 +160,64 @@ def test_a_stuck_worker_lets_go_of_its_clients(workers):
             s.close()
     finally:
         srv.close()
+
+
+def _thread_names(pid):
+    """The names of pid's threads (empty once it has exited)."""
+    names = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return names
+    for tid in tids:
+        comm = procfs.read(pid, f"task/{tid}/comm")
+        if comm is not None:
+            names.append(comm.strip())
+    return sorted(names)
+
+
+def _metrics_status(path):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        return Reader(s).read_response().status
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_thread_of_a_stuck_worker_runs_on(workers, tmp_path):
+    """A view that spins for ever holding the GIL: its worker is replaced
+    and no thread of it keeps running. With --workers 2 the stuck process
+    exits once drained. One worker alone keeps its pid (the pid file's,
+    systemd's), but execs itself to supervise its successor: the pid then
+    runs the supervisor's threads only, and still holds the pid file, the
+    metrics listener and the unix: socket it removes at exit."""
+    pid_file, msock = tmp_path / "pid", str(tmp_path / "metrics.sock")
+    srv = start_server("--workers", str(workers), "--blocking-threads", "1", "--app-timeout", str(TIMEOUT),
+                       "--graceful-timeout", "1", "--pid-file", str(pid_file), "--metrics-bind", f"unix:{msock}",
+                       app="hang_apps:application")
+    try:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        s.sendall(b"GET /pid HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = Reader(s)
+        stuck = int(r.read_response().body)
+        s.sendall(b"GET /spin HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert r.read_response().status == 503
+        s.close()
+        if workers == 1:
+            assert stuck == srv.proc.pid
+            assert wait_until(lambda: _thread_names(stuck) == ["cserve-metrics", "cserve-super"], 30), \
+                (_thread_names(stuck), srv.log_text()[-3000:])
+            assert pid_file.read_text() == f"{stuck}\n"
+            assert _metrics_status(msock) == 200
+        else:
+            assert wait_until(lambda: not procfs.alive(stuck), 30), (_thread_names(stuck), srv.log_text()[-3000:])
+        assert procfs.alive(srv.proc.pid)
+        served = int(get(srv.port, "/pid").rsplit(b"\r\n\r\n", 1)[1])
+        assert served != stuck
+    finally:
+        srv.close()
+    assert not pid_file.exists() and not os.path.exists(msock)
 
 
 def test_a_lone_stuck_worker_tries_again_when_its_successor_fails(tmp_path):
