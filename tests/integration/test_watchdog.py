@@ -1,5 +1,5 @@
 """--app-timeout: a pool thread stuck in the app on one request is reported
-with every thread's Python stack and its worker replaced; the worker lets
+(by the request's method and path) with every thread's Python stack and its worker replaced; the worker lets
 go of its clients at once (it accepts no more; the stuck request and those
 waiting behind it get a 503 that closes; idle connections close; nothing
 it accepted is left open), and requests on other paths keep being served
@@ -42,7 +42,7 @@ def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers):
     try:
         stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
         t0 = time.monotonic()
-        stuck.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        stuck.sendall(b"GET /hang?token=s3cret HTTP/1.1\r\nHost: x\r\n\r\n")
         # Meanwhile the other paths are served (until just before the
         # watchdog may fire: from then on a request read by the stuck
         # worker is answered 503).
@@ -59,6 +59,10 @@ def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers):
         assert TIMEOUT * 0.9 <= waited < TIMEOUT + 2, waited
         stuck.close()
         assert "app watchdog: pool thread 0 has been in the app" in srv.log_text()
+        # The line names the request by method and path; the query string,
+        # which may carry a secret, stays out of the log.
+        assert "on one request, GET /hang (--app-timeout)" in srv.log_text(), srv.log_text()[-3000:]
+        assert "s3cret" not in srv.log_text()
         # The stack, from faulthandler, follows that line (maybe still being written).
         assert wait_until(lambda: "stuck_in_this_function_for_ever" in srv.log_text(), 10), srv.log_text()[-4000:]
         assert wait_until(lambda: "serves" in srv.log_text(), 15), srv.log_text()[-3000:]
