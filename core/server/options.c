@@ -159,7 +159,8 @@ static void usage(FILE *out)
 "      --workers-max-rss MB   replace a worker whose resident memory passes MB (default: never)\n"
 "      --app-timeout S        a pool thread in the app on one request for S seconds: log\n"
 "                             every thread's Python stack, answer 503 to the requests\n"
-"                             waiting on it, replace the worker (default: off; not with --inline)\n"
+"                             waiting on it, replace the worker (default 30; 0: off;\n"
+"                             not with --inline or native-hello, which have no pool threads)\n"
 "      --reload               for development: a .py file changed in the app's folders\n"
 "                             reloads the worker, as SIGHUP does (one worker only)\n"
 "      --pid-file FILE        write the server's pid to FILE, held while it runs: a\n"
@@ -393,6 +394,11 @@ static bool app_form(const char *s)
 
 static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
+/* --app-timeout's default, as gunicorn's --timeout: on wherever there are
+ * pool threads to watch; --inline and native-hello have none, and only an
+ * --app-timeout given by name is refused there. */
+#define APP_TIMEOUT_DEFAULT_MS 30000
+static bool app_timeout_set;
 
 /* One getopt pass over argv (the command line, or one variable made into
  * "--name=value"); returns the index of the first operand. */
@@ -514,7 +520,11 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         case OPT_PID_FILE: o->pid_file = optarg; break;
         case OPT_RELOAD: o->reload = true; break;
-        case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
+        case OPT_APP_TIMEOUT:
+            /* 0: off, the one way to turn the default off */
+            o->app_timeout_ms = strcmp(optarg, "0") == 0 ? 0 : parse_seconds_ms("--app-timeout", optarg);
+            app_timeout_set = true;
+            break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
         case OPT_FORWARDED_HEADERS: o->forwarded_headers = optarg; break;
@@ -744,6 +754,8 @@ void options_parse(struct options *o, int argc, char **argv)
         die_usage("%s", "--reload is for one worker serving a Python app (not --workers > 1, native-hello)");
     if (o->app_timeout_ms && (o->inline_app || o->native_hello))
         die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
+    if (!app_timeout_set && !o->inline_app && !o->native_hello)
+        o->app_timeout_ms = APP_TIMEOUT_DEFAULT_MS;
 }
 
 /* One "name: value (where it came from)" line of --check-config. */

@@ -58,7 +58,7 @@ TABLE = {
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
     "forwarded-headers": ("forwarded", "forwarded-headers: forwarded", {}),
     "root-path": ("/api", "root-path: /api", {}),
-    "app-timeout": ("30", "app-timeout: 30.000", {}),
+    "app-timeout": ("20", "app-timeout: 20.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
     "reload": ("1", "reload: yes", {}),
 }

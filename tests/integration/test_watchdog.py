@@ -250,6 +250,23 @@ def test_a_lone_stuck_worker_tries_again_when_its_successor_fails(tmp_path):
         srv.close()
 
 
+def _app_timeout_line(*args):
+    r = subprocess.run([BIN, "--check-config", *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return next(ln for ln in r.stdout.splitlines() if ln.startswith("app-timeout:"))
+
+
+def test_app_timeout_is_on_by_default_where_there_are_pool_threads():
+    """30 s by default, as gunicorn's --timeout; 0 turns it off; --inline
+    and native-hello have no pool threads to watch: off there, not refused."""
+    assert _app_timeout_line() == "app-timeout: 30.000 (default)"
+    assert _app_timeout_line("--workers", "2", "--blocking-threads", "auto") == "app-timeout: 30.000 (default)"
+    assert _app_timeout_line("--app-timeout", "0") == "app-timeout: off (command line)"
+    assert _app_timeout_line("--inline") == "app-timeout: off (default)"
+    assert _app_timeout_line("--inline", "--app-timeout", "0") == "app-timeout: off (command line)"
+    assert _app_timeout_line("--app", "native-hello") == "app-timeout: off (default)"
+
+
 def test_app_timeout_is_refused_without_pool_threads():
     r = subprocess.run([BIN, "--inline", "--app-timeout", "5"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--app-timeout" in r.stderr
