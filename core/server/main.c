@@ -196,7 +196,10 @@ int main(int argc, char **argv)
 
     /* Normally the app is imported first, so a bad app fails before anything
      * listens. With --user the sockets come first (port 80 needs root), then
-     * root is dropped, and only then does app code run: never as root. */
+     * root is dropped, and only then does app code run: never as root. With
+     * --workers N each worker imports it, unless --preload: the supervisor
+     * imports nothing, and exits 2 when its first worker cannot import
+     * (supervisor.c), before any worker serves. */
     if (opt.check_config) { /* nothing binds; the app is imported as it would be served */
         if (dropping)
             privs_drop();
@@ -230,7 +233,7 @@ int main(int argc, char **argv)
             goto out;
         privs_drop();
     }
-    if (python)
+    if (python && (opt.workers == 1 || opt.preload))
         wsgi_init(&opt, &forwarded, apps);
     if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)
         goto out;

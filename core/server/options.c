@@ -33,7 +33,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
-    OPT_RELOAD, OPT_METRICS_BIND,
+    OPT_RELOAD, OPT_METRICS_BIND, OPT_PRELOAD,
     OPT_END /* one past the last: the size of source_of[] */
 };
 
@@ -79,6 +79,7 @@ static const struct option long_options[] = {
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
     {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
     {"reload", no_argument, NULL, OPT_RELOAD},
+    {"preload", no_argument, NULL, OPT_PRELOAD},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -153,6 +154,9 @@ static void usage(FILE *out)
 "with one worker, the process then supervises its successor):\n"
 "  SIGHUP                     start new workers that import the app afresh; a new\n"
 "                             worker that fails to start leaves the old ones serving\n"
+"      --preload              with --workers N: import the app once, in the supervisor,\n"
+"                             and fork the workers with it (they share its memory, and\n"
+"                             whatever its import opened). Default: each worker imports it\n"
 "      --max-requests N       replace a worker after it served N requests (default 0: never)\n"
 "      --max-requests-jitter J  ... after N plus a random 0..J, so workers differ (default 0)\n"
 "      --workers-lifetime S   replace a worker S seconds after it started (default: never)\n"
@@ -520,6 +524,7 @@ static int parse_args(struct options *o, int argc, char **argv)
             break;
         case OPT_PID_FILE: o->pid_file = optarg; break;
         case OPT_RELOAD: o->reload = true; break;
+        case OPT_PRELOAD: o->preload = true; break;
         case OPT_APP_TIMEOUT:
             /* 0: off, the one way to turn the default off */
             o->app_timeout_ms = strcmp(optarg, "0") == 0 ? 0 : parse_seconds_ms("--app-timeout", optarg);
@@ -872,6 +877,7 @@ void options_print(const struct options *o, FILE *out)
     item(out, "app-timeout", OPT_APP_TIMEOUT, "%s", buf);
     item(out, "pid-file", OPT_PID_FILE, "%s", or_none(o->pid_file));
     item(out, "reload", OPT_RELOAD, "%s", o->reload ? "yes" : "no");
+    item(out, "preload", OPT_PRELOAD, "%s", o->preload ? "yes" : "no");
     item(out, "metrics-bind", OPT_METRICS_BIND, "%s", or_none(o->metrics_bind));
     item(out, "forwarded-allow-ips", OPT_FORWARDED_ALLOW_IPS, "%s",
          *o->forwarded_allow_ips ? o->forwarded_allow_ips : "-");

@@ -61,6 +61,7 @@ TABLE = {
     "app-timeout": ("20", "app-timeout: 20.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
     "reload": ("1", "reload: yes", {}),
+    "preload": ("1", "preload: yes", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 
@@ -106,7 +107,7 @@ COMMAND_LINE = {
     "access-log-format": ("common", "access-log-format: common"),
 }
 # Flags: the command line can only turn them on, as their variable does.
-FLAGS = {"inline", "stats", "reload"}
+FLAGS = {"inline", "stats", "reload", "preload"}
 
 
 def help_options():
