@@ -79,6 +79,8 @@ struct options {
     const char *root_path;             /* SCRIPT_NAME: where the app is mounted; NULL = "" */
     bool check_config;                 /* print the configuration, import the app, exit */
     bool reload;                       /* --reload: a changed .py file reloads the worker */
+    bool preload;                      /* --preload: the supervisor imports the app and forks the
+                                        * workers with it (else each worker imports it) */
 };
 
 #endif

@@ -13,6 +13,7 @@
 
 static int pipe_rd = -1, pipe_wr = -1;
 static pid_t owner;
+static bool adopted; /* signals_adopt: signals_init keeps the pipe */
 
 static void on_signal(int sig, siginfo_t *si, void *ctx)
 {
@@ -41,17 +42,36 @@ static int handle(int sig)
     return sigaction(sig, &sa, NULL);
 }
 
+void signals_pipe(int *rd, int *wr)
+{
+    *rd = pipe_rd;
+    *wr = pipe_wr;
+}
+
+void signals_adopt(int rd, int wr)
+{
+    fcntl(rd, F_SETFD, FD_CLOEXEC);
+    fcntl(wr, F_SETFD, FD_CLOEXEC);
+    pipe_rd = rd;
+    pipe_wr = wr;
+    adopted = true;
+}
+
 int signals_init(void)
 {
-    if (pipe_rd >= 0) {
-        close(pipe_rd);
-        close(pipe_wr);
+    if (adopted) {
+        adopted = false; /* a forked child's next call makes its own */
+    } else {
+        if (pipe_rd >= 0) {
+            close(pipe_rd);
+            close(pipe_wr);
+        }
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+            return -1;
+        pipe_rd = fds[0];
+        pipe_wr = fds[1];
     }
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-        return -1;
-    pipe_rd = fds[0];
-    pipe_wr = fds[1];
     owner = getpid();
     /* A worker forked by a supervisor does not reap or time its children. */
     signal(SIGCHLD, SIG_DFL);

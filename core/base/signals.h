@@ -47,6 +47,12 @@ struct server_signal {
  * first thing in main, and again in a forked child that is to read its own
  * (a supervisor's worker): it replaces what the parent had. Returns 0 or -1. */
 int signals_init(void);
+/* A process that execs itself in place (core/server/lifecycle.c) passes
+ * its pipe to the new image, which adopts it before signals_init: what
+ * the old image's handlers wrote, until the exec ended its threads, is
+ * read by the new one. signals_pipe: the two ends (-1 when none). */
+void signals_pipe(int *rd, int *wr);
+void signals_adopt(int rd, int wr);
 /* A supervisor's signals too: its children's ends and its timer. */
 int signals_supervise(void);
 /* The pipe's read end (non-blocking, close-on-exec). */

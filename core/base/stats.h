@@ -79,6 +79,10 @@ struct pool_stats {
     /* --app-timeout: when this thread entered the app on its current
      * request (clock_coarse_ms), 0 outside it; the loop's watchdog reads it. */
     _Atomic uint64_t app_since_ms;
+    /* ... and the request it is on (a struct job, stored before
+     * app_since_ms): the watchdog names it only after finding it still
+     * held by one of the loop's connections. */
+    _Atomic(const void *) app_job;
 } __attribute__((aligned(CACHE_LINE)));
 
 /* Index of each counter in a snapshot array; the _N value is the count. */

@@ -92,8 +92,12 @@ int metrics_start(const struct options *opt, unsigned slots, int listen_fd);
 void metrics_stop(void);
 /* The region's descriptor for an exec'd worker (-1: metrics off). */
 int metrics_shm_fd(void);
-/* An exec'd worker: map the region its parent passed (lifecycle.c). */
+/* An exec'd worker: map the region its parent passed (lifecycle.c). A
+ * server that execs itself in place adopts it too, before metrics_start,
+ * which then serves the region its workers already publish into. */
 void metrics_shm_adopt(int fd);
+/* The --metrics-bind listener metrics_start was given (-1: none). */
+int metrics_listen_fd(void);
 
 /* A worker, before it serves: its stats, and (with --metrics-bind) this
  * worker publishes into its slot. Returns true when it publishes. */

@@ -569,7 +569,7 @@ int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
     listener.listen_fd = listen_fd;
     for (unsigned i = 0; i < MAX_CONNS; i++)
         listener.clients[i] = (struct client){.fd = -1};
-    if (metrics_shm_create(slots) != 0) {
+    if (!metrics_nslots() && metrics_shm_create(slots) != 0) {
         log_error("--metrics-bind: shared memory: %s", strerror(errno));
         return -1;
     }
@@ -592,6 +592,11 @@ int metrics_start(const struct options *opt, unsigned slots, int listen_fd)
     log_info("metrics: serving /metrics, /stats.json and the dashboard on %s to %s", listener.described,
              opt->metrics_allow_ips[0] ? opt->metrics_allow_ips : "no peer (--metrics-allow-ips is empty)");
     return 0;
+}
+
+int metrics_listen_fd(void)
+{
+    return listener.listen_fd;
 }
 
 void metrics_stop(void)

@@ -98,8 +98,10 @@ static void *pool_main(void *arg)
             if (!job)
                 break;
         }
-        if (watched)
-            atomic_store_explicit(&t->stats->app_since_ms, clock_coarse_ms() | 1, memory_order_relaxed);
+        if (watched) {
+            atomic_store_explicit(&t->stats->app_job, job, memory_order_relaxed);
+            atomic_store_explicit(&t->stats->app_since_ms, clock_coarse_ms() | 1, memory_order_release);
+        }
         wsgi_handle(job);
         if (watched)
             atomic_store_explicit(&t->stats->app_since_ms, 0, memory_order_relaxed);

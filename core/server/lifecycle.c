@@ -27,6 +27,9 @@
 #include "../metrics/metrics.h"
 #include "../base/options.h"
 #include "../base/signals.h"
+#include "listen.h"
+#include "pidfile.h"
+#include "worker.h"
 
 extern char **environ;
 
@@ -124,6 +127,88 @@ pid_t spawn_exec(int listen_fd, unsigned index)
     free(envp);
     errno = err;
     return pid;
+}
+
+void lifecycle_exec_supervisor(const struct handover *ho)
+{
+    if (!saved_argv) {
+        log_error("cannot exec the supervisor: out of memory; a stuck thread keeps running");
+        return;
+    }
+    /* The signal pipe too: a signal the old image's threads take until the
+     * exec ends them is written there, unread since the loop stopped. */
+    int sig_rd, sig_wr;
+    signals_pipe(&sig_rd, &sig_wr);
+    int fds[] = {ho->listen_fd, access_log_fd(), metrics_shm_fd(), metrics_listen_fd(), pidfile_fd(), sig_rd,
+                 sig_wr};
+    enum { NFDS = sizeof fds / sizeof *fds };
+    char var[200];
+    snprintf(var, sizeof var, SUPERVISE_ENV "=%d:%d:%d:%d:%d:%d:%d:%d:%u:%d:%d:%d", (int)ho->pid, fds[0], fds[1],
+             fds[2], fds[3], fds[4], fds[5], fds[6], listen_unix_owned(), ho->stop_signal, ho->recycle,
+             ho->reload);
+    char **env = saved_env ? saved_env : environ;
+    size_t n = 0;
+    while (env[n])
+        n++;
+    char **envp = calloc(n + 2, sizeof *envp);
+    if (!envp) {
+        log_error("cannot exec the supervisor: out of memory; a stuck thread keeps running");
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(env[i], SUPERVISE_ENV "=", sizeof SUPERVISE_ENV) != 0)
+            envp[k++] = env[i];
+    envp[k++] = var;
+    envp[k] = NULL;
+    for (unsigned i = 0; i < NFDS; i++)
+        if (fds[i] >= 0)
+            fcntl(fds[i], F_SETFD, 0);
+    /* Signals stay pending across the exec until main has its handlers
+     * (signals_init): the successor's, and a stop, are not lost. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    /* Its own directory, as a new worker's: the pid file's and a unix:
+     * socket's relative paths are looked up again there. */
+    if (saved_dir >= 0 && fchdir(saved_dir) != 0)
+        log_warn("cannot return to the server's directory: %s", strerror(errno));
+    log_info("worker: a pool thread still runs the app; this process execs itself to supervise pid %d",
+             (int)ho->pid);
+    fflush(NULL);
+    execve("/proc/self/exe", saved_argv, envp);
+    int err = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    for (unsigned i = 0; i < NFDS; i++)
+        if (fds[i] >= 0)
+            fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    free(envp);
+    log_error("cannot exec the supervisor: %s; a stuck thread keeps running", strerror(err));
+}
+
+bool lifecycle_supervise_claim(struct handover *ho, struct inherited *in)
+{
+    const char *v = getenv(SUPERVISE_ENV);
+    if (!v)
+        return false;
+    int pid, fd, sig_rd, sig_wr, stop, recycle, reload;
+    *in = (struct inherited){.log_fd = -1, .shm_fd = -1, .metrics_fd = -1, .pid_fd = -1};
+    if (sscanf(v, "%d:%d:%d:%d:%d:%d:%d:%d:%u:%d:%d:%d", &pid, &fd, &in->log_fd, &in->shm_fd, &in->metrics_fd,
+               &in->pid_fd, &sig_rd, &sig_wr, &in->unix_owned, &stop, &recycle, &reload) != 12 || pid <= 0 ||
+        fd < 0 || sig_rd < 0 || sig_wr < 0) {
+        log_error("%s='%s' is not what cserve passes itself", SUPERVISE_ENV, v);
+        exit(2);
+    }
+    unsetenv(SUPERVISE_ENV);
+    /* Not the app's children's, nor the workers' but through spawn_exec. */
+    const int fds[] = {fd, in->log_fd, in->shm_fd, in->metrics_fd, in->pid_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+        if (fds[i] >= 0)
+            fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    signals_adopt(sig_rd, sig_wr);
+    *ho = (struct handover){.pid = pid, .listen_fd = fd, .stop_signal = stop, .recycle = recycle != 0,
+                            .reload = reload != 0};
+    return true;
 }
 
 bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct handover;
 struct options;
 struct worker_owner;
 
@@ -33,6 +34,29 @@ pid_t spawn_exec(int listen_fd, unsigned index);
  * the environment (the variable removed, so the app's children do not see
  * it). */
 bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd);
+
+/* What a server exec'd in place by lifecycle_exec_supervisor finds in its
+ * environment. */
+#define SUPERVISE_ENV "CSERVE_SUPERVISE"
+
+/* One worker alone that hands over to its successor with a pool thread
+ * still in the app: no thread can be stopped from outside, so the process
+ * execs cserve in place, keeping its pid (the one a pid file and systemd
+ * know), its children (the successor) and the descriptors the server holds
+ * (the listener, the access log, the metrics' region and listener, the pid
+ * file with its lock), and ending every thread of the old image. The new
+ * image supervises the successor (main.c). Returns only when the exec
+ * failed, after one line saying why. */
+void lifecycle_exec_supervisor(const struct handover *ho);
+
+/* In the image lifecycle_exec_supervisor started: the handover and the
+ * descriptors passed (-1: none), the variable removed; the signal pipe is
+ * adopted (signals_adopt). Call before signals_init. */
+struct inherited {
+    int log_fd, shm_fd, metrics_fd, pid_fd;
+    unsigned unix_owned; /* listen_unix_owned */
+};
+bool lifecycle_supervise_claim(struct handover *ho, struct inherited *in);
 
 /* One worker's view of its own end. */
 struct lifecycle {

@@ -199,6 +199,14 @@ static void drop_temporary(const char *tmp, const struct stat *st)
  * mode < 0 leaves the umask's), recorded in own for removal at exit.
  * Refuses (one line, exit 2) an empty path, a path holding a non-socket or
  * a live socket. Returns the socket, or -1 after logging why. */
+static void cleanup_at_exit(void)
+{
+    static bool registered;
+    if (!registered)
+        atexit(listen_cleanup);
+    registered = true;
+}
+
 static int listen_unix(const char *flag, const char *path, int mode, int backlog, struct created *own)
 {
     if (!path[0]) /* the abstract namespace: no file, no mode, open to any local user */
@@ -268,10 +276,7 @@ static int listen_unix(const char *flag, const char *path, int mode, int backlog
     own->dev = st.st_dev;
     own->ino = st.st_ino;
     own->owner = getpid();
-    static bool registered;
-    if (!registered)
-        atexit(listen_cleanup);
-    registered = true;
+    cleanup_at_exit();
     return fd;
 }
 
@@ -566,4 +571,38 @@ void listen_cleanup(void)
 {
     for (size_t i = 0; i < sizeof created / sizeof *created; i++)
         cleanup_created(&created[i]);
+}
+
+unsigned listen_unix_owned(void)
+{
+    unsigned owned = 0;
+    for (unsigned i = 0; i < sizeof created / sizeof *created; i++)
+        if (created[i].owner == getpid())
+            owned |= 1u << i;
+    return owned;
+}
+
+/* The same process, the same directory (the exec is made from the one the
+ * sockets were bound in): the path holds the node created before. */
+static void adopt_created(struct created *c, const char *path)
+{
+    struct stat st;
+    char cwd[PATH_MAX];
+    if (!path || lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return;
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd) ||
+        (size_t)snprintf(c->path, sizeof c->path, "%s/%s", cwd, path) >= sizeof c->path)
+        snprintf(c->path, sizeof c->path, "%s", path);
+    c->dev = st.st_dev;
+    c->ino = st.st_ino;
+    c->owner = getpid();
+    cleanup_at_exit();
+}
+
+void listen_adopt_unix(const struct options *opt, unsigned owned)
+{
+    if (owned & 1u)
+        adopt_created(&created[0], opt->bind_unix);
+    if (owned & 2u)
+        adopt_created(&created[1], opt->metrics_unix);
 }

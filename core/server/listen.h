@@ -55,4 +55,11 @@ int listen_chown(uid_t uid, gid_t gid);
  * workers and for every other kind of socket. */
 void listen_cleanup(void);
 
+/* Which unix: sockets this process created (bit 0: --bind's, bit 1:
+ * --metrics-bind's), for a server that execs itself in place
+ * (lifecycle_exec_supervisor); the new image takes them on with
+ * listen_adopt_unix, to remove them at its exit. */
+unsigned listen_unix_owned(void);
+void listen_adopt_unix(const struct options *opt, unsigned owned);
+
 #endif

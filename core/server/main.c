@@ -70,6 +70,44 @@ static int open_listeners(const struct options *opt, int *fds, int *metrics_fd)
     return listen_open_all(opt, opt->workers, fds);
 }
 
+/* What the start-up line and the process titles call the app. */
+static void describe_app(const struct options *opt, const char *apps, char *out, size_t cap)
+{
+    if (opt->native_hello)
+        snprintf(out, cap, "native-hello");
+    else if (opt->app_spec)
+        snprintf(out, cap, "%s", opt->app_spec);
+    else
+        snprintf(out, cap, "%s/hello.py:application", apps);
+}
+
+/* One worker alone that handed over with a pool thread still in the app
+ * exec'd itself (lifecycle_exec_supervisor): this image supervises its
+ * successor, with what the server held passed on. It imports nothing. */
+static int supervise_main(struct options *opt, const struct forwarded_policy *forwarded, struct handover *ho,
+                          const struct inherited *in)
+{
+    if (opt->access_log && in->log_fd >= 0)
+        access_log_adopt(in->log_fd, opt->access_log_file, (enum access_log_format)opt->access_log_format,
+                         forwarded);
+    if (opt->pid_file && in->pid_fd >= 0)
+        pidfile_adopt(opt->pid_file, in->pid_fd);
+    listen_adopt_unix(opt, in->unix_owned);
+    if (opt->metrics_bind && in->metrics_fd >= 0) {
+        metrics_shm_adopt(in->shm_fd);
+        if (metrics_start(opt, opt->workers, in->metrics_fd) != 0)
+            log_warn("--metrics-bind: not served from here on");
+    }
+    char apps[PATH_MAX];
+    default_app_dir(apps, sizeof apps);
+    char app_name[PATH_MAX + 64];
+    describe_app(opt, apps, app_name, sizeof app_name);
+    int rc = supervisor_run(opt, app_name, &ho->listen_fd, ho);
+    metrics_stop();
+    listen_cleanup();
+    return rc;
+}
+
 /* A worker exec'd by a supervisor (or by a worker it replaces): the
  * listener, the user and the directory are inherited; it imports the app
  * afresh (a failure exits here, before it tells its parent it accepts). */
@@ -85,12 +123,7 @@ static int exec_worker_main(struct options *opt, const struct forwarded_policy *
     char apps[PATH_MAX];
     default_app_dir(apps, sizeof apps);
     char app_name[PATH_MAX + 64];
-    if (opt->native_hello)
-        snprintf(app_name, sizeof app_name, "native-hello");
-    else if (opt->app_spec)
-        snprintf(app_name, sizeof app_name, "%s", opt->app_spec);
-    else
-        snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
+    describe_app(opt, apps, app_name, sizeof app_name);
     if (python)
         wsgi_init(opt, forwarded, apps);
     char stats_path[4200];
@@ -110,10 +143,13 @@ int main(int argc, char **argv)
     unsigned exec_index;
     int exec_fd, exec_log_fd;
     bool exec_worker = exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd);
+    struct handover handed;
+    struct inherited inherited;
+    bool supervise = !exec_worker && lifecycle_supervise_claim(&handed, &inherited);
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
-    if (!exec_worker) /* the server's first process says it, not each worker again */
+    if (!exec_worker && !supervise) /* the server's first process says it, not each worker again */
         options_check_environment();
     char why[160];
     if (forwarded_trust_parse(&forwarded, opt.forwarded_allow_ips, why, sizeof why) != 0) {
@@ -134,6 +170,8 @@ int main(int argc, char **argv)
 
     if (exec_worker)
         return exec_worker_main(&opt, &forwarded, exec_index, exec_fd, exec_log_fd);
+    if (supervise)
+        return supervise_main(&opt, &forwarded, &handed, &inherited);
     /* What the start refuses, --check-config refuses too. */
     if (listen_metrics_check(&opt) != 0)
         return 2;
@@ -158,16 +196,14 @@ int main(int argc, char **argv)
     if (preflight_before_drop(&opt) != 0)
         return 2;
     char app_name[PATH_MAX + 64];
-    if (opt.native_hello)
-        snprintf(app_name, sizeof app_name, "native-hello");
-    else if (opt.app_spec)
-        snprintf(app_name, sizeof app_name, "%s", opt.app_spec);
-    else
-        snprintf(app_name, sizeof app_name, "%s/hello.py:application", apps);
+    describe_app(&opt, apps, app_name, sizeof app_name);
 
     /* Normally the app is imported first, so a bad app fails before anything
      * listens. With --user the sockets come first (port 80 needs root), then
-     * root is dropped, and only then does app code run: never as root. */
+     * root is dropped, and only then does app code run: never as root. With
+     * --workers N each worker imports it, unless --preload: the supervisor
+     * imports nothing, and exits 2 when its first worker cannot import
+     * (supervisor.c), before any worker serves. */
     if (opt.check_config) { /* nothing binds; the app is imported as it would be served */
         if (dropping)
             privs_drop();
@@ -205,7 +241,7 @@ int main(int argc, char **argv)
     }
     if (preflight_as_server(&opt) != 0)
         goto out;
-    if (python)
+    if (python && (opt.workers == 1 || opt.preload))
         wsgi_init(&opt, &forwarded, apps);
     if (!dropping && open_listeners(&opt, fds, &metrics_fd) != 0)
         goto out;
@@ -243,6 +279,8 @@ int main(int argc, char **argv)
     } else {
         struct handover ho;
         rc = worker_run(&opt, fds[0], 0, opt.stats_json, false, app_name, &ho);
+        if (ho.pid > 0 && ho.stranded) /* returns only if the exec failed */
+            lifecycle_exec_supervisor(&ho);
         if (ho.pid > 0) /* reloaded or recycled: this process now supervises */
             rc = supervisor_run(&opt, app_name, &ho.listen_fd, &ho);
     }

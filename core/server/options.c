@@ -35,7 +35,7 @@ enum {
     OPT_STATS_JSON, OPT_STATS_WINDOW, OPT_SOCKET_MODE, OPT_USER, OPT_GROUP, OPT_VIRTUALENV,
     OPT_MAX_REQUESTS, OPT_MAX_REQUESTS_JITTER, OPT_WORKERS_LIFETIME, OPT_WORKERS_MAX_RSS, OPT_PID_FILE,
     OPT_CHECK_CONFIG, OPT_FORWARDED_ALLOW_IPS, OPT_FORWARDED_HEADERS, OPT_ROOT_PATH, OPT_APP_TIMEOUT, OPT_ACCESS_LOG_FORMAT,
-    OPT_RELOAD, OPT_METRICS_BIND, OPT_METRICS_ALLOW_IPS, OPT_CONFIG,
+    OPT_RELOAD, OPT_METRICS_BIND, OPT_METRICS_ALLOW_IPS, OPT_CONFIG, OPT_PRELOAD,
     OPT_END /* one past the last: the size of source_of[] */
 };
 
@@ -83,6 +83,7 @@ static const struct option long_options[] = {
     {"root-path", required_argument, NULL, OPT_ROOT_PATH},
     {"app-timeout", required_argument, NULL, OPT_APP_TIMEOUT},
     {"reload", no_argument, NULL, OPT_RELOAD},
+    {"preload", no_argument, NULL, OPT_PRELOAD},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -157,13 +158,17 @@ static void usage(FILE *out)
 "with one worker, the process then supervises its successor):\n"
 "  SIGHUP                     start new workers that import the app afresh; a new\n"
 "                             worker that fails to start leaves the old ones serving\n"
+"      --preload              with --workers N: import the app once, in the supervisor,\n"
+"                             and fork the workers with it (they share its memory, and\n"
+"                             whatever its import opened). Default: each worker imports it\n"
 "      --max-requests N       replace a worker after it served N requests (default 0: never)\n"
 "      --max-requests-jitter J  ... after N plus a random 0..J, so workers differ (default 0)\n"
 "      --workers-lifetime S   replace a worker S seconds after it started (default: never)\n"
 "      --workers-max-rss MB   replace a worker whose resident memory passes MB (default: never)\n"
 "      --app-timeout S        a pool thread in the app on one request for S seconds: log\n"
 "                             every thread's Python stack, answer 503 to the requests\n"
-"                             waiting on it, replace the worker (default: off; not with --inline)\n"
+"                             waiting on it, replace the worker (default 30; 0: off;\n"
+"                             not with --inline or native-hello, which have no pool threads)\n"
 "      --reload               for development: a .py file changed in the app's folders\n"
 "                             reloads the worker, as SIGHUP does (one worker only)\n"
 "      --pid-file FILE        write the server's pid to FILE, held while it runs: a\n"
@@ -419,6 +424,11 @@ static bool app_form(const char *s)
 
 static bool app_from_env; /* the app so far is CSERVE_APP's: a positional one replaces it */
 static bool body_size_set; /* --max-body-size given: --inline keeps it */
+/* --app-timeout's default, as gunicorn's --timeout: on wherever there are
+ * pool threads to watch; --inline and native-hello have none, and only an
+ * --app-timeout given by name is refused there. */
+#define APP_TIMEOUT_DEFAULT_MS 30000
+static bool app_timeout_set;
 
 /* getopt_long takes any unambiguous start of a long option's name
  * (--blocking-thread for --blocking-threads): a typo near one option is
@@ -597,7 +607,12 @@ static int parse_args(struct options *o, int argc, char **argv)
             o->pid_file = optarg;
             break;
         case OPT_RELOAD: o->reload = true; break;
-        case OPT_APP_TIMEOUT: o->app_timeout_ms = parse_seconds_ms("--app-timeout", optarg); break;
+        case OPT_PRELOAD: o->preload = true; break;
+        case OPT_APP_TIMEOUT:
+            /* 0: off, the one way to turn the default off */
+            o->app_timeout_ms = strcmp(optarg, "0") == 0 ? 0 : parse_seconds_ms("--app-timeout", optarg);
+            app_timeout_set = true;
+            break;
         case OPT_CHECK_CONFIG: o->check_config = true; break;
         case OPT_CONFIG: break; /* read first, before the variables (options_parse) */
         case OPT_FORWARDED_ALLOW_IPS: o->forwarded_allow_ips = optarg; break;
@@ -870,6 +885,8 @@ void options_parse(struct options *o, int argc, char **argv)
         die_usage("%s", "--reload is for one worker serving a Python app (not --workers > 1, native-hello)");
     if (o->app_timeout_ms && (o->inline_app || o->native_hello))
         die_usage("%s", "--app-timeout needs pool threads: the loop watches them (not --inline, native-hello)");
+    if (!app_timeout_set && !o->inline_app && !o->native_hello)
+        o->app_timeout_ms = APP_TIMEOUT_DEFAULT_MS;
 }
 
 /* One "name: value (where it came from)" line of --check-config. */
@@ -990,6 +1007,7 @@ void options_print(const struct options *o, FILE *out)
     item(out, "app-timeout", OPT_APP_TIMEOUT, "%s", buf);
     item(out, "pid-file", OPT_PID_FILE, "%s", or_none(o->pid_file));
     item(out, "reload", OPT_RELOAD, "%s", o->reload ? "yes" : "no");
+    item(out, "preload", OPT_PRELOAD, "%s", o->preload ? "yes" : "no");
     item(out, "metrics-bind", OPT_METRICS_BIND, "%s", or_none(o->metrics_bind));
     item(out, "metrics-allow-ips", OPT_METRICS_ALLOW_IPS, "%s", *o->metrics_allow_ips ? o->metrics_allow_ips : "-");
     item(out, "forwarded-allow-ips", OPT_FORWARDED_ALLOW_IPS, "%s",

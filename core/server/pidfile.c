@@ -104,6 +104,35 @@ static int open_dir_of(const char *path, const char **name)
     return open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+int pidfile_fd(void)
+{
+    return held_pid == getpid() ? held_fd : -1;
+}
+
+static void hold(const char *name, int dir, int fd)
+{
+    held_name = name;
+    held_dir = dir;
+    held_fd = fd; /* kept open: the lock lives as long as it does */
+    held_pid = getpid();
+    atexit(pidfile_release);
+    pthread_atfork(NULL, NULL, close_in_child);
+}
+
+int pidfile_adopt(const char *path, int fd)
+{
+    const char *name;
+    int dir = open_dir_of(path, &name);
+    if (dir < 0 || fd < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        log_error("--pid-file %s: %s", path, strerror(dir < 0 ? errno : EBADF));
+        if (dir >= 0)
+            close(dir);
+        return -1;
+    }
+    hold(name, dir, fd);
+    return 0;
+}
+
 int pidfile_take(const char *path)
 {
     const char *name;
@@ -135,11 +164,6 @@ int pidfile_take(const char *path)
         close(dir);
         return -1;
     }
-    held_name = name;
-    held_dir = dir;
-    held_fd = fd; /* kept open: the lock lives as long as it does */
-    held_pid = getpid();
-    atexit(pidfile_release);
-    pthread_atfork(NULL, NULL, close_in_child);
+    hold(name, dir, fd);
     return 0;
 }

@@ -13,5 +13,12 @@ int pidfile_take(const char *path);
 /* Remove the file as pidfile_take's exit handler does (if this process
  * took it and it still holds this pid): for an exit that skips atexit. */
 void pidfile_release(void);
+/* The held file's descriptor (-1: none), for a server that execs itself in
+ * place (lifecycle_exec_supervisor): the lock lives on in the new image
+ * through it. */
+int pidfile_fd(void);
+/* That new image: hold path through fd, inherited with its lock and this
+ * pid already written, as pidfile_take would have. 0, or -1 after one line. */
+int pidfile_adopt(const char *path, int fd);
 
 #endif

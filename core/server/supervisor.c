@@ -4,8 +4,15 @@
  * shared socket for unix: and systemd's) before forking, so a bad --bind
  * fails before anything runs,
  * and a worker that dies leaves its listener open: connections queue there
- * until the respawned worker accepts them, instead of being reset. The app
- * was imported before the fork, so a respawn costs a fork, not an import.
+ * until the respawned worker accepts them, instead of being reset.
+ *
+ * Each worker imports the app itself (started by exec, as a reload's):
+ * what the import opens (a database connection, a thread) is its own.
+ * Slot 0's worker starts first and the others once it serves, so an app
+ * that cannot be imported fails once; if it fails so (exit 2) before any
+ * worker has served, the server exits 2 with it rather than respawn.
+ * With --preload the app was imported here before the fork: the workers
+ * share its memory, and a respawn costs a fork, not an import.
  *
  * A slot's worker is replaced (SIGHUP for all slots, a worker's
  * WORKER_RECYCLE_SIGNAL for its own) by starting the new one on the same
@@ -68,6 +75,7 @@ struct slot {
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
     double respawn_at;     /* a crash loop's pause: its worker starts then (clock_s; 0: none waits) */
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
+    bool served;           /* one of its workers has said it accepts */
 };
 
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
@@ -236,6 +244,7 @@ static void promote(struct slot *s, unsigned i)
     s->started = clock_s();
     s->quick_deaths = 0;
     s->stats_owed = false;
+    s->served = true;
     if (old <= 0) {
         log_info("worker %u: pid %d serves", i, (int)s->pid);
         return;
@@ -356,8 +365,18 @@ static void stats_answered(const struct options *opt, const char *app_name, stru
     }
 }
 
-/* A child exited: which of a slot's processes it was decides what follows. */
-static void reap(const struct options *opt, const char *app_name, struct slot *slots, unsigned n,
+static bool any_served(const struct slot *slots, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (slots[i].served)
+            return true;
+    return false;
+}
+
+/* A child exited: which of a slot's processes it was decides what follows.
+ * Returns true when it was a worker that refused to start (exit 2: the app
+ * does not import) before any worker served: the server cannot start. */
+static bool reap(const struct options *opt, const char *app_name, struct slot *slots, unsigned n,
                  pid_t pid, int status, bool stopping)
 {
     char how[64];
@@ -366,11 +385,11 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
     for (unsigned i = 0; i < n; i++) {
         struct slot *s = &slots[i];
         if (drained(s, pid)) /* a replaced worker finished draining */
-            return;
+            return false;
         if (s->next == pid) {
             s->next = 0;
             if (stopping)
-                return;
+                return false;
             /* The reload's first new worker failed: the queued ones would
              * import the same code (a newer SIGHUP's retry keeps them). */
             unsigned dropped = s->reloading && !s->reload_pending ? unqueue_reload(slots, n) : 0;
@@ -394,7 +413,7 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
                 s->quick_deaths++;
                 respawn(opt, slots, i, app_name);
             }
-            return;
+            return false;
         }
         if (s->pid != pid)
             continue;
@@ -404,17 +423,23 @@ static void reap(const struct options *opt, const char *app_name, struct slot *s
             merge_if_answered(opt, app_name, slots, n);
         }
         if (stopping)
-            return;
+            return false;
+        if (!any_served(slots, n) && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+            log_error("worker %u (pid %d) could not start the app before any worker served; stopping", i,
+                      (int)pid);
+            return true;
+        }
         if (s->next > 0) { /* its replacement is starting: it takes the slot */
             log_warn("worker %u (pid %d) %s; its replacement (pid %d) takes over", i, (int)pid, how,
                      (int)s->next);
-            return;
+            return false;
         }
         log_warn("worker %u (pid %d) %s; respawning", i, (int)pid, how);
         s->quick_deaths = clock_s() - s->started < 1.0 ? s->quick_deaths + 1 : 0;
         respawn(opt, slots, i, app_name);
-        return;
+        return false;
     }
+    return false;
 }
 
 int supervisor_run(const struct options *opt, const char *app_name, const int *listen_fds,
@@ -431,11 +456,15 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         return 1;
     }
     struct pollfd pfd = {.fd = signals_fd(), .events = POLLIN};
+    bool imported = opt->preload && !opt->native_hello && !adopted; /* main imported the app here */
+    bool others_wait = false; /* slots 1.. start once slot 0's worker serves */
+    int rc = 0;
     if (adopted) {
         /* One worker alone was replaced (main.c): supervise its successor,
          * and start any later one by exec (the interpreter here is gone). */
         slots[0].pid = adopted->pid;
         slots[0].exec = true;
+        slots[0].served = true;
         slots[0].started = clock_s();
         log_info("supervisor: worker 0 is pid %d", (int)adopted->pid);
         if (adopted->stop_signal) /* read from the signal pipe below: stop at once */
@@ -443,9 +472,14 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
         else if (adopted->reload || adopted->recycle)
             replace_slot(opt, slots, 0, app_name, adopted->reload);
     } else {
+        /* Each worker imports the app: exec'd, as for a reload; the others
+         * wait for slot 0's to serve. */
         for (unsigned i = 0; i < n; i++)
+            slots[i].exec = !imported && !opt->native_hello;
+        for (unsigned i = 0; i < (slots[0].exec ? 1 : n); i++)
             if (!start_slot(opt, slots, i, app_name))
                 return 1;
+        others_wait = slots[0].exec && n > 1;
     }
     prctl(PR_SET_NAME, "cserve-super");
     proctitle_set("cserve: supervisor [%s]", app_name);
@@ -470,7 +504,12 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
             int status;
             pid_t pid;
             while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-                reap(opt, app_name, slots, n, pid, status, stopping);
+                if (reap(opt, app_name, slots, n, pid, status, stopping) && !stopping) {
+                    stopping = true;
+                    rc = 2;
+                    signal_all(slots, n, SIGTERM);
+                    alarm((unsigned)(opt->graceful_timeout_ms / 1000 + 5));
+                }
         } else if (sig == SIGTERM || sig == SIGINT) {
             if (!stopping) {
                 stopping = true;
@@ -502,6 +541,9 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                     replace_slot(opt, slots, i, app_name, false);
         } else if (sig == WORKER_READY_SIGNAL) {
             for (unsigned i = 0; i < n; i++)
+                if (slots[i].pid > 0 && slots[i].pid == (pid_t)si.pid)
+                    slots[i].served = true;
+            for (unsigned i = 0; i < n; i++)
                 if (slots[i].next > 0 && slots[i].next == (pid_t)si.pid) {
                     if (stopping) {
                         kill(slots[i].next, SIGTERM);
@@ -516,6 +558,12 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                         replace_slot(opt, slots, i, app_name, true);
                     }
                 }
+            if (others_wait && slots[0].served && !stopping) {
+                others_wait = false;
+                for (unsigned i = 1; i < n; i++)
+                    if (slots[i].pid <= 0 && slots[i].next <= 0)
+                        start_slot(opt, slots, i, app_name);
+            }
         } else if (sig == SIGWINCH) {
             /* Workers it starts from now on inherit its access log. */
             access_log_reopen();
@@ -532,9 +580,9 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
     }
     if (opt->stats_json)
         merge_stats(opt, app_name);
-    if (!opt->native_hello && !adopted)
+    if (imported)
         wsgi_finalize(); /* the supervisor kept the imported app for respawns */
     free(slots);
     log_info("supervisor: stopped");
-    return 0;
+    return rc;
 }

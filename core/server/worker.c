@@ -158,6 +158,8 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
          * freed, and the interpreter cannot be finalised under it. */
         if (rp->successor) { /* the process lives on as the successor's supervisor */
             log_warn("handing over with %u request(s) unfinished", abandoned);
+            if (handover)
+                handover->stranded = true;
             return 0;
         }
         log_warn("exiting with %u request(s) unfinished", abandoned);

@@ -22,6 +22,8 @@ struct handover {
     int stop_signal; /* a SIGTERM/SIGINT that came during the handover: the server stops */
     bool recycle;    /* the successor asked to be replaced meanwhile */
     bool reload;     /* ... or a SIGHUP came */
+    bool stranded;   /* a pool thread still runs the app (stuck, or past the drain): this
+                      * process must not go on as it is (lifecycle_exec_supervisor) */
 };
 int worker_run(const struct options *opt, int listen_fd, unsigned index, const char *stats_path,
                bool part, const char *app_name, struct handover *handover);

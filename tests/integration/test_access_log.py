@@ -179,6 +179,8 @@ def test_workers_a_reload_starts_after_a_rotation_write_to_the_new_file(tmp_path
     log = tmp_path / "access.log"
     srv = start_server(f"--access-log={log}", "--workers", "2")
     try:
+        # Both workers running (the second starts once the first serves), so both reopen.
+        assert wait_until(lambda: "worker 1: serving" in srv.log_text(), 20), srv.log_text()
         os.rename(log, tmp_path / "access.log.1")
         srv.proc.send_signal(signal.SIGWINCH)
         assert wait_until(lambda: srv.log_text().count("access log: reopened") >= 3, 10), srv.log_text()

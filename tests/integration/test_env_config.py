@@ -59,10 +59,11 @@ TABLE = {
     "forwarded-allow-ips": ("10.0.0.0/8,unix", "forwarded-allow-ips: 10.0.0.0/8,unix", {}),
     "forwarded-headers": ("forwarded", "forwarded-headers: forwarded", {}),
     "root-path": ("/api", "root-path: /api", {}),
-    "app-timeout": ("30", "app-timeout: 30.000", {}),
+    "app-timeout": ("20", "app-timeout: 20.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
     "reload": ("1", "reload: yes", {}),
     "config": ("/dev/null", "config: /dev/null", {}),  # an empty TOML file
+    "preload": ("1", "preload: yes", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
 
@@ -110,7 +111,7 @@ COMMAND_LINE = {
     "config": (str(ROOT / "docs" / "cserve.example.toml"), f"config: {ROOT}/docs/cserve.example.toml"),
 }
 # Flags: the command line can only turn them on, as their variable does.
-FLAGS = {"inline", "stats", "reload"}
+FLAGS = {"inline", "stats", "reload", "preload"}
 
 
 def help_options():

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from conftest import BIN, start_server
+from conftest import BIN
+from conftest import start_server as _start_server
 from deploy_support import http_get
 import loadgen
 from loadgen import wait_until
@@ -44,6 +45,18 @@ def application(environ, start_response):
                               ("Content-Length", str(len(BODY)))])
     return [BODY]
 '''
+
+
+def start_server(*args, **kw):
+    """conftest's, and with --workers N > 1 until every worker has imported
+    the app: each imports it itself, so the code a test changes afterwards
+    is the next import's, never a first worker's."""
+    srv = _start_server(*args, **kw)
+    n = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
+    if n > 1 and "--preload" not in args and kw.get("wait", True):
+        assert wait_until(lambda: len(set(re.findall(r"\] info: worker (\d+): serving", srv.log_text()))) >= n,
+                          30), srv.log_text()[-3000:]
+    return srv
 
 
 def write_app(d, version, broken=False):
@@ -384,9 +397,11 @@ def test_every_draining_worker_is_waited_for(tmp_path):
 
 
 def test_a_slot_whose_worker_died_while_its_replacement_failed_gets_a_worker(tmp_path):
+    """With --preload: the respawn is forked from the app the supervisor
+    imported, the old code (without it, a respawn imports what is on disk)."""
     write_app(tmp_path, "v1")
     env = dict(os.environ, RELOAD_APP_IMPORT_SECONDS="1")
-    srv = start_server("--workers", "2", app="reload_app:application", chdir=tmp_path, env=env)
+    srv = start_server("--workers", "2", "--preload", app="reload_app:application", chdir=tmp_path, env=env)
     try:
         assert wait_until(lambda: len(children(srv.proc.pid)) == 2, 10)
         first = set(children(srv.proc.pid))

@@ -1,5 +1,5 @@
 """--app-timeout: a pool thread stuck in the app on one request is reported
-with every thread's Python stack and its worker replaced; the worker lets
+(by the request's method and path) with every thread's Python stack and its worker replaced; the worker lets
 go of its clients at once (it accepts no more; the stuck request and those
 waiting behind it get a 503 that closes; idle connections close; nothing
 it accepted is left open), and requests on other paths keep being served
@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+import procfs
 from conftest import APPS, BIN, free_port, start_server
 from deploy_support import Proc, clean_env, wait_connect
 from httpclient import Reader
@@ -60,7 +61,7 @@ def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers, t
         mark = tmp_path / "hang.mark"
         stuck = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
         t0 = time.monotonic()
-        stuck.sendall(f"GET /hang?mark={mark} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        stuck.sendall(f"GET /hang?mark={mark}&token=s3cret HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         assert wait_until(lambda: _started(mark), HANG_S), srv.log_text()[-3000:]
         # Meanwhile the other paths are served: a few requests, each a
         # matter of milliseconds, long before the watchdog may fire (from
@@ -76,6 +77,10 @@ def test_a_stuck_request_is_reported_answered_and_its_worker_replaced(workers, t
         assert waited >= SERVED_TIMEOUT * 0.9, waited
         stuck.close()
         assert "app watchdog: pool thread 0 has been in the app" in srv.log_text()
+        # The line names the request by method and path; the query string,
+        # which may carry a secret, stays out of the log.
+        assert "on one request, GET /hang (--app-timeout)" in srv.log_text(), srv.log_text()[-3000:]
+        assert "s3cret" not in srv.log_text()
         # The stack, from faulthandler, follows that line (maybe still being written).
         assert wait_until(lambda: "stuck_in_this_function_for_ever" in srv.log_text(), HANG_S), \
             srv.log_text()[-4000:]
@@ -209,6 +214,64 @@ def test_a_stuck_worker_lets_go_of_its_clients(workers, tmp_path):
         srv.close()
 
 
+def _thread_names(pid):
+    """The names of pid's threads (empty once it has exited)."""
+    names = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return names
+    for tid in tids:
+        comm = procfs.read(pid, f"task/{tid}/comm")
+        if comm is not None:
+            names.append(comm.strip())
+    return sorted(names)
+
+
+def _metrics_status(path):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        return Reader(s).read_response().status
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_thread_of_a_stuck_worker_runs_on(workers, tmp_path):
+    """A view that spins for ever holding the GIL: its worker is replaced
+    and no thread of it keeps running. With --workers 2 the stuck process
+    exits once drained. One worker alone keeps its pid (the pid file's,
+    systemd's), but execs itself to supervise its successor: the pid then
+    runs the supervisor's threads only, and still holds the pid file, the
+    metrics listener and the unix: socket it removes at exit."""
+    pid_file, msock = tmp_path / "pid", str(tmp_path / "metrics.sock")
+    srv = start_server("--workers", str(workers), "--blocking-threads", "1", "--app-timeout", str(TIMEOUT),
+                       "--graceful-timeout", "1", "--pid-file", str(pid_file), "--metrics-bind", f"unix:{msock}",
+                       app="hang_apps:application")
+    try:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        s.sendall(b"GET /pid HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = Reader(s)
+        stuck = int(r.read_response().body)
+        s.sendall(b"GET /spin HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert r.read_response().status == 503
+        s.close()
+        if workers == 1:
+            assert stuck == srv.proc.pid
+            assert wait_until(lambda: _thread_names(stuck) == ["cserve-metrics", "cserve-super"], 30), \
+                (_thread_names(stuck), srv.log_text()[-3000:])
+            assert pid_file.read_text() == f"{stuck}\n"
+            assert _metrics_status(msock) == 200
+        else:
+            assert wait_until(lambda: not procfs.alive(stuck), 30), (_thread_names(stuck), srv.log_text()[-3000:])
+        assert procfs.alive(srv.proc.pid)
+        served = int(get(srv.port, "/pid").rsplit(b"\r\n\r\n", 1)[1])
+        assert served != stuck
+    finally:
+        srv.close()
+    assert not pid_file.exists() and not os.path.exists(msock)
+
+
 def test_a_lone_stuck_worker_tries_again_when_its_successor_fails(tmp_path):
     """One worker alone, stuck, whose first successor fails to import the
     app: it refuses every request, so it cannot go on as the only server;
@@ -233,6 +296,23 @@ def test_a_lone_stuck_worker_tries_again_when_its_successor_fails(tmp_path):
         stuck.close()
     finally:
         srv.close()
+
+
+def _app_timeout_line(*args):
+    r = subprocess.run([BIN, "--check-config", *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return next(ln for ln in r.stdout.splitlines() if ln.startswith("app-timeout:"))
+
+
+def test_app_timeout_is_on_by_default_where_there_are_pool_threads():
+    """30 s by default, as gunicorn's --timeout; 0 turns it off; --inline
+    and native-hello have no pool threads to watch: off there, not refused."""
+    assert _app_timeout_line() == "app-timeout: 30.000 (default)"
+    assert _app_timeout_line("--workers", "2", "--blocking-threads", "auto") == "app-timeout: 30.000 (default)"
+    assert _app_timeout_line("--app-timeout", "0") == "app-timeout: off (command line)"
+    assert _app_timeout_line("--inline") == "app-timeout: off (default)"
+    assert _app_timeout_line("--inline", "--app-timeout", "0") == "app-timeout: off (command line)"
+    assert _app_timeout_line("--app", "native-hello") == "app-timeout: off (default)"
 
 
 def test_app_timeout_is_refused_without_pool_threads():

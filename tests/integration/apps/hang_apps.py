@@ -1,6 +1,7 @@
 """/hang blocks for ever in a function whose name the watchdog test looks for
 in the logged stack (with ?mark=PATH it first appends "start" to PATH, so a
-test can wait for the request to be in the app); /pid answers the worker's pid (which worker a
+test can wait for the request to be in the app); /spin loops for ever in
+pure Python, holding the GIL and burning a core; /pid answers the worker's pid (which worker a
 connection landed on); anything else answers "ok" at once.
 
 HANG_APPS_SLOW_REIMPORT=PATH: an import made once PATH exists (a
@@ -42,7 +43,15 @@ def stuck_in_this_function_for_ever():
     _never.wait()
 
 
+def spinning_in_this_function_for_ever():
+    x = 1
+    while True:
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+
+
 def application(environ, start_response):
+    if environ["PATH_INFO"] == "/spin":
+        spinning_in_this_function_for_ever()
     if environ["PATH_INFO"] == "/hang":
         mark = dict(kv.partition("=")[::2] for kv in environ.get("QUERY_STRING", "").split("&")).get("mark")
         if mark:
