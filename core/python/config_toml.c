@@ -19,6 +19,7 @@
 
 #include "interp.h"
 
+#if PY_VERSION_HEX >= 0x030B0000 /* tomllib: 3.11 */
 /* The child's program: its errors are records too (an empty key, kind E). */
 static const char reader[] =
     "import os, tomllib\n"
@@ -67,6 +68,7 @@ static void child(const char *path, int fd)
     }
     _exit(0);
 }
+#endif
 
 int config_toml_read(const char *path, struct config_entry **entries, size_t *n, char *err, size_t cap)
 {
