@@ -7,9 +7,12 @@ loop's pending list until a slot frees.
 - A parked connection is still watched: a client that resets it leaves, the
   others are served in order, every descriptor comes back, and the app
   never runs the request it left behind.
-- A hand-off that refuses and then fails the submit of a request that waited
-  for room, after its client has gone, drops that connection and nothing
-  else (the ASan build turns a use after free there into a crash).
+- A hand-off that refuses with nothing in flight (the test build's
+  CSERVE_FAULT_SUBMIT) is retried on the loop's timed pass, with no other
+  event to wake it, on every backend; when the retried submit then fails
+  the request gets a 503, and if its client has gone meanwhile that
+  connection is dropped and nothing else (the ASan build turns a use after
+  free there into a crash).
 """
 import socket
 import struct
@@ -20,6 +23,8 @@ import pytest
 from httpclient import Reader, get, req
 from loadgen import wait_until
 from procfs import fd_count, settled_fds
+
+HANG_S = 30  # a deadline that only detects a hang
 
 APP = "recording_apps:app"
 LOGAPP = "logging_apps:application"
@@ -164,26 +169,42 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
 
 # ---- a submit that fails after waiting for room ----------------------------------
 
-def test_submit_error_after_backpressure_with_client_gone(server_factory, hooks_bin, monkeypatch):
+def test_a_refused_request_is_retried_without_another_event(server_factory, hooks_bin, monkeypatch, handoff):
     """CSERVE_FAULT_SUBMIT=600 makes submits report a full queue for 600 ms
-    and fail after that: the request waits for room, the client resets, and
-    the retried submit fails while the socket is dead. The server must answer
-    the failure by dropping that connection and nothing else. Only the hooks
-    binary (conftest.py) reads the variable."""
+    and fail after that, with no job in flight: no completion will come to
+    wake the loop. Its timed pass (at most a second apart) retries the
+    parked request, which then fails and is answered 503; no other client
+    connects meanwhile. Only the hooks binary (conftest.py) reads the
+    variable."""
     monkeypatch.setenv("CSERVE_FAULT_SUBMIT", "600")
-    srv = server_factory(app=WSGI_APP, handoff="ring", binary=hooks_bin)
-    s = srv.connect()
+    srv = server_factory(app=WSGI_APP, handoff=handoff, binary=hooks_bin)
+    with srv.connect(timeout=HANG_S) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp = Reader(s).read_response()
+    assert resp.status == 503, resp
+    log = srv.log_text()
+    assert "handoff submit failed" in log, log
+    assert "Sanitizer" not in log, log
+
+
+def test_submit_error_after_backpressure_with_client_gone(server_factory, hooks_bin, monkeypatch, handoff):
+    """As above, but the client closes its connection (a FIN: the request
+    stands, RFC 9112 9.6's half-close) before the retried submit fails: the
+    503 goes into a dead socket. The server must drop that connection, every
+    descriptor comes back, and it still serves (503: the fault still holds)."""
+    monkeypatch.setenv("CSERVE_FAULT_SUBMIT", "600")
+    srv = server_factory(app=WSGI_APP, handoff=handoff, binary=hooks_bin)
+    base = settled_fds(srv.proc.pid)
+    s = srv.connect(timeout=HANG_S)
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)  # parsed, refused twice, now waiting for room
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.close()  # RST: the loop's next pass retries, fails, and writes a 503 into a dead socket
-    time.sleep(1.5)  # the loop's next timed pass retries (at most 1 s apart)
+    s.close()  # gone while the request is parked (the fault refuses for 600 ms)
+    assert wait_until(lambda: "handoff submit failed" in srv.log_text(), HANG_S), srv.log_text()
+    assert wait_until(lambda: fd_count(srv.proc.pid) <= base, HANG_S), "the connection was never dropped"
     assert srv.proc.poll() is None, srv.log_text()
-    with srv.connect() as s2:
+    with srv.connect(timeout=HANG_S) as s2:
         s2.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         resp = Reader(s2).read_response()
-        assert resp.status == 503  # the fault still holds: still refused, but answered
+        assert resp.status == 503, resp
     log = srv.log_text()
-    assert "handoff submit failed" in log
     assert "Sanitizer" not in log, log
     assert srv.stop() == 0, srv.log_text()
