@@ -169,7 +169,7 @@ static enum verdict step(struct conn *c)
     case CONN_SEND_ERROR: return conn_send(c);
     case CONN_SENT: return conn_finish(c);
     case CONN_LINGER: return conn_linger(c);
-    case CONN_QUEUED:  /* the loop retries when a job finishes */
+    case CONN_QUEUED:  /* the loop retries it every pass (retry_pending) */
         /* Not yet the app's: a client that reset it is dropped now, so its
          * request is never run (and never holds a place in the hand-off). */
         return c->peer_gone ? VERDICT_CLOSE : VERDICT_WAIT;

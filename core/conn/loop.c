@@ -6,8 +6,8 @@
  * timed wait announced to nobody, while a busy pool's next completion is
  * near), handle
  * socket events (reads parse and submit), flush the handoff (wake the pool
- * once for the batch), drain completions (writes), expire timers, then the
- * hooks' ticks. The hooks (loop.h) are the features': the loop calls them
+ * once for the batch), drain completions (writes), retry the requests that
+ * waited for room, expire timers, then the hooks' ticks. The hooks (loop.h) are the features': the loop calls them
  * once a pass or before it waits, never per request, but for the response
  * hooks that are registered. */
 #include <errno.h>
@@ -252,16 +252,24 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         for (size_t i = 0; i < n; i++)
             conn_on_message(done[i]->conn, done[i]);
     } while (n == MAX_DRAIN);
-    /* Room in the queues again: submit what was held back. A connection is
-     * never freed during a pass (conn_reap runs at its end), so c can be
-     * read after the retry whatever became of it. */
+    return total;
+}
+
+/* Submit what was held back for room (CONN_QUEUED). Every pass, not only
+ * after a drain: a hand-off may refuse with nothing in flight (a datagram
+ * socket out of buffers, the test build's fault hook), and then no
+ * completion ever comes to wake a backend that is not polled; the loop's
+ * timed pass (at most a second apart) is what retries. A connection is
+ * never freed during a pass (conn_reap runs at its end), so c can be read
+ * after the retry whatever became of it. */
+static void retry_pending(struct loop *l)
+{
     while (l->pending_head && l->outstanding_total < l->active * l->capacity) {
         struct conn *c = l->pending_head;
         conn_retry_submit(c);
         if (c->state == CONN_QUEUED)
             break; /* still full */
     }
-    return total;
 }
 
 static void expire_timers(struct loop *l)
@@ -434,6 +442,7 @@ unsigned loop_run(struct loop *l)
             hops->flush(l->handoff);
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
+        retry_pending(l);
         expire_timers(l);
         for (unsigned i = 0; i < l->nhooks; i++)
             if (l->hooks[i]->tick)

@@ -3,20 +3,29 @@ and a connection whose request finds every queue full is parked on the
 loop's pending list until a slot frees.
 
 - The bound holds: a parked request goes to whichever pool thread frees a
-  slot first, not behind the long jobs of a full queue.
+  slot first, not behind the jobs of a full queue.
 - A parked connection is still watched: a client that resets it leaves, the
   others are served in order, every descriptor comes back, and the app
   never runs the request it left behind.
-- A hand-off that refuses and then fails the submit of a request that waited
-  for room, after its client has gone, drops that connection and nothing
-  else (the ASan build turns a use after free there into a crash).
+- A hand-off that refuses with nothing in flight (the test build's
+  CSERVE_FAULT_SUBMIT) is retried on the loop's timed pass, with no other
+  event to wake it, on every backend; when the retried submit then fails
+  the request gets a 503, and if its client has gone meanwhile that
+  connection is dropped and nothing else (the ASan build turns a use after
+  free there into a crash).
+
+The apps' requests end when the test creates their gate file, and the test
+waits for the server's state (the app's log, the worker's /stats.json on
+--metrics-bind) before each step, so the order of events is the test's.
 """
+import json
 import socket
 import struct
-import time
+import urllib.request
 
 import pytest
 
+from conftest import free_port
 from httpclient import Reader, get, req
 from loadgen import wait_until
 from procfs import fd_count, settled_fds
@@ -24,6 +33,7 @@ from procfs import fd_count, settled_fds
 APP = "recording_apps:app"
 LOGAPP = "logging_apps:application"
 WSGI_APP = "wsgi_apps:application"
+HANG_S = 30  # a deadline that only detects a hang
 
 
 def lines(path):
@@ -37,7 +47,7 @@ def rst_close(sock):
 
 
 def hello_ok(port):
-    r = get(port, "/hello", timeout=5)
+    r = get(port, "/hello", timeout=HANG_S)
     assert r.status == 200 and r.body == b"hello", r
 
 
@@ -52,110 +62,165 @@ def _runlog(path):
         return []
 
 
-def _wait_log(path, entries, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(e in _runlog(path) for e in entries):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"the app never ran {entries}: {_runlog(path)}")
+def _wait_log(path, entries):
+    assert wait_until(lambda: all(e in _runlog(path) for e in entries), HANG_S), \
+        f"the app never ran {entries}: {_runlog(path)}"
+
+
+class Watched:
+    """A server with --metrics-bind, and its worker's published figures."""
+
+    def __init__(self, server_factory, *args, **kw):
+        self.mport = free_port()
+        self.srv = server_factory(*args, "--metrics-bind", f"127.0.0.1:{self.mport}", **kw)
+        self.sent = 0  # request bytes the test sent
+
+    def worker(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/stats.json", timeout=10) as r:
+                w = json.loads(r.read())["workers"]
+        except OSError:
+            return None
+        return w[0] if w else None
+
+    def wait(self, cond, what):
+        seen = []
+
+        def ok():
+            w = self.worker()
+            seen[:] = [w and {k: w[k] for k in ("bytes_in", "connections_open")}]
+            return w is not None and cond(w)
+        assert wait_until(ok, HANG_S), f"{what}: never so, last seen {seen}"
+
+    def send(self, sock, data):
+        """Send data and wait until the loop has read it all (bytes_in): the
+        loop parses what it reads at once, so a request in it is then with
+        the app, in a pool thread's queue, or parked."""
+        sock.sendall(data)
+        self.sent += len(data)
+        self.wait(lambda w: w["bytes_in"] >= self.sent, f"the loop reads {self.sent} bytes")
+
+    def wait_open(self, n):
+        self.wait(lambda w: w["connections_open"] == n, f"{n} connections open")
+
+
+def _gated(srv, logfile, tmp_path, plan):
+    """One connection per request of plan, sent in turn, each once the loop
+    has read the one before: plan[i] True gates request i on a file (its
+    path returned), False ends it at once. Request i records "start i"."""
+    socks, gates = [], []
+    for i, gated in enumerate(plan):
+        gate = tmp_path / f"gate-{i}"
+        q = f"s={HANG_S}&gate={gate}" if gated else "s=0"
+        s = srv.srv.connect(timeout=HANG_S)
+        srv.send(s, req("GET", f"/sleep?{q}&id={i}&log={logfile}"))
+        socks.append(s)
+        gates.append(gate)
+    return socks, gates
 
 
 # ---- the bound ----------------------------------------------------------------
 
-def _sleepers(srv, logfile, plan):
-    """Send /sleep requests on fresh connections, one at a time, each only
-    after the previous one is (visibly) with the app or queued."""
-    socks = []
-    for i, secs in enumerate(plan):
-        s = srv.connect(timeout=15)
-        s.sendall(req("GET", f"/sleep?s={secs}&id={i}&log={logfile}"))
-        socks.append(s)
-        time.sleep(0.05)
-    return socks
-
-
-def test_queue_size_bounds_each_pool_thread_and_parks_the_rest(server_factory, logfile):
-    """--queue-size 2, two pool threads, long jobs 0 and 2 on thread 0, short
-    jobs 1 and 3 on thread 1 (join-shortest-queue, ties to thread 0): both
-    queues are full, so job 4 waits in the loop's pending queue and goes to
-    whichever thread frees a slot first, thread 1 after ~1.6 s. Without the
-    bound (a server that ignores --queue-size) job 4 is queued at once
-    behind the long jobs on thread 0 and starts after ~6 s. Job 1 lasts
-    0.8 s so that it is still running when job 2 arrives (0.05 s later)
-    even if the client runs late."""
-    srv = server_factory("--queue-size", "2", "--blocking-threads", "2", app=APP)
-    socks = _sleepers(srv, logfile, [3.0, 0.8, 3.0, 0.8, 0.1])
+def test_queue_size_bounds_each_pool_thread_and_parks_the_rest(server_factory, logfile, tmp_path):
+    """--queue-size 2, two pool threads, jobs 0 and 2 on thread 0, jobs 1 and
+    3 on thread 1 (join-shortest-queue, ties to thread 0; jobs 0 and 1 are
+    with the app until their gates open): both queues are full, so job 4
+    waits in the loop's pending queue. Once jobs 1 and 3 end, job 4 goes to
+    the thread that freed its slots and runs while job 2 still waits behind
+    job 0. Without the bound (a server that ignores --queue-size) job 4 is
+    queued at once behind job 0 on thread 0 and cannot start."""
+    srv = Watched(server_factory, "--queue-size", "2", "--blocking-threads", "2", app=APP)
+    socks, gates = _gated(srv, logfile, tmp_path, [True, True, True, True, False])
     try:
-        for i, s in enumerate(socks):
-            r = Reader(s).read_response()
+        _wait_log_lines(logfile, {"start 0", "start 1"})
+        for i in (1, 3):
+            gates[i].touch()
+        for i in (1, 3):
+            r = Reader(socks[i]).read_response()
+            assert r.status == 200 and r.body == f"slept {i}".encode(), r
+        assert wait_until(lambda: "start 4" in lines(logfile), HANG_S), \
+            f"job 4 was queued behind thread 0's jobs, not held until a slot freed: {lines(logfile)}"
+        assert "start 2" not in lines(logfile), lines(logfile)
+        for i in (0, 2):
+            gates[i].touch()
+        for i in (0, 2, 4):
+            r = Reader(socks[i]).read_response()
             assert r.status == 200 and r.body == f"slept {i}".encode(), r
         order = lines(logfile)
         assert sorted(order) == [f"start {i}" for i in range(5)], order
-        assert order.index("start 4") < order.index("start 2"), \
-            f"job 4 was queued behind thread 0's long jobs, not held until a slot freed: {order}"
+        assert order.index("start 4") < order.index("start 2"), order
     finally:
+        for g in gates:
+            g.touch()
         for s in socks:
             s.close()
 
 
+def _wait_log_lines(logfile, want):
+    assert wait_until(lambda: want <= set(lines(logfile)), HANG_S), f"want {want}: {lines(logfile)}"
+
+
 # ---- a parked connection that leaves ---------------------------------------------
 
-def test_a_parked_connection_can_leave(server_factory, logfile):
-    """--queue-size 2 with one pool thread: one job with the app, one queued,
-    three parked in the pending queue. The client of a parked one resets
-    its connection: the others are still served in order and every
-    descriptor comes back."""
-    srv = server_factory("--queue-size", "2", "--blocking-threads", "1", app=APP)
-    base = settled_fds(srv.proc.pid)
-    # 1 s jobs: job 1 cannot have started while _sleepers sends the rest
-    socks = _sleepers(srv, logfile, [1.0] * 5)
-    assert wait_until(lambda: lines(logfile) == ["start 0"], 0.9), lines(logfile)
+def _one_leaves(server_factory, logfile, tmp_path):
+    """--queue-size 2 with one pool thread: job 0 with the app (until its
+    gate opens), job 1 queued, jobs 2, 3 and 4 parked. The client of job 3
+    resets its connection; once the loop has closed it, job 0 ends. Returns
+    the server, the descriptors it held before."""
+    srv = Watched(server_factory, "--queue-size", "2", "--blocking-threads", "1", app=APP)
+    base = settled_fds(srv.srv.proc.pid)
+    socks, gates = _gated(srv, logfile, tmp_path, [True, False, False, False, False])
+    _wait_log_lines(logfile, {"start 0"})
+    assert lines(logfile) == ["start 0"], lines(logfile)
     rst_close(socks[3])  # leaves while parked
+    srv.wait_open(4)
+    gates[0].touch()
     for i in (0, 1, 2, 4):
         r = Reader(socks[i]).read_response()
         assert r.status == 200 and r.body == f"slept {i}".encode(), r
         socks[i].close()
-    assert wait_until(lambda: fd_count(srv.proc.pid) <= base, 10), "fds not back to baseline"
-    hello_ok(srv.port)
+    return srv, base
 
 
-def test_a_parked_connection_that_left_never_reaches_the_app(server_factory, logfile):
-    srv = server_factory("--queue-size", "2", "--blocking-threads", "1", app=APP)
-    socks = _sleepers(srv, logfile, [1.0] * 5)  # job 3 is still parked long after the reset
-    rst_close(socks[3])
-    for i in (0, 1, 2, 4):
-        Reader(socks[i]).read_response()
-        socks[i].close()
+def test_a_parked_connection_can_leave(server_factory, logfile, tmp_path):
+    """The others are still served in order and every descriptor comes back."""
+    srv, base = _one_leaves(server_factory, logfile, tmp_path)
+    assert lines(logfile) == ["start 0", "start 1", "start 2", "start 4"], lines(logfile)
+    assert wait_until(lambda: fd_count(srv.srv.proc.pid) <= base, HANG_S), "fds not back to baseline"
+    hello_ok(srv.srv.port)
+
+
+def test_a_parked_connection_that_left_never_reaches_the_app(server_factory, logfile, tmp_path):
+    srv, _ = _one_leaves(server_factory, logfile, tmp_path)
+    # Job 4 was parked behind job 3 and has run: job 3 would have run before it.
     assert "start 3" not in lines(logfile), lines(logfile)
 
 
 @pytest.mark.parametrize("handoff", ["ring", "condvar"])
 def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, handoff):
-    """One pool thread, a queue of 2: two slow requests fill it, a third is
-    parked. Its client resets; when the queue drains the app must not run it."""
+    """One pool thread, a queue of 2: two requests fill it (the first with
+    the app until its gate opens), a third is parked. Its client resets;
+    when the queue drains the app must not run it."""
     log = tmp_path / "runs"
+    gate = tmp_path / "gate"
     monkeypatch.setenv("LOGGING_APPS_RUNLOG", str(log))
-    srv = server_factory("--blocking-threads", "1", "--queue-size", "2", app=LOGAPP, handoff=handoff)
-    busy = [srv.connect() for _ in range(2)]
-    busy[0].sendall(_get("/slow1?s=3"))  # still running when the reset arrives, however late
+    srv = Watched(server_factory, "--blocking-threads", "1", "--queue-size", "2", app=LOGAPP, handoff=handoff)
+    busy = [srv.srv.connect(timeout=HANG_S) for _ in range(2)]
+    srv.send(busy[0], _get(f"/slow1?gate={gate}"))
     _wait_log(log, ["/slow1"])  # running: the second one waits in the queue
-    busy[1].sendall(_get("/slow2?s=0.2"))
-    time.sleep(0.1)
-    parked = srv.connect()
-    parked.sendall(_get("/reset"))
-    time.sleep(0.2)  # read and parked: the hand-off holds two jobs already
-    parked.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    parked.close()  # RST
+    srv.send(busy[1], _get("/slow2"))
+    parked = srv.srv.connect(timeout=HANG_S)
+    srv.send(parked, _get("/reset"))  # read and parked: the hand-off holds two jobs already
+    rst_close(parked)
+    srv.wait_open(2)
+    gate.touch()
     for s in busy:
-        s.settimeout(10)
-        assert s.recv(4096).startswith(b"HTTP/1.1 200 ")
+        assert Reader(s).read_response().status == 200
     # The queue drained; a request sent now is run, so anything parked before
     # it would have been run by now too.
-    with srv.connect() as s:
+    with srv.srv.connect(timeout=HANG_S) as s:
         s.sendall(_get("/after"))
-        s.settimeout(10)
-        assert s.recv(4096).startswith(b"HTTP/1.1 200 ")
+        assert Reader(s).read_response().status == 200
     _wait_log(log, ["/after"])
     for s in busy:
         s.close()
@@ -164,26 +229,42 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
 
 # ---- a submit that fails after waiting for room ----------------------------------
 
-def test_submit_error_after_backpressure_with_client_gone(server_factory, hooks_bin, monkeypatch):
+def test_a_refused_request_is_retried_without_another_event(server_factory, hooks_bin, monkeypatch, handoff):
     """CSERVE_FAULT_SUBMIT=600 makes submits report a full queue for 600 ms
-    and fail after that: the request waits for room, the client resets, and
-    the retried submit fails while the socket is dead. The server must answer
-    the failure by dropping that connection and nothing else. Only the hooks
-    binary (conftest.py) reads the variable."""
+    and fail after that, with no job in flight: no completion will come to
+    wake the loop. Its timed pass (at most a second apart) retries the
+    parked request, which then fails and is answered 503; no other client
+    connects meanwhile. Only the hooks binary (conftest.py) reads the
+    variable."""
     monkeypatch.setenv("CSERVE_FAULT_SUBMIT", "600")
-    srv = server_factory(app=WSGI_APP, handoff="ring", binary=hooks_bin)
-    s = srv.connect()
+    srv = server_factory(app=WSGI_APP, handoff=handoff, binary=hooks_bin)
+    with srv.connect(timeout=HANG_S) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp = Reader(s).read_response()
+    assert resp.status == 503, resp
+    log = srv.log_text()
+    assert "handoff submit failed" in log, log
+    assert "Sanitizer" not in log, log
+
+
+def test_submit_error_after_backpressure_with_client_gone(server_factory, hooks_bin, monkeypatch, handoff):
+    """As above, but the client closes its connection (a FIN: the request
+    stands, RFC 9112 9.6's half-close) before the retried submit fails: the
+    503 goes into a dead socket. The server must drop that connection, every
+    descriptor comes back, and it still serves (503: the fault still holds)."""
+    monkeypatch.setenv("CSERVE_FAULT_SUBMIT", "600")
+    srv = server_factory(app=WSGI_APP, handoff=handoff, binary=hooks_bin)
+    base = settled_fds(srv.proc.pid)
+    s = srv.connect(timeout=HANG_S)
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)  # parsed, refused twice, now waiting for room
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.close()  # RST: the loop's next pass retries, fails, and writes a 503 into a dead socket
-    time.sleep(1.5)  # the loop's next timed pass retries (at most 1 s apart)
+    s.close()  # gone while the request is parked (the fault refuses for 600 ms)
+    assert wait_until(lambda: "handoff submit failed" in srv.log_text(), HANG_S), srv.log_text()
+    assert wait_until(lambda: fd_count(srv.proc.pid) <= base, HANG_S), "the connection was never dropped"
     assert srv.proc.poll() is None, srv.log_text()
-    with srv.connect() as s2:
+    with srv.connect(timeout=HANG_S) as s2:
         s2.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         resp = Reader(s2).read_response()
-        assert resp.status == 503  # the fault still holds: still refused, but answered
+        assert resp.status == 503, resp
     log = srv.log_text()
-    assert "handoff submit failed" in log
     assert "Sanitizer" not in log, log
     assert srv.stop() == 0, srv.log_text()

@@ -2,13 +2,16 @@
 test_http.py and others): each route writes one line per event to the file
 named by ?log=, so a test can see what the app saw.
 
-  /sleep?s=&id=      records "start <id>", sleeps, answers "slept <id>"
+  /sleep?s=&id=      records "start <id>", sleeps, answers "slept <id>"; with
+                     gate=PATH it waits instead until PATH exists (at most
+                     s= seconds, 30 by default): the test decides when it ends
   /read?id=          reads wsgi.input to the end with read(65536); records
                      "read <id> <n>" or "raised <id> <ExceptionType> <n>" (then
                      re-raises, as an app that does not catch it would)
   /big?size=         size bytes of b"z", Content-Length set, one block
   /hello             "hello"
 """
+import os
 import threading
 import time
 from urllib.parse import parse_qs
@@ -27,6 +30,12 @@ def _record(q, line):
             f.write(line + "\n")
 
 
+def _wait_for(path, timeout):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _ok(start_response, body):
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
@@ -38,7 +47,10 @@ def app(environ, start_response):
     rid = q.get("id", "-")
     if path == "/sleep":
         _record(q, f"start {rid}")
-        time.sleep(float(q.get("s", "0.5")))
+        if q.get("gate"):
+            _wait_for(q["gate"], float(q.get("s", "30")))
+        else:
+            time.sleep(float(q.get("s", "0.5")))
         return _ok(start_response, f"slept {rid}".encode())
     if path == "/read":
         inp = environ["wsgi.input"]
