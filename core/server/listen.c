@@ -280,9 +280,9 @@ static int listen_unix(const char *flag, const char *path, int mode, int backlog
     return fd;
 }
 
-/* A TCP listener on host:port: the first address it resolves to that
- * binds. Returns the socket, or -1 after logging why. */
-static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
+/* The addresses host:port may be bound at (freeaddrinfo them), or NULL
+ * after logging why. */
+static struct addrinfo *resolve_passive(const char *host, int port)
 {
     char serv[16];
     snprintf(serv, sizeof serv, "%d", port);
@@ -291,8 +291,18 @@ static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
     int err = getaddrinfo(host, serv, &hints, &res);
     if (err) {
         log_error("cannot resolve %s: %s", host, gai_strerror(err));
-        return -1;
+        return NULL;
     }
+    return res;
+}
+
+/* A TCP listener on host:port: the first address it resolves to that
+ * binds. Returns the socket, or -1 after logging why. */
+static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
+{
+    struct addrinfo *res = resolve_passive(host, port);
+    if (!res)
+        return -1;
     int fd = -1;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -304,7 +314,7 @@ static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, backlog) == 0)
             break;
-        log_error("cannot listen on %s:%s: %s", host, serv, strerror(errno));
+        log_error("cannot listen on %s:%d: %s", host, port, strerror(errno));
         close(fd);
         fd = -1;
     }
@@ -463,15 +473,9 @@ static int check_unix(const char *flag, const char *path)
  * the start refuses that itself. */
 static int check_tcp(const char *host, int port)
 {
-    char serv[16];
-    snprintf(serv, sizeof serv, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res;
-    int err = getaddrinfo(host, serv, &hints, &res);
-    if (err) {
-        log_error("cannot resolve %s: %s", host, gai_strerror(err));
+    struct addrinfo *res = resolve_passive(host, port);
+    if (!res)
         return -1;
-    }
     int why = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -492,7 +496,7 @@ static int check_tcp(const char *host, int port)
     }
     freeaddrinfo(res);
     if (why)
-        log_error("cannot listen on %s:%s: %s", host, serv, strerror(why));
+        log_error("cannot listen on %s:%d: %s", host, port, strerror(why));
     return why ? -1 : 0;
 }
 

@@ -20,12 +20,12 @@ test_pipeline_coalesce.py.)
 """
 import json
 import socket
-import threading
 import time
 
 import pytest
 
 from httpclient import Reader
+from pipelined import long_pipeline
 
 APP = "wsgi_apps:application"
 
@@ -137,24 +137,6 @@ def test_pipelined_request_gets_its_own_io_timeout(server_factory):
 
 # --------------------------------------------------------------- a long pipeline
 
-def _pipeline(srv, n):
-    req = b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
-    s = srv.connect(timeout=30)
-
-    def send():
-        for i in range(0, n, 100):
-            s.sendall(req * min(100, n - i))
-
-    t = threading.Thread(target=send)
-    t.start()
-    r = Reader(s)
-    for _ in range(n):
-        resp = r.read_response()
-        assert resp.status == 200 and resp.body == b"hello"
-    t.join()
-    s.close()
-
-
 def test_a_long_pipeline_is_served_whole(server_factory, tmp_path, handoff):
     """3000 pipelined requests: every response read, in order, and every
     request counted once by the loop, submitted and drained once through
@@ -163,7 +145,7 @@ def test_a_long_pipeline_is_served_whole(server_factory, tmp_path, handoff):
     n = 3000
     path = tmp_path / "stats.json"
     srv = server_factory("--stats-json", str(path), app=APP, handoff=handoff)
-    _pipeline(srv, n)
+    long_pipeline(srv, n)
     assert srv.stop() == 0
     st = json.loads(path.read_text())
     threads = st["workers"][0]["threads"]

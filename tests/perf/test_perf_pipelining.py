@@ -5,10 +5,10 @@ thread behind a closing response is freed at once, not when the
 lingering close ends. What the code decides, whatever the scheduler does,
 is checked by tests/integration/test_pipelining.py."""
 import json
-import threading
 import time
 
 from httpclient import Reader
+from pipelined import long_pipeline
 import perf
 
 APP = "wsgi_apps:application"
@@ -17,26 +17,6 @@ HANDOFFS = ["ring", "dgram", "condvar", "eventfd"]  # the integration suite's
 
 def _get(path, extra=""):
     return f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode()
-
-
-def _pipeline(srv, n):
-    """n requests for /hello on one connection, sent in writes of 100 by a
-    thread of their own while every response is read and checked."""
-    req = _get("/hello")
-    s = srv.connect(timeout=30)
-
-    def send():
-        for i in range(0, n, 100):
-            s.sendall(req * min(100, n - i))
-
-    t = threading.Thread(target=send)
-    t.start()
-    r = Reader(s)
-    for _ in range(n):
-        resp = r.read_response()
-        assert resp.status == 200 and resp.body == b"hello"
-    t.join()
-    s.close()
 
 
 def test_a_long_pipeline_costs_few_writes_and_wakes(server_factory, tmp_path):
@@ -51,7 +31,7 @@ def test_a_long_pipeline_costs_few_writes_and_wakes(server_factory, tmp_path):
         def run():
             path = tmp_path / f"stats-{handoff}-{time.monotonic_ns()}.json"
             srv = server_factory("--stats-json", str(path), app=APP, handoff=handoff)
-            _pipeline(srv, n)
+            long_pipeline(srv, n)
             assert srv.stop() == 0
             (w,) = json.loads(path.read_text())["workers"]
             loop = [t for t in w["threads"] if t["role"] == "loop"][0]
