@@ -98,7 +98,7 @@ struct metrics_view {
     struct verdict verdict;
     struct verdict_input vin;  /* the figures it rests on */
     unsigned vworker;          /* the busiest worker, whose figures decided */
-    uint64_t refused;          /* requests the listener answered 403 (--metrics-allow-ips) */
+    uint64_t refused;          /* connections the listener refused (--metrics-allow-ips) */
 };
 
 /* metrics_history.c. Allocates the view and the history for the region's

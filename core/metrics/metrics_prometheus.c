@@ -184,7 +184,7 @@ void metrics_render_prometheus(FILE *f, const struct metrics_view *v)
     label(f, v->opt->native_hello ? "none" : v->opt->inline_app ? "none (inline)" : v->opt->handoff->name);
     fprintf(f, "\"} 1\n");
     head(f, "cserve_metrics_refused_total", "counter",
-         "requests to this listener refused with 403: the peer is not in --metrics-allow-ips");
+         "connections to this listener refused (403): the peer is not in --metrics-allow-ips");
     fprintf(f, "cserve_metrics_refused_total %llu\n", (unsigned long long)v->refused);
     head(f, "cserve_worker_pid", "gauge", "the process serving each worker slot");
     for (unsigned i = 0; i < v->nslots; i++)

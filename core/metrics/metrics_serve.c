@@ -69,6 +69,7 @@ struct client {
     size_t out_off;
     bool head_only;
     bool refused;           /* the peer is not in --metrics-allow-ips: 403 to its head */
+    bool loopback_peer;     /* Host is checked for it (host_allowed) */
     enum endpoint wait_for; /* C_WAIT: /stats.json?wait=1, answered after the next sample */
 };
 
@@ -84,7 +85,7 @@ static struct {
     bool accept_logged;        /* the pause was logged: once until an accept succeeds */
     bool any_host;             /* not bound to loopback: no Host check (see the top) */
     struct ip_allow allow;     /* --metrics-allow-ips */
-    uint64_t refused;          /* requests answered 403 for it (this thread's alone) */
+    uint64_t refused;          /* connections refused for it (this thread's alone) */
     int family;                /* else the address it is bound to */
     unsigned char addr[16];
     char described[NI_MAXHOST + NI_MAXSERV + 16];
@@ -121,10 +122,12 @@ static void learn_address(void)
 
 /* Host (or an absolute-form target's authority) names this listener:
  * localhost or its bound address (IPv6 in brackets), with or without a
- * port. */
-static bool host_allowed(const char *h, size_t n)
+ * port. A listener bound beyond loopback (0.0.0.0, [::]) still checks a
+ * loopback peer, a browser on this host that a rebinding page may steer:
+ * for it Host must be localhost or a loopback address. */
+static bool host_allowed(const char *h, size_t n, bool loopback_peer)
 {
-    if (listener.any_host)
+    if (listener.any_host && !loopback_peer)
         return true;
     if (!h || !n)
         return false;
@@ -159,14 +162,29 @@ static bool host_allowed(const char *h, size_t n)
         return false;
     memcpy(text, name, name_len);
     text[name_len] = '\0';
+    if (listener.any_host) {
+        if (bracket)
+            return inet_pton(AF_INET6, text, a) == 1 && IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a);
+        return inet_pton(AF_INET, text, a) == 1 && a[0] == 127;
+    }
     if (listener.family == AF_INET6)
         return bracket && inet_pton(AF_INET6, text, a) == 1 && memcmp(a, listener.addr, 16) == 0;
     return !bracket && inet_pton(AF_INET, text, a) == 1 && memcmp(a, listener.addr, 4) == 0;
 }
 
-/* A unix: socket's peer is "" to the list; a TCP peer its address. The
- * first refusal is logged, the rest only counted (a scanner would flood
- * the log). */
+static bool is_loopback_peer(const struct sockaddr_storage *peer)
+{
+    if (peer->ss_family == AF_INET)
+        return ((const unsigned char *)&((const struct sockaddr_in *)peer)->sin_addr)[0] == 127;
+    if (peer->ss_family != AF_INET6)
+        return false;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+/* A unix: socket's peer is "" to the list; a TCP peer its address. Each
+ * refused connection is counted; the first is logged, the rest only
+ * counted (a scanner would flood the log). */
 static bool peer_allowed(const struct sockaddr_storage *peer, socklen_t len)
 {
     char text[INET6_ADDRSTRLEN] = "";
@@ -177,7 +195,7 @@ static bool peer_allowed(const struct sockaddr_storage *peer, socklen_t len)
     (void)len;
     if (ip_allow_peer(&listener.allow, text))
         return true;
-    if (!listener.refused)
+    if (listener.refused++ == 0)
         log_warn("metrics: refusing %s, not in --metrics-allow-ips (%s): answered 403; further refusals "
                  "are counted in cserve_metrics_refused_total", text[0] ? text : "a unix: peer",
                  listener.view.opt->metrics_allow_ips);
@@ -290,14 +308,13 @@ static void on_head(struct client *c, const struct http_request *req)
         return;
     }
     if (c->refused) {
-        listener.refused++;
         respond_status(c, 403, NULL);
         return;
     }
     const char *host = fr.host;
     size_t host_len = fr.host_len;
     http_target_authority(req->target, req->target_len, &host, &host_len); /* RFC 9112 §3.2.2 */
-    if (!host_allowed(host, host_len)) {
+    if (!host_allowed(host, host_len, c->loopback_peer)) {
         respond_status(c, 421, NULL);
         return;
     }
@@ -425,7 +442,8 @@ static void on_accept(void)
         }
         *c = (struct client){.fd = fd, .state = C_HEAD, .in = in,
                              .deadline_ms = clock_coarse_ms() + HEAD_DEADLINE_MS,
-                             .refused = !peer_allowed(&peer, peer_len)};
+                             .refused = !peer_allowed(&peer, peer_len),
+                             .loopback_peer = is_loopback_peer(&peer)};
     }
 }
 

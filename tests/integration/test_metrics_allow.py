@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import BIN, ROOT, free_port
+from loadgen import wait_until
 from test_metrics import wait_metrics
 
 HANG_S = 30
@@ -61,17 +62,37 @@ def test_the_default_serves_loopback_only(server_factory):
     assert fetch(mport, host=outside, source=outside)[0] == 403
 
 
-def test_a_listed_peer_is_served_whatever_it_calls_the_host(server_factory):
-    """Bound to a non-loopback address, a scraper may name the target as it
-    likes: no 421. Bound to loopback, the rebinding guard stays."""
+def test_the_host_check_follows_the_peer_not_only_the_bind(server_factory):
+    """Bound beyond loopback, a scraper on another host may name the target
+    as it likes: no 421. A loopback peer (a browser on this host, which a
+    rebinding page may steer) must still name localhost or a loopback
+    address, whatever the bind; bound to loopback, every peer is checked."""
     mport = free_port()
-    server_factory("--metrics-bind", f"0.0.0.0:{mport}", "--metrics-allow-ips", "127.0.0.0/8")
+    outside = _outside_address()
+    allow = "127.0.0.0/8" + (f",{outside}" if outside else "")
+    server_factory("--metrics-bind", f"0.0.0.0:{mport}", "--metrics-allow-ips", allow)
     wait_metrics(mport)
-    assert fetch(mport, host_field="app1.internal:9100")[0] == 200
+    assert fetch(mport, host_field="evil.example")[0] == 421
+    assert fetch(mport, host_field=f"localhost:{mport}")[0] == 200
+    assert fetch(mport, host_field=f"127.0.0.1:{mport}")[0] == 200
+    if outside:
+        assert fetch(mport, host=outside, source=outside, host_field="app1.internal:9100")[0] == 200
     lport = free_port()
     server_factory("--metrics-bind", f"127.0.0.1:{lport}", "--metrics-allow-ips", "127.0.0.0/8")
     wait_metrics(lport)
     assert fetch(lport, host_field="app1.internal:9100")[0] == 421
+
+
+def test_refused_connections_are_counted_and_logged_once(server_factory):
+    """A scanner that connects and closes without a request is refused too:
+    each connection counted, one line in the log however many."""
+    mport = free_port()
+    srv = server_factory("--metrics-bind", f"0.0.0.0:{mport}", "--metrics-allow-ips", "127.0.0.1")
+    wait_metrics(mport)
+    for _ in range(50):
+        socket.create_connection(("127.0.0.1", mport), timeout=HANG_S, source_address=("127.0.0.2", 0)).close()
+    assert wait_until(lambda: refused_total(mport) == 50, HANG_S), refused_total(mport)
+    assert srv.log_text().count("metrics: refusing 127.0.0.2") == 1, srv.log_text()[-3000:]
 
 
 def test_an_empty_list_serves_no_one(server_factory):
