@@ -14,10 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "interp.h"
+
+#define CONFIG_MAX_BYTES (1024 * 1024)
 
 #if PY_VERSION_HEX >= 0x030B0000 /* tomllib: 3.11 */
 /* The child's program: its errors are records too (an empty key, kind E). */
@@ -29,11 +32,14 @@ static const char reader[] =
     "def scalar(x):\n"
     "    return isinstance(x, (str, int, float)) and not isinstance(x, bool)\n"
     "try:\n"
-    "    with open(path, 'rb') as f:\n"
-    "        data = tomllib.load(f)\n"
+    "    with os.fdopen(cfd, 'rb') as f:\n"
+    "        raw = f.read(limit + 1)\n"
+    "    if len(raw) > limit:\n"
+    "        raise ValueError(f'larger than {limit} bytes: not a config file')\n"
+    "    data = tomllib.loads(raw.decode('utf-8'))\n"
     "except OSError as e:\n"
     "    emit('', 'E', e.strerror or str(e))\n"
-    "except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:\n"
+    "except ValueError as e:  # TOMLDecodeError and UnicodeDecodeError are ones\n"
     "    emit('', 'E', str(e))\n"
     "else:\n"
     "    for k, v in data.items():\n"
@@ -53,13 +59,15 @@ static const char reader[] =
     "            emit(k, 'o', 'an array of tables or arrays' if isinstance(v, list) else 'a ' + type(v).__name__)\n"
     "w.close()\n";
 
-static void child(const char *path, int fd) __attribute__((noreturn));
-static void child(const char *path, int fd)
+static void child(int cfd, int fd) __attribute__((noreturn));
+static void child(int cfd, int fd)
 {
     interp_start_bare();
-    PyObject *g = PyDict_New(), *p = PyUnicode_DecodeFSDefault(path), *f = PyLong_FromLong(fd);
-    if (!g || !p || !f || PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) != 0 ||
-        PyDict_SetItemString(g, "path", p) != 0 || PyDict_SetItemString(g, "fd", f) != 0)
+    PyObject *g = PyDict_New(), *c = PyLong_FromLong(cfd), *f = PyLong_FromLong(fd),
+             *lim = PyLong_FromLong(CONFIG_MAX_BYTES);
+    if (!g || !c || !f || !lim || PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) != 0 ||
+        PyDict_SetItemString(g, "cfd", c) != 0 || PyDict_SetItemString(g, "fd", f) != 0 ||
+        PyDict_SetItemString(g, "limit", lim) != 0)
         _exit(3);
     PyObject *r = PyRun_String(reader, Py_file_input, g, g);
     if (!r) {
@@ -80,9 +88,30 @@ int config_toml_read(const char *path, struct config_entry **entries, size_t *n,
              "for 3.11 or later: make PYTHON=python3.11)", PY_MAJOR_VERSION, PY_MINOR_VERSION);
     return -1;
 #else
+    /* Opened here, non-blocking, and only a regular file of a bounded size
+     * is read: a FIFO would hang start-up, /dev/zero fill the memory. */
+    int cfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (cfd < 0) {
+        snprintf(err, cap, "%s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(cfd, &st) != 0) {
+        snprintf(err, cap, "%s", strerror(errno));
+        close(cfd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX_BYTES) {
+        snprintf(err, cap, "%s", S_ISDIR(st.st_mode) ? "a folder, not a file"
+                                 : !S_ISREG(st.st_mode) ? "not a regular file (a FIFO, a device, a socket)"
+                                                        : "larger than 1 MiB: not a config file");
+        close(cfd);
+        return -1;
+    }
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
         snprintf(err, cap, "pipe: %s", strerror(errno));
+        close(cfd);
         return -1;
     }
     fflush(NULL); /* nothing buffered is written twice */
@@ -91,13 +120,15 @@ int config_toml_read(const char *path, struct config_entry **entries, size_t *n,
         snprintf(err, cap, "fork: %s", strerror(errno));
         close(fds[0]);
         close(fds[1]);
+        close(cfd);
         return -1;
     }
     if (pid == 0) {
         close(fds[0]);
-        child(path, fds[1]);
+        child(cfd, fds[1]);
     }
     close(fds[1]);
+    close(cfd);
     size_t len = 0, room = 4096;
     char *buf = malloc(room);
     for (ssize_t got = 1; buf && got > 0;) {

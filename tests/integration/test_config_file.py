@@ -113,3 +113,22 @@ def test_a_server_started_from_a_file_serves_as_it_says(tmp_path):
         assert srv.stop() == 0
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "huge"])
+def test_only_a_regular_file_of_bounded_size_is_read(tmp_path, kind):
+    """A FIFO would hang start-up waiting for a writer, /dev/zero (through
+    a symlink) would fill the memory: both are refused at once, as are a
+    folder and a file over 1 MiB. run()'s timeout is the hang detector."""
+    f = tmp_path / "cserve.toml"
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind == "device":
+        f.symlink_to("/dev/zero")
+    elif kind == "folder":
+        f.mkdir()
+    else:
+        f.write_text("# padding\n" * 120000)
+    needle = {"fifo": "not a regular file", "device": "not a regular file", "folder": "a folder",
+              "huge": "larger than 1 MiB"}[kind]
+    refused(f, needle)
