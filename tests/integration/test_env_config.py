@@ -62,7 +62,7 @@ TABLE = {
     "app-timeout": ("20", "app-timeout: 20.000", {}),
     "access-log-format": ("json", "access-log-format: json", {}),
     "reload": ("1", "reload: yes", {}),
-    "config": ("/dev/null", "config: /dev/null", {}),  # an empty TOML file
+    "config": (str(APPS / "empty.toml"), f"config: {APPS}/empty.toml", {}),  # sets nothing
     "preload": ("1", "preload: yes", {}),
 }
 NOT_VARIABLES = {"help", "version", "check-config"}
