@@ -195,10 +195,6 @@ static void drop_temporary(const char *tmp, const struct stat *st)
         log_warn("cannot remove %s: %s", tmp, why);
 }
 
-/* A checked unix: listener at path (flag names the option in messages;
- * mode < 0 leaves the umask's), recorded in own for removal at exit.
- * Refuses (one line, exit 2) an empty path, a path holding a non-socket or
- * a live socket. Returns the socket, or -1 after logging why. */
 static void cleanup_at_exit(void)
 {
     static bool registered;
@@ -207,6 +203,25 @@ static void cleanup_at_exit(void)
     registered = true;
 }
 
+/* The socket this process made (or took over) at path, as st found it:
+ * removed at exit if the path still holds that node (an absolute path,
+ * so a later chdir does not matter). */
+static void record_created(struct created *c, const char *path, const struct stat *st)
+{
+    char cwd[PATH_MAX];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd) ||
+        (size_t)snprintf(c->path, sizeof c->path, "%s/%s", cwd, path) >= sizeof c->path)
+        snprintf(c->path, sizeof c->path, "%s", path);
+    c->dev = st->st_dev;
+    c->ino = st->st_ino;
+    c->owner = getpid();
+    cleanup_at_exit();
+}
+
+/* A checked unix: listener at path (flag names the option in messages;
+ * mode < 0 leaves the umask's), recorded in own for removal at exit.
+ * Refuses (one line, exit 2) an empty path, a path holding a non-socket or
+ * a live socket. Returns the socket, or -1 after logging why. */
 static int listen_unix(const char *flag, const char *path, int mode, int backlog, struct created *own)
 {
     if (!path[0]) /* the abstract namespace: no file, no mode, open to any local user */
@@ -269,14 +284,7 @@ static int listen_unix(const char *flag, const char *path, int mode, int backlog
         close(fd);
         return -1;
     }
-    char cwd[PATH_MAX];
-    if (path[0] == '/' || !getcwd(cwd, sizeof cwd) ||
-        (size_t)snprintf(own->path, sizeof own->path, "%s/%s", cwd, path) >= sizeof own->path)
-        snprintf(own->path, sizeof own->path, "%s", path);
-    own->dev = st.st_dev;
-    own->ino = st.st_ino;
-    own->owner = getpid();
-    cleanup_at_exit();
+    record_created(own, path, &st);
     return fd;
 }
 
@@ -591,16 +599,9 @@ unsigned listen_unix_owned(void)
 static void adopt_created(struct created *c, const char *path)
 {
     struct stat st;
-    char cwd[PATH_MAX];
     if (!path || lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
         return;
-    if (path[0] == '/' || !getcwd(cwd, sizeof cwd) ||
-        (size_t)snprintf(c->path, sizeof c->path, "%s/%s", cwd, path) >= sizeof c->path)
-        snprintf(c->path, sizeof c->path, "%s", path);
-    c->dev = st.st_dev;
-    c->ino = st.st_ino;
-    c->owner = getpid();
-    cleanup_at_exit();
+    record_created(c, path, &st);
 }
 
 void listen_adopt_unix(const struct options *opt, unsigned owned)
