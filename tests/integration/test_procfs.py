@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 import procfs
+from loadgen import wait_until
 
 
 @pytest.fixture
@@ -41,7 +42,9 @@ def exit_after_listing(monkeypatch, end):
 def test_a_running_process_is_read(doomed):
     p, _ = doomed
     assert procfs.alive(p.pid)
-    assert procfs.cmdline(p.pid) == ["sleep", "60"]
+    # Popen can return while the child is still in execve, its new
+    # cmdline not yet set (seen under a loaded ASan run): wait for it.
+    assert wait_until(lambda: procfs.cmdline(p.pid) == ["sleep", "60"], 30), procfs.cmdline(p.pid)
     assert procfs.state(p.pid) in ("S", "R")
     assert procfs.thread_names(p.pid) == ["sleep"]
     assert procfs.fd_count(p.pid) >= 3 and procfs.rss_kib(p.pid) > 0
