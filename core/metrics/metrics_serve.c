@@ -185,14 +185,13 @@ static bool is_loopback_peer(const struct sockaddr_storage *peer)
 /* A unix: socket's peer is "" to the list; a TCP peer its address. Each
  * refused connection is counted; the first is logged, the rest only
  * counted (a scanner would flood the log). */
-static bool peer_allowed(const struct sockaddr_storage *peer, socklen_t len)
+static bool peer_allowed(const struct sockaddr_storage *peer)
 {
     char text[INET6_ADDRSTRLEN] = "";
     if (peer->ss_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, text, sizeof text);
     else if (peer->ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, text, sizeof text);
-    (void)len;
     if (ip_allow_peer(&listener.allow, text))
         return true;
     if (listener.refused++ == 0)
@@ -442,7 +441,7 @@ static void on_accept(void)
         }
         *c = (struct client){.fd = fd, .state = C_HEAD, .in = in,
                              .deadline_ms = clock_coarse_ms() + HEAD_DEADLINE_MS,
-                             .refused = !peer_allowed(&peer, peer_len),
+                             .refused = !peer_allowed(&peer),
                              .loopback_peer = is_loopback_peer(&peer)};
     }
 }

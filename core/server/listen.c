@@ -424,9 +424,9 @@ const char *listen_describe(void)
     return described;
 }
 
-/* The metrics listener's address: loopback only, as it has no
- * authentication (a proxy in front publishes it). Every address the name
- * resolves to must be loopback, so that which one binds cannot matter. */
+/* --metrics-allow-ips is a list of peers and --metrics-bind's HOST
+ * resolves, each refusal naming its option (listen_check then tries the
+ * address itself). main runs it once, before anything listens. */
 int listen_metrics_check(const struct options *opt)
 {
     if (!opt->metrics_bind)
@@ -525,8 +525,6 @@ int listen_metrics_open(const struct options *opt)
 {
     if (opt->metrics_unix)
         return listen_unix("--metrics-bind", opt->metrics_unix, -1, METRICS_BACKLOG, &created[1]);
-    if (listen_metrics_check(opt) != 0)
-        return -1;
     return listen_tcp(opt->metrics_host, opt->metrics_port, METRICS_BACKLOG, false);
 }
 
