@@ -112,6 +112,21 @@ class Server:
                 time.sleep(0.02)
         raise RuntimeError(f"cserve did not listen on {self.port}:\n{self.log_text()}")
 
+    def wait_workers(self, args, timeout=30.0):
+        """With --workers N > 1 and no --preload, the workers after the
+        first start once it serves, each importing the app itself: wait
+        until every one says it serves, so that a signal the test sends
+        next reaches N workers, not whichever have started."""
+        args = list(args)
+        n = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
+        if n < 2 or "--preload" in args:
+            return
+        deadline = time.monotonic() + timeout
+        while len(set(re.findall(r"\] info: worker (\d+): serving", self.log_text()))) < n:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{n} workers never all served:\n{self.log_text()[-3000:]}")
+            time.sleep(0.02)
+
     def log_text(self):
         with open(self._log.name, "r", errors="replace") as f:
             return f.read()
@@ -180,6 +195,7 @@ def start_server(*extra, app=None, chdir=APPS, handoff="ring", port=None, wait=T
     srv = Server(args, port, cwd=str(ROOT), killed=killed, env=env, preexec_fn=preexec_fn)
     if wait:
         srv.wait_ready()
+        srv.wait_workers(extra)
     return srv
 
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import BIN
-from conftest import start_server as _start_server
+from conftest import start_server
 from deploy_support import http_get
 import loadgen
 from loadgen import wait_until
@@ -45,18 +45,6 @@ def application(environ, start_response):
                               ("Content-Length", str(len(BODY)))])
     return [BODY]
 '''
-
-
-def start_server(*args, **kw):
-    """conftest's, and with --workers N > 1 until every worker has imported
-    the app: each imports it itself, so the code a test changes afterwards
-    is the next import's, never a first worker's."""
-    srv = _start_server(*args, **kw)
-    n = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
-    if n > 1 and "--preload" not in args and kw.get("wait", True):
-        assert wait_until(lambda: len(set(re.findall(r"\] info: worker (\d+): serving", srv.log_text()))) >= n,
-                          30), srv.log_text()[-3000:]
-    return srv
 
 
 def write_app(d, version, broken=False):
