@@ -17,7 +17,7 @@ PARSER_HDRS := core/http/http_parser.h core/http/http_chars.h
 # The real connection code without its system calls, for the connection
 # fuzzer and the corpus test: tests/fuzz/conn_harness.c stands in for
 # core/conn/conn_io.c and the loop, tests/fuzz/conn_app.c for the app and the pool.
-CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/conn_request.c core/conn/conn_body.c \
+CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/dispatch.c core/conn/conn_request.c core/conn/conn_body.c \
              core/conn/conn_write.c core/conn/jobs.c core/conn/native_hello.c \
              core/python/job.c core/http/buffer.c core/http/response_head.c core/http/http_forwarded.c core/http/ip_allow.c \
              core/base/log.c tests/fuzz/conn_harness.c tests/fuzz/conn_app.c
