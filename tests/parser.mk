@@ -64,10 +64,13 @@ $(BUILD)/unit/test_verdict $(BUILD)/unit/simd/test_verdict: core/metrics/verdict
 $(BUILD)/unit/test_sizing_rule $(BUILD)/unit/simd/test_sizing_rule: core/services/sizing_rule.c \
     core/services/sizing_rule.h core/metrics/verdict.c core/metrics/verdict.h
 
+# test_dispatch.c builds the dispatcher (core/conn/dispatch.c) in.
+$(BUILD)/unit/test_dispatch $(BUILD)/unit/simd/test_dispatch: core/conn/dispatch.c core/conn/dispatch.h
+
 # test_log_stamp.c builds the log (its UTC stamp) in.
 $(BUILD)/unit/test_log_stamp $(BUILD)/unit/simd/test_log_stamp: core/base/log.c core/base/log.h
 
-unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict, auto threads, log stamp) under ASan+UBSan
+unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict, auto threads, dispatcher, log stamp) under ASan+UBSan
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
 
 build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS) $$(call uses_conn,%) $(CONN_HDRS)

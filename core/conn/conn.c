@@ -265,6 +265,7 @@ void conn_retry_submit(struct conn *c)
         conn_abort(c);  /* leaves the pending list; conn_reap frees it */
         return;
     }
+    c->turn = true;
     conn_set_state(c, CONN_READY);
     conn_drive(c);
 }

@@ -174,9 +174,14 @@ enum verdict conn_start_app(struct conn *c)
         answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
+    bool turn = c->turn;
+    c->turn = false;
     if (l->refusing) /* the pool cannot be relied on (loop_refuse) */
         return conn_fail(c, 503);
-    int r = dispatch_submit(&l->disp, dispatch_pick(&l->disp), job);
+    /* Requests wait for a thread in arrival order: behind the ones already
+     * waiting, unless this is the first of them. */
+    int r = !turn && dispatch_first_waiting(&l->disp) ? HANDOFF_FULL
+                                                       : dispatch_submit(&l->disp, dispatch_pick(&l->disp), job);
     if (r == HANDOFF_OK) {
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
@@ -188,10 +193,11 @@ enum verdict conn_start_app(struct conn *c)
         log_error("handoff submit failed: %s", strerror(errno));
         return conn_fail(c, 503);
     }
-    /* Backpressure: park the connection (one entry per connection at most,
-     * not a growing queue) and stop reading it until a job finishes. */
+    /* No thread may take it now (or the hand-off is full): park the
+     * connection (one entry per connection at most, not a growing queue)
+     * and stop reading it until a thread frees; the first keeps its place. */
     conn_set_state(c, CONN_QUEUED);
-    dispatch_park(&l->disp, c);
+    dispatch_park(&l->disp, c, turn);
     return VERDICT_WAIT;
 }
 

@@ -26,7 +26,20 @@ struct dispatch_thread {
      * queued behind another on a busy thread is waiting, not stuck. */
     unsigned owed;
     uint64_t seen_ms;
+    /* Its pace: the time a request takes it, as the loop sees it (from the
+     * request's start to the pass that takes its completion), smoothed; 0
+     * until its first completion. */
+    uint64_t pace_ns;
+    uint64_t busy_since_ns; /* when its current request started, as far as the loop can tell */
+    unsigned done_pass;     /* completions taken since the pace was last settled */
 };
+
+/* The longest a request is meant to wait in a pool thread's queue before
+ * that thread starts it (dispatch_depth): the ring's longest hold, so that
+ * under uniform load every thread's queue outlasts a full hold. */
+#define DISPATCH_BUDGET_NS 2000000u
+/* dispatch_pick: no thread may take one more now. */
+#define DISPATCH_NONE (~0u)
 
 struct dispatch {
     struct handoff *handoff;      /* NULL with --inline or native-hello */
@@ -37,8 +50,18 @@ struct dispatch {
     struct dispatch_thread *t;    /* [threads] */
     uint64_t talked_ms;           /* now_ms of the last message a pool thread sent mid-request */
     bool no_doze;                 /* the kernel lacks epoll_pwait2: never doze */
+    bool unsettled;               /* completions taken whose pace is not yet settled */
+    uint64_t now_ns;              /* the pass's clock (dispatch_clock) */
     struct conn *pending_head, *pending_tail; /* waiting for a thread, in arrival order */
+    unsigned waiting;             /* connections on the pending list */
 };
+
+/* How many requests a pool thread may have outstanding (the one it runs
+ * and those queued behind it) when it takes a request in pace_ns and its
+ * current one has run running_ns (0: none): 1 until it has a pace, and
+ * once its current request has run past DISPATCH_BUDGET_NS; else 1 and as
+ * many as fill the budget at the larger of the two, at most capacity. */
+unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, unsigned capacity);
 
 /* threads pool threads on h (h NULL, threads 0: no pool), each taking at
  * most capacity jobs. 0, or -1 out of memory. */
@@ -54,20 +77,25 @@ static inline unsigned dispatch_outstanding(const struct dispatch *d, unsigned w
 static inline unsigned dispatch_outstanding_total(const struct dispatch *d) { return d->outstanding_total; }
 /* The connection that has waited longest for a thread, or NULL. */
 static inline struct conn *dispatch_first_waiting(const struct dispatch *d) { return d->pending_head; }
+/* Connections waiting for a thread. */
+static inline unsigned dispatch_waiting(const struct dispatch *d) { return d->waiting; }
+/* The time of the loop's pass (clock_ns), for the paces and the depths. */
+static inline void dispatch_clock(struct dispatch *d, uint64_t now_ns) { d->now_ns = now_ns; }
 
 /* Submit to threads 0..n-1 only from now on (1 <= n <= threads); the
  * threads at n and above must have nothing outstanding. 0, or -1 (nothing
  * changed). Tells the hand-off. */
 int dispatch_set_active(struct dispatch *d, unsigned n);
 
-/* The thread a new request goes to: the shortest queue among the active
- * threads, ties to the lowest index, so that at low load the work stays on
- * one hot (spinning) thread and the others stay parked rather than each
- * being woken in turn, as round-robin would. */
+/* The thread a new request goes to: of the active threads with room (below
+ * their depth), the shortest queue, ties to the lowest index, so that at
+ * low load the work stays on one hot (spinning) thread and the others stay
+ * parked rather than each being woken in turn, as round-robin would.
+ * DISPATCH_NONE when none has room: the request waits in the loop. */
 unsigned dispatch_pick(const struct dispatch *d);
-/* True when thread w may be given one more job. */
+/* True when thread w may be given one more job now (below its depth). */
 bool dispatch_room(const struct dispatch *d, unsigned w);
-/* Submit job to thread w: HANDOFF_OK (job->thread is w, counted as
+/* Submit job to thread w (DISPATCH_NONE: HANDOFF_FULL): HANDOFF_OK (job->thread is w, counted as
  * outstanding), HANDOFF_FULL or HANDOFF_ERROR (nothing changed). */
 int dispatch_submit(struct dispatch *d, unsigned w, struct job *job);
 /* True when the first waiting connection may be retried now. */
@@ -76,6 +104,10 @@ bool dispatch_can_retry(const struct dispatch *d);
 /* The app's messages, as the loop takes them: job's thread finished it
  * (JOB_DONE), or posted a message and waits for the loop's answer. */
 void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms);
+/* After the pass's completions: each thread that finished requests gets
+ * its pace (the time since its request started, over the requests it
+ * finished: a pass may take many at once). */
+void dispatch_settle(struct dispatch *d);
 void dispatch_message(struct dispatch *d, const struct job *job, uint64_t now_ms);
 /* The loop answered job's message: its thread runs again. */
 void dispatch_answered(struct dispatch *d, const struct job *job, uint64_t now_ms);
@@ -83,8 +115,9 @@ void dispatch_answered(struct dispatch *d, const struct job *job, uint64_t now_m
  * from it within timeout_ms. */
 bool dispatch_thread_working(const struct dispatch *d, unsigned w, uint64_t now_ms, uint64_t timeout_ms);
 
-/* The pending list: c waits for a thread (at the end), or no longer. */
-void dispatch_park(struct dispatch *d, struct conn *c);
+/* The pending list: c waits for a thread (at the end; first: at the head,
+ * the place it had), or no longer. */
+void dispatch_park(struct dispatch *d, struct conn *c, bool first);
 void dispatch_unpark(struct dispatch *d, struct conn *c);
 
 /* How the loop waits when it would block with jobs out: a hold (hold_ns:

@@ -232,6 +232,8 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         n = l->handoff->ops->drain(l->handoff, fd_ready, done, MAX_DRAIN);
         fd_ready = false;
         total += n;
+        if (n) /* when they finished, as near as the loop can tell: the paces */
+            dispatch_clock(&l->disp, clock_ns());
         /* Each message is in a line another core wrote: ask for all of them
          * before reading the first, so the transfers overlap. */
         for (size_t i = 0; i < n; i++)
@@ -239,11 +241,13 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         for (size_t i = 0; i < n; i++)
             conn_on_message(done[i]->conn, done[i]);
     } while (n == MAX_DRAIN);
+    dispatch_settle(&l->disp);
     return total;
 }
 
-/* Submit what was held back for room (CONN_QUEUED). Every pass, not only
- * after a drain: a hand-off may refuse with nothing in flight (a datagram
+/* Submit what waits for a thread (CONN_QUEUED), oldest first, while a
+ * thread has room: in the pass that took the completions that made it.
+ * Every pass, not only after a drain: a hand-off may refuse with nothing in flight (a datagram
  * socket out of buffers, the test build's fault hook), and then no
  * completion ever comes to wake a backend that is not polled; the loop's
  * timed pass (at most a second apart) is what retries. A connection is
@@ -339,6 +343,7 @@ void loop_snapshot(const struct loop *l, struct loop_snapshot *out)
     out->threads = n;
     out->active = dispatch_active(d) < n ? dispatch_active(d) : n;
     out->nconns = l->nconns;
+    out->waiting = dispatch_waiting(d);
     for (unsigned w = 0; w < n; w++)
         out->outstanding[w] = dispatch_outstanding(d, w);
 }
@@ -388,6 +393,7 @@ unsigned loop_run(struct loop *l)
         }
         STAT(counter_add(&l->lstats.events, (uint64_t)n));
         l->now_ms = clock_coarse_ms();
+        dispatch_clock(&l->disp, t1);
         bool handoff_ready = false;
         for (int i = 0; i < n; i++) {
             struct poll_src *src = events[i].data.ptr;

@@ -230,6 +230,8 @@ static bool deliver(struct loop *l, size_t max)
         if (!gone(c))
             check_pipe_done(c);
     }
+    if (l->handoff)
+        dispatch_settle(&l->disp);
     any |= retry_pending(l);
     return any;
 }
@@ -239,6 +241,10 @@ static bool pass(struct loop *l)
 {
     bool any = false;
     unsigned steps = (unsigned)(fuzz_next(&sock.seed) % 4);
+    /* The pool's pace and how long its request has run, as the loop's
+     * clock says: the input chooses how much of the depth the pipeline
+     * gets (0 to 3 ms a pass, around DISPATCH_BUDGET_NS). */
+    dispatch_clock(&l->disp, l->disp.now_ns + fuzz_next(&sock.seed) % 3000000);
     for (unsigned i = 0; i < steps; i++)
         any |= app_pool_step();
     any |= deliver(l, 1 + (size_t)(fuzz_next(&sock.seed) % 3));
