@@ -365,7 +365,9 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
 /* Requests pipelined behind c->job, already whole in rbuf, go to the app
  * now, to the same pool thread: it runs them back to back, so a deep
  * pipeline costs no hand-off wake per request, and their responses come
- * back in order. Only as many as the budget above allows: a job running
+ * back in order. Only within that thread's depth (dispatch_room), only
+ * while no other connection waits for a thread, and only as many as the
+ * budget above allows: a job running
  * is counted at the largest response part this connection has had (half
  * the budget before the first: so one request goes behind the first at
  * once), the finished ones at what they made. The rest stay in rbuf; the
@@ -416,6 +418,12 @@ void conn_pipeline(struct conn *c)
      * the pool thread still has the rest to run: it is neither woken for
      * each request nor left to run dry and park between batches. */
     if (running > PIPE_MAX_JOBS * 3 / 4 || (c->pipe_tail && !c->pipe_tail->keep_alive))
+        return;
+    /* Connections take turns: while another waits for a thread, this one
+     * queues nothing ahead of it. Its next request takes the ordinary path
+     * once its pipeline is done (read, framed, then behind the waiting
+     * ones), or goes ahead here at a later call, when none waits. */
+    if (dispatch_first_waiting(d))
         return;
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
     while (piped < PIPE_MAX_JOBS && dispatch_room(d, w) &&

@@ -1,4 +1,4 @@
-"""The dispatcher's late binding (core/conn/dispatch.c,
+"""The dispatcher's late binding and its turns (core/conn/dispatch.c,
 core/conn/README.md, "Which thread runs a request"), against the real
 binary, driven so that what it decides is certain: a request held on a file
 gate stays on its pool thread as long as the test says, and the requests
@@ -8,6 +8,10 @@ that arrive meanwhile are placed by the dispatcher alone.
   soon: with two threads and a request held on thread 0, fast requests on
   other connections are all answered by thread 1 while it is still held;
   none is queued behind it.
+- Connections take turns: a connection pipelining requests to the one pool
+  thread gets nothing more queued ahead while another connection's request
+  waits; that request runs right after the pipelined one that ran when it
+  came.
 
 How much these bounds cost or save under load is a benchmark's
 (experiments/), not asserted here. The depth rule itself:
@@ -55,6 +59,13 @@ def connect(port):
     return s
 
 
+def app_order(port):
+    """The app's notes (?log=K: "start K", "end K"), in the order made."""
+    with connect(port) as s:
+        s.sendall(request("/?order"))
+        return Reader(s).read_response().body.decode().splitlines()
+
+
 def test_fast_requests_are_not_queued_behind_a_held_one(server_factory, tmp_path, handoff):
     """Two pool threads. The server's first request is held on a gate: it
     runs on thread 0, whose pace nobody has measured, so nothing is queued
@@ -93,3 +104,39 @@ def test_fast_requests_are_not_queued_behind_a_held_one(server_factory, tmp_path
             s.close()
     assert Reader(held).read_response().status == 200
     held.close()
+
+
+def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_path):
+    """One pool thread. Connection A pipelines 32 requests, each 20 ms of
+    the app's time (more than the dispatcher's budget, so the thread's
+    depth is one: nothing is queued behind the request it runs); A's third
+    request is held on a gate. Connection B then sends one request, and the
+    gate opens. B's request waits in the loop, and A's next request does
+    not go ahead of it: B's starts right after A's third ends, before A's
+    fourth (a bound of one request: the one running when B came). Without
+    turns, A's pipeline would take the thread for all 32 (ahead of time,
+    or as each of its own ends)."""
+    srv = server_factory("--blocking-threads", "1", app=APP)
+    gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
+    a = connect(srv.port)
+    n, held = 32, 2
+    try:
+        a.sendall(b"".join(request(f"/?log=a{i}&sleep=0.02" +
+                                   (f"&mark={mark}&gate={gate.path}" if i == held else ""))
+                           for i in range(n)))
+        assert wait_until(lambda: marks(mark), HANG_S), "A's held request never reached the app"
+        b = connect(srv.port)
+        b.sendall(request("/?log=b"))
+    finally:
+        gate.open()
+    ra = Reader(a)
+    for i in range(n):
+        r = ra.read_response()
+        assert r.status == 200 and r.body == b"ok\n", (i, r)
+    assert Reader(b).read_response().status == 200
+    a.close()
+    b.close()
+    starts = [line.split()[1] for line in app_order(srv.port) if line.startswith("start ")]
+    before_b = starts.index("b")
+    assert starts[:before_b] == [f"a{i}" for i in range(held + 1)], \
+        f"B's request ran after {before_b} of A's, not right after A's held one: {starts}"
