@@ -17,7 +17,7 @@ PARSER_HDRS := core/http/http_parser.h core/http/http_chars.h
 # The real connection code without its system calls, for the connection
 # fuzzer and the corpus test: tests/fuzz/conn_harness.c stands in for
 # core/conn/conn_io.c and the loop, tests/fuzz/conn_app.c for the app and the pool.
-CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/conn_request.c core/conn/conn_body.c \
+CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/dispatch.c core/conn/conn_request.c core/conn/conn_body.c \
              core/conn/conn_write.c core/conn/jobs.c core/conn/native_hello.c \
              core/python/job.c core/http/buffer.c core/http/response_head.c core/http/http_forwarded.c core/http/ip_allow.c \
              core/base/log.c tests/fuzz/conn_harness.c tests/fuzz/conn_app.c
@@ -64,10 +64,13 @@ $(BUILD)/unit/test_verdict $(BUILD)/unit/simd/test_verdict: core/metrics/verdict
 $(BUILD)/unit/test_sizing_rule $(BUILD)/unit/simd/test_sizing_rule: core/services/sizing_rule.c \
     core/services/sizing_rule.h core/metrics/verdict.c core/metrics/verdict.h
 
+# test_dispatch.c builds the dispatcher (core/conn/dispatch.c) in.
+$(BUILD)/unit/test_dispatch $(BUILD)/unit/simd/test_dispatch: core/conn/dispatch.c core/conn/dispatch.h
+
 # test_log_stamp.c builds the log (its UTC stamp) in.
 $(BUILD)/unit/test_log_stamp $(BUILD)/unit/simd/test_log_stamp: core/base/log.c core/base/log.h
 
-unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict, auto threads, log stamp) under ASan+UBSan
+unit-test: $(UNIT_BINS) $(UNIT_BINS_SIMD) ## the C unit tests (parser, job reset, verdict, auto threads, dispatcher, log stamp) under ASan+UBSan
 	@set -e; for t in $^; do echo "== $$t"; ./$$t; done
 
 build-fuzz/%: tests/fuzz/%.c $(PARSER_SRCS) $(PARSER_HDRS) $$(call uses_conn,%) $(CONN_HDRS)

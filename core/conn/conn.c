@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 
 #include "conn.h"
+#include "dispatch.h"
 #include "conn_body.h"
 #include "conn_io.h"
 #include "conn_request.h"
@@ -137,7 +138,7 @@ static void conn_free(struct conn *c)
         conn_io_close(c->wfile_fd);
     /* Counted toward giving memory back (jobs_release_memory): after a
      * flood of connections their buffers are most of what was grown. */
-    l->freed_bytes += sizeof *c + c->rbuf.cap + c->err_resp.cap;
+    l->free_list.freed_bytes += sizeof *c + c->rbuf.cap + c->err_resp.cap;
     buffer_free(&c->rbuf);
     conn_window_free(c);
     buffer_free(&c->err_resp);
@@ -212,14 +213,10 @@ void conn_on_message(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
     if (l->handoff) {
-        l->thread_seen_ms[job->thread] = l->now_ms;
-        if (job->msg == JOB_DONE) {
-            l->outstanding[job->thread]--;
-            l->outstanding_total--;
-        } else {
-            l->thread_owed[job->thread]++; /* until answered (conn_state.c) */
-            l->talked_ms = l->now_ms;
-        }
+        if (job->msg == JOB_DONE)
+            dispatch_done(&l->disp, job, l->now_ms);
+        else
+            dispatch_message(&l->disp, job, l->now_ms); /* owed until answered (conn_state.c) */
     }
     if (job->msg != JOB_NEED_BODY && job->out[job->msg_buf].len > c->resp_max)
         c->resp_max = job->out[job->msg_buf].len;
@@ -268,6 +265,7 @@ void conn_retry_submit(struct conn *c)
         conn_abort(c);  /* leaves the pending list; conn_reap frees it */
         return;
     }
+    c->turn = true;
     conn_set_state(c, CONN_READY);
     conn_drive(c);
 }
@@ -309,8 +307,7 @@ static bool thread_working(const struct conn *c)
     const struct loop *l = c->loop;
     if (!l->handoff || !c->job)
         return false;
-    unsigned w = c->job->thread;
-    return l->thread_owed[w] > 0 || l->now_ms - l->thread_seen_ms[w] < l->opt->io_timeout_ms;
+    return dispatch_thread_working(&l->disp, c->job->thread, l->now_ms, l->opt->io_timeout_ms);
 }
 
 void conn_on_timeout(struct conn *c)

@@ -70,6 +70,8 @@ struct conn {
     bool peer_gone;      /* a reset or an error (EPOLLERR/EPOLLHUP): nothing can be sent back */
     bool writable;       /* the send buffer has room */
     bool stop_probe;     /* shutting down: the last read of an idle connection is done */
+    bool turn;           /* CONN_READY off the head of the pending list: it goes before
+                          * the ones still waiting (conn_start_app) */
     struct loop *loop;
     struct conn *prev, *next;         /* all connections (for shutdown) */
     struct conn *pending_next;        /* CONN_QUEUED: the loop's pending list */

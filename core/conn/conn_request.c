@@ -10,6 +10,7 @@
 #include "conn_body.h"
 #include "conn_request.h"
 #include "conn_state.h"
+#include "dispatch.h"
 #include "conn_write.h"
 #include "jobs.h"
 #include "loop.h"
@@ -154,27 +155,6 @@ enum verdict conn_read_head(struct conn *c)
     }
 }
 
-/* Join the shortest queue; ties go to the lowest index, so at low load the
- * work stays on one hot (spinning) thread and the others stay parked rather
- * than each being woken in turn, as round-robin would. Only the active
- * threads (loop_set_active): a thread above them gets nothing new, so it
- * empties and can be retired. */
-static unsigned pick_thread(const struct loop *l)
-{
-    unsigned best = 0;
-    for (unsigned w = 1; w < l->active; w++)
-        if (l->outstanding[w] < l->outstanding[best])
-            best = w;
-    return best;
-}
-
-static int submit(struct loop *l, unsigned w, struct job *job)
-{
-    if (l->outstanding[w] >= l->capacity)
-        return HANDOFF_FULL;
-    return l->handoff->ops->submit(l->handoff, w, job);
-}
-
 static bool ends_batch(const struct job *j);
 static void answer_pipelined(struct conn *c, uint64_t start_ns);
 
@@ -194,14 +174,15 @@ enum verdict conn_start_app(struct conn *c)
         answer_pipelined(c, start_ns);
         return conn_take_message(c);
     }
+    bool turn = c->turn;
+    c->turn = false;
     if (l->refusing) /* the pool cannot be relied on (loop_refuse) */
         return conn_fail(c, 503);
-    unsigned w = pick_thread(l);
-    int r = submit(l, w, job);
+    /* Requests wait for a thread in arrival order: behind the ones already
+     * waiting, unless this is the first of them. */
+    int r = !turn && dispatch_first_waiting(&l->disp) ? HANDOFF_FULL
+                                                       : dispatch_submit(&l->disp, dispatch_pick(&l->disp), job);
     if (r == HANDOFF_OK) {
-        job->thread = w;
-        l->outstanding[w]++;
-        l->outstanding_total++;
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
         timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's time is bounded too */
@@ -212,15 +193,11 @@ enum verdict conn_start_app(struct conn *c)
         log_error("handoff submit failed: %s", strerror(errno));
         return conn_fail(c, 503);
     }
-    /* Backpressure: park the connection (one entry per connection at most,
-     * not a growing queue) and stop reading it until a job finishes. */
+    /* No thread may take it now (or the hand-off is full): park the
+     * connection (one entry per connection at most, not a growing queue)
+     * and stop reading it until a thread frees; the first keeps its place. */
     conn_set_state(c, CONN_QUEUED);
-    c->pending_next = NULL;
-    if (l->pending_tail)
-        l->pending_tail->pending_next = c;
-    else
-        l->pending_head = c;
-    l->pending_tail = c;
+    dispatch_park(&l->disp, c, turn);
     return VERDICT_WAIT;
 }
 
@@ -388,7 +365,9 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
 /* Requests pipelined behind c->job, already whole in rbuf, go to the app
  * now, to the same pool thread: it runs them back to back, so a deep
  * pipeline costs no hand-off wake per request, and their responses come
- * back in order. Only as many as the budget above allows: a job running
+ * back in order. Only within that thread's depth (dispatch_room), only
+ * while no other connection waits for a thread, and only as many as the
+ * budget above allows: a job running
  * is counted at the largest response part this connection has had (half
  * the budget before the first: so one request goes behind the first at
  * once), the finished ones at what they made. The rest stay in rbuf; the
@@ -433,26 +412,30 @@ void conn_pipeline(struct conn *c)
                 runs = j;
         }
     }
-    unsigned w = runs ? runs->thread : cur->thread < l->active ? cur->thread : pick_thread(l);
+    const struct dispatch *d = &l->disp;
+    unsigned w = runs ? runs->thread : cur->thread < dispatch_active(d) ? cur->thread : dispatch_pick(d);
     /* Topped up in batches, once a quarter of the jobs are done, while
      * the pool thread still has the rest to run: it is neither woken for
      * each request nor left to run dry and park between batches. */
     if (running > PIPE_MAX_JOBS * 3 / 4 || (c->pipe_tail && !c->pipe_tail->keep_alive))
         return;
+    /* Connections take turns: while another waits for a thread, this one
+     * queues nothing ahead of it. Its next request takes the ordinary path
+     * once its pipeline is done (read, framed, then behind the waiting
+     * ones), or goes ahead here at a later call, when none waits. */
+    if (dispatch_first_waiting(d))
+        return;
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
-    while (piped < PIPE_MAX_JOBS && l->outstanding[w] < l->capacity &&
+    while (piped < PIPE_MAX_JOBS && dispatch_room(d, w) &&
            unsent + (uint64_t)(running + 1) * each <= PIPE_MAX_BYTES) {
         size_t len;
         struct job *job = next_whole(c, &len); /* all of it before submit: it may run at once */
         if (!job)
             return;
-        if (submit(l, w, job) != HANDOFF_OK) {
+        if (dispatch_submit(&l->disp, w, job) != HANDOFF_OK) {
             job_put(l, job);
             return;
         }
-        job->thread = w;
-        l->outstanding[w]++;
-        l->outstanding_total++;
         pipe_push(c, job, len);
         piped++;
         running++;

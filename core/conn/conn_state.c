@@ -7,26 +7,13 @@
 
 #include "conn_io.h"
 #include "conn_state.h"
+#include "dispatch.h"
 #include "loop.h"
-
-static void unqueue(struct conn *c)
-{
-    struct loop *l = c->loop;
-    struct conn **pp = &l->pending_head, *prev = NULL;
-    while (*pp && *pp != c) {
-        prev = *pp;
-        pp = &(*pp)->pending_next;
-    }
-    if (*pp)
-        *pp = c->pending_next;
-    if (l->pending_tail == c)
-        l->pending_tail = prev;
-}
 
 void conn_set_state(struct conn *c, enum conn_state s)
 {
     if (c->state == CONN_QUEUED && s != CONN_QUEUED)
-        unqueue(c);
+        dispatch_unpark(&c->loop->disp, c);
     c->state = s;
 }
 
@@ -34,10 +21,8 @@ void conn_set_state(struct conn *c, enum conn_state s)
  * running again from now on (see conn_on_timeout). */
 static void answer(struct loop *l, struct job *job)
 {
-    if (l->handoff) {
-        l->thread_owed[job->thread]--;
-        l->thread_seen_ms[job->thread] = l->now_ms;
-    }
+    if (l->handoff)
+        dispatch_answered(&l->disp, job, l->now_ms);
     job_ack(job);
 }
 

@@ -110,11 +110,11 @@ static void free_buffers(struct job *job)
 
 struct job *job_get(struct loop *l)
 {
-    struct job *job = l->free_jobs;
+    struct job *job = l->free_list.jobs;
     if (job) {
-        l->free_jobs = job->next_free;
-        l->free_count--;
-        l->free_bytes -= kept_bytes(job);
+        l->free_list.jobs = job->next_free;
+        l->free_list.count--;
+        l->free_list.bytes -= kept_bytes(job);
     } else {
         job = aligned_zalloc(sizeof *job); /* job.h: the message's line is aligned */
         if (!job)
@@ -132,13 +132,13 @@ void job_put(struct loop *l, struct job *job)
         close(job->file_fd);
     job->file_fd = -1;
     size_t bytes = kept_bytes(job);
-    if (l->free_count >= FREE_KEEP_JOBS) {
+    if (l->free_list.count >= FREE_KEEP_JOBS) {
         free_buffers(job);
         free(job);
-        l->freed_bytes += bytes + sizeof *job;
+        l->free_list.freed_bytes += bytes + sizeof *job;
         return;
     }
-    if (l->free_bytes + bytes > FREE_KEEP_BYTES) {
+    if (l->free_list.bytes + bytes > FREE_KEEP_BYTES) {
         /* The budget is spent: keep only small buffers (the request's
          * views are dead, the job is being recycled). */
         buffer_reset(&job->out[0], SMALL_KEEP);
@@ -150,25 +150,25 @@ void job_put(struct loop *l, struct job *job)
             job->body.own_cap = 0;
         }
         size_t now = kept_bytes(job);
-        l->freed_bytes += bytes - now;
+        l->free_list.freed_bytes += bytes - now;
         bytes = now;
     }
-    job->next_free = l->free_jobs;
-    l->free_jobs = job;
-    l->free_count++;
-    l->free_bytes += bytes;
+    job->next_free = l->free_list.jobs;
+    l->free_list.jobs = job;
+    l->free_list.count++;
+    l->free_list.bytes += bytes;
 }
 
 void jobs_free_all(struct loop *l)
 {
-    while (l->free_jobs) {
-        struct job *job = l->free_jobs;
-        l->free_jobs = job->next_free;
+    while (l->free_list.jobs) {
+        struct job *job = l->free_list.jobs;
+        l->free_list.jobs = job->next_free;
         free_buffers(job);
         free(job);
     }
-    l->free_count = 0;
-    l->free_bytes = 0;
+    l->free_list.count = 0;
+    l->free_list.bytes = 0;
 }
 
 /* jemalloc's, when it is the allocator (weak: NULL with the C library's). */
@@ -182,10 +182,10 @@ extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, si
  * its free pages now. A system call or a few per second at most. */
 void jobs_release_memory(struct loop *l)
 {
-    if (l->freed_bytes < RELEASE_AFTER_BYTES || l->now_ms - l->released_ms < RELEASE_EVERY_MS)
+    if (l->free_list.freed_bytes < RELEASE_AFTER_BYTES || l->now_ms - l->free_list.released_ms < RELEASE_EVERY_MS)
         return;
-    l->freed_bytes = 0;
-    l->released_ms = l->now_ms;
+    l->free_list.freed_bytes = 0;
+    l->free_list.released_ms = l->now_ms;
     if (mallctl)
         mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
     else

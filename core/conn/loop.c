@@ -26,6 +26,7 @@
 #include "../base/log.h"
 #include "../base/signals.h"
 #include "conn.h"
+#include "dispatch.h"
 #include "jobs.h"
 #include "loop.h"
 #include "../base/options.h"
@@ -42,9 +43,6 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->opt = opt;
     l->listen_fd = listen_fd;
     l->handoff = h;
-    l->threads = threads;
-    l->active = threads;
-    l->capacity = opt->queue_capacity;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = clock_coarse_ms();
     timer_list_init(&l->t_header, opt->header_timeout_ms);
@@ -52,11 +50,8 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     timer_list_init(&l->t_io, opt->io_timeout_ms);
     timer_list_init(&l->t_linger, opt->io_timeout_ms < 2000 ? opt->io_timeout_ms : 2000);
     timer_list_init(&l->t_hold, CONN_HOLD_MS);
-    l->outstanding = calloc(threads ? threads : 1, sizeof *l->outstanding);
-    l->thread_seen_ms = calloc(threads ? threads : 1, sizeof *l->thread_seen_ms);
-    l->thread_owed = calloc(threads ? threads : 1, sizeof *l->thread_owed);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!l->outstanding || !l->thread_seen_ms || !l->thread_owed || l->epfd < 0)
+    if (dispatch_init(&l->disp, h, threads, opt->queue_capacity) != 0 || l->epfd < 0)
         return -1;
 
     l->listener_src.kind = POLL_LISTENER;
@@ -189,7 +184,7 @@ void loop_stop(struct loop *l, bool retiring)
             ;
     stop_accepting(l);
     log_info("stopping: %u connection(s) open, %u request(s) with the app", l->nconns,
-             l->outstanding_total);
+             dispatch_outstanding_total(&l->disp));
 }
 
 void loop_refuse(struct loop *l)
@@ -205,21 +200,13 @@ void loop_refuse(struct loop *l)
     l->accept_pause.until_ms = 0;
     /* Parked for room: answered now (conn_start_app refuses), not run.
      * Idle connections go from this pass on (loop_run: conn_stop_if_idle). */
-    while (l->pending_head)
-        conn_retry_submit(l->pending_head);
+    while (dispatch_first_waiting(&l->disp))
+        conn_retry_submit(dispatch_first_waiting(&l->disp));
 }
 
 int loop_set_active(struct loop *l, unsigned n)
 {
-    if (n < 1 || n > l->threads)
-        return -1;
-    for (unsigned w = n; w < l->active; w++)
-        if (l->outstanding[w])
-            return -1;
-    l->active = n;
-    if (l->handoff->ops->set_active)
-        l->handoff->ops->set_active(l->handoff, n);
-    return 0;
+    return dispatch_set_active(&l->disp, n);
 }
 
 /* SIGTERM and SIGINT stop the loop; every signal goes to the hooks too
@@ -245,6 +232,8 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         n = l->handoff->ops->drain(l->handoff, fd_ready, done, MAX_DRAIN);
         fd_ready = false;
         total += n;
+        if (n) /* when they finished, as near as the loop can tell: the paces */
+            dispatch_clock(&l->disp, clock_ns());
         /* Each message is in a line another core wrote: ask for all of them
          * before reading the first, so the transfers overlap. */
         for (size_t i = 0; i < n; i++)
@@ -252,11 +241,13 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
         for (size_t i = 0; i < n; i++)
             conn_on_message(done[i]->conn, done[i]);
     } while (n == MAX_DRAIN);
+    dispatch_settle(&l->disp);
     return total;
 }
 
-/* Submit what was held back for room (CONN_QUEUED). Every pass, not only
- * after a drain: a hand-off may refuse with nothing in flight (a datagram
+/* Submit what waits for a thread (CONN_QUEUED), oldest first, while a
+ * thread has room: in the pass that took the completions that made it.
+ * Every pass, not only after a drain: a hand-off may refuse with nothing in flight (a datagram
  * socket out of buffers, the test build's fault hook), and then no
  * completion ever comes to wake a backend that is not polled; the loop's
  * timed pass (at most a second apart) is what retries. A connection is
@@ -264,8 +255,8 @@ static size_t drain_completions(struct loop *l, bool fd_ready)
  * after the retry whatever became of it. */
 static void retry_pending(struct loop *l)
 {
-    while (l->pending_head && l->outstanding_total < l->active * l->capacity) {
-        struct conn *c = l->pending_head;
+    while (dispatch_can_retry(&l->disp)) {
+        struct conn *c = dispatch_first_waiting(&l->disp);
         conn_retry_submit(c);
         if (c->state == CONN_QUEUED)
             break; /* still full */
@@ -308,7 +299,7 @@ static int next_timeout_ms(struct loop *l)
 
 static bool drained(struct loop *l)
 {
-    return l->nconns == 0 && l->outstanding_total == 0;
+    return l->nconns == 0 && dispatch_outstanding_total(&l->disp) == 0;
 }
 
 /* epoll_wait for at most timeout_ms, or doze_ns when that is set and shorter
@@ -325,7 +316,7 @@ static int wait_events(struct loop *l, struct epoll_event *events, int timeout_m
     int n = epoll_pwait2(l->epfd, events, MAX_EVENTS, &ts, NULL);
     if (n < 0 && errno == ENOSYS) {
         log_warn("epoll_pwait2: %s; the loop will not doze", strerror(errno));
-        l->no_doze = true;
+        dispatch_doze_off(&l->disp);
         n = epoll_wait(l->epfd, events, MAX_EVENTS, 1);
     }
     return n;
@@ -345,30 +336,16 @@ static int hold_events(struct loop *l, struct epoll_event *events, int timeout_m
     return epoll_wait(l->epfd, events, MAX_EVENTS, 0);
 }
 
-/* A pool that talks to the loop mid-request (a response streamed in
- * parts, a body read in windows) waits for the loop's answer to each
- * message: a hold would stall it for the whole hold. So no hold while a
- * message is unanswered, nor within HOLD_QUIET_MS of the last one (a
- * thread posts the next part while the loop sleeps deaf). */
-#define HOLD_QUIET_MS 1000
-
-static bool pool_talks_to_loop(const struct loop *l)
-{
-    if (l->talked_ms && l->now_ms - l->talked_ms < HOLD_QUIET_MS)
-        return true;
-    for (unsigned w = 0; w < l->active; w++)
-        if (l->thread_owed[w])
-            return true;
-    return false;
-}
-
 void loop_snapshot(const struct loop *l, struct loop_snapshot *out)
 {
-    unsigned n = l->threads < STATS_MAX_THREADS ? l->threads : STATS_MAX_THREADS;
+    const struct dispatch *d = &l->disp;
+    unsigned n = dispatch_threads(d) < STATS_MAX_THREADS ? dispatch_threads(d) : STATS_MAX_THREADS;
     out->threads = n;
-    out->active = l->active < n ? l->active : n;
+    out->active = dispatch_active(d) < n ? dispatch_active(d) : n;
     out->nconns = l->nconns;
-    memcpy(out->outstanding, l->outstanding, n * sizeof *out->outstanding);
+    out->waiting = dispatch_waiting(d);
+    for (unsigned w = 0; w < n; w++)
+        out->outstanding[w] = dispatch_outstanding(d, w);
 }
 
 unsigned loop_run(struct loop *l)
@@ -389,17 +366,12 @@ unsigned loop_run(struct loop *l)
         bool slept = false;
         uint64_t doze_ns = 0, hold_ns = 0;
         if (timeout != 0 && hops) {
-            /* Every pool thread has work queued for a while: let requests
-             * and completions gather, deaf to the sockets, and take them in
-             * one pass (handoffs/README.md, "Holding"). */
-            if (hops->hold && !pool_talks_to_loop(l))
-                hold_ns = hops->hold(l->handoff, l->outstanding_total);
-            /* A busy pool's next completion is near: wait for it on a timer
-             * (the handoff polls) rather than have the pool wake us. */
-            if (!hold_ns && hops->doze && !l->no_doze)
-                doze_ns = hops->doze(l->handoff, l->outstanding_total);
+            struct dispatch_wait plan;
+            dispatch_plan_wait(&l->disp, l->now_ms, &plan);
+            hold_ns = plan.hold_ns;
+            doze_ns = plan.doze_ns;
             if (!hold_ns && !doze_ns) {
-                if (hops->before_sleep(l->handoff, l->outstanding_total))
+                if (hops->before_sleep(l->handoff, dispatch_outstanding_total(&l->disp)))
                     timeout = 0;
                 slept = true;
             }
@@ -421,6 +393,7 @@ unsigned loop_run(struct loop *l)
         }
         STAT(counter_add(&l->lstats.events, (uint64_t)n));
         l->now_ms = clock_coarse_ms();
+        dispatch_clock(&l->disp, t1);
         bool handoff_ready = false;
         for (int i = 0; i < n; i++) {
             struct poll_src *src = events[i].data.ptr;
@@ -462,7 +435,7 @@ unsigned loop_run(struct loop *l)
                 break;
             if (l->now_ms >= l->stop_deadline_ms) {
                 log_warn("graceful timeout: %u request(s) still with the app, %u connection(s) open",
-                         l->outstanding_total, l->nconns);
+                         dispatch_outstanding_total(&l->disp), l->nconns);
                 /* Every socket closed now: the process may live on (as its
                  * successor's supervisor) with the app's threads in it. A
                  * connection the app holds stays, socketless, until its
@@ -476,14 +449,14 @@ unsigned loop_run(struct loop *l)
             }
         }
     }
-    return l->outstanding_total;
+    return dispatch_outstanding_total(&l->disp);
 }
 
 void loop_destroy(struct loop *l)
 {
     /* Connections whose job is still with the app are left alone: the pool
      * may touch them. Only a clean stop frees everything. */
-    if (l->outstanding_total == 0) {
+    if (dispatch_outstanding_total(&l->disp) == 0) {
         for (struct conn *c = l->conns.next; c != &l->conns; c = c->next)
             conn_abort(c);
         conn_reap(l);
@@ -495,7 +468,5 @@ void loop_destroy(struct loop *l)
      * this: harmless, as no epoll_wait on this instance follows. */
     close(l->epfd);
     jobs_free_all(l);
-    free(l->outstanding);
-    free(l->thread_seen_ms);
-    free(l->thread_owed);
+    dispatch_destroy(&l->disp);
 }

@@ -17,6 +17,7 @@
 #include "../base/stats.h"
 #include "../http/http_parser.h"
 #include "conn.h"
+#include "dispatch.h"
 #include "timer.h"
 
 struct options;
@@ -70,27 +71,17 @@ struct loop {
     struct poll_src listener_src, handoff_src, signal_src;
     int signal_fd;
     struct handoff *handoff;   /* NULL with --inline or native-hello */
-    unsigned threads;          /* pool threads (with --blocking-threads auto, the most it may have) */
-    unsigned active;           /* the ones the loop submits to: 0..active-1 (loop_set_active) */
-    unsigned *outstanding;     /* per pool thread: jobs submitted, not yet done */
-    /* Per pool thread, for the app's silence timeout (conn_on_timeout): when
-     * the loop last heard from it (a message) or answered it (an ack), and
-     * how many of its messages the loop has taken and not yet answered. A
-     * request queued behind another on a busy thread is waiting, not stuck. */
-    uint64_t *thread_seen_ms;
-    unsigned *thread_owed;
-    uint64_t talked_ms;        /* now_ms of the last message a pool thread sent mid-request */
-    unsigned outstanding_total;
-    unsigned capacity;
+    struct dispatch disp;      /* which pool thread runs which request (dispatch.h) */
     struct conn conns;         /* sentinel of the list of all connections */
     unsigned nconns;
-    struct conn *pending_head, *pending_tail;
     struct conn *closed;       /* connections to free at the end of this pass */
-    struct job *free_jobs;
-    unsigned free_count;       /* jobs on free_jobs */
-    size_t free_bytes;         /* the buffers they keep (jobs.c bounds both) */
-    size_t freed_bytes;        /* buffers jobs.c freed since it last gave memory back */
-    uint64_t released_ms;      /* when it last did */
+    struct {                   /* the free list of jobs (jobs.c bounds both) */
+        struct job *jobs;
+        unsigned count;        /* jobs on it */
+        size_t bytes;          /* the buffers they keep */
+        size_t freed_bytes;    /* buffers jobs.c freed since it last gave memory back */
+        uint64_t released_ms;  /* when it last did */
+    } free_list;
     struct timer_list t_header, t_keepalive, t_io, t_linger, t_hold;
     uint64_t now_ms;
     struct {                   /* accepts paused for want of descriptors (loop.c) */
@@ -104,7 +95,6 @@ struct loop {
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
     bool refusing;             /* the app cannot answer (loop_refuse): accept nothing, a
                                 * request not yet with the app gets a 503 that closes */
-    bool no_doze;              /* the kernel lacks epoll_pwait2: always before_sleep */
     uint64_t stop_deadline_ms;
     struct loop_stats lstats;
     const struct loop_hook *hooks[LOOP_MAX_HOOKS];

@@ -279,8 +279,12 @@ unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued)
         least = o < least ? o : least;
         total += o;
     }
-    *all_queued = l->active && least >= 2;
-    return l->active && least >= 1 ? total - l->active : 0;
+    /* The loop binds a request to a thread late (core/conn/dispatch.c):
+     * those it holds back wait for the busy threads as much as the ones
+     * queued behind them. */
+    bool busy = l->active && least >= 1;
+    *all_queued = busy && (least >= 2 || l->waiting);
+    return busy ? total - l->active + l->waiting : 0;
 }
 
 static void sample_queues(const struct loop_snapshot *l)

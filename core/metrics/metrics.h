@@ -28,6 +28,7 @@ struct loop_snapshot {
     unsigned threads;                         /* pool threads the loop has room for */
     unsigned active;                          /* the ones it submits to: 0..active-1 */
     unsigned nconns;                          /* connections open */
+    unsigned waiting;                         /* requests waiting in the loop for a thread */
     unsigned outstanding[STATS_MAX_THREADS];  /* [threads]: per pool thread, submitted, not yet done */
 };
 
@@ -65,8 +66,9 @@ extern struct metrics_sizing metrics_sizing;
 
 /* What the queue samples count, for the pool threads taking requests: the
  * requests waiting for a busy pool (every thread busy: those behind each
- * one's current request; 0 while a thread is free), and whether every
- * thread had a request waiting behind its current one. */
+ * one's current request and those waiting in the loop for a thread; 0
+ * while a thread is free), and whether every thread had a request waiting
+ * for it (behind its current one, or in the loop). */
 unsigned metrics_pool_waiting(const struct loop_snapshot *l, bool *all_queued);
 
 /* Each response, when metrics are on (core/services/metrics_service.c). */

@@ -61,7 +61,7 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     stats->pool = calloc_lines(nthreads ? nthreads : 1, sizeof *stats->pool);
     stats->pool_max = nthreads;
     stats->threads_auto = opt->threads_auto && nthreads;
-    stats->pool_active = &loop->active;
+    stats->pool_active = dispatch_active_ref(&loop->disp);
     stats->handoff_name = pooled ? opt->handoff->name : opt->inline_app ? "none (inline)" : "none";
     stats->app_name = app_name;
     stats->on_window_start = metrics_window_mark;

@@ -22,7 +22,7 @@ int services_start(struct services *s, struct loop *l, const struct services_con
         log_error("cannot start the worker's services: %s", strerror(errno));
         return -1;
     }
-    if (opt->app_timeout_ms && l->threads) {
+    if (opt->app_timeout_ms && dispatch_threads(&l->disp)) {
         if (watchdog_start(&s->watchdog, l, cfg->stats, cfg->owner) != 0) {
             log_error("--app-timeout: cannot start the watchdog: %s", strerror(errno));
             watchdog_stop(&s->watchdog);
@@ -30,7 +30,7 @@ int services_start(struct services *s, struct loop *l, const struct services_con
         }
         s->watching = true;
     }
-    if (opt->threads_auto && l->threads && cfg->pool) {
+    if (opt->threads_auto && dispatch_threads(&l->disp) && cfg->pool) {
         if (sizing_start(&s->sizing, l, cfg->stats, cfg->pool, cfg->pool_started, cfg->gil) != 0) {
             log_error("--blocking-threads auto: cannot start: %s", strerror(errno));
             sizing_stop(&s->sizing);

@@ -67,7 +67,7 @@ static void window_figures(struct sizing *z, struct loop *l, uint64_t now_ms, st
         in->machine_busy = (double)(busy - z->busy) / (double)(total - z->total);
     in->waiting_frac = (double)z->waiting_ms / span;
     in->queued_frac = in->queued_max = (double)z->queued_ms / span;
-    in->pool_threads = l->active;
+    in->pool_threads = dispatch_active(&l->disp);
     w->waiting_mean = (double)z->waiting_req_ms / span;
 }
 
@@ -83,7 +83,7 @@ static void changed(const char *line)
 static void grow(struct sizing *z, struct loop *l, unsigned to, const struct verdict *v,
                  const struct sizing_window *w)
 {
-    unsigned from = l->active;
+    unsigned from = dispatch_active(&l->disp);
     while (z->started < to) {
         int err = z->pool->start(z->pool->ctx, z->started);
         if (err) {
@@ -109,7 +109,7 @@ static void grow(struct sizing *z, struct loop *l, unsigned to, const struct ver
 
 static void retire(struct loop *l, unsigned to)
 {
-    unsigned from = l->active;
+    unsigned from = dispatch_active(&l->disp);
     if (loop_set_active(l, to) != 0)
         return; /* one of them still had a job: the next window looks again */
     char which[48], line[METRICS_SIZING_LINE];
@@ -126,20 +126,21 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
 {
     struct sizing_window w;
     window_figures(z, l, now_ms, &w);
-    for (unsigned i = 0; i < l->active; i++) {
+    for (unsigned i = 0; i < dispatch_active(&l->disp); i++) {
         uint64_t req = counter_get(&z->stats->pool[i].requests);
-        if (l->outstanding[i] || req != z->requests_seen[i])
+        if (dispatch_outstanding(&l->disp, i) || req != z->requests_seen[i])
             z->last_used_ms[i] = now_ms;
         z->requests_seen[i] = req;
     }
     if (!l->stopping && !l->refusing) {
         struct verdict v;
-        unsigned to = sizing_grow(&w, l->active, z->max, &v);
+        unsigned to = sizing_grow(&w, dispatch_active(&l->disp), z->max, &v);
         log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
-                  l->active, v.name, w.waiting_mean, v.why);
-        if (to > l->active)
+                  dispatch_active(&l->disp), v.name, w.waiting_mean, v.why);
+        if (to > dispatch_active(&l->disp))
             grow(z, l, to, &v, &w);
-        else if ((to = sizing_needed(z->last_used_ms, l->active, now_ms, SIZING_IDLE_MS)) < l->active)
+        else if ((to = sizing_needed(z->last_used_ms, dispatch_active(&l->disp), now_ms, SIZING_IDLE_MS)) <
+                 dispatch_active(&l->disp))
             retire(l, to);
     }
     window_open(z, now_ms);
@@ -190,9 +191,10 @@ static void sizing_tick(void *ctx, struct loop *l)
 int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
                  unsigned started, bool gil)
 {
-    *z = (struct sizing){.stats = stats, .pool = pool, .started = started, .max = l->threads, .gil = gil};
-    z->last_used_ms = calloc(l->threads, sizeof *z->last_used_ms);
-    z->requests_seen = calloc(l->threads, sizeof *z->requests_seen);
+    *z = (struct sizing){.stats = stats, .pool = pool, .started = started, .max = dispatch_threads(&l->disp),
+                         .gil = gil};
+    z->last_used_ms = calloc(dispatch_threads(&l->disp), sizeof *z->last_used_ms);
+    z->requests_seen = calloc(dispatch_threads(&l->disp), sizeof *z->requests_seen);
     if (!z->last_used_ms || !z->requests_seen || loop_set_active(l, started) != 0) {
         errno = ENOMEM;
         return -1;

@@ -71,7 +71,7 @@ static void watchdog_tick(void *ctx, struct loop *l)
         return;
     wd->next_ms = l->now_ms + WATCHDOG_PERIOD_MS;
     bool any = false;
-    for (unsigned w = 0; w < l->threads; w++) {
+    for (unsigned w = 0; w < dispatch_threads(&l->disp); w++) {
         uint64_t since = atomic_load_explicit(&wd->stats->pool[w].app_since_ms, memory_order_acquire);
         wd->stuck[w] = since && l->now_ms >= since && l->now_ms - since >= wd->timeout_ms;
         any |= wd->stuck[w];
@@ -105,7 +105,7 @@ static void watchdog_tick(void *ctx, struct loop *l)
 static int watchdog_before_sleep(void *ctx, struct loop *l, int timeout_ms)
 {
     struct watchdog *wd = ctx;
-    if (!l->outstanding_total)
+    if (!dispatch_outstanding_total(&l->disp))
         return timeout_ms;
     uint64_t due = wd->next_ms > l->now_ms ? wd->next_ms - l->now_ms : 0;
     return due < (uint64_t)timeout_ms ? (int)due : timeout_ms;
@@ -114,8 +114,8 @@ static int watchdog_before_sleep(void *ctx, struct loop *l, int timeout_ms)
 int watchdog_start(struct watchdog *w, struct loop *l, struct stats *stats, const struct worker_owner *owner)
 {
     *w = (struct watchdog){.timeout_ms = l->opt->app_timeout_ms, .stats = stats, .owner = owner};
-    w->fired = calloc(l->threads, sizeof *w->fired);
-    w->stuck = calloc(l->threads, sizeof *w->stuck);
+    w->fired = calloc(dispatch_threads(&l->disp), sizeof *w->fired);
+    w->stuck = calloc(dispatch_threads(&l->disp), sizeof *w->stuck);
     if (!w->fired || !w->stuck)
         return -1;
     w->hook = (struct loop_hook){.ctx = w, .tick = watchdog_tick, .before_sleep = watchdog_before_sleep};

@@ -188,9 +188,9 @@ static void event(struct conn *c, uint32_t events)
  * drain (here as if another connection's job had finished). */
 static bool retry_pending(struct loop *l)
 {
-    if (!l->pending_head || l->outstanding_total >= l->active * l->capacity)
+    if (!dispatch_can_retry(&l->disp))
         return false;
-    conn_retry_submit(l->pending_head);
+    conn_retry_submit(dispatch_first_waiting(&l->disp));
     return true;
 }
 
@@ -230,6 +230,8 @@ static bool deliver(struct loop *l, size_t max)
         if (!gone(c))
             check_pipe_done(c);
     }
+    if (l->handoff)
+        dispatch_settle(&l->disp);
     any |= retry_pending(l);
     return any;
 }
@@ -239,6 +241,10 @@ static bool pass(struct loop *l)
 {
     bool any = false;
     unsigned steps = (unsigned)(fuzz_next(&sock.seed) % 4);
+    /* The pool's pace and how long its request has run, as the loop's
+     * clock says: the input chooses how much of the depth the pipeline
+     * gets (0 to 3 ms a pass, around DISPATCH_BUDGET_NS). */
+    dispatch_clock(&l->disp, l->disp.now_ns + fuzz_next(&sock.seed) % 3000000);
     for (unsigned i = 0; i < steps; i++)
         any |= app_pool_step();
     any |= deliver(l, 1 + (size_t)(fuzz_next(&sock.seed) % 3));
@@ -261,8 +267,6 @@ static void settle(struct loop *l)
 
 static void loop_init_for(struct loop *l, struct options *opt, const struct harness_config *cfg)
 {
-    static unsigned outstanding[1], thread_owed[1];
-    static uint64_t thread_seen_ms[1];
     memset(opt, 0, sizeof *opt);
     opt->inline_app = !cfg->pool;
     opt->max_header_size = cfg->max_head;
@@ -274,14 +278,8 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     l->hooks[0] = l->responders[0] = &responder; /* as loop_hook_add does */
     l->nhooks = l->nresponders = 1;
     if (cfg->pool) {
-        outstanding[0] = thread_owed[0] = 0;
-        thread_seen_ms[0] = 0;
         l->handoff = app_pool_handoff();
-        l->threads = l->active = 1;
-        l->outstanding = outstanding;
-        l->thread_owed = thread_owed;
-        l->thread_seen_ms = thread_seen_ms;
-        l->capacity = cfg->capacity ? cfg->capacity : 64;
+        FUZZ_ASSERT(dispatch_init(&l->disp, l->handoff, 1, cfg->capacity ? cfg->capacity : 64) == 0);
     }
     timer_list_init(&l->t_header, 1000);
     timer_list_init(&l->t_keepalive, 1000);
@@ -348,7 +346,8 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
     if (cfg->pool)
         settle(&l); /* the app hands back what it held: ORPHAN ends */
     FUZZ_ASSERT(gone(c) && app_pool_idle());
-    FUZZ_ASSERT(sock.closed && l.nconns == 1 && !l.pending_head && l.outstanding_total == 0);
+    FUZZ_ASSERT(sock.closed && l.nconns == 1 && !dispatch_first_waiting(&l.disp) &&
+                dispatch_outstanding_total(&l.disp) == 0);
     r->app_runs = app_runs();
     r->body_error = app_body_error();
     /* Every request the app ran got its response, unless one closed the
@@ -368,10 +367,11 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
     struct job *const *jobs;
     size_t n = app_pool_jobs(&jobs);
     for (size_t i = 0; i < n; i++) {
-        const struct job *j = l.free_jobs;
+        const struct job *j = l.free_list.jobs;
         while (j && j != jobs[i])
             j = j->next_free;
         FUZZ_ASSERT(j != NULL);
     }
     jobs_free_all(&l);
+    dispatch_destroy(&l.disp);
 }

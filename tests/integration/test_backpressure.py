@@ -1,9 +1,10 @@
 """Backpressure: --queue-size bounds the jobs queued on each pool thread,
-and a connection whose request finds every queue full is parked on the
-loop's pending list until a slot frees.
+and a connection whose request no thread may take (its queue full, or its
+running request too long to queue behind: core/conn/dispatch.c) is parked
+on the loop's pending list until a thread frees.
 
-- The bound holds: a parked request goes to whichever pool thread frees a
-  slot first, not behind the jobs of a full queue.
+- Parked requests go, oldest first, to whichever pool thread frees first,
+  not behind a request that runs long.
 - A parked connection is still watched: a client that resets it leaves, the
   others are served in order, every descriptor comes back, and the app
   never runs the request it left behind.
@@ -121,34 +122,34 @@ def _gated(srv, logfile, tmp_path, plan):
 
 # ---- the bound ----------------------------------------------------------------
 
-def test_queue_size_bounds_each_pool_thread_and_parks_the_rest(server_factory, logfile, tmp_path):
-    """--queue-size 2, two pool threads, jobs 0 and 2 on thread 0, jobs 1 and
-    3 on thread 1 (join-shortest-queue, ties to thread 0; jobs 0 and 1 are
-    with the app until their gates open): both queues are full, so job 4
-    waits in the loop's pending queue. Once jobs 1 and 3 end, job 4 goes to
-    the thread that freed its slots and runs while job 2 still waits behind
-    job 0. Without the bound (a server that ignores --queue-size) job 4 is
-    queued at once behind job 0 on thread 0 and cannot start."""
+def test_requests_wait_in_the_loop_for_the_first_thread_that_frees(server_factory, logfile, tmp_path):
+    """--queue-size 2, two pool threads, jobs 0 and 1 with the app until
+    their gates open (one on each thread): a thread running a request that
+    has run long takes nothing more (core/conn/dispatch.c), so jobs 2, 3 and
+    4 wait in the loop's pending list, in arrival order. Once job 1 ends,
+    job 2 (the oldest) goes to the thread that freed, and jobs 3 and 4 run
+    there after it while job 0 still runs: none was queued behind job 0.
+    Bound early, by joining the shortest queue, job 2 would wait behind
+    job 0 on thread 0 and could not start."""
     srv = Watched(server_factory, "--queue-size", "2", "--blocking-threads", "2", app=APP)
-    socks, gates = _gated(srv, logfile, tmp_path, [True, True, True, True, False])
+    socks, gates = _gated(srv, logfile, tmp_path, [True, True, True, False, False])
     try:
         _wait_log_lines(logfile, {"start 0", "start 1"})
-        for i in (1, 3):
-            gates[i].touch()
-        for i in (1, 3):
+        assert sorted(lines(logfile)) == ["start 0", "start 1"], lines(logfile)
+        gates[1].touch()
+        r = Reader(socks[1]).read_response()
+        assert r.status == 200 and r.body == b"slept 1", r
+        assert wait_until(lambda: "start 2" in lines(logfile), HANG_S), \
+            f"job 2 was queued behind thread 0's job, not held until a thread freed: {lines(logfile)}"
+        assert lines(logfile)[2:] == ["start 2"], lines(logfile)
+        gates[2].touch()
+        for i in (2, 3, 4):
             r = Reader(socks[i]).read_response()
             assert r.status == 200 and r.body == f"slept {i}".encode(), r
-        assert wait_until(lambda: "start 4" in lines(logfile), HANG_S), \
-            f"job 4 was queued behind thread 0's jobs, not held until a slot freed: {lines(logfile)}"
-        assert "start 2" not in lines(logfile), lines(logfile)
-        for i in (0, 2):
-            gates[i].touch()
-        for i in (0, 2, 4):
-            r = Reader(socks[i]).read_response()
-            assert r.status == 200 and r.body == f"slept {i}".encode(), r
-        order = lines(logfile)
-        assert sorted(order) == [f"start {i}" for i in range(5)], order
-        assert order.index("start 4") < order.index("start 2"), order
+        assert lines(logfile)[2:] == ["start 2", "start 3", "start 4"], lines(logfile)
+        gates[0].touch()
+        r = Reader(socks[0]).read_response()
+        assert r.status == 200 and r.body == b"slept 0", r
     finally:
         for g in gates:
             g.touch()
@@ -164,7 +165,8 @@ def _wait_log_lines(logfile, want):
 
 def _one_leaves(server_factory, logfile, tmp_path):
     """--queue-size 2 with one pool thread: job 0 with the app (until its
-    gate opens), job 1 queued, jobs 2, 3 and 4 parked. The client of job 3
+    gate opens), jobs 1 to 4 waiting for the thread (queued behind job 0 or
+    parked in the loop). The client of job 3
     resets its connection; once the loop has closed it, job 0 ends. Returns
     the server, the descriptors it held before."""
     srv = Watched(server_factory, "--queue-size", "2", "--blocking-threads", "1", app=APP)

@@ -1,0 +1,219 @@
+/* dispatch.c — the loop's dispatcher: which pool thread runs which request,
+ * what is outstanding and owed on each, the requests waiting for a thread,
+ * and what the loop's hold and doze decide on. It calls nothing of the
+ * connection's stages: they call it. */
+#include <stdlib.h>
+
+#include "../../handoffs/handoff.h"
+#include "../python/job.h"
+#include "conn.h"
+#include "dispatch.h"
+
+int dispatch_init(struct dispatch *d, struct handoff *h, unsigned threads, unsigned capacity)
+{
+    *d = (struct dispatch){.handoff = h, .threads = threads, .active = threads, .capacity = capacity};
+    d->t = calloc(threads ? threads : 1, sizeof *d->t);
+    return d->t ? 0 : -1;
+}
+
+void dispatch_destroy(struct dispatch *d)
+{
+    free(d->t);
+    d->t = NULL;
+}
+
+int dispatch_set_active(struct dispatch *d, unsigned n)
+{
+    if (n < 1 || n > d->threads)
+        return -1;
+    for (unsigned w = n; w < d->active; w++)
+        if (d->t[w].outstanding)
+            return -1;
+    for (unsigned w = n; w < d->active; w++)
+        d->t[w].done_pass = 0; /* retired: no pace to settle */
+    for (unsigned w = d->active; w < n; w++)
+        d->t[w].pace_ns = 0; /* a thread taken back measures its pace anew */
+    d->active = n;
+    if (d->handoff->ops->set_active)
+        d->handoff->ops->set_active(d->handoff, n);
+    return 0;
+}
+
+/* Late binding: a request goes to a thread only when that thread will
+ * start it within about the budget, so the rest wait in the loop, in
+ * arrival order, for whichever thread frees first, rather than behind a
+ * slow request while another thread idles. A thread whose requests take
+ * microseconds still gets a deep queue (the hold's batching needs every
+ * thread's queue to outlast a hold); one whose requests take milliseconds,
+ * about one; an unmeasured one, or one whose request has already run past
+ * the budget, nothing behind its current request. */
+unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, unsigned capacity)
+{
+    if (!pace_ns || running_ns > DISPATCH_BUDGET_NS)
+        return 1;
+    uint64_t each = pace_ns > running_ns ? pace_ns : running_ns;
+    uint64_t n = 1 + DISPATCH_BUDGET_NS / each;
+    return n < capacity ? (unsigned)n : capacity > 1 ? capacity : 1;
+}
+
+bool dispatch_room(const struct dispatch *d, unsigned w)
+{
+    const struct dispatch_thread *t = &d->t[w];
+    if (!t->outstanding)
+        return true;
+    uint64_t running = d->now_ns > t->busy_since_ns ? d->now_ns - t->busy_since_ns : 0;
+    return t->outstanding < dispatch_depth(t->pace_ns, running, d->capacity);
+}
+
+/* Only the active threads: a thread above them gets nothing new, so it
+ * empties and can be retired. */
+unsigned dispatch_pick(const struct dispatch *d)
+{
+    unsigned best = DISPATCH_NONE;
+    for (unsigned w = 0; w < d->active; w++)
+        if ((best == DISPATCH_NONE || d->t[w].outstanding < d->t[best].outstanding) && dispatch_room(d, w))
+            best = w;
+    return best;
+}
+
+/* Thread w's pace from the requests it finished since the last settling:
+ * they ran one after another from its busy_since_ns to now. */
+static void settle_thread(struct dispatch *d, struct dispatch_thread *t)
+{
+    uint64_t span = d->now_ns > t->busy_since_ns ? d->now_ns - t->busy_since_ns : 0;
+    uint64_t sample = span / t->done_pass;
+    if (!sample)
+        sample = 1; /* measured: faster than the clock tells */
+    t->pace_ns = t->pace_ns ? (t->pace_ns * 3 + sample) / 4 : sample;
+    t->busy_since_ns = d->now_ns; /* the next one started by now, as far as the loop can tell */
+    t->done_pass = 0;
+}
+
+int dispatch_submit(struct dispatch *d, unsigned w, struct job *job)
+{
+    if (w == DISPATCH_NONE || w >= d->active || d->t[w].outstanding >= d->capacity)
+        return HANDOFF_FULL;
+    struct dispatch_thread *t = &d->t[w];
+    int r = d->handoff->ops->submit(d->handoff, w, job);
+    if (r == HANDOFF_OK) {
+        if (!t->outstanding) {
+            if (t->done_pass) /* what it finished this pass, before its idle time counts */
+                settle_thread(d, t);
+            t->busy_since_ns = d->now_ns;
+        }
+        job->thread = w;
+        t->outstanding++;
+        d->outstanding_total++;
+    }
+    return r;
+}
+
+bool dispatch_can_retry(const struct dispatch *d)
+{
+    return d->pending_head && dispatch_pick(d) != DISPATCH_NONE;
+}
+
+void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
+{
+    struct dispatch_thread *t = &d->t[job->thread];
+    t->seen_ms = now_ms;
+    t->outstanding--;
+    d->outstanding_total--;
+    t->done_pass++;
+    d->unsettled = true;
+}
+
+void dispatch_settle(struct dispatch *d)
+{
+    if (!d->unsettled)
+        return;
+    d->unsettled = false;
+    for (unsigned w = 0; w < d->active; w++)
+        if (d->t[w].done_pass)
+            settle_thread(d, &d->t[w]);
+}
+
+void dispatch_message(struct dispatch *d, const struct job *job, uint64_t now_ms)
+{
+    struct dispatch_thread *t = &d->t[job->thread];
+    t->seen_ms = now_ms;
+    t->owed++; /* until answered (dispatch_answered) */
+    d->talked_ms = now_ms;
+}
+
+void dispatch_answered(struct dispatch *d, const struct job *job, uint64_t now_ms)
+{
+    struct dispatch_thread *t = &d->t[job->thread];
+    t->owed--;
+    t->seen_ms = now_ms;
+}
+
+bool dispatch_thread_working(const struct dispatch *d, unsigned w, uint64_t now_ms, uint64_t timeout_ms)
+{
+    return d->t[w].owed > 0 || now_ms - d->t[w].seen_ms < timeout_ms;
+}
+
+void dispatch_park(struct dispatch *d, struct conn *c, bool first)
+{
+    d->waiting++;
+    if (first) {
+        c->pending_next = d->pending_head;
+        d->pending_head = c;
+        if (!d->pending_tail)
+            d->pending_tail = c;
+        return;
+    }
+    c->pending_next = NULL;
+    if (d->pending_tail)
+        d->pending_tail->pending_next = c;
+    else
+        d->pending_head = c;
+    d->pending_tail = c;
+}
+
+void dispatch_unpark(struct dispatch *d, struct conn *c)
+{
+    struct conn **pp = &d->pending_head, *prev = NULL;
+    while (*pp && *pp != c) {
+        prev = *pp;
+        pp = &(*pp)->pending_next;
+    }
+    if (!*pp)
+        return;
+    *pp = c->pending_next;
+    d->waiting--;
+    if (d->pending_tail == c)
+        d->pending_tail = prev;
+}
+
+/* A pool that talks to the loop mid-request (a response streamed in
+ * parts, a body read in windows) waits for the loop's answer to each
+ * message: a hold would stall it for the whole hold. So no hold while a
+ * message is unanswered, nor within HOLD_QUIET_MS of the last one (a
+ * thread posts the next part while the loop sleeps deaf). */
+#define HOLD_QUIET_MS 1000
+
+static bool pool_talks_to_loop(const struct dispatch *d, uint64_t now_ms)
+{
+    if (d->talked_ms && now_ms - d->talked_ms < HOLD_QUIET_MS)
+        return true;
+    for (unsigned w = 0; w < d->active; w++)
+        if (d->t[w].owed)
+            return true;
+    return false;
+}
+
+void dispatch_plan_wait(struct dispatch *d, uint64_t now_ms, struct dispatch_wait *w)
+{
+    const struct handoff_ops *hops = d->handoff->ops;
+    *w = (struct dispatch_wait){0};
+    /* Every pool thread has work queued for a while: let requests and
+     * completions gather, deaf to the sockets, and take them in one pass
+     * (handoffs/README.md, "Holding"). */
+    if (hops->hold && !pool_talks_to_loop(d, now_ms))
+        w->hold_ns = hops->hold(d->handoff, d->outstanding_total);
+    /* A busy pool's next completion is near: wait for it on a timer (the
+     * handoff polls) rather than have the pool wake us. */
+    if (!w->hold_ns && hops->doze && !d->no_doze)
+        w->doze_ns = hops->doze(d->handoff, d->outstanding_total);
+}

@@ -1,0 +1,149 @@
+/* test_dispatch.c — the dispatcher's late binding (core/conn/dispatch.c):
+ * dispatch_depth on every branch (unmeasured, past the budget, a pace of
+ * microseconds held at the hand-off's capacity, one of milliseconds at one,
+ * a long-running request lowering a fast thread's depth); then the
+ * dispatcher itself on a stand-in hand-off, its clock set by the test:
+ * the pick among threads with room (shortest queue, lowest index), none
+ * with room, the paces a pass of several completions settles, and the
+ * pending list in arrival order with a retried head keeping its place. */
+#include <string.h>
+
+#include "check.h"
+#include "../../core/conn/dispatch.c" /* built in, as the loop links it */
+
+#define US 1000u
+#define MS 1000000u
+
+static unsigned submitted;
+
+static int stub_submit(struct handoff *h, unsigned w, struct job *job)
+{
+    (void)h, (void)w, (void)job;
+    submitted++;
+    return HANDOFF_OK;
+}
+
+static const struct handoff_ops stub_ops = {.name = "stub", .submit = stub_submit};
+static struct handoff stub = {.ops = &stub_ops};
+
+static void depth_cases(void)
+{
+    CHECK(dispatch_depth(0, 0, 64) == 1, "unmeasured: one at a time");
+    CHECK(dispatch_depth(0, 5 * MS, 64) == 1, "unmeasured, running long: one");
+    CHECK(dispatch_depth(5 * US, 0, 1024) == 1 + DISPATCH_BUDGET_NS / (5 * US), "microseconds: the budget's worth");
+    CHECK(dispatch_depth(5 * US, 0, 64) == 64, "microseconds: at most the capacity");
+    CHECK(dispatch_depth(1, 0, 64) == 64, "faster than the clock: the capacity");
+    CHECK(dispatch_depth(1 * MS, 0, 64) == 3, "one ms: the running one and two behind");
+    CHECK(dispatch_depth(5 * MS, 0, 64) == 1, "milliseconds past the budget: one");
+    CHECK(dispatch_depth(DISPATCH_BUDGET_NS, 0, 64) == 2, "the budget exactly: one behind");
+    CHECK(dispatch_depth(10 * US, 500 * US, 64) == 5, "a request running long counts at its running time");
+    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS, 64) == 2, "running the budget exactly: one behind");
+    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS + 1, 64) == 1, "running past the budget: nothing behind");
+    CHECK(dispatch_depth(10 * US, 0, 1) == 1, "a capacity of one");
+}
+
+static struct job jobs[64];
+static unsigned next_job;
+
+static unsigned submit(struct dispatch *d)
+{
+    struct job *j = &jobs[next_job++ % 64];
+    unsigned w = dispatch_pick(d);
+    return dispatch_submit(d, w, j) == HANDOFF_OK ? j->thread : DISPATCH_NONE;
+}
+
+static void done(struct dispatch *d, unsigned w)
+{
+    struct job j = {.thread = w};
+    dispatch_done(d, &j, 0);
+}
+
+static void dispatcher_cases(void)
+{
+    struct dispatch d;
+    CHECK(dispatch_init(&d, &stub, 2, 64) == 0, "init");
+    dispatch_clock(&d, 1000 * MS);
+    /* Unmeasured threads take one each, the lowest index first. */
+    CHECK(submit(&d) == 0, "an idle pool: thread 0");
+    CHECK(submit(&d) == 1, "thread 0 unmeasured and busy: thread 1");
+    CHECK(submit(&d) == DISPATCH_NONE && dispatch_pick(&d) == DISPATCH_NONE, "both busy, unmeasured: none");
+    CHECK(dispatch_submit(&d, DISPATCH_NONE, &jobs[0]) == HANDOFF_FULL, "none: full");
+    /* Thread 1 finishes two passes' work at 10 us a request: a pace. */
+    dispatch_clock(&d, 1000 * MS + 10 * US);
+    done(&d, 1);
+    dispatch_settle(&d);
+    CHECK(d.t[1].pace_ns == 10 * US, "the first sample is the pace (%llu)", (unsigned long long)d.t[1].pace_ns);
+    CHECK(submit(&d) == 1 && submit(&d) == 1, "thread 1 measured fast: it takes more, thread 0 none");
+    /* Two finished in one pass, 20 us after they started: 10 us each. */
+    for (int i = 0; i < 2; i++)
+        done(&d, 1);
+    dispatch_clock(&d, 1000 * MS + 30 * US);
+    dispatch_settle(&d);
+    CHECK(d.t[1].pace_ns == 10 * US, "a pass of several: the span over their number (%llu)",
+          (unsigned long long)d.t[1].pace_ns);
+    CHECK(d.t[1].done_pass == 0 && !d.unsettled, "settled");
+    /* Thread 0's request has run past the budget: nothing goes behind it,
+     * even measured fast. */
+    d.t[0].pace_ns = 10 * US;
+    dispatch_clock(&d, 1000 * MS + DISPATCH_BUDGET_NS + 1);
+    CHECK(!dispatch_room(&d, 0) && dispatch_room(&d, 1), "thread 0 running long: no room");
+    /* Ties go to the lowest index, the shortest queue first. */
+    done(&d, 0);
+    dispatch_settle(&d);
+    CHECK(submit(&d) == 0, "both idle: thread 0");
+    CHECK(submit(&d) == 1, "shortest queue");
+    CHECK(submit(&d) == 0, "a tie: thread 0");
+    /* A thread that empties and takes a new request in the same pass (the
+     * one that took its completion) is measured up to then, before the new
+     * request's start is stamped. */
+    uint64_t pace = d.t[1].pace_ns, since = d.t[1].busy_since_ns;
+    dispatch_clock(&d, d.now_ns + 10 * MS);
+    done(&d, 1);
+    CHECK(submit(&d) == 1, "thread 0 running long, thread 1 idle: thread 1");
+    CHECK(d.t[1].done_pass == 0 && d.t[1].busy_since_ns == d.now_ns, "settled at the submit, busy from now");
+    CHECK(d.t[1].pace_ns == (pace * 3 + (d.now_ns - since)) / 4, "its pace: the time to the completion (%llu)",
+          (unsigned long long)d.t[1].pace_ns);
+    CHECK(!dispatch_room(&d, 1), "now slow, and busy: no room");
+    /* Retiring a thread and taking it back: it measures its pace anew. */
+    done(&d, 1);
+    dispatch_settle(&d);
+    CHECK(dispatch_set_active(&d, 1) == 0 && dispatch_active(&d) == 1, "retired thread 1");
+    CHECK(dispatch_set_active(&d, 3) == -1 && dispatch_set_active(&d, 0) == -1, "out of range");
+    CHECK(dispatch_set_active(&d, 2) == 0 && d.t[1].pace_ns == 0, "taken back: unmeasured");
+    CHECK(submit(&d) == 1 && dispatch_set_active(&d, 1) == -1 && dispatch_active(&d) == 2,
+          "a thread with work is not retired");
+    dispatch_destroy(&d);
+}
+
+static struct conn conns[4];
+
+static void pending_cases(void)
+{
+    struct dispatch d;
+    CHECK(dispatch_init(&d, &stub, 1, 64) == 0, "init");
+    dispatch_park(&d, &conns[0], false);
+    dispatch_park(&d, &conns[1], false);
+    dispatch_park(&d, &conns[2], false);
+    CHECK(dispatch_waiting(&d) == 3 && dispatch_first_waiting(&d) == &conns[0], "arrival order");
+    dispatch_unpark(&d, &conns[0]);
+    CHECK(dispatch_first_waiting(&d) == &conns[1] && dispatch_waiting(&d) == 2, "the first leaves");
+    dispatch_park(&d, &conns[0], true);
+    CHECK(dispatch_first_waiting(&d) == &conns[0], "a retried head keeps its place");
+    dispatch_unpark(&d, &conns[3]);
+    CHECK(dispatch_waiting(&d) == 3, "one not parked: nothing changes");
+    dispatch_unpark(&d, &conns[2]);
+    dispatch_park(&d, &conns[3], false);
+    CHECK(d.pending_tail == &conns[3] && conns[1].pending_next == &conns[3], "the tail follows");
+    CHECK(dispatch_can_retry(&d), "an idle thread: retry");
+    submit(&d);
+    CHECK(!dispatch_can_retry(&d), "its one unmeasured thread busy: wait");
+    dispatch_destroy(&d);
+}
+
+int main(void)
+{
+    depth_cases();
+    dispatcher_cases();
+    pending_cases();
+    return check_summary();
+}
