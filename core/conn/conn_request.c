@@ -381,6 +381,8 @@ void conn_pipeline(struct conn *c)
     struct job *cur = c->job;
     if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone || l->refusing)
         return;
+    if (l->stopping) /* what the app has is all that is answered (conn_stop) */
+        return;
     if (c->state == CONN_LINGER || c->state == CONN_ORPHAN || c->state == CONN_SEND_ERROR ||
         c->state == CONN_CLOSED || c->state == CONN_QUEUED)
         return;
@@ -493,12 +495,9 @@ static bool finish_one(struct conn *c, struct job *job)
                                         .end_ns = clock_ns()};
         loop_responded(l, &r);
     }
-    /* A retiring worker keeps a connection whose response promised
-     * keep-alive (its head was made before the stop): the client may send
-     * on it at once, and its next response says "Connection: close". A
-     * refusing one would only answer it 503. */
-    return job->close_after || job->incomplete || !job->keep_alive || (l->stopping && !l->retiring) ||
-           l->refusing;
+    /* A refusing loop would only answer the next request 503. A stopping
+     * one closes once nothing is left with the app (conn_finish). */
+    return job->close_after || job->incomplete || !job->keep_alive || l->refusing;
 }
 
 static struct job *pipe_pop(struct conn *c)
@@ -528,6 +527,14 @@ enum verdict conn_finish(struct conn *c)
     c->wjobs = 0;
     c->job = NULL;
     c->part_sent = false;
+    /* A stopping loop closes after the last response it owes: the requests
+     * still with the app are answered first (their heads say keep-alive,
+     * but the last one's: conn_stop). A retiring worker keeps a connection
+     * whose last response promised keep-alive (its head was made before
+     * the stop): the client may send on it at once, and its next response
+     * says "Connection: close". */
+    if (!c->pipe_head && l->stopping && !l->retiring)
+        close_after = true;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still
          * with the app read their bytes in rbuf, so it stays as it is. One

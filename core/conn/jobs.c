@@ -86,6 +86,7 @@ static void job_clear(struct job *job)
      * words the two threads share, so they are written as atomics */
     atomic_store_explicit(&job->ack, 0, memory_order_relaxed);
     atomic_store_explicit(&job->conn_lost, false, memory_order_relaxed);
+    atomic_store_explicit(&job->last_head, false, memory_order_relaxed);
 
     /* pool side */
     job->fill_buf = 0;
@@ -121,6 +122,7 @@ struct job *job_get(struct loop *l)
             return NULL;
         atomic_init(&job->ack, 0);
         atomic_init(&job->conn_lost, false);
+        atomic_init(&job->last_head, false);
     }
     job_clear(job);
     return job;

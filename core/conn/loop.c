@@ -171,7 +171,11 @@ void loop_stop(struct loop *l, bool retiring)
         return;
     l->stopping = true;
     l->retiring = retiring;
-    atomic_store_explicit(&l->heads_close, true, memory_order_relaxed); /* ordering: job_head_end */
+    /* Each connection answers what the app has of it and no more: its last
+     * response says close (conn_stop). Before the backlog is taken: those
+     * connections have no request yet. */
+    for (struct conn *c = l->conns.next; c != &l->conns; c = c->next)
+        conn_stop(c);
     l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
     /* Take what the kernel already accepted for us, all of it, then close:
      * a connection left in the backlog would be reset. Even while accepts

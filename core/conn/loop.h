@@ -101,11 +101,12 @@ struct loop {
     unsigned nhooks;
     const struct loop_hook *responders[LOOP_MAX_HOOKS]; /* the hooks with a response */
     unsigned nresponders;
-    /* Set (relaxed) when the loop stops or refuses: from then on every
-     * response head says "Connection: close". Each job the loop binds points
-     * at it (job->heads_close), and pool threads read it for every response
+    /* Set (relaxed) when the loop refuses: from then on every response head
+     * says "Connection: close". Each job the loop binds points at it
+     * (job->heads_close), and pool threads read it for every response
      * (job_head_end, which argues the ordering): last, on a line of its own,
-     * away from the fields the loop writes every pass. */
+     * away from the fields the loop writes every pass. A stop marks only
+     * each connection's last request instead (conn_stop). */
     _Alignas(CACHE_LINE) atomic_bool heads_close;
 };
 
@@ -117,8 +118,9 @@ int loop_hook_add(struct loop *l, const struct loop_hook *h);
  * thread. The caller owns fd and closes it after loop_run. 0, or -1 with errno. */
 int loop_watch_fd(struct loop *l, int fd, struct loop_watch *w);
 /* Stop accepting, take what the listener's backlog already holds, and
- * drain: the loop returns once every connection is done (or at
- * --graceful-timeout). retiring: a successor serves, so an idle keep-alive
+ * drain: each connection answers the requests the app has of it and runs
+ * no more (conn_stop); the loop returns once every connection is done (or
+ * at --graceful-timeout). retiring: a successor serves, so an idle keep-alive
  * connection is left to its timer rather than cut under a client that may
  * be sending. Once only; later calls do nothing. */
 void loop_stop(struct loop *l, bool retiring);

@@ -132,15 +132,21 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
             z->last_used_ms[i] = now_ms;
         z->requests_seen[i] = req;
     }
-    if (!l->stopping && !l->refusing) {
+    /* A stopping loop takes no new connection, but the requests it took
+     * before the stop still wait for a thread: the pool grows for them as
+     * before, or they get a bare close at --graceful-timeout. Not while
+     * refusing: the app is stuck, and a new thread would only take work
+     * the loop refuses anyway. */
+    if (!l->refusing) {
         struct verdict v;
         unsigned to = sizing_grow(&w, dispatch_active(&l->disp), z->max, &v);
         log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
                   dispatch_active(&l->disp), v.name, w.waiting_mean, v.why);
         if (to > dispatch_active(&l->disp))
             grow(z, l, to, &v, &w);
-        else if ((to = sizing_needed(z->last_used_ms, dispatch_active(&l->disp), now_ms, SIZING_IDLE_MS)) <
-                 dispatch_active(&l->disp))
+        else if (!l->stopping &&
+                 (to = sizing_needed(z->last_used_ms, dispatch_active(&l->disp), now_ms, SIZING_IDLE_MS)) <
+                     dispatch_active(&l->disp))
             retire(l, to);
     }
     window_open(z, now_ms);

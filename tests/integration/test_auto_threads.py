@@ -6,7 +6,8 @@ hold the GIL keep it at one; idle, it retires back to one; each change is
 logged with the figures behind it and published (/stats.json, the --stats
 table); a request pipelined behind one that ran on a thread since retired
 still runs, and one connection's requests never run at once on two threads;
-a reload's new worker starts again at one thread; the watchdog watches a
+a reload's new worker starts again at one thread; a stopping worker still
+grows for the requests it took before the stop; the watchdog watches a
 thread started later; the option's forms and the ones refused. How fast the
 pool grows under a live load, and what it then serves, is a benchmark's:
 tests/perf/test_perf_auto.py. The rule itself: tests/unit/test_sizing_rule.c."""
@@ -334,6 +335,35 @@ def test_a_reload_starts_again_at_one_and_grows(server_factory, tmp_path):
     assert {str(old), str(new)} <= firsts, srv.log_text()[-3000:]
     # The old worker drained and joined every thread it had started.
     assert wait_until(lambda: f"[cserve {old}] info: stopped" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+
+
+@NEEDS_GIL
+def test_grows_while_it_stops_for_the_requests_it_took(server_factory, tmp_path):
+    """auto:4 with two requests queued per thread (--queue-size 2): eight
+    requests wait on a gate, two on thread 0 and six parked in the loop for
+    room, when SIGTERM comes. The stop takes no new request, but the pool
+    still grows for the ones it took: 1 -> 2 -> 4, each new thread starts
+    two of the parked ones, and every request is answered (with
+    "Connection: close") within the graceful timeout, none cut off at it."""
+    srv, mport = auto_server(server_factory, "--queue-size", "2", "--graceful-timeout", "60", bound="auto:4")
+    gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
+    conns = []
+    try:
+        conns = [send(srv.port, f"/?gate={gate.path}&mark={mark}") for _ in range(8)]
+        assert wait_until(lambda: marks(mark) >= 1, HANG_S), "the first request never reached the app"
+        srv.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: "stopping:" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+        # One request running on each of four threads: the pool grew after the stop.
+        assert wait_until(lambda: marks(mark) == 4, HANG_S), \
+            f"{marks(mark)} requests in the app, not 4:\n{srv.log_text()[-3000:]}"
+    finally:
+        gate.open()
+    for s in conns:
+        r = Reader(s).read_response()
+        assert r.status == 200 and r.header("connection", "").lower() == "close", r
+        s.close()
+    assert srv.proc.wait(timeout=HANG_S) == 0, srv.log_text()[-3000:]
+    assert "graceful timeout" not in srv.log_text()
 
 
 @NEEDS_GIL

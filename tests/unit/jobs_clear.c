@@ -15,7 +15,7 @@
  *     member small enough to sit in a hole of existing padding moves no
  *     offset and is not caught; on x86-64 today the holes are after
  *     `posted` (3 bytes), `is_head` (6), `body` (40: `out` starts a cache
- *     line, job.h), `incomplete` (2), `status` (4), `conn_lost` (3),
+ *     line, job.h), `incomplete` (2), `status` (4), `last_head` (2),
  *     `awaiting_ack` (7) and `req` (24: the struct is a whole number of
  *     lines). A field added to struct job goes in its group and into this
  *     list: the two large holes are no place for one. */
@@ -43,6 +43,7 @@ static const struct member job_members[] = {
     M(struct job, close_after), M(struct job, incomplete), M(struct job, file_fd),
     M(struct job, file_off), M(struct job, file_len), M(struct job, status),
     M(struct job, body_bytes), M(struct job, ack), M(struct job, conn_lost),
+    M(struct job, last_head),
     M(struct job, fill_buf), M(struct job, acks_seen), M(struct job, awaiting_ack),
 };
 
@@ -166,6 +167,7 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->body_bytes);
     ZERO(atomic_load(&job->ack));
     ZERO(atomic_load(&job->conn_lost));
+    ZERO(atomic_load(&job->last_head));
     ZERO(job->fill_buf);
     ZERO(job->acks_seen);
     ZERO(job->awaiting_ack);
