@@ -13,15 +13,15 @@
  * A worker that dies leaves its listener listening when its successor
  * serves at once (a fork of the imported app): connections queue there
  * for it. When the successor must import the app first, or waits (a crash
- * loop's pause), and another slot serves, the listener is paused
- * (listen_pause): the connections already in its backlog are reset, which
- * a client may retry, where they would otherwise wait out an import that
- * may never succeed; new ones go to the slots that serve. It is paused
- * only while the slot has no process that could serve from it, so it
- * never pauses under a worker that accepts; the last slot that listens is
- * never paused (nobody else would take its connections). A shared socket
- * (unix:, systemd's) is never paused: only the workers that serve accept
- * from it.
+ * loop's pause, a failing import's backoff), and another slot serves, the
+ * listener is paused (listen_pause): the connections already in its
+ * backlog are reset, which a client may retry, where they would otherwise
+ * wait out an import that may never succeed; new ones go to the slots
+ * that serve. It is paused only while the slot has no process that could
+ * serve from it, so it never pauses under a worker that accepts; the last
+ * slot that listens is never paused (nobody else would take its
+ * connections). A shared socket (unix:, systemd's) is never paused: only
+ * the workers that serve accept from it.
  *
  * Each worker imports the app itself (started by exec, as a reload's):
  * what the import opens (a database connection, a thread) is its own.
@@ -77,6 +77,12 @@
  * starts the next one this much later. */
 #define CRASH_LOOP_DEATHS 5
 #define CRASH_LOOP_PAUSE_S 0.5
+/* A slot whose worker cannot import the app (exit 2 before it served)
+ * while others serve tries again this long later, then twice as long
+ * after each failure in a row: the import runs the app's code, and a
+ * traceback a second helps nobody. A SIGHUP tries at once. */
+#define IMPORT_RETRY_FIRST_S 1
+#define IMPORT_RETRY_MAX_S 60
 
 struct slot {
     pid_t pid;             /* the worker serving this slot */
@@ -90,8 +96,9 @@ struct slot {
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
+    unsigned import_failures; /* exits 2 before serving, in a row */
     bool ready;            /* pid has said it accepts */
-    double respawn_at;     /* a crash loop's pause: its worker starts then (clock_s; 0: none waits) */
+    double respawn_at;     /* a crash loop's pause or a failing import's backoff: its worker starts then (clock_s; 0: none waits) */
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
     bool served;           /* one of its workers has said it accepts */
 };
@@ -171,12 +178,18 @@ static bool other_serves(const struct slot *slots, unsigned n, unsigned i)
 /* How long slot i waits before its next worker starts (0: at once). */
 static double respawn_delay(const struct slot *s)
 {
+    if (s->import_failures) {
+        double d = IMPORT_RETRY_FIRST_S;
+        for (unsigned k = 1; k < s->import_failures && d < IMPORT_RETRY_MAX_S; k++)
+            d *= 2;
+        return d < IMPORT_RETRY_MAX_S ? d : IMPORT_RETRY_MAX_S;
+    }
     return s->quick_deaths >= CRASH_LOOP_DEATHS ? CRASH_LOOP_PAUSE_S : 0;
 }
 
 /* Start slot i's worker again: it has no process. At once, or, in a crash
- * loop, after a pause that supervisor_run's wait times (start_due), so
- * that the supervisor answers signals meanwhile.
+ * loop or after failed imports, after a pause that supervisor_run's wait
+ * times (start_due), so that the supervisor answers signals meanwhile.
  * Its listener is paused when its next worker will not serve at once and
  * another slot serves (see the top of this file). Returns whether it was
  * paused. */
@@ -290,6 +303,7 @@ static void promote(struct slot *s, unsigned i)
     s->next = 0;
     s->started = clock_s();
     s->quick_deaths = 0;
+    s->import_failures = 0;
     s->stats_owed = false;
     s->served = true;
     s->ready = true;
@@ -430,6 +444,7 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
     char how[64];
     snprintf(how, sizeof how, WIFSIGNALED(status) ? "was killed by signal %d" : "exited with %d",
              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    bool exit2 = WIFEXITED(status) && WEXITSTATUS(status) == 2; /* the app did not import */
     for (unsigned i = 0; i < n; i++) {
         struct slot *s = &slots[i];
         if (drained(s, pid)) /* a replaced worker finished draining */
@@ -445,26 +460,33 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
             if (dropped)
                 snprintf(others, sizeof others, "; the other %u worker%s keep%s the old code too", dropped,
                          dropped == 1 ? "" : "s", dropped == 1 ? "s" : "");
+            bool vacant = s->pid <= 0 && !s->reload_pending;
+            if (vacant) {
+                s->quick_deaths++;
+                s->import_failures = exit2 ? s->import_failures + 1 : 0;
+            }
+            char then[48] = "starting one";
+            if (vacant && respawn_delay(s) > 0)
+                snprintf(then, sizeof then, "next try in %.0f s", respawn_delay(s));
             if (s->pid > 0)
                 log_error("%s: worker %u's new process (pid %d) %s before it served; pid %d keeps serving%s",
                           s->reloading ? "reload failed" : "recycling failed", i, (int)pid, how, (int)s->pid,
                           others);
             else /* the worker it was to replace died meanwhile: the slot has none */
                 log_error("%s: worker %u's new process (pid %d) %s before it served, and the slot has no "
-                          "worker; starting one%s", s->reloading ? "reload failed" : "recycling failed", i,
-                          (int)pid, how, others);
+                          "worker; %s%s", s->reloading ? "reload failed" : "recycling failed", i,
+                          (int)pid, how, then, others);
             if (s->reload_pending) { /* a newer reload may find the app mended */
                 s->reload_pending = false;
                 replace_slot(opt, slots, i, app_name, true);
             }
-            if (s->pid <= 0 && s->next <= 0) {
-                s->quick_deaths++;
+            if (s->pid <= 0 && s->next <= 0)
                 respawn(opt, slots, n, i, app_name);
-            }
             return false;
         }
         if (s->pid != pid)
             continue;
+        bool import_failed = exit2 && !s->ready;
         s->pid = 0;
         s->ready = false;
         if (s->stats_owed) { /* it will not answer: merge without it */
@@ -473,7 +495,7 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
         }
         if (stopping)
             return false;
-        if (!any_served(slots, n) && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+        if (!any_served(slots, n) && exit2) {
             log_error("worker %u (pid %d) could not start the app before any worker served; stopping", i,
                       (int)pid);
             return true;
@@ -484,9 +506,16 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
             return false;
         }
         s->quick_deaths = clock_s() - s->started < 1.0 ? s->quick_deaths + 1 : 0;
+        s->import_failures = import_failed ? s->import_failures + 1 : 0;
+        double delay = respawn_delay(s);
         bool paused = respawn(opt, slots, n, i, app_name);
-        log_warn("worker %u (pid %d) %s; respawning%s", i, (int)pid, how,
-                 paused ? "; the other workers take its connections until the new one serves" : "");
+        if (import_failed)
+            log_error("worker %u (pid %d) could not import the app (exit 2, %u in a row)%s; next try in %.0f s",
+                      i, (int)pid, s->import_failures,
+                      paused ? " while other workers serve: its connections go to them" : "", delay);
+        else
+            log_warn("worker %u (pid %d) %s; respawning%s", i, (int)pid, how,
+                     paused ? "; the other workers take its connections until the new one serves" : "");
         return false;
     }
     return false;
@@ -591,8 +620,14 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                     replace_slot(opt, slots, i, app_name, false);
         } else if (sig == WORKER_READY_SIGNAL) {
             for (unsigned i = 0; i < n; i++)
-                if (slots[i].pid > 0 && slots[i].pid == (pid_t)si.pid)
+                if (slots[i].pid > 0 && slots[i].pid == (pid_t)si.pid) {
                     slots[i].served = slots[i].ready = true;
+                    if (slots[i].import_failures)
+                        log_info("worker %u: pid %d imported the app and serves, after %u failed tr%s", i,
+                                 (int)si.pid, slots[i].import_failures,
+                                 slots[i].import_failures == 1 ? "y" : "ies");
+                    slots[i].import_failures = 0;
+                }
             for (unsigned i = 0; i < n; i++)
                 if (slots[i].next > 0 && slots[i].next == (pid_t)si.pid) {
                     if (stopping) {

@@ -2,13 +2,15 @@
 connections only while its worker serves. A worker still importing (at
 start, or after its predecessor died) and one whose import fails leave
 their share of new connections to the workers that serve, instead of
-holding them in a backlog nobody accepts from.
+holding them in a backlog nobody accepts from; a slot whose import keeps
+failing is retried later and later, and the log says so.
 
 The app (apps/gated_import_apps.py) imports normally in the first process
 and, in every later one, blocks on a lock the test holds or raises."""
 import concurrent.futures
 import fcntl
 import os
+import re
 import signal
 
 import procfs
@@ -91,3 +93,21 @@ def test_a_respawned_worker_takes_no_connections_until_it_has_imported(tmp_path)
         lock.close()
         srv.close()
 
+
+def test_a_worker_whose_import_keeps_failing_is_retried_later_and_serves_nothing(tmp_path):
+    srv = _start(tmp_path, "failing")
+    try:
+        said = re.compile(r"worker 1 \(pid (\d+)\) could not import the app \(exit 2, (\d+) in a row\) while "
+                          r"other workers serve: its connections go to them; next try in (\d+) s")
+        # Two failures: the second try comes later than the first did.
+        assert wait_until(lambda: len(said.findall(srv.log_text())) >= 2, 30), srv.log_text()[-3000:]
+        (_, n1, wait1), (_, n2, wait2) = said.findall(srv.log_text())[:2]
+        assert (n1, n2) == ("1", "2") and int(wait2) > int(wait1), srv.log_text()[-3000:]
+        assert "import-fails-in-this-worker" in srv.log_text()
+        serving = [p for p in procfs.children(srv.proc.pid) if procfs.alive(p) and p not in _later(tmp_path)]
+        assert len(serving) == 1, (procfs.children(srv.proc.pid), _later(tmp_path))
+        answers = _answers(srv.port, 20)
+        assert answers == serving * 20, f"worker 0 is {serving}; worker 1 fails to import: {answers}"
+        assert srv.proc.poll() is None
+    finally:
+        srv.close()
