@@ -305,8 +305,9 @@ static struct addrinfo *resolve_passive(const char *host, int port)
 }
 
 /* A TCP listener on host:port: the first address it resolves to that
- * binds. Returns the socket, or -1 after logging why. */
-static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
+ * binds; bound only (not listening) unless listening. Returns the socket,
+ * or -1 after logging why. */
+static int listen_tcp(const char *host, int port, int backlog, bool reuseport, bool listening)
 {
     struct addrinfo *res = resolve_passive(host, port);
     if (!res)
@@ -320,7 +321,7 @@ static int listen_tcp(const char *host, int port, int backlog, bool reuseport)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (reuseport)
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, backlog) == 0)
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && (!listening || listen(fd, backlog) == 0))
             break;
         log_error("cannot listen on %s:%d: %s", host, port, strerror(errno));
         close(fd);
@@ -408,8 +409,13 @@ int listen_open_all(const struct options *opt, unsigned n, int *fds)
         return shared >= 0 ? 0 : -1;
     }
     snprintf(described, sizeof described, "http://%s:%d", opt->bind_host, opt->bind_port);
+    /* The first slot's listens from the start: its connections wait for
+     * the first worker, as one worker's would. The others are bound only:
+     * a TCP socket joins the kernel's SO_REUSEPORT group at listen(), which
+     * its worker calls once it serves (listen_serve), so a worker still
+     * importing the app is sent no connections. */
     for (unsigned i = 0; i < n; i++) {
-        fds[i] = listen_tcp(opt->bind_host, opt->bind_port, opt->backlog, n > 1);
+        fds[i] = listen_tcp(opt->bind_host, opt->bind_port, opt->backlog, n > 1, i == 0);
         if (fds[i] < 0) {
             while (i-- > 0)
                 close(fds[i]);
@@ -417,6 +423,36 @@ int listen_open_all(const struct options *opt, unsigned n, int *fds)
         }
     }
     return 0;
+}
+
+int listen_serve(int fd, int backlog)
+{
+    int accepting = 0;
+    socklen_t len = sizeof accepting;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0 && accepting)
+        return 0; /* systemd's, unix:, or a slot's that serves: its backlog stays as it is */
+    return listen(fd, backlog);
+}
+
+/* shutdown() of a listening TCP socket ends its listening: it leaves the
+ * SO_REUSEPORT group and resets what its backlog holds, and stays bound to
+ * its address (bound explicitly: the kernel keeps the port), so listen()
+ * takes it back into the group. */
+int listen_pause(int fd)
+{
+    int accepting = 0;
+    socklen_t len = sizeof accepting;
+    struct sockaddr_storage ss;
+    socklen_t slen = sizeof ss;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting)
+        return 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &slen) != 0)
+        return -1;
+    if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) {
+        errno = EOPNOTSUPP; /* a unix: socket is shared by every worker: never paused */
+        return -1;
+    }
+    return shutdown(fd, SHUT_RD);
 }
 
 const char *listen_describe(void)
@@ -525,7 +561,7 @@ int listen_metrics_open(const struct options *opt)
 {
     if (opt->metrics_unix)
         return listen_unix("--metrics-bind", opt->metrics_unix, -1, METRICS_BACKLOG, &created[1]);
-    return listen_tcp(opt->metrics_host, opt->metrics_port, METRICS_BACKLOG, false);
+    return listen_tcp(opt->metrics_host, opt->metrics_port, METRICS_BACKLOG, false, true);
 }
 
 static int chown_created(const struct created *c, uid_t uid, gid_t gid)

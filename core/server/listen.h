@@ -13,13 +13,28 @@ struct options;
  * before Python copies the environment. */
 void listen_claim_inherited(void);
 
-/* The listening sockets for n workers into fds[0..n-1], all non-blocking.
- * A socket systemd passed (LISTEN_FDS/LISTEN_PID) or a unix: socket is one
- * socket every worker accepts on; TCP with n > 1 is one SO_REUSEPORT socket
- * per worker (the kernel spreads connections). A unix: path that holds a
- * non-socket or a live socket ends the process with one line and exit 2.
- * Returns 0, or -1 after logging why. */
+/* The sockets for n workers into fds[0..n-1], all non-blocking. A socket
+ * systemd passed (LISTEN_FDS/LISTEN_PID) or a unix: socket is one socket
+ * every worker accepts on; TCP with n > 1 is one SO_REUSEPORT socket per
+ * worker (the kernel spreads connections over those that listen): fds[0]
+ * listens, the others are bound and listen once their worker serves
+ * (listen_serve). A unix: path that holds a non-socket or a live socket
+ * ends the process with one line and exit 2. Returns 0, or -1 after
+ * logging why. */
 int listen_open_all(const struct options *opt, unsigned n, int *fds);
+
+/* A worker about to serve on fd: make it listen if it is only bound (a
+ * slot's socket no worker has served from, or one listen_pause paused);
+ * one that listens is left as it is. 0, or -1 (errno). */
+int listen_serve(int fd, int backlog);
+
+/* A slot's TCP socket whose worker is gone and whose next one will not
+ * serve at once: it stops listening (leaves the SO_REUSEPORT group, so the
+ * kernel sends new connections to the slots that serve; what its backlog
+ * holds is reset) and stays bound, for listen_serve. A socket that does
+ * not listen is left alone. 0, or -1 (errno; EOPNOTSUPP for a unix:
+ * socket, which every worker shares). */
+int listen_pause(int fd);
 
 /* What is listened on, for the start-up line: "http://HOST:PORT",
  * "unix:PATH", or "systemd socket fd 3 (...)". Valid after listen_open_all. */

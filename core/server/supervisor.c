@@ -2,9 +2,26 @@
  *
  * main opens every worker's listener (SO_REUSEPORT, one per worker slot; one
  * shared socket for unix: and systemd's) before forking, so a bad --bind
- * fails before anything runs,
- * and a worker that dies leaves its listener open: connections queue there
- * until the respawned worker accepts them, instead of being reset.
+ * fails before anything runs. A slot's own TCP socket is in the kernel's
+ * SO_REUSEPORT group only while it listens, and it listens only while the
+ * slot's worker can serve (listen.h): slot 0's from the start, each other
+ * slot's once its worker has imported the app (listen_serve, in the
+ * worker). The kernel spreads new connections over the sockets that
+ * listen, so a worker still importing, or whose import fails, is sent
+ * none, where a listening socket would hold its share until it serves.
+ *
+ * A worker that dies leaves its listener listening when its successor
+ * serves at once (a fork of the imported app): connections queue there
+ * for it. When the successor must import the app first, or waits (a crash
+ * loop's pause, a failing import's backoff), and another slot serves, the
+ * listener is paused (listen_pause): the connections already in its
+ * backlog are reset, which a client may retry, where they would otherwise
+ * wait out an import that may never succeed; new ones go to the slots
+ * that serve. It is paused only while the slot has no process that could
+ * serve from it, so it never pauses under a worker that accepts; the last
+ * slot that listens is never paused (nobody else would take its
+ * connections). A shared socket (unix:, systemd's) is never paused: only
+ * the workers that serve accept from it.
  *
  * Each worker imports the app itself (started by exec, as a reload's):
  * what the import opens (a database connection, a thread) is its own.
@@ -60,6 +77,12 @@
  * starts the next one this much later. */
 #define CRASH_LOOP_DEATHS 5
 #define CRASH_LOOP_PAUSE_S 0.5
+/* A slot whose worker cannot import the app (exit 2 before it served)
+ * while others serve tries again this long later, then twice as long
+ * after each failure in a row: the import runs the app's code, and a
+ * traceback a second helps nobody. A SIGHUP tries at once. */
+#define IMPORT_RETRY_FIRST_S 1
+#define IMPORT_RETRY_MAX_S 60
 
 struct slot {
     pid_t pid;             /* the worker serving this slot */
@@ -73,7 +96,9 @@ struct slot {
     int listen_fd;
     double started;
     unsigned quick_deaths; /* deaths within a second of starting, in a row */
-    double respawn_at;     /* a crash loop's pause: its worker starts then (clock_s; 0: none waits) */
+    unsigned import_failures; /* exits 2 before serving, in a row */
+    bool ready;            /* pid has said it accepts */
+    double respawn_at;     /* a crash loop's pause or a failing import's backoff: its worker starts then (clock_s; 0: none waits) */
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
     bool served;           /* one of its workers has said it accepts */
 };
@@ -135,20 +160,55 @@ static bool start_slot(const struct options *opt, struct slot *slots, unsigned i
     if (pid < 0)
         return false;
     slots[i].pid = pid;
+    slots[i].ready = false;
     slots[i].started = clock_s();
     return true;
 }
 
-/* Start slot i's worker again after it died: at once, or, in a crash
- * loop, after a pause that supervisor_run's wait times (start_due), so
- * that the supervisor answers signals meanwhile. */
-static void respawn(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
+/* Whether a slot other than i, on a socket of its own, has a worker that
+ * serves. */
+static bool other_serves(const struct slot *slots, unsigned n, unsigned i)
 {
-    if (slots[i].quick_deaths >= CRASH_LOOP_DEATHS) {
-        slots[i].respawn_at = clock_s() + CRASH_LOOP_PAUSE_S;
-        return;
+    for (unsigned j = 0; j < n; j++)
+        if (j != i && slots[j].pid > 0 && slots[j].ready && slots[j].listen_fd != slots[i].listen_fd)
+            return true;
+    return false;
+}
+
+/* How long slot i waits before its next worker starts (0: at once). */
+static double respawn_delay(const struct slot *s)
+{
+    if (s->import_failures) {
+        double d = IMPORT_RETRY_FIRST_S;
+        for (unsigned k = 1; k < s->import_failures && d < IMPORT_RETRY_MAX_S; k++)
+            d *= 2;
+        return d < IMPORT_RETRY_MAX_S ? d : IMPORT_RETRY_MAX_S;
     }
-    start_slot(opt, slots, i, app_name);
+    return s->quick_deaths >= CRASH_LOOP_DEATHS ? CRASH_LOOP_PAUSE_S : 0;
+}
+
+/* Start slot i's worker again: it has no process. At once, or, in a crash
+ * loop or after failed imports, after a pause that supervisor_run's wait
+ * times (start_due), so that the supervisor answers signals meanwhile.
+ * Its listener is paused when its next worker will not serve at once and
+ * another slot serves (see the top of this file). Returns whether it was
+ * paused. */
+static bool respawn(const struct options *opt, struct slot *slots, unsigned n, unsigned i, const char *app_name)
+{
+    struct slot *s = &slots[i];
+    double delay = respawn_delay(s);
+    bool paused = false;
+    if ((delay > 0 || s->exec) && other_serves(slots, n, i)) {
+        paused = listen_pause(s->listen_fd) == 0;
+        if (!paused)
+            log_warn("worker %u: its listener cannot stop listening (%s); connections sent to it wait for "
+                     "its next worker", i, strerror(errno));
+    }
+    if (delay > 0)
+        s->respawn_at = clock_s() + delay;
+    else
+        start_slot(opt, slots, i, app_name);
+    return paused;
 }
 
 /* The slots whose pause is over get their worker, unless one took the slot
@@ -243,8 +303,10 @@ static void promote(struct slot *s, unsigned i)
     s->next = 0;
     s->started = clock_s();
     s->quick_deaths = 0;
+    s->import_failures = 0;
     s->stats_owed = false;
     s->served = true;
+    s->ready = true;
     if (old <= 0) {
         log_info("worker %u: pid %d serves", i, (int)s->pid);
         return;
@@ -382,6 +444,7 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
     char how[64];
     snprintf(how, sizeof how, WIFSIGNALED(status) ? "was killed by signal %d" : "exited with %d",
              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    bool exit2 = WIFEXITED(status) && WEXITSTATUS(status) == 2; /* the app did not import */
     for (unsigned i = 0; i < n; i++) {
         struct slot *s = &slots[i];
         if (drained(s, pid)) /* a replaced worker finished draining */
@@ -397,34 +460,42 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
             if (dropped)
                 snprintf(others, sizeof others, "; the other %u worker%s keep%s the old code too", dropped,
                          dropped == 1 ? "" : "s", dropped == 1 ? "s" : "");
+            bool vacant = s->pid <= 0 && !s->reload_pending;
+            if (vacant) {
+                s->quick_deaths++;
+                s->import_failures = exit2 ? s->import_failures + 1 : 0;
+            }
+            char then[48] = "starting one";
+            if (vacant && respawn_delay(s) > 0)
+                snprintf(then, sizeof then, "next try in %.0f s", respawn_delay(s));
             if (s->pid > 0)
                 log_error("%s: worker %u's new process (pid %d) %s before it served; pid %d keeps serving%s",
                           s->reloading ? "reload failed" : "recycling failed", i, (int)pid, how, (int)s->pid,
                           others);
             else /* the worker it was to replace died meanwhile: the slot has none */
                 log_error("%s: worker %u's new process (pid %d) %s before it served, and the slot has no "
-                          "worker; starting one%s", s->reloading ? "reload failed" : "recycling failed", i,
-                          (int)pid, how, others);
+                          "worker; %s%s", s->reloading ? "reload failed" : "recycling failed", i,
+                          (int)pid, how, then, others);
             if (s->reload_pending) { /* a newer reload may find the app mended */
                 s->reload_pending = false;
                 replace_slot(opt, slots, i, app_name, true);
             }
-            if (s->pid <= 0 && s->next <= 0) {
-                s->quick_deaths++;
-                respawn(opt, slots, i, app_name);
-            }
+            if (s->pid <= 0 && s->next <= 0)
+                respawn(opt, slots, n, i, app_name);
             return false;
         }
         if (s->pid != pid)
             continue;
+        bool import_failed = exit2 && !s->ready;
         s->pid = 0;
+        s->ready = false;
         if (s->stats_owed) { /* it will not answer: merge without it */
             s->stats_owed = false;
             merge_if_answered(opt, app_name, slots, n);
         }
         if (stopping)
             return false;
-        if (!any_served(slots, n) && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+        if (!any_served(slots, n) && exit2) {
             log_error("worker %u (pid %d) could not start the app before any worker served; stopping", i,
                       (int)pid);
             return true;
@@ -434,9 +505,17 @@ static bool reap(const struct options *opt, const char *app_name, struct slot *s
                      (int)s->next);
             return false;
         }
-        log_warn("worker %u (pid %d) %s; respawning", i, (int)pid, how);
         s->quick_deaths = clock_s() - s->started < 1.0 ? s->quick_deaths + 1 : 0;
-        respawn(opt, slots, i, app_name);
+        s->import_failures = import_failed ? s->import_failures + 1 : 0;
+        double delay = respawn_delay(s);
+        bool paused = respawn(opt, slots, n, i, app_name);
+        if (import_failed)
+            log_error("worker %u (pid %d) could not import the app (exit 2, %u in a row)%s; next try in %.0f s",
+                      i, (int)pid, s->import_failures,
+                      paused ? " while other workers serve: its connections go to them" : "", delay);
+        else
+            log_warn("worker %u (pid %d) %s; respawning%s", i, (int)pid, how,
+                     paused ? "; the other workers take its connections until the new one serves" : "");
         return false;
     }
     return false;
@@ -464,7 +543,7 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
          * and start any later one by exec (the interpreter here is gone). */
         slots[0].pid = adopted->pid;
         slots[0].exec = true;
-        slots[0].served = true;
+        slots[0].served = slots[0].ready = true;
         slots[0].started = clock_s();
         log_info("supervisor: worker 0 is pid %d", (int)adopted->pid);
         if (adopted->stop_signal) /* read from the signal pipe below: stop at once */
@@ -541,8 +620,14 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
                     replace_slot(opt, slots, i, app_name, false);
         } else if (sig == WORKER_READY_SIGNAL) {
             for (unsigned i = 0; i < n; i++)
-                if (slots[i].pid > 0 && slots[i].pid == (pid_t)si.pid)
-                    slots[i].served = true;
+                if (slots[i].pid > 0 && slots[i].pid == (pid_t)si.pid) {
+                    slots[i].served = slots[i].ready = true;
+                    if (slots[i].import_failures)
+                        log_info("worker %u: pid %d imported the app and serves, after %u failed tr%s", i,
+                                 (int)si.pid, slots[i].import_failures,
+                                 slots[i].import_failures == 1 ? "y" : "ies");
+                    slots[i].import_failures = 0;
+                }
             for (unsigned i = 0; i < n; i++)
                 if (slots[i].next > 0 && slots[i].next == (pid_t)si.pid) {
                     if (stopping) {

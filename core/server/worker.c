@@ -102,6 +102,13 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     }
     /* The loop's stats live in the loop struct, which loop_init cleared. */
     stats->loop = &loop->lstats;
+    /* The app is imported: a slot's socket that is only bound listens from
+     * here on (the kernel sent this slot's share of connections to the
+     * workers that serve until now). */
+    if (listen_serve(listen_fd, opt->backlog) != 0) {
+        log_error("worker %u: cannot listen: %s", index, strerror(errno));
+        return 1;
+    }
     pid_t supervisor = part ? getppid() : 0;
     struct lifecycle life;
     lifecycle_init(&life, opt, supervisor, listen_fd, clock_coarse_ms());
