@@ -37,6 +37,11 @@ ITERS_PER_US = _calibrate()
 print(f"apps/cpu.py: {ITERS_PER_US:.2f} iterations per µs", file=sys.stderr)
 
 
+def spin_us(us):
+    """us microseconds of the calibrated GIL-holding work (apps/mix.py's)."""
+    return _spin(int(us * ITERS_PER_US))
+
+
 def _iterations(environ):
     for part in environ.get("QUERY_STRING", "").split("&"):
         if part.startswith("us=") or part.startswith("n="):

@@ -50,6 +50,9 @@ BLOCKS = {
     # --blocking-threads auto against hand-picked thread counts
     "auto-threads": Block(["docs/results.md"], "python3 -m experiments.auto_threads --readme",
                           "experiments.auto_threads", "experiments/results/auto_threads/auto_threads.jsonl"),
+    # which pool thread runs which request: mixes, auto, a burst, a pipelining neighbour, beside the peers
+    "dispatch": Block(["docs/results.md"], "python3 -m experiments.dispatch --readme",
+                      "experiments.dispatch", "experiments/results/dispatch/dispatch.jsonl"),
     # the default shared libpython against PYTHON_LINK=static, production shape
     "pylink": Block(["docs/python.md"], "python3 -m experiments.pylink --readme",
                     "experiments.pylink", "experiments/results/production-pylink/production.jsonl"),

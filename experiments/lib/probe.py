@@ -12,8 +12,11 @@ the end of the queue, up to `reruns` times; after that it is kept, marked
 "disturbed", and the summary takes its medians over the clean runs (over all
 of them, marked, where none was clean)."""
 import datetime
+import json
+import math
 import os
 import random
+import re
 import shlex
 import shutil
 import tempfile
@@ -61,6 +64,8 @@ def wrk_cmd(cfg, port, seconds):
     with a Cookie of cfg["cookie"] bytes, and (where set) a chunked body
     of cfg["chunks"] one-byte chunks."""
     url = f"http://127.0.0.1:{port}{cfg.get('path', '/')}"
+    if cfg.get("beside"):
+        return beside_cmd(cfg, dict(cfg, beside=None), port, seconds, url)
     if cfg.get("client") == "pipeload":
         cmd = [PIPELOAD, "-t", str(cfg.get("wrk_threads", 1)), "-c", str(cfg["conns"]),
                "-p", str(cfg.get("depth", 1)), "-d", f"{seconds:g}"]
@@ -78,32 +83,51 @@ def wrk_cmd(cfg, port, seconds):
     return cmd
 
 
-def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
-    """One run: the record (run.py's shape), or one with "error"."""
+BESIDE_LEAD = 0.5  # s the companion client runs before the measured one starts
+
+
+def beside_cmd(cfg, alone, port, seconds, url):
+    """The measured client (wrk_cmd of `alone`) with another beside it on
+    the same server: build/pipeload on cfg["beside"]["conns"] connections
+    of cfg["beside"]["depth"] pipelined requests, started BESIDE_LEAD
+    seconds first (its pipeline is there when the measured client comes)
+    and running until the measured client is done. Both run under one
+    shell, so the window counts both as the client; of the companion's
+    output only its "pipeload-json:" line is kept (beside_counts reads
+    it), so the measured client's summary is what the harness parses."""
+    b = cfg["beside"]
+    other = [PIPELOAD, "-t", "1", "-c", str(b["conns"]), "-p", str(b["depth"]),
+             "-d", f"{math.ceil(seconds) + 2 * BESIDE_LEAD:g}", url]
+    return ["sh", "-c", f"{shlex.join(other)} | grep '^pipeload-json:' & sleep {BESIDE_LEAD:g}; "
+                        f"{shlex.join(wrk_cmd(alone, port, seconds))}; wait"]
+
+
+def beside_counts(output):
+    """The companion client's counts (pipeload's JSON line) from a run's
+    output, or None."""
+    m = re.search(r"^pipeload-json: (\{.*\})$", output or "", re.M)
+    return json.loads(m.group(1)) if m else None
+
+
+def with_server(cfg, label, body, tmp_prefix="cserve-probe-"):
+    """One run against a fresh server of cfg: start it on a free port, wait
+    until it accepts, then body(rec, proc, port, stats_file) measures into
+    rec; stop it. Returns the record (label, config, the server's command,
+    whatever body added), or one with "error" (and the server's log's
+    tail) where the server did not start or body raised."""
     port = free_port()
-    tmpdir = tempfile.mkdtemp(prefix="cserve-probe-")
+    tmpdir = tempfile.mkdtemp(prefix=tmp_prefix)
     stats_file = os.path.join(tmpdir, "stats.json")
-    is_cserve = cfg["server"] == "cserve"
     cmd = command(cfg, port, stats_file)
     proc, log = start(cmd, os.path.join(tmpdir, "server.log"))
     rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "label": label, "config": cfg, "server_cmd": shlex.join(cmd), "machine": {"nproc": os.cpu_count()}}
-    children = not is_cserve or cfg.get("workers", 1) > 1  # a peer's app, or cserve's workers, in children
     try:
         if not wait_ready(proc, port):
             log.seek(0)
             rec["error"] = "server did not start: " + log.read()[-2000:]
             return rec
-        time.sleep(0.3)
-        total = warmup + duration + margin
-        wrk = wrk_cmd(cfg, port, total)
-        rec["wrk_cmd"] = shlex.join(wrk)
-        wp, rec["placement"], check = start_client(proc, cfg, wrk, children)
-        series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
-                                                       children, stats_file if is_cserve else None)
-        check()
-        rec["rss_kib"] = threadcpu.rss_kib(threadcpu.descendants(proc.pid))  # at the window's end, loaded
-        finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
+        body(rec, proc, port, stats_file)
     except Exception as e:  # record the failure, keep sweeping
         rec["error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -115,6 +139,26 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
             rec["server_log_tail"] = tail
         shutil.rmtree(tmpdir, ignore_errors=True)
     return rec
+
+
+def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
+    """One run: the record (run.py's shape), or one with "error"."""
+    is_cserve = cfg["server"] == "cserve"
+    # a peer's app, cserve's workers, or the clients under beside_cmd's shell, in children
+    children = not is_cserve or cfg.get("workers", 1) > 1 or bool(cfg.get("beside"))
+
+    def body(rec, proc, port, stats_file):
+        time.sleep(0.3)
+        total = warmup + duration + margin
+        wrk = wrk_cmd(cfg, port, total)
+        rec["wrk_cmd"] = shlex.join(wrk)
+        wp, rec["placement"], check = start_client(proc, cfg, wrk, children)
+        series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
+                                                       children, stats_file if is_cserve else None)
+        check()
+        rec["rss_kib"] = threadcpu.rss_kib(threadcpu.descendants(proc.pid))  # at the window's end, loaded
+        finish_window(rec, wp, total + 30, series, stats_file if is_cserve else None, mtime)
+    return with_server(cfg, label, body)
 
 
 def run_metrics(rec):
@@ -182,12 +226,11 @@ def _med(xs):
     return stats.median([x for x in xs if x is not None])
 
 
-def summarise(records, extra=None):
-    """label -> row: medians over the clean runs (all runs, marked, where none
-    was clean) of the rate, the stages' utilisation, the client's cores,
-    steal, foreign and idle cores, the loop's and the pool's µs per request;
-    the majority regime over those runs, and the other stages that saturated.
-    extra(rec) -> {name: number}: more per-run figures, their medians added."""
+def runs_used(records):
+    """label -> (the row's head, the runs its medians take): the head holds
+    the label, the configuration, the runs, the failed ones, the disturbed
+    ones, how many are used and whether all were disturbed; the runs used
+    are the clean ones, or all that did not fail where none was clean."""
     groups = {}
     for r in records:
         groups.setdefault(r["label"], []).append(r)
@@ -196,10 +239,21 @@ def summarise(records, extra=None):
         ok = [r for r in rs if "error" not in r]
         clean = [r for r in ok if not r.get("disturbed")]
         use = clean or ok
+        out[lab] = ({"label": lab, "config": rs[0]["config"], "runs": len(rs), "errors": len(rs) - len(ok),
+                     "used": len(use), "disturbed_runs": sum(1 for r in ok if r.get("disturbed")),
+                     "all_disturbed": bool(ok) and not clean}, use)
+    return out
+
+
+def summarise(records, extra=None):
+    """label -> row: medians over the clean runs (all runs, marked, where none
+    was clean) of the rate, the stages' utilisation, the client's cores,
+    steal, foreign and idle cores, the loop's and the pool's µs per request;
+    the majority regime over those runs, and the other stages that saturated.
+    extra(rec) -> {name: number}: more per-run figures, their medians added."""
+    out = {}
+    for lab, (row, use) in runs_used(records).items():
         ms = [run_metrics(r) for r in use]
-        row = {"label": lab, "config": rs[0]["config"], "runs": len(rs), "errors": len(rs) - len(ok),
-               "used": len(use), "disturbed_runs": sum(1 for r in ok if r.get("disturbed")),
-               "all_disturbed": bool(ok) and not clean}
         for k in ("rps", "rps_wrk", "loop_util", "pool_util", "client_util", "client_cores", "cores", "steal",
                   "foreign", "idle", "c_loop", "c_pool", "c_client", "loop_wait_us", "p50_us", "p99_us",
                   "sock_err", "in_flight_share", "loop_on_cpu", "loop_run_delay", "pool_run_delay",

@@ -22,8 +22,9 @@ WRK_DIR = os.path.join(ROOT, "experiments", "wrk")
 PIPELOAD = os.environ.get("CSERVE_PIPELOAD", os.path.join(ROOT, "build", "pipeload"))  # loadgen/pipeload.c (make all)
 
 # app name -> (--chdir, module:callable, URL path); cpuN (N µs on this
-# interpreter), cpunN (N iterations: the same work on every interpreter) and
-# gil-sleepN are parametric.
+# interpreter), cpunN (N iterations: the same work on every interpreter),
+# gil-sleepN and mix-MODEFAST-SLOW-PCT (apps/mix.py: PCT % of the requests
+# cost SLOW µs, the rest FAST; MODE sleep or cpu) are parametric.
 APPS = {
     "hello": (None, None, "/"),
     "flask": ("apps", "flask_hello:application", "/"),
@@ -40,6 +41,9 @@ def app_spec(app):
     m = re.fullmatch(r"cpun(\d+)", app)
     if m:
         return ("apps", "cpu:application", f"/?n={m.group(1)}")
+    m = re.fullmatch(r"mix-(sleep|cpu)(\d+)-(\d+)-(\d+(?:\.\d+)?)", app)
+    if m:
+        return ("apps", "mix:application", f"/?mode={m.group(1)}&fast={m.group(2)}&slow={m.group(3)}&pct={m.group(4)}")
     m = re.fullmatch(r"gil-(sleep|hash)(\d+)", app)
     if m:
         return ("apps", "gil_release:application", f"/?us={m.group(2)}&mode={m.group(1)}")
@@ -139,7 +143,7 @@ def unavailable(run):
         return f"{s} is not installed for {py} (make deps)"
     if s == "uwsgi" and not shutil.which("uwsgi"):
         return "no uwsgi (scripts/setup-experiments.sh)"
-    if run.get("client") == "pipeload" and not os.access(PIPELOAD, os.X_OK):
+    if (run.get("client") == "pipeload" or run.get("beside")) and not os.access(PIPELOAD, os.X_OK):
         return f"no {os.path.relpath(PIPELOAD, ROOT)} (make all)"
     if run.get("placement") not in (None, "shared"):
         try:

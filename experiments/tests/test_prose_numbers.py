@@ -108,7 +108,12 @@ REMAKE = {"paper": "make experiments", "bench": "make bench", "bench-replica": "
           "freethreaded": "python3 -m experiments.freethreaded", "test-time": "scripts/time-make-test.sh",
           "metrics-overhead": "python3 -m experiments.metrics_overhead",
           "production": "python3 -m experiments.production",
-          "auto-threads": "python3 -m experiments.auto_threads", "pylink": "python3 -m experiments.pylink"}
+          "auto-threads": "python3 -m experiments.auto_threads", "pylink": "python3 -m experiments.pylink",
+          "dispatch": "python3 -m experiments.dispatch --baseline REV"}
+# Blocks whose first record is still to be made: their writer says so in
+# the block (and test_generated_blocks_are_written_from_their_records
+# checks that text). A block leaves this set with its first record.
+AWAITED = {"dispatch"}
 
 
 def test_every_generated_block_has_a_writer_a_record_and_a_home():
@@ -117,7 +122,11 @@ def test_every_generated_block_has_a_writer_a_record_and_a_home():
     for block, b in generated.BLOCKS.items():
         assert callable(getattr(importlib.import_module(b.module), "readme_body", None)), \
             f"{block}: {b.module} has no readme_body(record, doc)"
-        assert os.path.exists(generated.record(block)), f"{block}'s record {b.record} missing: {REMAKE[block]}"
+        if block in AWAITED:
+            assert not os.path.exists(generated.record(block)), \
+                f"{block}'s record {b.record} exists: take {block} out of AWAITED"
+        else:
+            assert os.path.exists(generated.record(block)), f"{block}'s record {b.record} missing: {REMAKE[block]}"
         for p in b.docs:
             assert os.path.exists(os.path.join(ROOT, p)), f"{block}'s document {p} is missing"
 
