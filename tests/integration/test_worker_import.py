@@ -48,7 +48,8 @@ def _serving_worker(sup, exclude):
 
 def _start(tmp_path, mode):
     env = dict(os.environ, GATE_DIR=str(tmp_path), GATE_MODE=mode)
-    return start_server("--workers", "2", app=APP, env=env)
+    # Worker 1 is not to serve yet: wait for the listener, not for both workers.
+    return start_server("--workers", "2", app=APP, env=env, wait=False).wait_ready()
 
 
 def test_a_worker_that_still_imports_leaves_its_connections_to_the_one_that_serves(tmp_path):
