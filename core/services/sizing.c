@@ -1,14 +1,19 @@
 /* sizing.c — see sizing.h. What it costs the loop: once a pass a clock
  * comparison and a look at the active threads' queue counts (one load
- * each, from an array the loop writes); once a window
- * (a second) each pool thread's CPU clock and run delay (/proc), and
- * /proc/stat, as the live verdict reads them. */
+ * each, from an array the loop writes); while requests wait for a busy
+ * pool, at the start and the end of a burst's span (SIZING_BURST_MS, one
+ * at a time, and none after a span that did not grow the pool until the
+ * window closes) two CPU clocks (the loop thread's, the process's) and
+ * the run delay of the threads taking requests (/proc); once a window (a
+ * second) each pool thread's CPU clock and run delay, and /proc/stat, as
+ * the live verdict reads them. */
 #include "sizing.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../lib/clock.h"
@@ -80,8 +85,9 @@ static void changed(const char *line)
     snprintf(metrics_sizing.last, sizeof metrics_sizing.last, "%s", line);
 }
 
-static void grow(struct sizing *z, struct loop *l, unsigned to, const struct verdict *v,
-                 const struct sizing_window *w)
+/* Start threads up to `to` and submit to them; why: what the step rests
+ * on, for the log line. */
+static void grow(struct sizing *z, struct loop *l, unsigned to, const char *why)
 {
     unsigned from = l->active;
     while (z->started < to) {
@@ -99,12 +105,22 @@ static void grow(struct sizing *z, struct loop *l, unsigned to, const struct ver
         return;
     for (unsigned i = from; i < to; i++) /* a new or a parked thread gets its idle time anew */
         z->last_used_ms[i] = l->now_ms;
+    /* What waits for room is submitted by the loop's next pass, which
+     * before_sleep makes come at once rather than at the next event. */
+    z->grew = true;
     char line[METRICS_SIZING_LINE * 2];
+    snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s", from, to, z->max, why);
+    changed(line);
+}
+
+static void grow_window(struct sizing *z, struct loop *l, unsigned to, const struct verdict *v,
+                        const struct sizing_window *w)
+{
+    char why[METRICS_SIZING_LINE * 2 - 64];
     /* Without a GIL the rule is not the verdict's regime (sizing_rule.c). */
     const char *rule = z->gil ? v->name : "requests wait for busy threads and cores are idle (no GIL)";
-    snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s, %.1f requests waiting on "
-             "average; %s", from, to, z->max, rule, w->waiting_mean, v->why);
-    changed(line);
+    snprintf(why, sizeof why, "%s, %.1f requests waiting on average; %s", rule, w->waiting_mean, v->why);
+    grow(z, l, to, why);
 }
 
 static void retire(struct loop *l, unsigned to)
@@ -138,11 +154,89 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
         log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
                   l->active, v.name, w.waiting_mean, v.why);
         if (to > l->active)
-            grow(z, l, to, &v, &w);
+            grow_window(z, l, to, &v, &w);
         else if ((to = sizing_needed(z->last_used_ms, l->active, now_ms, SIZING_IDLE_MS)) < l->active)
             retire(l, to);
     }
     window_open(z, now_ms);
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The run delay of the threads taking requests, together (false: unknown). */
+static bool active_ready_ns(const struct sizing *z, unsigned active, uint64_t *ns)
+{
+    const struct stats *s = z->stats;
+    *ns = 0;
+    for (unsigned i = 1; i <= active && i < s->nthreads; i++) {
+        uint64_t v;
+        if (!metrics_run_delay((int)getpid(), (int)s->threads[i].tid, &v))
+            return false;
+        *ns += v;
+    }
+    return true;
+}
+
+/* The burst's span starts (again) here: its time, CPU clocks, run delay. */
+static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsigned waiting)
+{
+    z->burst_open = true;
+    z->burst_from_ms = now_ms;
+    z->burst_from_ns = clock_ns();
+    z->burst_looks = 1;
+    z->burst_waiting = waiting;
+    z->burst_loop_cpu = (double)clock_thread_cpu_ns() / 1e9; /* the tick runs on the loop thread */
+    z->burst_proc_cpu = process_cpu_s();
+    z->burst_ready_ok = active_ready_ns(z, l->active, &z->burst_ready_ns);
+}
+
+/* A look at the end of a jiffy: the requests waiting the last pass left,
+ * which held until now. A span is judged once it is SIZING_BURST_MS long,
+ * on the requests waiting at its last look (a burst that arrives over a
+ * few passes counts whole); after a growth a new one may start, at the new
+ * size; after none (the threads were on the CPU, or waited for it) none
+ * does until the window closes, so a CPU-bound pool with requests always
+ * waiting costs two spans a second, not a hundred. */
+static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
+{
+    if (!z->last_waiting) {
+        z->burst_open = false;
+        return;
+    }
+    if (!z->burst_open)
+        return;
+    z->burst_looks++;
+    z->burst_waiting = z->last_waiting;
+    if (now_ms - z->burst_from_ms < SIZING_BURST_MS)
+        return;
+    z->burst_open = false;
+    double span = (double)(clock_ns() - z->burst_from_ns) / 1e9;
+    if (span <= 0)
+        return;
+    double loop = (double)clock_thread_cpu_ns() / 1e9 - z->burst_loop_cpu;
+    struct sizing_burst b = {.span_s = span, .looks = z->burst_looks, .waiting = z->burst_waiting,
+                             .loop_util = loop / span,
+                             .pool_util = (process_cpu_s() - z->burst_proc_cpu - loop) / span, .gil = z->gil};
+    uint64_t ready;
+    if (z->burst_ready_ok && active_ready_ns(z, l->active, &ready) && ready >= z->burst_ready_ns)
+        b.pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span;
+    unsigned to = l->stopping || l->refusing ? l->active : sizing_burst(&b, l->active, z->max);
+    if (to <= l->active) {
+        z->burst_held = true;
+        return;
+    }
+    char why[METRICS_SIZING_LINE];
+    snprintf(why, sizeof why, "a burst: %u requests waited for busy threads for %.0f ms, loop %.0f%% of a core, "
+             "pool %.0f%% and %.0f%% waiting for a CPU", b.waiting, span * 1000, 100 * b.loop_util,
+             100 * b.pool_util, 100 * b.pool_ready);
+    grow(z, l, to, why);
+    window_open(z, now_ms); /* the window measures the new count from here */
 }
 
 /* The stats show a thread once its registration is published: then
@@ -178,13 +272,36 @@ static void sizing_tick(void *ctx, struct loop *l)
         if (z->last_queued)
             z->queued_ms += dt;
         z->last_ms = now;
+        burst_look(z, l, now);
     }
     struct loop_snapshot snap;
     loop_snapshot(l, &snap);
     z->last_waiting = metrics_pool_waiting(&snap, &z->last_queued);
+    /* A span opens at most once per SIZING_BURST_MS: what a load that
+     * waits on and off costs is bounded. */
+    if (z->last_waiting && !z->burst_open && !z->burst_held && l->active < z->max && !l->stopping &&
+        !l->refusing && now - z->burst_from_ms >= SIZING_BURST_MS)
+        burst_open(z, l, now, z->last_waiting);
     take_registered(z);
     if (now - z->from_ms >= SIZING_WINDOW_MS)
         window_close(z, l, now);
+}
+
+/* A pass at once after a grow; while a span is open, one when it is due
+ * (the loop may have nothing else to wake it: its threads all busy). */
+static int sizing_before_sleep(void *ctx, struct loop *l, int timeout_ms)
+{
+    struct sizing *z = ctx;
+    if (z->grew) {
+        z->grew = false;
+        return 0;
+    }
+    if (!z->burst_open)
+        return timeout_ms;
+    uint64_t due = z->burst_from_ms + SIZING_BURST_MS;
+    /* At least a millisecond: the coarse clock may not have moved yet. */
+    int ms = due > l->now_ms ? (int)(due - l->now_ms) : 1;
+    return timeout_ms >= 0 && timeout_ms < ms ? timeout_ms : ms;
 }
 
 int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
@@ -197,7 +314,7 @@ int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const st
         errno = ENOMEM;
         return -1;
     }
-    z->hook = (struct loop_hook){.ctx = z, .tick = sizing_tick};
+    z->hook = (struct loop_hook){.ctx = z, .tick = sizing_tick, .before_sleep = sizing_before_sleep};
     return loop_hook_add(l, &z->hook);
 }
 

@@ -139,9 +139,10 @@ RETIRED = (r"blocking threads \d+ -> \d+ \(auto\): pool threads? \d+( to \d+)? "
 def test_grows_to_its_bound_while_requests_wait_and_retires_when_idle(server_factory, tmp_path):
     """auto:4. Requests wait on a gate with the GIL released, two per thread
     taking requests (each new thread gets its two: the chooser gives a
-    request to the least loaded): every window says threads-short, so the
-    pool steps 1 -> 2 -> 4, each step logged as threads-short with its
-    figures, and no further once at its bound, however long requests wait.
+    request to the least loaded): requests keep waiting for threads off the
+    CPU, so the pool steps from 1 to 2 and on to 4, each step logged as a
+    burst or as threads-short with its figures, and no further once at its
+    bound, however long requests wait.
     With the gate open and the requests done it retires back to one."""
     srv, mport = auto_server(server_factory, "--log-level", "debug", bound="auto:4")
     b = pool(mport)
@@ -172,17 +173,45 @@ def test_grows_to_its_bound_while_requests_wait_and_retires_when_idle(server_fac
     steps = changes(log)
     assert b["started"] == 4 and b["changes"] == len(steps), (b, steps)
     grows = [s for s in steps if "(auto, at most" in s]
-    assert [s.split(":")[0] for s in grows] == ["blocking threads 1 -> 2 (auto, at most 4)",
-                                               "blocking threads 2 -> 4 (auto, at most 4)"], steps
+    sizes = [tuple(int(n) for n in re.match(r"blocking threads (\d+) -> (\d+)", s).groups()) for s in grows]
+    assert sizes[0] == (1, 2) and sizes[-1][1] == 4, steps
+    assert all(a[1] == b[0] and b[0] < b[1] for a, b in zip(sizes, sizes[1:])), steps
     for s in grows:
-        assert ": threads-short, " in s and "requests waiting on average" in s, s
-        assert re.search(r"over \d+\.\d s: .*a request waiting for a busy pool \d+% of the time", s), s
+        # A burst's (the requests waited on every look, the threads off the
+        # CPU), or a window's, with the verdict's figures.
+        assert BURST.fullmatch(s) or (": threads-short, " in s and "requests waiting on average" in s and re.search(
+            r"over \d+\.\d s: .*a request waiting for a busy pool \d+% of the time", s)), s
     for s in steps:
         assert s in grows or re.fullmatch(RETIRED, s), s
     last = steps[-1]
     assert re.fullmatch(r"blocking threads \d+ -> 1 \(auto\): pool threads? 1( to \d+)? took no request for "
                         r"5 s; parked, kept for reuse", last), last
     assert b["last_change"] == last
+
+
+BURST = re.compile(r"blocking threads (\d+) -> (\d+) \(auto, at most \d+\): a burst: \d+ requests waited for busy "
+                   r"threads for \d+ ms, loop \d+% of a core, pool \d+% and \d+% waiting for a CPU")
+
+
+@NEEDS_GIL
+def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
+    """Eight requests that wait on a gate with the GIL released arrive at
+    once at an auto:8 pool of one thread: seven wait behind the first, on a
+    thread off the CPU, so the pool grows in one step to the eight they
+    need, a burst's, not a window's doubling (which would stop at two: the
+    requests queued on thread 0 stay there, and thread 1 takes nothing)."""
+    srv, mport = auto_server(server_factory, bound="auto:8")
+    gate = Gate(tmp_path / "gate")
+    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
+    try:
+        for s in conns:  # all connected first: the requests come within microseconds
+            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        wait_pool(mport, lambda b: b["active"] == 8, "a burst of eight gets eight threads")
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 8
+    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
+    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
 
 
 @pytest.mark.skipif(GIL_OFF, reason="a free-threaded build with the GIL off: a CPU-bound app rightly grows "
