@@ -405,7 +405,7 @@ def test_stats_show_auto(server_factory, tmp_path):
     assert [t["role"] for t in w["threads"]] == ["loop", "pool"]
 
 
-@pytest.mark.parametrize("value,line", [("auto", "auto:32"), ("auto:8", "auto:8"), ("auto:1", "auto:1"),
+@pytest.mark.parametrize("value,line", [("auto", "auto:64"), ("auto:8", "auto:8"), ("auto:1", "auto:1"),
                                         ("3", "3")])
 def test_check_config_shows_the_form(value, line):
     """--check-config (and the variable) print the form given: auto, its
@@ -421,6 +421,15 @@ def test_check_config_shows_the_form(value, line):
         assert p.returncode == 0, p.stderr
         source = "command line" if how == "option" else "environment: CSERVE_BLOCKING_THREADS"
         assert f"blocking-threads: {line} ({source})\n" in p.stdout, p.stdout
+
+
+def test_help_states_the_default_bound_and_its_cost():
+    """--help says auto's default MAX (64: an app waiting on I/O at 64
+    requests in flight) and what one thread costs."""
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=30).stdout
+    text = " ".join(out.split())
+    assert "up to MAX (default 64, at most 256); a thread costs its stack (RLIMIT_STACK, 8 MiB reserved, " \
+           "~100 KiB used)" in text, out
 
 
 @pytest.mark.parametrize("value", ["auto:0", "auto:", "auto:x", "autox", "auto:257", "auto:-1", "Auto"])
