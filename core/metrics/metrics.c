@@ -435,9 +435,10 @@ void metrics_window_mark(void)
 }
 
 void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
-                           unsigned pool_threads)
+                           unsigned pool_threads, unsigned auto_max)
 {
-    struct verdict_input in = {.window_s = window_s, .pool_threads = pool_threads, .machine_busy = -1};
+    struct verdict_input in = {.window_s = window_s, .pool_threads = pool_threads, .auto_max = auto_max,
+                               .machine_busy = -1};
     uint64_t ready;
     if (window_s > 0) {
         in.loop_util = loop_cpu_s / window_s;

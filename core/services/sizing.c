@@ -73,6 +73,7 @@ static void window_figures(struct sizing *z, struct loop *l, uint64_t now_ms, st
     in->waiting_frac = (double)z->waiting_ms / span;
     in->queued_frac = in->queued_max = (double)z->queued_ms / span;
     in->pool_threads = l->active;
+    in->auto_max = z->max;
     w->waiting_mean = (double)z->waiting_req_ms / span;
 }
 
@@ -153,6 +154,12 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
         unsigned to = sizing_grow(&w, l->active, z->max, &v);
         log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
                   l->active, v.name, w.waiting_mean, v.why);
+        /* At its most with the verdict saying threads-short: the advice
+         * (raise MAX) once, until the pool leaves that state. */
+        bool capped = l->active >= z->max && v.regime == REGIME_THREADS_SHORT;
+        if (capped && !z->capped_said)
+            log_warn("blocking threads auto: %s; %s", v.advice, v.why);
+        z->capped_said = capped;
         if (to > l->active)
             grow_window(z, l, to, &v, &w);
         else if ((to = sizing_needed(z->last_used_ms, l->active, now_ms, SIZING_IDLE_MS)) < l->active)

@@ -53,6 +53,7 @@ struct sizing {
     double burst_loop_cpu, burst_proc_cpu;
     uint64_t burst_ready_ns;
     bool burst_ready_ok;
+    bool capped_said;             /* the advice at its most is logged (until it leaves it) */
     bool grew;                    /* the pool grew in this pass: the next one comes at once */
     /* The window's starting points: CPU clocks, run delay, /proc/stat. */
     double loop_cpu, pool_cpu;

@@ -328,6 +328,29 @@ def test_a_pipeline_stays_on_one_thread_when_its_old_one_is_started_again(server
 
 
 @NEEDS_GIL
+def test_at_its_most_the_advice_names_auto_max(server_factory, tmp_path):
+    """auto:2 at its most, requests waiting on both threads (off the CPU,
+    on a gate): the verdict is threads-short, and its advice, in the log
+    once and in /stats.json, is to raise auto's MAX, naming the form, not
+    to add --blocking-threads."""
+    srv, mport, gate, held = grown_to_two(server_factory, tmp_path)
+    try:
+        held += [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]  # to thread 1, the least loaded
+        said = "warning: blocking threads auto: raise auto's MAX: --blocking-threads auto:4 (it is at its most, 2,"
+        assert wait_until(lambda: said in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+
+        def advice():
+            v = stats(mport).get("verdict", {})
+            return v.get("regime") == "threads-short" and v["advice"]
+        assert wait_until(advice, HANG_S), stats(mport).get("verdict")
+        assert advice().startswith("raise auto's MAX: --blocking-threads auto:4 "), advice()
+    finally:
+        gate.open()
+    assert statuses(held) == [200] * 4
+    assert srv.log_text().count("raise auto's MAX") == 1, srv.log_text()[-3000:]
+
+
+@NEEDS_GIL
 def test_a_reload_starts_again_at_one_and_grows(server_factory, tmp_path):
     """SIGHUP while the pool has grown (two requests waiting on a gate):
     the new worker starts with one thread and grows again on its own figures
