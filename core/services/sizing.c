@@ -166,6 +166,7 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
             retire(l, to);
     }
     window_open(z, now_ms);
+    z->burst_held = false; /* a new window: bursts are looked for again */
 }
 
 static double process_cpu_s(void)

@@ -214,6 +214,32 @@ def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
     assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
 
 
+@NEEDS_GIL
+def test_a_burst_after_a_cpu_bound_one_still_grows_at_once(server_factory, tmp_path):
+    """Three requests that hold the GIL (50 ms of CPU each) wait behind one
+    another: the burst's span finds the thread on the CPU and does not
+    grow, and holds the bursts back until the window closes. Once they are
+    answered, eight gated requests arriving at once still get their eight
+    threads in one burst step: the hold ends with its window."""
+    srv, mport = auto_server(server_factory, bound="auto:8")
+    spin = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(3)]
+    for s in spin:
+        s.sendall(b"GET /?spin=0.05 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert statuses(spin) == [200] * 3
+    assert pool(mport)["active"] == 1, pool(mport)
+    gate = Gate(tmp_path / "gate")
+    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
+    try:
+        for s in conns:
+            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        wait_pool(mport, lambda b: b["active"] == 8, "the gated burst gets eight threads")
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 8
+    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
+    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
+
+
 @pytest.mark.skipif(GIL_OFF, reason="a free-threaded build with the GIL off: a CPU-bound app rightly grows "
                                      "while cores are idle (tests/unit/test_sizing_rule.c covers that rule)")
 def test_stays_at_one_when_requests_hold_the_gil(server_factory):
