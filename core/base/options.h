@@ -45,6 +45,8 @@ struct options {
     unsigned workers;
     unsigned blocking_threads;  /* pool threads per worker; with threads_auto, the most */
     bool threads_auto;          /* --blocking-threads auto[:MAX]: from one, as the load needs */
+    unsigned threads_learned;   /* with threads_auto, a new worker's: the size the worker it
+                                 * replaces had learned, which it starts with (0: one) */
     const struct handoff_ops *handoff;
     long spin_iters;          /* -1 = backend default */
     long spin_ns;             /* > 0: spin budget in time */

@@ -20,6 +20,7 @@
 #include "../base/log.h"
 #include "../base/stats.h"
 #include "../metrics/metrics.h"
+#include "replacement.h"
 #include "sizing_rule.h"
 
 /* The window's starting points: every figure is a difference from them. */
@@ -77,6 +78,13 @@ static void window_figures(struct sizing *z, struct loop *l, uint64_t now_ms, st
     w->waiting_mean = (double)z->waiting_req_ms / span;
 }
 
+/* Tell the owner the size: a successor starts with it. */
+static void tell(const struct sizing *z, unsigned active)
+{
+    if (z->owner && z->owner->sized)
+        z->owner->sized(z->owner->ctx, active);
+}
+
 /* Publish a change: the log line, and the dashboard's copy. */
 static void changed(const char *line)
 {
@@ -109,6 +117,7 @@ static void grow(struct sizing *z, struct loop *l, unsigned to, const char *why)
     /* What waits for room is submitted by the loop's next pass, which
      * before_sleep makes come at once rather than at the next event. */
     z->grew = true;
+    tell(z, to);
     char line[METRICS_SIZING_LINE * 2];
     snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s", from, to, z->max, why);
     changed(line);
@@ -124,11 +133,12 @@ static void grow_window(struct sizing *z, struct loop *l, unsigned to, const str
     grow(z, l, to, why);
 }
 
-static void retire(struct loop *l, unsigned to)
+static void retire(struct sizing *z, struct loop *l, unsigned to)
 {
     unsigned from = l->active;
     if (loop_set_active(l, to) != 0)
         return; /* one of them still had a job: the next window looks again */
+    tell(z, to);
     char which[48], line[METRICS_SIZING_LINE];
     if (from - to == 1)
         snprintf(which, sizeof which, "pool thread %u", to);
@@ -163,10 +173,14 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
         if (to > l->active)
             grow_window(z, l, to, &v, &w);
         else if ((to = sizing_needed(z->last_used_ms, l->active, now_ms, SIZING_IDLE_MS)) < l->active)
-            retire(l, to);
+            retire(z, l, to);
     }
     window_open(z, now_ms);
     z->burst_held = false; /* a new window: bursts are looked for again */
+    /* Again each window, not only at a change: a supervisor that took
+     * over since (a lone worker's, once its successor serves) learns the
+     * size within a second. */
+    tell(z, l->active);
 }
 
 static double process_cpu_s(void)
@@ -264,6 +278,11 @@ static void sizing_tick(void *ctx, struct loop *l)
         z->opened = true;
         z->last_ms = now;
         window_open(z, now);
+        /* The threads it starts with (a predecessor's size) get their idle
+         * time from here, as added ones do. */
+        for (unsigned i = 0; i < l->active; i++)
+            z->last_used_ms[i] = now;
+        tell(z, l->active);
     }
     /* The queues change only in the loop's passes: what the last pass left
      * held until this one. Each tick of the coarse clock is credited to the

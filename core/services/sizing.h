@@ -14,6 +14,7 @@
 #include "../conn/loop.h"
 
 struct stats;
+struct worker_owner;
 
 /* What the service asks of the pool, which it cannot include (the server
  * fills it in: core/server/worker.c). Both on the loop thread. */
@@ -33,6 +34,7 @@ struct sizing {
     struct loop_hook hook;
     struct stats *stats;
     const struct pool_control *pool;
+    const struct worker_owner *owner; /* told each size (a successor starts with it); NULL: none */
     unsigned started;             /* threads started (retired ones stay started, parked) */
     unsigned max;                 /* the most it may start (lowered if a start fails) */
     bool gil;                     /* the interpreter has a GIL */

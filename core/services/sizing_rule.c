@@ -79,6 +79,15 @@ unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned ma
     return step_to(active, b->waiting, b->pool_util, b->gil, max);
 }
 
+unsigned sizing_first(unsigned learned, unsigned max)
+{
+    if (!max)
+        return 0;
+    if (!learned)
+        return 1;
+    return learned < max ? learned : max;
+}
+
 unsigned sizing_needed(const uint64_t *last_used_ms, unsigned active, uint64_t now_ms, uint64_t idle_ms)
 {
     unsigned need = 1;

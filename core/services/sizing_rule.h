@@ -48,6 +48,11 @@ struct sizing_burst {
  * waiting for one. */
 unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned max);
 
+/* The threads a worker starts with: the size the worker it replaces had
+ * learned (0: none, a first start), at least one, at most max (which a
+ * reload's options may have lowered); 0 when max is (no pool). */
+unsigned sizing_first(unsigned learned, unsigned max);
+
 /* How many threads the last idle_ms needed: one past the highest of the
  * `active` threads used within idle_ms of now (last_used_ms[i]: when thread
  * i last had a request), and at least one. The chooser gives each request

@@ -376,35 +376,93 @@ def test_at_its_most_the_advice_names_auto_max(server_factory, tmp_path):
     assert srv.log_text().count("raise auto's MAX") == 1, srv.log_text()[-3000:]
 
 
+STARTS_WITH = r"\[cserve (\d+)\] info: blocking threads auto: starting with (\d+), the size the worker it " \
+              r"replaces had learned"
+
+
+def busy_at_two(srv, mport, gate):
+    """An auto:2 worker at two threads, each with a gated request (so
+    neither is retired): two wait on thread 0 until it grows, the third goes
+    to thread 1. Returns the connections."""
+    conns = [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]
+    wait_pool(mport, lambda b: b["active"] == 2, "grows to two")
+    conns.append(send(srv.port, f"/?gate={gate.path}"))  # to thread 1, the least loaded
+    return conns
+
+
 @NEEDS_GIL
-def test_a_reload_starts_again_at_one_and_grows(server_factory, tmp_path):
-    """SIGHUP while the pool has grown (two requests waiting on a gate):
-    the new worker starts with one thread and grows again on its own figures
-    (two requests of its own waiting; its steps logged under its pid); the
-    old one drains once the gate opens and exits with every thread it
+def test_a_reload_starts_with_the_learned_size(server_factory, tmp_path):
+    """SIGHUP while an auto:2 pool has grown to two (gated requests on both
+    threads): the new worker starts with the two the old one had learned,
+    not one (it says so, and publishes two before any request of its own);
+    the old one drains once the gate opens and exits with every thread it
     started."""
-    srv, mport = auto_server(server_factory, "--graceful-timeout", "60")
+    srv, mport = auto_server(server_factory, "--graceful-timeout", "60", bound="auto:2")
     gate = Gate(tmp_path / "gate")
     conns = []
     try:
-        conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]
-        wait_pool(mport, lambda b: b["active"] > 1, "the first worker grows past one thread")
+        conns += busy_at_two(srv, mport, gate)
         old = stats(mport)["workers"][0]["pid"]
         srv.proc.send_signal(signal.SIGHUP)
         assert wait_until(lambda: stats(mport)["workers"][0]["pid"] != old, HANG_S), "no new worker"
         w = stats(mport)["workers"][0]
-        assert w["blocking_threads"]["active"] == 1, w
-        conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]
-        wait_pool(mport, lambda b: b["active"] > 1, "the new worker grows past one thread")
-        new = stats(mport)["workers"][0]["pid"]
-        assert new == w["pid"]
+        assert w["blocking_threads"]["active"] == 2 and w["blocking_threads"]["started"] == 2, w
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 3
+    assert (str(w["pid"]), "2") in re.findall(STARTS_WITH, srv.log_text()), srv.log_text()[-3000:]
+    # The old worker drained and joined every thread it had started.
+    assert wait_until(lambda: f"[cserve {old}] info: stopped" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+
+
+@NEEDS_GIL
+def test_a_recycled_worker_starts_with_the_learned_size(server_factory, tmp_path):
+    """--max-requests: the worker that replaces one recycled at an auto:2
+    pool of two starts with two (one worker alone: it starts its successor
+    itself, and hands the size over in the successor's environment)."""
+    srv, mport = auto_server(server_factory, "--max-requests", "4", "--max-requests-jitter", "0",
+                             bound="auto:2")
+    gate = Gate(tmp_path / "gate")
+    try:
+        conns = busy_at_two(srv, mport, gate)
+        conns.append(send(srv.port, "/"))  # the fourth: once the four are served, it is recycled
+        old = stats(mport)["workers"][0]["pid"]
     finally:
         gate.open()
     assert statuses(conns) == [200] * 4
-    firsts = set(re.findall(r"\[cserve (\d+)\] info: blocking threads 1 -> 2 \(auto", srv.log_text()))
-    assert {str(old), str(new)} <= firsts, srv.log_text()[-3000:]
-    # The old worker drained and joined every thread it had started.
-    assert wait_until(lambda: f"[cserve {old}] info: stopped" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+    assert wait_until(lambda: re.findall(STARTS_WITH, srv.log_text()), HANG_S), srv.log_text()[-3000:]
+    [(pid, n)] = re.findall(STARTS_WITH, srv.log_text())
+    assert n == "2" and pid != str(old), srv.log_text()[-3000:]
+
+
+@NEEDS_GIL
+def test_a_supervisor_hands_each_slot_its_learned_size(server_factory, tmp_path):
+    """--workers 2: each worker tells the supervisor the size it learned;
+    SIGHUP's new worker for each slot starts with it. Gated requests grow
+    every worker to two (another round then keeps both threads busy);
+    after the reload each new worker says it starts with two."""
+    srv, mport = auto_server(server_factory, "--workers", "2", "--graceful-timeout", "60", bound="auto:2")
+    gate = Gate(tmp_path / "gate")
+    conns = []
+
+    def sizes():
+        return [w["blocking_threads"]["active"] for w in stats(mport)["workers"]]
+    try:
+        deadline = time.monotonic() + HANG_S
+        while sizes() != [2, 2]:  # the kernel spreads connections between the workers: send until both grew
+            assert time.monotonic() < deadline, sizes()
+            conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(4)]
+            time.sleep(0.2)
+        conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(8)]  # thread 1 of each, in all likelihood
+        olds = {w["pid"] for w in stats(mport)["workers"]}
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: not olds & {w["pid"] for w in stats(mport)["workers"]}, HANG_S), "no new workers"
+        news = {str(w["pid"]) for w in stats(mport)["workers"]}
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * len(conns)
+    started = dict(re.findall(STARTS_WITH, srv.log_text()))
+    assert {p: started.get(p) for p in news} == {p: "2" for p in news}, srv.log_text()[-3000:]
 
 
 @NEEDS_GIL

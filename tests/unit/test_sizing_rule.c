@@ -117,6 +117,13 @@ int main(void)
     c.pool_util = 2.4;
     CHECK(sizing_burst(&c, 4, 64) == 4, "no GIL: four threads on the CPU: the window decides");
 
+    /* The threads a new worker starts with: its predecessor's size, within
+     * its own bound. */
+    CHECK(sizing_first(0, 64) == 1, "a first start: one");
+    CHECK(sizing_first(12, 64) == 12, "the learned size");
+    CHECK(sizing_first(100, 64) == 64, "no more than its MAX (a reload may lower it)");
+    CHECK(sizing_first(5, 0) == 0, "no pool");
+
     /* The threads the last idle window needed. */
     const uint64_t now = 100000, idle = SIZING_IDLE_MS;
     uint64_t used[6] = {now, now - 100, now - idle - 1, now - idle + 1, now - 3 * idle, 0};
