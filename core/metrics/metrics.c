@@ -392,6 +392,12 @@ bool metrics_proc_stat(uint64_t *busy, uint64_t *total)
 
 bool metrics_run_delay(int pid, int tid, uint64_t *ns)
 {
+    uint64_t run;
+    return metrics_schedstat(pid, tid, &run, ns);
+}
+
+bool metrics_schedstat(int pid, int tid, uint64_t *run_ns, uint64_t *wait_ns)
+{
     char path[64], buf[128];
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -405,7 +411,8 @@ bool metrics_run_delay(int pid, int tid, uint64_t *ns)
     buf[n] = '\0';
     if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
         return false;
-    *ns = wait;
+    *run_ns = run;
+    *wait_ns = wait;
     return true;
 }
 

@@ -3,8 +3,8 @@
  * each, from an array the loop writes); while requests wait for a busy
  * pool, at the start and the end of a burst's span (SIZING_BURST_MS, one
  * at a time, and none after a span that did not grow the pool until the
- * window closes) two CPU clocks (the loop thread's, the process's) and
- * the run delay of the threads taking requests (/proc); once a window (a
+ * window closes) the loop thread's CPU clock and the schedstat of the
+ * threads taking requests (/proc: time on the CPU, run delay); once a window (a
  * second) each pool thread's CPU clock and run delay, and /proc/stat, as
  * the live verdict reads them. */
 #include "sizing.h"
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../lib/clock.h"
@@ -183,24 +182,19 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
     tell(z, l->active);
 }
 
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* The run delay of the threads taking requests, together (false: unknown). */
-static bool active_ready_ns(const struct sizing *z, unsigned active, uint64_t *ns)
+/* The threads taking requests: their time on the CPU and their run delay,
+ * together (false: unknown). Their own, from schedstat, not the process's
+ * clock: the metrics' server rendering a page is not the pool's. */
+static bool active_sched_ns(const struct sizing *z, unsigned active, uint64_t *run, uint64_t *ready)
 {
     const struct stats *s = z->stats;
-    *ns = 0;
+    *run = *ready = 0;
     for (unsigned i = 1; i <= active && i < s->nthreads; i++) {
-        uint64_t v;
-        if (!metrics_run_delay((int)getpid(), (int)s->threads[i].tid, &v))
+        uint64_t r, w;
+        if (!metrics_schedstat((int)getpid(), (int)s->threads[i].tid, &r, &w))
             return false;
-        *ns += v;
+        *run += r;
+        *ready += w;
     }
     return true;
 }
@@ -214,8 +208,7 @@ static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsign
     z->burst_looks = 1;
     z->burst_waiting = waiting;
     z->burst_loop_cpu = (double)clock_thread_cpu_ns() / 1e9; /* the tick runs on the loop thread */
-    z->burst_proc_cpu = process_cpu_s();
-    z->burst_ready_ok = active_ready_ns(z, l->active, &z->burst_ready_ns);
+    z->burst_ok = active_sched_ns(z, l->active, &z->burst_run_ns, &z->burst_ready_ns);
 }
 
 /* A look at the end of a jiffy: the requests waiting the last pass left,
@@ -241,15 +234,21 @@ static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
     double span = (double)(clock_ns() - z->burst_from_ns) / 1e9;
     if (span <= 0)
         return;
-    double loop = (double)clock_thread_cpu_ns() / 1e9 - z->burst_loop_cpu;
+    /* The threads' figures unknown (a thread not yet in the stats, /proc
+     * unreadable): the window decides. */
+    uint64_t run, ready;
+    if (!z->burst_ok || !active_sched_ns(z, l->active, &run, &ready) || run < z->burst_run_ns ||
+        ready < z->burst_ready_ns)
+        return;
     struct sizing_burst b = {.span_s = span, .looks = z->burst_looks, .waiting = z->burst_waiting,
-                             .loop_util = loop / span,
-                             .pool_util = (process_cpu_s() - z->burst_proc_cpu - loop) / span, .gil = z->gil};
-    uint64_t ready;
-    if (z->burst_ready_ok && active_ready_ns(z, l->active, &ready) && ready >= z->burst_ready_ns)
-        b.pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span;
+                             .loop_util = ((double)clock_thread_cpu_ns() / 1e9 - z->burst_loop_cpu) / span,
+                             .pool_util = (double)(run - z->burst_run_ns) / 1e9 / span,
+                             .pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span, .gil = z->gil};
     unsigned to = l->stopping || l->refusing ? l->active : sizing_burst(&b, l->active, z->max);
     if (to <= l->active) {
+        log_debug("blocking threads auto: %u taking requests, %u waited for them for %.0f ms, loop %.0f%% of a "
+                  "core, pool %.0f%% and %.0f%% waiting for a CPU: not a burst's (until the window closes)",
+                  l->active, b.waiting, span * 1000, 100 * b.loop_util, 100 * b.pool_util, 100 * b.pool_ready);
         z->burst_held = true;
         return;
     }

@@ -46,15 +46,15 @@ struct sizing {
     bool last_queued;             /* ... every thread had a queue */
     uint64_t waiting_ms, waiting_req_ms, queued_ms;
     /* The burst's span (sizing_rule.h): open while every look saw requests
-     * waiting; its start's CPU clocks (the loop's, the process's) and the
-     * run delay of the threads taking requests. */
+     * waiting; at its start the loop thread's CPU clock and the threads
+     * taking requests' time on the CPU and run delay (schedstat). */
     bool burst_open;
     bool burst_held;              /* a span found the threads on the CPU: none until the window closes */
     uint64_t burst_from_ms, burst_from_ns;
     unsigned burst_looks, burst_waiting;
-    double burst_loop_cpu, burst_proc_cpu;
-    uint64_t burst_ready_ns;
-    bool burst_ready_ok;
+    double burst_loop_cpu;
+    uint64_t burst_run_ns, burst_ready_ns;
+    bool burst_ok;                /* the threads' figures were read at its start */
     bool capped_said;             /* the advice at its most is logged (until it leaves it) */
     bool grew;                    /* the pool grew in this pass: the next one comes at once */
     /* The window's starting points: CPU clocks, run delay, /proc/stat. */

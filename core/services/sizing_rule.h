@@ -36,8 +36,7 @@ struct sizing_burst {
     unsigned looks;    /* the looks in it, each with requests waiting */
     unsigned waiting;  /* requests waiting at the last of them */
     double loop_util;  /* the loop thread's CPU / span */
-    double pool_util;  /* the process's other threads' CPU together / span: the pool's, and what
-                        * else runs (the app's own threads, the metrics' server) */
+    double pool_util;  /* the threads taking requests: their time on the CPU together / span */
     double pool_ready; /* the threads taking requests: their run delay together / span */
     bool gil;          /* the interpreter has a GIL */
 };

@@ -218,15 +218,19 @@ def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
 def test_a_burst_after_a_cpu_bound_one_still_grows_at_once(server_factory, tmp_path):
     """Three requests that hold the GIL (50 ms of CPU each) wait behind one
     another: the burst's span finds the thread on the CPU and does not
-    grow, and holds the bursts back until the window closes. Once they are
-    answered, eight gated requests arriving at once still get their eight
-    threads in one burst step: the hold ends with its window."""
-    srv, mport = auto_server(server_factory, bound="auto:8")
+    grow, and holds the bursts back until the window closes (both logged at
+    debug). Once that window has closed, eight gated requests arriving at
+    once still get their eight threads in one burst step: the hold ends
+    with its window."""
+    srv, mport = auto_server(server_factory, "--log-level", "debug", bound="auto:8")
     spin = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(3)]
     for s in spin:
         s.sendall(b"GET /?spin=0.05 HTTP/1.1\r\nHost: t\r\n\r\n")
     assert statuses(spin) == [200] * 3
     assert pool(mport)["active"] == 1, pool(mport)
+    held = re.compile(r"blocking threads auto: 1 taking requests, \d+ waited for them .*: not a burst's "
+                      r"\(until the window closes\)\n(.*\n)*.*blocking threads auto: 1 taking requests: ")
+    assert wait_until(lambda: held.search(srv.log_text()), HANG_S), srv.log_text()[-3000:]
     gate = Gate(tmp_path / "gate")
     conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
     try:
