@@ -11,9 +11,9 @@ interleaved rounds:
        connections: one thread holds the GIL flat out, and more only take
        turns at it
 
-at --blocking-threads 1, 2, 4, 8, 16, 32 and auto (at most 32). The
-warm-up (full: 10 s) is longer than auto takes to settle (one step a
-second, at most doubling: 1 to 32 in six), and each run starts a fresh
+at --blocking-threads 1, 2, 4, 8, 16, 32 and auto (at most its default).
+The warm-up (full: 10 s) is longer than auto takes to settle (a burst's
+step within a few milliseconds, a window's each second), and each run starts a fresh
 server, so auto's window is measured where it settled, and the thread
 count it settled on is recorded (the worker's own, from --stats-json at
 the window's end).

@@ -16,8 +16,14 @@
  * write while the app runs on its thread); past it the response is cut. */
 #define INLINE_MAX_RESPONSE (64u << 20)
 
-/* --blocking-threads auto without :MAX: the most pool threads it starts. */
-#define AUTO_THREADS_MAX_DEFAULT 32
+/* --blocking-threads auto without :MAX: the most pool threads it starts.
+ * Enough for an app that waits on I/O at 64 requests in flight; what each
+ * costs (docs/options.md): its stack, the default one (RLIMIT_STACK's soft
+ * limit, 8 MiB of address space, of which only the pages used are
+ * resident, about 100 KiB with its Python thread state), and with --handoff
+ * dgram four descriptors (eventfd one; ring, condvar none), opened at start
+ * for all of them. */
+#define AUTO_THREADS_MAX_DEFAULT 64
 
 struct handoff_ops;
 
@@ -39,6 +45,8 @@ struct options {
     unsigned workers;
     unsigned blocking_threads;  /* pool threads per worker; with threads_auto, the most */
     bool threads_auto;          /* --blocking-threads auto[:MAX]: from one, as the load needs */
+    unsigned threads_learned;   /* with threads_auto, a new worker's: the size the worker it
+                                 * replaces had learned, which it starts with (0: one) */
     const struct handoff_ops *handoff;
     long spin_iters;          /* -1 = backend default */
     long spin_ns;             /* > 0: spin budget in time */

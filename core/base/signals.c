@@ -25,7 +25,8 @@ static void on_signal(int sig, siginfo_t *si, void *ctx)
         signal(sig, SIG_DFL);
         raise(sig);
     } else {
-        struct server_signal m = {.signo = sig, .pid = si ? si->si_pid : 0};
+        struct server_signal m = {.signo = sig, .pid = si ? si->si_pid : 0,
+                                  .value = si && si->si_code == SI_QUEUE ? si->si_value.sival_int : 0};
         ssize_t n = write(pipe_wr, &m, sizeof m);
         (void)n;
     }
@@ -80,7 +81,7 @@ int signals_init(void)
      * worker gets them from its successor before it has become that
      * successor's supervisor, and their default action is to terminate. */
     const int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, WORKER_READY_SIGNAL,
-                        WORKER_RETIRE_SIGNAL, STATS_WRITTEN_SIGNAL, WORKER_RECYCLE_SIGNAL};
+                        WORKER_RETIRE_SIGNAL, STATS_WRITTEN_SIGNAL, WORKER_RECYCLE_SIGNAL, WORKER_SIZED_SIGNAL};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         if (handle(sigs[i]) != 0)
             return -1;

@@ -37,10 +37,15 @@
  * registered for it, writes every thread's stack without needing the GIL
  * (which the stuck thread may hold). Not one of the server's signals. */
 #define WATCHDOG_DUMP_SIGNAL (SIGRTMIN + 5)
+/* A worker tells its supervisor the size its --blocking-threads auto pool
+ * has learned (sigqueue: the value is the count), which the worker that
+ * replaces it starts with. */
+#define WORKER_SIZED_SIGNAL (SIGRTMIN + 6)
 
 struct server_signal {
     int signo;
     pid_t pid; /* the sender (si_pid) */
+    int value; /* what a sigqueue sent with it (si_value); 0 otherwise */
 };
 
 /* The process's signal pipe and the handlers of a worker's signals. Call

@@ -396,6 +396,12 @@ bool metrics_proc_stat(uint64_t *busy, uint64_t *total)
 
 bool metrics_run_delay(int pid, int tid, uint64_t *ns)
 {
+    uint64_t run;
+    return metrics_schedstat(pid, tid, &run, ns);
+}
+
+bool metrics_schedstat(int pid, int tid, uint64_t *run_ns, uint64_t *wait_ns)
+{
     char path[64], buf[128];
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -409,7 +415,8 @@ bool metrics_run_delay(int pid, int tid, uint64_t *ns)
     buf[n] = '\0';
     if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
         return false;
-    *ns = wait;
+    *run_ns = run;
+    *wait_ns = wait;
     return true;
 }
 
@@ -439,9 +446,10 @@ void metrics_window_mark(void)
 }
 
 void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
-                           unsigned pool_threads)
+                           unsigned pool_threads, unsigned auto_max)
 {
-    struct verdict_input in = {.window_s = window_s, .pool_threads = pool_threads, .machine_busy = -1};
+    struct verdict_input in = {.window_s = window_s, .pool_threads = pool_threads, .auto_max = auto_max,
+                               .machine_busy = -1};
     uint64_t ready;
     if (window_s > 0) {
         in.loop_util = loop_cpu_s / window_s;

@@ -122,6 +122,8 @@ int metrics_report(struct stats *s, const struct loop_snapshot *ls, FILE *table,
 /* A thread's time runnable but not running (ns): the second figure of
  * /proc/PID/task/TID/schedstat, readable from another process. */
 bool metrics_run_delay(int pid, int tid, uint64_t *ns);
+/* The same file's time on the CPU and run delay, nanoseconds. */
+bool metrics_schedstat(int pid, int tid, uint64_t *run_ns, uint64_t *wait_ns);
 /* /proc/stat's "cpu" line: all CPUs' busy and total jiffies. */
 bool metrics_proc_stat(uint64_t *busy, uint64_t *total);
 

@@ -20,6 +20,7 @@ struct wsample {
     double t, loop_cpu, pool_cpu;
     double pool_ready;  /* run delay of the pool threads together, seconds; < 0: unknown */
     uint64_t samples, queued, waiting, pool_threads;
+    uint64_t auto_max;  /* --blocking-threads auto's MAX; 0: a fixed count */
 };
 
 struct hsample {
@@ -96,6 +97,7 @@ static void take_sample(struct metrics_view *v)
         w->queued = d->samples_queued;
         w->waiting = d->samples_waiting;
         w->pool_threads = d->pool_threads;
+        w->auto_max = d->pool_auto ? d->pool_max : 0;
     }
     H.next = (H.next + 1) % HISTORY;
     if (H.count < HISTORY)
@@ -164,6 +166,7 @@ static void decide(struct metrics_view *v)
             if (b->pool_threads && (!in.pool_threads || q < in.queued_frac)) {
                 in.queued_frac = q;
                 in.pool_threads = (unsigned)b->pool_threads;
+                in.auto_max = (unsigned)b->auto_max;
             }
             if (b->pool_threads && (!seen_pool || wq < in.waiting_frac))
                 in.waiting_frac = wq;

@@ -86,7 +86,7 @@ void metrics_fill(struct stats *s, const struct loop_snapshot *ls, const struct 
                   struct metrics_data *d);
 /* metrics.c: the --stats table's verdict line, over its window. */
 void metrics_print_verdict(FILE *f, double window_s, double loop_cpu_s, double pool_cpu_s,
-                           unsigned pool_threads);
+                           unsigned pool_threads, unsigned auto_max);
 
 /* What the endpoints render: the latest read of every slot, and the
  * verdict over the last few seconds of samples. */

@@ -79,7 +79,8 @@ static void print_table(const struct stats *s, const struct metrics_data *d, FIL
             fprintf(f, "\n");
         }
     }
-    metrics_print_verdict(f, window, loop_cpu, pool_cpu, (unsigned)d->pool_threads);
+    metrics_print_verdict(f, window, loop_cpu, pool_cpu, (unsigned)d->pool_threads,
+                          d->pool_auto ? (unsigned)d->pool_max : 0);
 }
 
 /* The whole table in one write: with --workers the workers share stderr,

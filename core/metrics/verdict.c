@@ -78,7 +78,23 @@ void verdict_decide(const struct verdict_input *in, struct verdict *out)
         r = REGIME_NOT_LOADED;
     out->regime = r;
     out->name = names[r];
-    out->advice = advice[r];
+    snprintf(out->advice, sizeof out->advice, "%s", advice[r]);
+    /* With auto, more threads are its to start: below its MAX it does,
+     * at it only a higher MAX (or, at the most there is, more workers)
+     * gives more. */
+    if (r == REGIME_THREADS_SHORT && in->auto_max) {
+        unsigned more = in->auto_max * 2 < VERDICT_AUTO_MOST ? in->auto_max * 2 : VERDICT_AUTO_MOST;
+        if (in->pool_threads < in->auto_max)
+            snprintf(out->advice, sizeof out->advice, "none: --blocking-threads auto is adding threads "
+                     "(%u of at most %u)", in->pool_threads, in->auto_max);
+        else if (in->auto_max < VERDICT_AUTO_MOST)
+            snprintf(out->advice, sizeof out->advice, "raise auto's MAX: --blocking-threads auto:%u (it is at "
+                     "its most, %u, and requests wait for a thread while the threads wait on I/O with the GIL "
+                     "released)", more, in->auto_max);
+        else
+            snprintf(out->advice, sizeof out->advice, "add --workers: --blocking-threads auto is at the most "
+                     "it may have (%u) and requests still wait for a thread", in->auto_max);
+    }
     char busy[16] = "?";
     if (in->machine_busy >= 0)
         snprintf(busy, sizeof busy, "%.0f%%", 100.0 * in->machine_busy);

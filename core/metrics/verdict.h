@@ -36,6 +36,9 @@ enum regime {
  * never "not loaded", whatever the threads did meanwhile. */
 #define VERDICT_QUEUED_MOST 0.50
 
+/* The most --blocking-threads auto:MAX may ask for (the option's bound). */
+#define VERDICT_AUTO_MOST 256
+
 struct verdict_input {
     double window_s;     /* the window the figures cover */
     double loop_util;    /* loop thread CPU / window (the busiest worker's) */
@@ -52,12 +55,15 @@ struct verdict_input {
                           * delay) together / window: waiting for a CPU, not for I/O */
     double machine_busy; /* 1 - idle share of all CPUs (/proc/stat); < 0: unknown */
     unsigned pool_threads; /* per worker; 0: --inline or native-hello */
+    unsigned auto_max;   /* --blocking-threads auto: its MAX, which the pool grows to by
+                          * itself; 0: a fixed count */
 };
 
 struct verdict {
     enum regime regime;
     const char *name;    /* "loop-bound", ... (the label in /metrics) */
-    const char *advice;  /* one line */
+    char advice[200];    /* one line: the regime's (verdict_advice), or with auto, what
+                          * auto does or what its MAX should be */
     char why[256];       /* the figures it rests on */
 };
 

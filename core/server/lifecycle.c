@@ -74,7 +74,7 @@ void lifecycle_save_dir(void)
         saved_dir = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-pid_t spawn_exec(int listen_fd, unsigned index)
+pid_t spawn_exec(int listen_fd, unsigned index, unsigned threads)
 {
     if (!saved_argv) {
         errno = ENOMEM;
@@ -87,10 +87,10 @@ pid_t spawn_exec(int listen_fd, unsigned index)
     while (env[n])
         n++;
     char **envp = calloc(n + 2, sizeof *envp);
-    char var[64];
+    char var[80];
     int log_fd = access_log_fd();
     int metrics_fd = metrics_shm_fd(); /* --metrics-bind: the slots it publishes into */
-    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d:%d:%d", index, listen_fd, log_fd, metrics_fd);
+    snprintf(var, sizeof var, EXEC_WORKER_ENV "=%u:%d:%d:%d:%u", index, listen_fd, log_fd, metrics_fd, threads);
     if (!envp)
         return -1;
     size_t k = 0;
@@ -211,17 +211,18 @@ bool lifecycle_supervise_claim(struct handover *ho, struct inherited *in)
     return true;
 }
 
-bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd)
+bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd, unsigned *threads)
 {
     const char *v = getenv(EXEC_WORKER_ENV);
     if (!v)
         return false;
-    unsigned i;
+    unsigned i, t = 0;
     int fd, lfd, mfd = -1;
-    if (sscanf(v, "%u:%d:%d:%d", &i, &fd, &lfd, &mfd) < 3 || fd < 0) {
-        log_error("%s='%s' is not SLOT:FD:LOGFD[:METRICSFD]", EXEC_WORKER_ENV, v);
+    if (sscanf(v, "%u:%d:%d:%d:%u", &i, &fd, &lfd, &mfd, &t) < 3 || fd < 0) {
+        log_error("%s='%s' is not SLOT:FD:LOGFD[:METRICSFD[:THREADS]]", EXEC_WORKER_ENV, v);
         exit(2);
     }
+    *threads = t; /* bounded by the worker's own MAX (sizing_first) */
     if (mfd >= 0)
         metrics_shm_adopt(mfd);
     unsetenv(EXEC_WORKER_ENV);
@@ -287,7 +288,7 @@ void lifecycle_replace(struct lifecycle *lc, const char *why)
     }
     if (lc->keep_fd < 0)
         lc->keep_fd = fcntl(lc->listen_fd, F_DUPFD_CLOEXEC, 0);
-    lc->successor = lc->keep_fd < 0 ? -1 : spawn_exec(lc->keep_fd, 0);
+    lc->successor = lc->keep_fd < 0 ? -1 : spawn_exec(lc->keep_fd, 0, lc->threads);
     if (lc->successor < 0) {
         log_error("worker: %s, but cannot start a new worker: %s", why, strerror(errno));
         lc->successor = 0;
@@ -418,8 +419,18 @@ static bool owner_ready(void *lc, pid_t from)
     return lifecycle_ready(lc, from);
 }
 
+/* Kept for a successor this process starts (one worker alone), and told
+ * to the supervisor, which starts the others (WORKER_SIZED_SIGNAL). */
+static void owner_sized(void *ctx, unsigned threads)
+{
+    struct lifecycle *lc = ctx;
+    lc->threads = threads;
+    if (lc->supervisor > 0 && getppid() == lc->supervisor)
+        sigqueue(lc->supervisor, WORKER_SIZED_SIGNAL, (union sigval){.sival_int = (int)threads});
+}
+
 struct worker_owner lifecycle_owner(struct lifecycle *lc)
 {
     return (struct worker_owner){.ctx = lc, .tick = owner_tick, .replace = owner_replace, .reload = owner_reload,
-                               .reload_later = owner_reload_later, .ready = owner_ready};
+                               .reload_later = owner_reload_later, .ready = owner_ready, .sized = owner_sized};
 }

@@ -26,14 +26,16 @@ void lifecycle_save_argv(int argc, char **argv);
 void lifecycle_save_dir(void);
 
 /* Fork and exec cserve as worker `index` of a supervisor, serving on
- * listen_fd (which the new process inherits). The child never outlives the
- * caller's thread (PR_SET_PDEATHSIG). Returns its pid, or -1. */
-pid_t spawn_exec(int listen_fd, unsigned index);
+ * listen_fd (which the new process inherits); threads: the pool size it
+ * starts with under --blocking-threads auto (the one it replaces had
+ * learned; 0: one). The child never outlives the caller's thread
+ * (PR_SET_PDEATHSIG). Returns its pid, or -1. */
+pid_t spawn_exec(int listen_fd, unsigned index, unsigned threads);
 
-/* In an exec'd worker: its slot, listener and access log (-1: none) from
- * the environment (the variable removed, so the app's children do not see
- * it). */
-bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd);
+/* In an exec'd worker: its slot, listener, access log (-1: none) and the
+ * pool size to start with (0: none given) from the environment (the
+ * variable removed, so the app's children do not see it). */
+bool exec_worker_claim(unsigned *index, int *listen_fd, int *log_fd, unsigned *threads);
 
 /* What a server exec'd in place by lifecycle_exec_supervisor finds in its
  * environment. */
@@ -78,6 +80,8 @@ struct lifecycle {
     uint64_t retry_at_ms;    /* not before then: after a failure, or to ask a supervisor again */
     uint64_t backoff_ms;     /* the next wait after a failure (doubles, to a minute) */
     pid_t successor;         /* one worker alone: the fresh worker starting */
+    unsigned threads;        /* --blocking-threads auto: the pool's size now, the successor's
+                              * to start with (0: not told) */
 };
 
 void lifecycle_init(struct lifecycle *lc, const struct options *opt, pid_t supervisor, int listen_fd,

@@ -140,15 +140,16 @@ int main(int argc, char **argv)
      * bridge each get a pointer to this one policy. */
     static struct forwarded_policy forwarded;
     /* First: it takes its variable out of environ, which proctitle_init copies. */
-    unsigned exec_index;
+    unsigned exec_index, exec_threads = 0;
     int exec_fd, exec_log_fd;
-    bool exec_worker = exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd);
+    bool exec_worker = exec_worker_claim(&exec_index, &exec_fd, &exec_log_fd, &exec_threads);
     struct handover handed;
     struct inherited inherited;
     bool supervise = !exec_worker && lifecycle_supervise_claim(&handed, &inherited);
     lifecycle_save_argv(argc, argv);
     argv = proctitle_init(argc, argv); /* options keep pointers into these strings */
     options_parse(&opt, argc, argv);
+    opt.threads_learned = exec_threads;
     if (!exec_worker && !supervise) /* the server's first process says it, not each worker again */
         options_check_environment();
     char why[160];

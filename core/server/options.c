@@ -138,7 +138,8 @@ static void usage(FILE *out)
 "                             loop and pool; N > 1 adds a supervisor (default 1)\n"
 "      --blocking-threads N   Python pool threads per worker (default 1); auto[:MAX]: start\n"
 "                             with one and add or retire threads as the measured load\n"
-"                             needs, up to MAX (default 32)\n"
+"                             needs, up to MAX (default 64, at most 256); a thread costs\n"
+"                             its stack (RLIMIT_STACK, 8 MiB reserved, ~100 KiB used)\n"
 "      --handoff NAME         how requests cross from the loop to the pool (default ring):\n");
     for (const struct handoff_ops *const *b = handoff_backends; *b; b++)
         fprintf(out, "                               %-8s %s\n", (*b)->name, (*b)->summary);

@@ -101,6 +101,8 @@ struct slot {
     double respawn_at;     /* a crash loop's pause or a failing import's backoff: its worker starts then (clock_s; 0: none waits) */
     bool stats_owed;       /* SIGUSR1 forwarded: its stats part not written yet */
     bool served;           /* one of its workers has said it accepts */
+    unsigned threads;      /* --blocking-threads auto: the size its worker learned
+                            * (WORKER_SIZED_SIGNAL), which the next one starts with */
 };
 
 static void part_path(char *out, size_t cap, const char *path, unsigned i)
@@ -111,7 +113,7 @@ static void part_path(char *out, size_t cap, const char *path, unsigned i)
 static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, const char *app_name)
 {
     if (slots[i].exec) {
-        pid_t pid = spawn_exec(slots[i].listen_fd, i);
+        pid_t pid = spawn_exec(slots[i].listen_fd, i, slots[i].threads);
         if (pid < 0)
             log_error("cannot start worker %u: %s", i, strerror(errno));
         return pid;
@@ -140,7 +142,9 @@ static pid_t spawn(const struct options *opt, struct slot *slots, unsigned i, co
         char stats_path[4200];
         if (opt->stats_json)
             part_path(stats_path, sizeof stats_path, opt->stats_json, i);
-        exit(worker_run(opt, slots[i].listen_fd, i, opt->stats_json ? stats_path : NULL, true,
+        struct options own = *opt; /* the slot's learned size, its own */
+        own.threads_learned = slots[i].threads;
+        exit(worker_run(&own, slots[i].listen_fd, i, opt->stats_json ? stats_path : NULL, true,
                         app_name, NULL));
     }
     if (python)
@@ -657,6 +661,13 @@ int supervisor_run(const struct options *opt, const char *app_name, const int *l
             if (opt->stats_json)
                 stats_asked(slots, n);
             forward(slots, n, SIGUSR1);
+        } else if (sig == WORKER_SIZED_SIGNAL) {
+            /* From the slot's worker or its replacement once it starts (a
+             * drained one no longer changes its size). */
+            for (unsigned i = 0; i < n; i++)
+                if (si.value > 0 && ((slots[i].pid > 0 && slots[i].pid == (pid_t)si.pid) ||
+                                     (slots[i].next > 0 && slots[i].next == (pid_t)si.pid)))
+                    slots[i].threads = (unsigned)si.value;
         } else if (sig == STATS_WRITTEN_SIGNAL) {
             stats_answered(opt, app_name, slots, n, (pid_t)si.pid);
         } else {

@@ -25,6 +25,7 @@
 #include "../python/interp.h"
 #include "../python/pool.h"
 #include "../services/services.h"
+#include "../services/sizing_rule.h"
 #include "proctitle.h"
 #include "../base/signals.h"
 #include "../base/stats.h"
@@ -48,7 +49,11 @@ int worker_run(const struct options *opt, int listen_fd, unsigned index, const c
     bool python = !opt->native_hello;
     bool pooled = python && !opt->inline_app;
     unsigned nthreads = pooled ? opt->blocking_threads : 0; /* with auto, the most */
-    unsigned first = opt->threads_auto && nthreads ? 1 : nthreads; /* the threads it starts with */
+    /* The threads it starts with: with auto, the size its predecessor had
+     * learned (one at a first start). */
+    unsigned first = opt->threads_auto ? sizing_first(opt->threads_learned, nthreads) : nthreads;
+    if (first > 1 && opt->threads_auto)
+        log_info("blocking threads auto: starting with %u, the size the worker it replaces had learned", first);
 
     struct stats *stats = calloc(1, sizeof *stats);
     struct loop *loop = calloc_lines(1, sizeof *loop);

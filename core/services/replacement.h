@@ -30,6 +30,9 @@ struct worker_owner {
     /* WORKER_READY_SIGNAL from `from`: true when it is this worker's
      * successor, which now serves */
     bool (*ready)(void *ctx, pid_t from);
+    /* --blocking-threads auto: the pool now has `threads` taking requests,
+     * the size a successor starts with */
+    void (*sized)(void *ctx, unsigned threads);
 };
 
 struct replacement {

@@ -37,6 +37,7 @@ int services_start(struct services *s, struct loop *l, const struct services_con
             return -1;
         }
         s->sizing_on = true;
+        s->sizing.owner = cfg->owner;
     }
     if (opt->reload) {
         if (devreload_start(&s->reload, l, cfg->reload_dirs, cfg->supervisor, cfg->owner) == 0)

@@ -1,8 +1,12 @@
 /* sizing.c — see sizing.h. What it costs the loop: once a pass a clock
  * comparison and a look at the active threads' queue counts (one load
- * each, from an array the loop writes); once a window
- * (a second) each pool thread's CPU clock and run delay (/proc), and
- * /proc/stat, as the live verdict reads them. */
+ * each, from an array the loop writes); while requests wait for a busy
+ * pool, at the start and the end of a burst's span (SIZING_BURST_MS, one
+ * at a time, and none after a span that did not grow the pool until the
+ * window closes) the loop thread's CPU clock and the schedstat of the
+ * threads taking requests (/proc: time on the CPU, run delay); once a window (a
+ * second) each pool thread's CPU clock and run delay, and /proc/stat, as
+ * the live verdict reads them. */
 #include "sizing.h"
 
 #include <errno.h>
@@ -15,6 +19,7 @@
 #include "../base/log.h"
 #include "../base/stats.h"
 #include "../metrics/metrics.h"
+#include "replacement.h"
 #include "sizing_rule.h"
 
 /* The window's starting points: every figure is a difference from them. */
@@ -68,7 +73,15 @@ static void window_figures(struct sizing *z, struct loop *l, uint64_t now_ms, st
     in->waiting_frac = (double)z->waiting_ms / span;
     in->queued_frac = in->queued_max = (double)z->queued_ms / span;
     in->pool_threads = dispatch_active(&l->disp);
+    in->auto_max = z->max;
     w->waiting_mean = (double)z->waiting_req_ms / span;
+}
+
+/* Tell the owner the size: a successor starts with it. */
+static void tell(const struct sizing *z, unsigned active)
+{
+    if (z->owner && z->owner->sized)
+        z->owner->sized(z->owner->ctx, active);
 }
 
 /* Publish a change: the log line, and the dashboard's copy. */
@@ -80,8 +93,9 @@ static void changed(const char *line)
     snprintf(metrics_sizing.last, sizeof metrics_sizing.last, "%s", line);
 }
 
-static void grow(struct sizing *z, struct loop *l, unsigned to, const struct verdict *v,
-                 const struct sizing_window *w)
+/* Start threads up to `to` and submit to them; why: what the step rests
+ * on, for the log line. */
+static void grow(struct sizing *z, struct loop *l, unsigned to, const char *why)
 {
     unsigned from = dispatch_active(&l->disp);
     while (z->started < to) {
@@ -99,19 +113,31 @@ static void grow(struct sizing *z, struct loop *l, unsigned to, const struct ver
         return;
     for (unsigned i = from; i < to; i++) /* a new or a parked thread gets its idle time anew */
         z->last_used_ms[i] = l->now_ms;
+    /* What waits for room is submitted by the loop's next pass, which
+     * before_sleep makes come at once rather than at the next event. */
+    z->grew = true;
+    tell(z, to);
     char line[METRICS_SIZING_LINE * 2];
-    /* Without a GIL the rule is not the verdict's regime (sizing_rule.c). */
-    const char *rule = z->gil ? v->name : "requests wait for busy threads and cores are idle (no GIL)";
-    snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s, %.1f requests waiting on "
-             "average; %s", from, to, z->max, rule, w->waiting_mean, v->why);
+    snprintf(line, sizeof line, "blocking threads %u -> %u (auto, at most %u): %s", from, to, z->max, why);
     changed(line);
 }
 
-static void retire(struct loop *l, unsigned to)
+static void grow_window(struct sizing *z, struct loop *l, unsigned to, const struct verdict *v,
+                        const struct sizing_window *w)
+{
+    char why[METRICS_SIZING_LINE * 2 - 64];
+    /* Without a GIL the rule is not the verdict's regime (sizing_rule.c). */
+    const char *rule = z->gil ? v->name : "requests wait for busy threads and cores are idle (no GIL)";
+    snprintf(why, sizeof why, "%s, %.1f requests waiting on average; %s", rule, w->waiting_mean, v->why);
+    grow(z, l, to, why);
+}
+
+static void retire(struct sizing *z, struct loop *l, unsigned to)
 {
     unsigned from = dispatch_active(&l->disp);
     if (loop_set_active(l, to) != 0)
         return; /* one of them still had a job: the next window looks again */
+    tell(z, to);
     char which[48], line[METRICS_SIZING_LINE];
     if (from - to == 1)
         snprintf(which, sizeof which, "pool thread %u", to);
@@ -142,14 +168,102 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
         unsigned to = sizing_grow(&w, dispatch_active(&l->disp), z->max, &v);
         log_debug("blocking threads auto: %u taking requests: %s, %.1f requests waiting on average; %s",
                   dispatch_active(&l->disp), v.name, w.waiting_mean, v.why);
+        /* At its most with the verdict saying threads-short: the advice
+         * (raise MAX) once, until the pool leaves that state. */
+        bool capped = dispatch_active(&l->disp) >= z->max && v.regime == REGIME_THREADS_SHORT;
+        if (capped && !z->capped_said)
+            log_warn("blocking threads auto: %s; %s", v.advice, v.why);
+        z->capped_said = capped;
         if (to > dispatch_active(&l->disp))
-            grow(z, l, to, &v, &w);
+            grow_window(z, l, to, &v, &w);
         else if (!l->stopping &&
-                 (to = sizing_needed(z->last_used_ms, dispatch_active(&l->disp), now_ms, SIZING_IDLE_MS)) <
-                     dispatch_active(&l->disp))
-            retire(l, to);
+                 (to = sizing_needed(z->last_used_ms, dispatch_active(&l->disp), now_ms, SIZING_IDLE_MS)) < dispatch_active(&l->disp))
+            retire(z, l, to);
     }
     window_open(z, now_ms);
+    z->burst_held = false; /* a new window: bursts are looked for again */
+    /* Again each window, not only at a change: a supervisor that took
+     * over since (a lone worker's, once its successor serves) learns the
+     * size within a second. */
+    tell(z, dispatch_active(&l->disp));
+}
+
+/* The threads taking requests: their time on the CPU and their run delay,
+ * together (false: unknown). Their own, from schedstat, not the process's
+ * clock: the metrics' server rendering a page is not the pool's. */
+static bool active_sched_ns(const struct sizing *z, unsigned active, uint64_t *run, uint64_t *ready)
+{
+    const struct stats *s = z->stats;
+    *run = *ready = 0;
+    for (unsigned i = 1; i <= active && i < s->nthreads; i++) {
+        uint64_t r, w;
+        if (!metrics_schedstat((int)getpid(), (int)s->threads[i].tid, &r, &w))
+            return false;
+        *run += r;
+        *ready += w;
+    }
+    return true;
+}
+
+/* The burst's span starts (again) here: its time, CPU clocks, run delay. */
+static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsigned waiting)
+{
+    z->burst_open = true;
+    z->burst_from_ms = now_ms;
+    z->burst_from_ns = clock_ns();
+    z->burst_looks = 1;
+    z->burst_waiting = waiting;
+    z->burst_loop_cpu = (double)clock_thread_cpu_ns() / 1e9; /* the tick runs on the loop thread */
+    z->burst_ok = active_sched_ns(z, dispatch_active(&l->disp), &z->burst_run_ns, &z->burst_ready_ns);
+}
+
+/* A look at the end of a jiffy: the requests waiting the last pass left,
+ * which held until now. A span is judged once it is SIZING_BURST_MS long,
+ * on the requests waiting at its last look (a burst that arrives over a
+ * few passes counts whole); after a growth a new one may start, at the new
+ * size; after none (the threads were on the CPU, or waited for it) none
+ * does until the window closes, so a CPU-bound pool with requests always
+ * waiting costs two spans a second, not a hundred. */
+static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
+{
+    if (!z->last_waiting) {
+        z->burst_open = false;
+        return;
+    }
+    if (!z->burst_open)
+        return;
+    z->burst_looks++;
+    z->burst_waiting = z->last_waiting;
+    if (now_ms - z->burst_from_ms < SIZING_BURST_MS)
+        return;
+    z->burst_open = false;
+    double span = (double)(clock_ns() - z->burst_from_ns) / 1e9;
+    if (span <= 0)
+        return;
+    /* The threads' figures unknown (a thread not yet in the stats, /proc
+     * unreadable): the window decides. */
+    uint64_t run, ready;
+    if (!z->burst_ok || !active_sched_ns(z, dispatch_active(&l->disp), &run, &ready) || run < z->burst_run_ns ||
+        ready < z->burst_ready_ns)
+        return;
+    struct sizing_burst b = {.span_s = span, .looks = z->burst_looks, .waiting = z->burst_waiting,
+                             .loop_util = ((double)clock_thread_cpu_ns() / 1e9 - z->burst_loop_cpu) / span,
+                             .pool_util = (double)(run - z->burst_run_ns) / 1e9 / span,
+                             .pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span, .gil = z->gil};
+    unsigned to = l->refusing ? dispatch_active(&l->disp) : sizing_burst(&b, dispatch_active(&l->disp), z->max);
+    if (to <= dispatch_active(&l->disp)) {
+        log_debug("blocking threads auto: %u taking requests, %u waited for them for %.0f ms, loop %.0f%% of a "
+                  "core, pool %.0f%% and %.0f%% waiting for a CPU: not a burst's (until the window closes)",
+                  dispatch_active(&l->disp), b.waiting, span * 1000, 100 * b.loop_util, 100 * b.pool_util, 100 * b.pool_ready);
+        z->burst_held = true;
+        return;
+    }
+    char why[METRICS_SIZING_LINE];
+    snprintf(why, sizeof why, "a burst: %u requests waited for busy threads for %.0f ms, loop %.0f%% of a core, "
+             "pool %.0f%% and %.0f%% waiting for a CPU", b.waiting, span * 1000, 100 * b.loop_util,
+             100 * b.pool_util, 100 * b.pool_ready);
+    grow(z, l, to, why);
+    window_open(z, now_ms); /* the window measures the new count from here */
 }
 
 /* The stats show a thread once its registration is published: then
@@ -169,6 +283,11 @@ static void sizing_tick(void *ctx, struct loop *l)
         z->opened = true;
         z->last_ms = now;
         window_open(z, now);
+        /* The threads it starts with (a predecessor's size) get their idle
+         * time from here, as added ones do. */
+        for (unsigned i = 0; i < dispatch_active(&l->disp); i++)
+            z->last_used_ms[i] = now;
+        tell(z, dispatch_active(&l->disp));
     }
     /* The queues change only in the loop's passes: what the last pass left
      * held until this one. Each tick of the coarse clock is credited to the
@@ -185,13 +304,36 @@ static void sizing_tick(void *ctx, struct loop *l)
         if (z->last_queued)
             z->queued_ms += dt;
         z->last_ms = now;
+        burst_look(z, l, now);
     }
     struct loop_snapshot snap;
     loop_snapshot(l, &snap);
     z->last_waiting = metrics_pool_waiting(&snap, &z->last_queued);
+    /* A span opens at most once per SIZING_BURST_MS: what a load that
+     * waits on and off costs is bounded. */
+    if (z->last_waiting && !z->burst_open && !z->burst_held && dispatch_active(&l->disp) < z->max && !l->stopping &&
+        !l->refusing && now - z->burst_from_ms >= SIZING_BURST_MS)
+        burst_open(z, l, now, z->last_waiting);
     take_registered(z);
     if (now - z->from_ms >= SIZING_WINDOW_MS)
         window_close(z, l, now);
+}
+
+/* A pass at once after a grow; while a span is open, one when it is due
+ * (the loop may have nothing else to wake it: its threads all busy). */
+static int sizing_before_sleep(void *ctx, struct loop *l, int timeout_ms)
+{
+    struct sizing *z = ctx;
+    if (z->grew) {
+        z->grew = false;
+        return 0;
+    }
+    if (!z->burst_open)
+        return timeout_ms;
+    uint64_t due = z->burst_from_ms + SIZING_BURST_MS;
+    /* At least a millisecond: the coarse clock may not have moved yet. */
+    int ms = due > l->now_ms ? (int)(due - l->now_ms) : 1;
+    return timeout_ms >= 0 && timeout_ms < ms ? timeout_ms : ms;
 }
 
 int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const struct pool_control *pool,
@@ -205,7 +347,7 @@ int sizing_start(struct sizing *z, struct loop *l, struct stats *stats, const st
         errno = ENOMEM;
         return -1;
     }
-    z->hook = (struct loop_hook){.ctx = z, .tick = sizing_tick};
+    z->hook = (struct loop_hook){.ctx = z, .tick = sizing_tick, .before_sleep = sizing_before_sleep};
     return loop_hook_add(l, &z->hook);
 }
 

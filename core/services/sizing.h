@@ -1,8 +1,10 @@
 /* sizing.h — --blocking-threads auto: the pool's size follows the load.
  * The worker starts one pool thread; this service, on the loop's tick,
- * measures a window of the worker's own figures (the verdict's), adds
- * threads while the verdict says threads-short, and retires the ones the
- * load has left idle (sizing_rule.c decides; the README says why). */
+ * grows the pool at once when requests keep waiting for busy threads that
+ * are off the CPU (a burst), measures a window of the worker's own figures
+ * (the verdict's), adds threads while the verdict says threads-short, and
+ * retires the ones the load has left idle (sizing_rule.c decides; the
+ * README says why). */
 #ifndef CSERVE_SIZING_H
 #define CSERVE_SIZING_H
 
@@ -12,6 +14,7 @@
 #include "../conn/loop.h"
 
 struct stats;
+struct worker_owner;
 
 /* What the service asks of the pool, which it cannot include (the server
  * fills it in: core/server/worker.c). Both on the loop thread. */
@@ -31,6 +34,7 @@ struct sizing {
     struct loop_hook hook;
     struct stats *stats;
     const struct pool_control *pool;
+    const struct worker_owner *owner; /* told each size (a successor starts with it); NULL: none */
     unsigned started;             /* threads started (retired ones stay started, parked) */
     unsigned max;                 /* the most it may start (lowered if a start fails) */
     bool gil;                     /* the interpreter has a GIL */
@@ -41,6 +45,18 @@ struct sizing {
     unsigned last_waiting;        /* at the last look: requests waiting for a busy pool */
     bool last_queued;             /* ... every thread had a queue */
     uint64_t waiting_ms, waiting_req_ms, queued_ms;
+    /* The burst's span (sizing_rule.h): open while every look saw requests
+     * waiting; at its start the loop thread's CPU clock and the threads
+     * taking requests' time on the CPU and run delay (schedstat). */
+    bool burst_open;
+    bool burst_held;              /* a span found the threads on the CPU: none until the window closes */
+    uint64_t burst_from_ms, burst_from_ns;
+    unsigned burst_looks, burst_waiting;
+    double burst_loop_cpu;
+    uint64_t burst_run_ns, burst_ready_ns;
+    bool burst_ok;                /* the threads' figures were read at its start */
+    bool capped_said;             /* the advice at its most is logged (until it leaves it) */
+    bool grew;                    /* the pool grew in this pass: the next one comes at once */
     /* The window's starting points: CPU clocks, run delay, /proc/stat. */
     double loop_cpu, pool_cpu;
     uint64_t ready_ns, busy, total;

@@ -10,8 +10,13 @@
 
 #include "../metrics/verdict.h"
 
-/* The window the figures cover, and so the fastest pace of change. */
+/* The window the verdict's figures cover. */
 #define SIZING_WINDOW_MS 1000
+/* A burst: requests that waited for a busy pool on every look (at least
+ * SIZING_BURST_LOOKS of them) for SIZING_BURST_MS grow the pool at once,
+ * without waiting for the window. */
+#define SIZING_BURST_MS 10
+#define SIZING_BURST_LOOKS 2
 /* A thread that took no request for this long is retired (parked). */
 #define SIZING_IDLE_MS 5000
 
@@ -24,6 +29,28 @@ struct sizing_window {
 /* How many threads should take requests after this window: `active` (no
  * change) or more, never past max. *v: the verdict the step rests on. */
 unsigned sizing_grow(const struct sizing_window *w, unsigned active, unsigned max, struct verdict *v);
+
+/* A span in which every look saw requests waiting for a busy pool. */
+struct sizing_burst {
+    double span_s;     /* from its first look to this one */
+    unsigned looks;    /* the looks in it, each with requests waiting */
+    unsigned waiting;  /* requests waiting at the last of them */
+    double loop_util;  /* the loop thread's CPU / span */
+    double pool_util;  /* the threads taking requests: their time on the CPU together / span */
+    double pool_ready; /* the threads taking requests: their run delay together / span */
+    bool gil;          /* the interpreter has a GIL */
+};
+
+/* How many threads should take requests now, before the window closes:
+ * `active` (no change), or active + waiting (within the GIL's headroom and
+ * max) when the span is long enough and its threads were off the CPU, not
+ * waiting for one. */
+unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned max);
+
+/* The threads a worker starts with: the size the worker it replaces had
+ * learned (0: none, a first start), at least one, at most max (which a
+ * reload's options may have lowered); 0 when max is (no pool). */
+unsigned sizing_first(unsigned learned, unsigned max);
 
 /* How many threads the last idle_ms needed: one past the highest of the
  * `active` threads used within idle_ms of now (last_used_ms[i]: when thread

@@ -147,9 +147,10 @@ RETIRED = (r"blocking threads \d+ -> \d+ \(auto\): pool threads? \d+( to \d+)? "
 def test_grows_to_its_bound_while_requests_wait_and_retires_when_idle(server_factory, tmp_path):
     """auto:4. Requests wait on a gate with the GIL released, two per thread
     taking requests (each new thread gets its two: the chooser gives a
-    request to the least loaded): every window says threads-short, so the
-    pool steps 1 -> 2 -> 4, each step logged as threads-short with its
-    figures, and no further once at its bound, however long requests wait.
+    request to the least loaded): requests keep waiting for threads off the
+    CPU, so the pool steps from 1 to 2 and on to 4, each step logged as a
+    burst or as threads-short with its figures, and no further once at its
+    bound, however long requests wait.
     With the gate open and the requests done it retires back to one."""
     srv, mport = auto_server(server_factory, "--log-level", "debug", bound="auto:4")
     b = pool(mport)
@@ -180,17 +181,75 @@ def test_grows_to_its_bound_while_requests_wait_and_retires_when_idle(server_fac
     steps = changes(log)
     assert b["started"] == 4 and b["changes"] == len(steps), (b, steps)
     grows = [s for s in steps if "(auto, at most" in s]
-    assert [s.split(":")[0] for s in grows] == ["blocking threads 1 -> 2 (auto, at most 4)",
-                                               "blocking threads 2 -> 4 (auto, at most 4)"], steps
+    sizes = [tuple(int(n) for n in re.match(r"blocking threads (\d+) -> (\d+)", s).groups()) for s in grows]
+    assert sizes[0] == (1, 2) and sizes[-1][1] == 4, steps
+    assert all(a[1] == b[0] and b[0] < b[1] for a, b in zip(sizes, sizes[1:])), steps
     for s in grows:
-        assert ": threads-short, " in s and "requests waiting on average" in s, s
-        assert re.search(r"over \d+\.\d s: .*a request waiting for a busy pool \d+% of the time", s), s
+        # A burst's (the requests waited on every look, the threads off the
+        # CPU), or a window's, with the verdict's figures.
+        assert BURST.fullmatch(s) or (": threads-short, " in s and "requests waiting on average" in s and re.search(
+            r"over \d+\.\d s: .*a request waiting for a busy pool \d+% of the time", s)), s
     for s in steps:
         assert s in grows or re.fullmatch(RETIRED, s), s
     last = steps[-1]
     assert re.fullmatch(r"blocking threads \d+ -> 1 \(auto\): pool threads? 1( to \d+)? took no request for "
                         r"5 s; parked, kept for reuse", last), last
     assert b["last_change"] == last
+
+
+BURST = re.compile(r"blocking threads (\d+) -> (\d+) \(auto, at most \d+\): a burst: \d+ requests waited for busy "
+                   r"threads for \d+ ms, loop \d+% of a core, pool \d+% and \d+% waiting for a CPU")
+
+
+@NEEDS_GIL
+def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
+    """Eight requests that wait on a gate with the GIL released arrive at
+    once at an auto:8 pool of one thread: seven wait behind the first, on a
+    thread off the CPU, so the pool grows in one step to the eight they
+    need, a burst's, not a window's doubling (which would stop at two: the
+    requests queued on thread 0 stay there, and thread 1 takes nothing)."""
+    srv, mport = auto_server(server_factory, bound="auto:8")
+    gate = Gate(tmp_path / "gate")
+    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
+    try:
+        for s in conns:  # all connected first: the requests come within microseconds
+            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        wait_pool(mport, lambda b: b["active"] == 8, "a burst of eight gets eight threads")
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 8
+    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
+    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
+
+
+@NEEDS_GIL
+def test_a_burst_after_a_cpu_bound_one_still_grows_at_once(server_factory, tmp_path):
+    """Three requests that hold the GIL (50 ms of CPU each) wait behind one
+    another: the burst's span finds the thread on the CPU and does not
+    grow, and holds the bursts back until the window closes (both logged at
+    debug). Once that window has closed, eight gated requests arriving at
+    once still get their eight threads in one burst step: the hold ends
+    with its window."""
+    srv, mport = auto_server(server_factory, "--log-level", "debug", bound="auto:8")
+    spin = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(3)]
+    for s in spin:
+        s.sendall(b"GET /?spin=0.05 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert statuses(spin) == [200] * 3
+    assert pool(mport)["active"] == 1, pool(mport)
+    held = re.compile(r"blocking threads auto: 1 taking requests, \d+ waited for them .*: not a burst's "
+                      r"\(until the window closes\)\n(.*\n)*.*blocking threads auto: 1 taking requests: ")
+    assert wait_until(lambda: held.search(srv.log_text()), HANG_S), srv.log_text()[-3000:]
+    gate = Gate(tmp_path / "gate")
+    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
+    try:
+        for s in conns:
+            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        wait_pool(mport, lambda b: b["active"] == 8, "the gated burst gets eight threads")
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 8
+    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
+    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
 
 
 @pytest.mark.skipif(GIL_OFF, reason="a free-threaded build with the GIL off: a CPU-bound app rightly grows "
@@ -307,34 +366,115 @@ def test_a_pipeline_stays_on_one_thread_when_its_old_one_is_started_again(server
 
 
 @NEEDS_GIL
-def test_a_reload_starts_again_at_one_and_grows(server_factory, tmp_path):
-    """SIGHUP while the pool has grown (two requests waiting on a gate):
-    the new worker starts with one thread and grows again on its own figures
-    (two requests of its own waiting; its steps logged under its pid); the
-    old one drains once the gate opens and exits with every thread it
+def test_at_its_most_the_advice_names_auto_max(server_factory, tmp_path):
+    """auto:2 at its most, requests waiting on both threads (off the CPU,
+    on a gate): the verdict is threads-short, and its advice, in the log
+    once and in /stats.json, is to raise auto's MAX, naming the form, not
+    to add --blocking-threads."""
+    srv, mport, gate, held = grown_to_two(server_factory, tmp_path)
+    try:
+        held += [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]  # to thread 1, the least loaded
+        said = "warning: blocking threads auto: raise auto's MAX: --blocking-threads auto:4 (it is at its most, 2,"
+        assert wait_until(lambda: said in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+
+        def advice():
+            v = stats(mport).get("verdict", {})
+            return v.get("regime") == "threads-short" and v["advice"]
+        assert wait_until(advice, HANG_S), stats(mport).get("verdict")
+        assert advice().startswith("raise auto's MAX: --blocking-threads auto:4 "), advice()
+    finally:
+        gate.open()
+    assert statuses(held) == [200] * 4
+    assert srv.log_text().count("raise auto's MAX") == 1, srv.log_text()[-3000:]
+
+
+STARTS_WITH = r"\[cserve (\d+)\] info: blocking threads auto: starting with (\d+), the size the worker it " \
+              r"replaces had learned"
+
+
+def busy_at_two(srv, mport, gate):
+    """An auto:2 worker at two threads, each with a gated request (so
+    neither is retired): two wait on thread 0 until it grows, the third goes
+    to thread 1. Returns the connections."""
+    conns = [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]
+    wait_pool(mport, lambda b: b["active"] == 2, "grows to two")
+    conns.append(send(srv.port, f"/?gate={gate.path}"))  # to thread 1, the least loaded
+    return conns
+
+
+@NEEDS_GIL
+def test_a_reload_starts_with_the_learned_size(server_factory, tmp_path):
+    """SIGHUP while an auto:2 pool has grown to two (gated requests on both
+    threads): the new worker starts with the two the old one had learned,
+    not one (it says so, and publishes two before any request of its own);
+    the old one drains once the gate opens and exits with every thread it
     started."""
-    srv, mport = auto_server(server_factory, "--graceful-timeout", "60")
+    srv, mport = auto_server(server_factory, "--graceful-timeout", "60", bound="auto:2")
     gate = Gate(tmp_path / "gate")
     conns = []
     try:
-        conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]
-        wait_pool(mport, lambda b: b["active"] > 1, "the first worker grows past one thread")
+        conns += busy_at_two(srv, mport, gate)
         old = stats(mport)["workers"][0]["pid"]
         srv.proc.send_signal(signal.SIGHUP)
         assert wait_until(lambda: stats(mport)["workers"][0]["pid"] != old, HANG_S), "no new worker"
         w = stats(mport)["workers"][0]
-        assert w["blocking_threads"]["active"] == 1, w
-        conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(2)]
-        wait_pool(mport, lambda b: b["active"] > 1, "the new worker grows past one thread")
-        new = stats(mport)["workers"][0]["pid"]
-        assert new == w["pid"]
+        assert w["blocking_threads"]["active"] == 2 and w["blocking_threads"]["started"] == 2, w
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 3
+    assert (str(w["pid"]), "2") in re.findall(STARTS_WITH, srv.log_text()), srv.log_text()[-3000:]
+    # The old worker drained and joined every thread it had started.
+    assert wait_until(lambda: f"[cserve {old}] info: stopped" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+
+
+@NEEDS_GIL
+def test_a_recycled_worker_starts_with_the_learned_size(server_factory, tmp_path):
+    """--max-requests: the worker that replaces one recycled at an auto:2
+    pool of two starts with two (one worker alone: it starts its successor
+    itself, and hands the size over in the successor's environment)."""
+    srv, mport = auto_server(server_factory, "--max-requests", "4", "--max-requests-jitter", "0",
+                             bound="auto:2")
+    gate = Gate(tmp_path / "gate")
+    try:
+        conns = busy_at_two(srv, mport, gate)
+        conns.append(send(srv.port, "/"))  # the fourth: once the four are served, it is recycled
+        old = stats(mport)["workers"][0]["pid"]
     finally:
         gate.open()
     assert statuses(conns) == [200] * 4
-    firsts = set(re.findall(r"\[cserve (\d+)\] info: blocking threads 1 -> 2 \(auto", srv.log_text()))
-    assert {str(old), str(new)} <= firsts, srv.log_text()[-3000:]
-    # The old worker drained and joined every thread it had started.
-    assert wait_until(lambda: f"[cserve {old}] info: stopped" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+    assert wait_until(lambda: re.findall(STARTS_WITH, srv.log_text()), HANG_S), srv.log_text()[-3000:]
+    [(pid, n)] = re.findall(STARTS_WITH, srv.log_text())
+    assert n == "2" and pid != str(old), srv.log_text()[-3000:]
+
+
+@NEEDS_GIL
+def test_a_supervisor_hands_each_slot_its_learned_size(server_factory, tmp_path):
+    """--workers 2: each worker tells the supervisor the size it learned;
+    SIGHUP's new worker for each slot starts with it. Gated requests grow
+    every worker to two (another round then keeps both threads busy);
+    after the reload each new worker says it starts with two."""
+    srv, mport = auto_server(server_factory, "--workers", "2", "--graceful-timeout", "60", bound="auto:2")
+    gate = Gate(tmp_path / "gate")
+    conns = []
+
+    def sizes():
+        return [w["blocking_threads"]["active"] for w in stats(mport)["workers"]]
+    try:
+        deadline = time.monotonic() + HANG_S
+        while sizes() != [2, 2]:  # the kernel spreads connections between the workers: send until both grew
+            assert time.monotonic() < deadline, sizes()
+            conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(4)]
+            time.sleep(0.2)
+        conns += [send(srv.port, f"/?gate={gate.path}") for _ in range(8)]  # thread 1 of each, in all likelihood
+        olds = {w["pid"] for w in stats(mport)["workers"]}
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: not olds & {w["pid"] for w in stats(mport)["workers"]}, HANG_S), "no new workers"
+        news = {str(w["pid"]) for w in stats(mport)["workers"]}
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * len(conns)
+    started = dict(re.findall(STARTS_WITH, srv.log_text()))
+    assert {p: started.get(p) for p in news} == {p: "2" for p in news}, srv.log_text()[-3000:]
 
 
 @NEEDS_GIL
@@ -413,7 +553,7 @@ def test_stats_show_auto(server_factory, tmp_path):
     assert [t["role"] for t in w["threads"]] == ["loop", "pool"]
 
 
-@pytest.mark.parametrize("value,line", [("auto", "auto:32"), ("auto:8", "auto:8"), ("auto:1", "auto:1"),
+@pytest.mark.parametrize("value,line", [("auto", "auto:64"), ("auto:8", "auto:8"), ("auto:1", "auto:1"),
                                         ("3", "3")])
 def test_check_config_shows_the_form(value, line):
     """--check-config (and the variable) print the form given: auto, its
@@ -429,6 +569,15 @@ def test_check_config_shows_the_form(value, line):
         assert p.returncode == 0, p.stderr
         source = "command line" if how == "option" else "environment: CSERVE_BLOCKING_THREADS"
         assert f"blocking-threads: {line} ({source})\n" in p.stdout, p.stdout
+
+
+def test_help_states_the_default_bound_and_its_cost():
+    """--help says auto's default MAX (64: an app waiting on I/O at 64
+    requests in flight) and what one thread costs."""
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=30).stdout
+    text = " ".join(out.split())
+    assert "up to MAX (default 64, at most 256); a thread costs its stack (RLIMIT_STACK, 8 MiB reserved, " \
+           "~100 KiB used)" in text, out
 
 
 @pytest.mark.parametrize("value", ["auto:0", "auto:", "auto:x", "autox", "auto:257", "auto:-1", "Auto"])

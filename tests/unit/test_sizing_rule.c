@@ -1,11 +1,13 @@
 /* test_sizing_rule.c — --blocking-threads auto's decisions
  * (core/services/sizing_rule.c): it grows only where the verdict says
  * threads-short, never while the GIL or the loop is saturated or the
- * threads wait for a CPU; by as many threads as requests waited, at most
- * doubling, never past the GIL's saturation by more than one nor past its
+ * threads wait for a CPU; to the threads plus the requests that waited, in
+ * one step, never past the GIL's saturation by more than one nor past its
  * bound; on a free-threaded build without the GIL, neither GIL time nor
  * threads on the CPU stop it while cores are idle, and threads waiting for
- * a CPU or a full machine do; and the threads the last idle window needed. */
+ * a CPU or a full machine do; a burst (requests waiting on every look for
+ * SIZING_BURST_MS, the threads off the CPU) grows it at once the same way,
+ * and nothing else does; and the threads the last idle window needed. */
 #include <string.h>
 
 #include "check.h"
@@ -35,11 +37,12 @@ static unsigned grow(struct sizing_window w, unsigned active, unsigned max)
 
 int main(void)
 {
-    /* Threads short: one at a time from one, then by the requests that
-     * waited, at most doubling. */
-    CHECK(grow(window(0.02, 0.01, 0, 1.0, 31, 1, true), 1, 32) == 2, "one thread, 31 waiting: two");
-    CHECK(grow(window(0.02, 0.04, 0, 1.0, 28, 4, true), 4, 32) == 8, "four, 28 waiting: doubles");
+    /* Threads short: to the threads plus the requests that waited, in one
+     * step. */
+    CHECK(grow(window(0.02, 0.01, 0, 1.0, 31, 1, true), 1, 32) == 32, "one thread, 31 waiting: 32");
+    CHECK(grow(window(0.02, 0.04, 0, 1.0, 28, 4, true), 4, 64) == 32, "four, 28 waiting: 32");
     CHECK(grow(window(0.02, 0.10, 0, 1.0, 14.5, 16, true), 16, 32) == 31, "sixteen, 14.5 waiting: 31");
+    CHECK(grow(window(0.02, 0.001, 0, 1.0, 1e12, 1, true), 1, 256) == 256, "a huge mean: the bound");
     CHECK(grow(window(0.02, 0.10, 0, 0.9, 0.8, 16, true), 16, 32) == 17, "under one waiting: one more");
     CHECK(grow(window(0.02, 0.10, 0, 1.0, 40, 16, true), 16, 24) == 24, "never past the bound");
     CHECK(grow(window(0.02, 0.10, 0, 1.0, 40, 24, true), 24, 24) == 24, "at the bound: stays");
@@ -57,14 +60,69 @@ int main(void)
     /* Free-threaded, the GIL off: four threads at 95 % of a core together,
      * and four at 2.4 cores (on the CPU 60 % each), with the machine 30 %
      * busy: idle cores, short of threads either way. */
-    CHECK(grow(window(0.05, 0.95, 0, 1.0, 28, 4, false), 4, 32) == 8, "no GIL: GIL time does not stop it");
-    CHECK(grow(window(0.05, 2.4, 0, 1.0, 28, 4, false), 4, 32) == 8, "no GIL: threads on the CPU, cores idle");
+    CHECK(grow(window(0.05, 0.95, 0, 1.0, 28, 4, false), 4, 32) == 32, "no GIL: GIL time does not stop it");
+    CHECK(grow(window(0.05, 2.4, 0, 1.0, 28, 4, false), 4, 32) == 32, "no GIL: threads on the CPU, cores idle");
     CHECK(grow(window(0.05, 0.8, 0.5, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: threads waiting for a CPU");
     CHECK(grow(window(0.95, 0.4, 0, 1.0, 28, 4, false), 4, 32) == 4, "no GIL: the loop saturated");
     CHECK(grow(window(0.05, 0.2, 0, 0.3, 28, 4, false), 4, 32) == 4, "no GIL: requests seldom wait");
     struct sizing_window full = window(0.05, 1.6, 0.2, 1.0, 28, 4, false);
     full.v.machine_busy = VERDICT_SATURATED;
     CHECK(grow(full, 4, 32) == 4, "no GIL: the machine full");
+
+    /* A burst: 39 requests waited on every look for SIZING_BURST_MS with
+     * the one thread off the CPU: 40 at once, within the bound. */
+    const double span = SIZING_BURST_MS / 1000.0;
+    struct sizing_burst b = {.span_s = span, .looks = 3, .waiting = 39, .loop_util = 0.05, .pool_util = 0.01,
+                             .gil = true};
+    CHECK(sizing_burst(&b, 1, 64) == 40, "a burst of 40 on one thread: 40");
+    CHECK(sizing_burst(&b, 1, 16) == 16, "within the bound");
+    CHECK(sizing_burst(&b, 16, 16) == 16, "at the bound: stays");
+    CHECK(sizing_burst(&b, 8, 64) == 47, "from eight: eight more than waited");
+    struct sizing_burst c = b;
+    c.span_s = span * 0.9;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "a span shorter than SIZING_BURST_MS");
+    c = b;
+    c.looks = SIZING_BURST_LOOKS - 1;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "one look");
+    c = b;
+    c.waiting = 0;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "nothing waiting");
+    c = b;
+    c.loop_util = VERDICT_SATURATED;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "the loop saturated");
+    c = b;
+    c.pool_util = 0.95;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "the thread on the CPU (the GIL held)");
+    c.pool_util = 0.6;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "the thread on the CPU more than half the span");
+    c.pool_util = 0.92;
+    CHECK(sizing_burst(&c, 4, 64) == 4, "four threads on the GIL 92%% of the span");
+    c.pool_util = 0.3;
+    CHECK(sizing_burst(&c, 1, 64) == 3, "30%% of the GIL: three reach 90%%");
+    c.pool_util = 0.45;
+    CHECK(sizing_burst(&c, 1, 64) == 2, "45%%: two");
+    c = b;
+    c.pool_ready = 0.6;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "the thread waiting for a CPU (runnable, not running)");
+    c.pool_ready = 0.15;
+    CHECK(sizing_burst(&c, 1, 64) == 1, "waiting for a CPU past VERDICT_READY");
+    c.pool_ready = 0.3;
+    CHECK(sizing_burst(&c, 4, 64) == 43, "four threads, 7.5%% of the span each waiting for a CPU");
+    c.pool_ready = -1;
+    CHECK(sizing_burst(&c, 1, 64) == 40, "the run delay unknown");
+    c = b;
+    c.gil = false;
+    c.pool_util = 1.2;
+    CHECK(sizing_burst(&c, 4, 64) == 43, "no GIL: four threads 30%% on the CPU each: no GIL cap");
+    c.pool_util = 2.4;
+    CHECK(sizing_burst(&c, 4, 64) == 4, "no GIL: four threads on the CPU: the window decides");
+
+    /* The threads a new worker starts with: its predecessor's size, within
+     * its own bound. */
+    CHECK(sizing_first(0, 64) == 1, "a first start: one");
+    CHECK(sizing_first(12, 64) == 12, "the learned size");
+    CHECK(sizing_first(100, 64) == 64, "no more than its MAX (a reload may lower it)");
+    CHECK(sizing_first(5, 0) == 0, "no pool");
 
     /* The threads the last idle window needed. */
     const uint64_t now = 100000, idle = SIZING_IDLE_MS;

@@ -18,7 +18,7 @@ static enum regime decide_ready(double loop, double pool, double ready, double q
                                .pool_threads = threads};
     struct verdict v;
     verdict_decide(&in, &v);
-    CHECK(v.name && v.advice && v.why[0], "every verdict names itself, advises and explains");
+    CHECK(v.name && v.advice[0] && v.why[0], "every verdict names itself, advises and explains");
     CHECK(strcmp(v.name, verdict_name(v.regime)) == 0, "name matches the regime");
     return v.regime;
 }
@@ -124,5 +124,31 @@ int main(void)
     CHECK(strstr(verdict_advice(REGIME_NOT_LOADED), "nothing to do") != NULL, "idle");
     CHECK(strstr(verdict_advice(REGIME_NOT_LOADED), "idle") == NULL, "not-loaded claims no idle CPU");
     CHECK(strcmp(verdict_name(REGIME_N), "unknown") == 0, "out of range");
+    /* With --blocking-threads auto, threads-short's advice is auto's: it
+     * adds threads below its MAX; at it, raise MAX (or, at the most there
+     * is, add workers). Other regimes keep theirs. */
+    struct verdict_input short_in = {.window_s = 1, .loop_util = 0.05, .pool_util = 0.05, .queued_frac = 1,
+                                     .queued_max = 1, .waiting_frac = 1, .machine_busy = 0.2, .pool_threads = 8};
+    struct verdict v;
+    verdict_decide(&short_in, &v);
+    CHECK(v.regime == REGIME_THREADS_SHORT && strcmp(v.advice, verdict_advice(REGIME_THREADS_SHORT)) == 0,
+          "a fixed count: add --blocking-threads");
+    short_in.auto_max = 64;
+    verdict_decide(&short_in, &v);
+    CHECK(strcmp(v.advice, "none: --blocking-threads auto is adding threads (8 of at most 64)") == 0, "%s", v.advice);
+    short_in.auto_max = 8;
+    verdict_decide(&short_in, &v);
+    CHECK(strncmp(v.advice, "raise auto's MAX: --blocking-threads auto:16 (it is at its most, 8,", 66) == 0, "%s",
+          v.advice);
+    short_in.auto_max = short_in.pool_threads = 200;
+    verdict_decide(&short_in, &v);
+    CHECK(strstr(v.advice, "--blocking-threads auto:256 ") != NULL, "doubled, within the bound: %s", v.advice);
+    short_in.auto_max = short_in.pool_threads = VERDICT_AUTO_MOST;
+    verdict_decide(&short_in, &v);
+    CHECK(strncmp(v.advice, "add --workers: --blocking-threads auto is at the most", 52) == 0, "%s", v.advice);
+    short_in.pool_util = 0.95;
+    verdict_decide(&short_in, &v);
+    CHECK(v.regime == REGIME_GIL_BOUND && strcmp(v.advice, verdict_advice(REGIME_GIL_BOUND)) == 0,
+          "gil-bound with auto: its own advice");
     return check_summary();
 }
