@@ -416,6 +416,8 @@ void conn_pipeline(struct conn *c)
     }
     const struct dispatch *d = &l->disp;
     unsigned w = runs ? runs->thread : cur->thread < dispatch_active(d) ? cur->thread : dispatch_pick(d);
+    if (w == DISPATCH_NONE) /* every thread at its depth: the next request takes the ordinary path */
+        return;
     /* Topped up in batches, once a quarter of the jobs are done, while
      * the pool thread still has the rest to run: it is neither woken for
      * each request nor left to run dry and park between batches. */

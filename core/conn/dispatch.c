@@ -58,6 +58,8 @@ unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, unsigned capacity
 
 bool dispatch_room(const struct dispatch *d, unsigned w)
 {
+    if (w >= d->active) /* being retired, or DISPATCH_NONE: nothing new goes there */
+        return false;
     const struct dispatch_thread *t = &d->t[w];
     if (!t->outstanding)
         return true;

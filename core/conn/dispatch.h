@@ -93,7 +93,8 @@ int dispatch_set_active(struct dispatch *d, unsigned n);
  * parked rather than each being woken in turn, as round-robin would.
  * DISPATCH_NONE when none has room: the request waits in the loop. */
 unsigned dispatch_pick(const struct dispatch *d);
-/* True when thread w may be given one more job now (below its depth). */
+/* True when thread w may be given one more job now: an active thread below
+ * its depth (false for one being retired, and for DISPATCH_NONE). */
 bool dispatch_room(const struct dispatch *d, unsigned w);
 /* Submit job to thread w (DISPATCH_NONE: HANDOFF_FULL): HANDOFF_OK (job->thread is w, counted as
  * outstanding), HANDOFF_FULL or HANDOFF_ERROR (nothing changed). */

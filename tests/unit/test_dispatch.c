@@ -108,6 +108,8 @@ static void dispatcher_cases(void)
     done(&d, 1);
     dispatch_settle(&d);
     CHECK(dispatch_set_active(&d, 1) == 0 && dispatch_active(&d) == 1, "retired thread 1");
+    CHECK(!dispatch_room(&d, 1) && !dispatch_room(&d, DISPATCH_NONE),
+          "a retired thread, or none, has no room (a pipeline there waits)");
     CHECK(dispatch_set_active(&d, 3) == -1 && dispatch_set_active(&d, 0) == -1, "out of range");
     CHECK(dispatch_set_active(&d, 2) == 0 && d.t[1].pace_ns == 0, "taken back: unmeasured");
     CHECK(submit(&d) == 1 && dispatch_set_active(&d, 1) == -1 && dispatch_active(&d) == 2,
