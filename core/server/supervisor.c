@@ -179,6 +179,10 @@ static bool other_serves(const struct slot *slots, unsigned n, unsigned i)
     return false;
 }
 
+/* A slot whose worker could not be started (fork or exec failed: out of
+ * processes or memory) is tried again this much later, not left vacant. */
+#define SPAWN_RETRY_S 1.0
+
 /* How long slot i waits before its next worker starts (0: at once). */
 static double respawn_delay(const struct slot *s)
 {
@@ -210,8 +214,8 @@ static bool respawn(const struct options *opt, struct slot *slots, unsigned n, u
     }
     if (delay > 0)
         s->respawn_at = clock_s() + delay;
-    else
-        start_slot(opt, slots, i, app_name);
+    else if (!start_slot(opt, slots, i, app_name))
+        s->respawn_at = clock_s() + SPAWN_RETRY_S; /* fork or exec failed (spawn logged it) */
     return paused;
 }
 
@@ -229,7 +233,11 @@ static int start_due(const struct options *opt, struct slot *slots, unsigned n, 
             s->respawn_at = 0;
         } else if (s->respawn_at <= now) {
             s->respawn_at = 0;
-            start_slot(opt, slots, i, app_name);
+            if (!start_slot(opt, slots, i, app_name)) {
+                s->respawn_at = now + SPAWN_RETRY_S; /* fork or exec failed (spawn logged it) */
+                if (!next || s->respawn_at < next)
+                    next = s->respawn_at;
+            }
         } else if (!next || s->respawn_at < next) {
             next = s->respawn_at;
         }
