@@ -11,7 +11,6 @@ grows for the requests it took before the stop; the watchdog watches a
 thread started later; the option's forms and the ones refused. How fast the
 pool grows under a live load, and what it then serves, is a benchmark's:
 tests/perf/test_perf_auto.py. The rule itself: tests/unit/test_sizing_rule.c."""
-import fcntl
 import json
 import os
 import re
@@ -24,6 +23,7 @@ import urllib.request
 import pytest
 
 from conftest import BIN, ROOT, free_port
+from gate import Gate, marks
 from httpclient import Reader
 from loadgen import wait_until
 from test_metrics import Load
@@ -76,21 +76,6 @@ def wait_pool(mport, check, what, timeout=HANG_S):
         time.sleep(0.1)
 
 
-class Gate:
-    """A file the app's ?gate= requests wait on (apps/auto_apps.py) while the
-    test holds its lock; open() lets every one of them through."""
-
-    def __init__(self, path):
-        self.path = str(path)
-        self.f = open(self.path, "wb")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-
-    def open(self):
-        if not self.f.closed:
-            fcntl.flock(self.f, fcntl.LOCK_UN)
-            self.f.close()
-
-
 def send(port, target):
     """A new connection with one request sent on it."""
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
@@ -105,14 +90,6 @@ def statuses(conns):
         out.append(Reader(s).read_response().status)
         s.close()
     return out
-
-
-def marks(path):
-    try:
-        with open(path) as f:
-            return f.read().count("start")
-    except FileNotFoundError:
-        return 0
 
 
 def grown_to_two(server_factory, tmp_path, *extra):

@@ -16,37 +16,14 @@ that arrive meanwhile are placed by the dispatcher alone.
 How much these bounds cost or save under load is a benchmark's
 (experiments/), not asserted here. The depth rule itself:
 tests/unit/test_dispatch.c."""
-import fcntl
 import socket
 
+from gate import Gate, marks
 from httpclient import Reader
 from loadgen import wait_until
 
 APP = "auto_apps:application"
 HANG_S = 30  # a deadline that only detects a hang
-
-
-class Gate:
-    """A file the app's ?gate= requests wait on (apps/auto_apps.py) while the
-    test holds its lock; open() lets every one of them through."""
-
-    def __init__(self, path):
-        self.path = str(path)
-        self.f = open(self.path, "wb")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-
-    def open(self):
-        if not self.f.closed:
-            fcntl.flock(self.f, fcntl.LOCK_UN)
-            self.f.close()
-
-
-def marks(path):
-    try:
-        with open(path) as f:
-            return f.read().count("start")
-    except FileNotFoundError:
-        return 0
 
 
 def request(target):
