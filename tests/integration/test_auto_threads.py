@@ -178,6 +178,23 @@ BURST = re.compile(r"blocking threads (\d+) -> (\d+) \(auto, at most \d+\): a bu
                    r"threads for \d+ ms, loop \d+% of a core, pool \d+% and \d+% waiting for a CPU")
 
 
+def gated_burst_of_eight(srv, mport, tmp_path, what):
+    """Eight gated requests on eight connections, all connected first so
+    that the requests come within microseconds: the pool, at one thread,
+    gets its eight in one burst step (the first change logged)."""
+    gate = Gate(tmp_path / "gate")
+    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
+    try:
+        for s in conns:
+            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        wait_pool(mport, lambda b: b["active"] == 8, what)
+    finally:
+        gate.open()
+    assert statuses(conns) == [200] * 8
+    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
+    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
+
+
 @NEEDS_GIL
 def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
     """Eight requests that wait on a gate with the GIL released arrive at
@@ -186,17 +203,7 @@ def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
     need, a burst's, not a window's doubling (which would stop at two: the
     requests queued on thread 0 stay there, and thread 1 takes nothing)."""
     srv, mport = auto_server(server_factory, bound="auto:8")
-    gate = Gate(tmp_path / "gate")
-    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
-    try:
-        for s in conns:  # all connected first: the requests come within microseconds
-            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-        wait_pool(mport, lambda b: b["active"] == 8, "a burst of eight gets eight threads")
-    finally:
-        gate.open()
-    assert statuses(conns) == [200] * 8
-    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
-    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
+    gated_burst_of_eight(srv, mport, tmp_path, "a burst of eight gets eight threads")
 
 
 @NEEDS_GIL
@@ -216,17 +223,7 @@ def test_a_burst_after_a_cpu_bound_one_still_grows_at_once(server_factory, tmp_p
     held = re.compile(r"blocking threads auto: 1 taking requests, \d+ waited for them .*: not a burst's "
                       r"\(until the window closes\)\n(.*\n)*.*blocking threads auto: 1 taking requests: ")
     assert wait_until(lambda: held.search(srv.log_text()), HANG_S), srv.log_text()[-3000:]
-    gate = Gate(tmp_path / "gate")
-    conns = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(8)]
-    try:
-        for s in conns:
-            s.sendall(f"GET /?gate={gate.path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-        wait_pool(mport, lambda b: b["active"] == 8, "the gated burst gets eight threads")
-    finally:
-        gate.open()
-    assert statuses(conns) == [200] * 8
-    grows = [s for s in changes(srv.log_text()) if "(auto, at most" in s]
-    assert grows and BURST.match(grows[0]) and BURST.match(grows[0]).groups() == ("1", "8"), grows
+    gated_burst_of_eight(srv, mport, tmp_path, "the gated burst gets eight threads")
 
 
 @pytest.mark.skipif(GIL_OFF, reason="a free-threaded build with the GIL off: a CPU-bound app rightly grows "
