@@ -182,6 +182,7 @@ static void window_close(struct sizing *z, struct loop *l, uint64_t now_ms)
     }
     window_open(z, now_ms);
     z->burst_held = false; /* a new window: bursts are looked for again */
+    z->burst_gap_ms = 0;
     /* Again each window, not only at a change: a supervisor that took
      * over since (a lone worker's, once its successor serves) learns the
      * size within a second. */
@@ -210,6 +211,7 @@ static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsign
 {
     z->burst_open = true;
     z->burst_from_ms = now_ms;
+    z->burst_next_ms = now_ms + SIZING_BURST_MS;
     z->burst_from_ns = clock_ns();
     z->burst_looks = 1;
     z->burst_waiting = waiting;
@@ -221,9 +223,10 @@ static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsign
  * which held until now. A span is judged once it is SIZING_BURST_MS long,
  * on the requests waiting at its last look (a burst that arrives over a
  * few passes counts whole); after a growth a new one may start, at the new
- * size; after none (the threads were on the CPU, or waited for it) none
- * does until the window closes, so a CPU-bound pool with requests always
- * waiting costs two spans a second, not a hundred. */
+ * size; after none, none does until the window closes when the threads
+ * were on the CPU, so a CPU-bound pool with requests always waiting costs
+ * two spans a second, not a hundred, and when they only waited for one, a
+ * few more, at doubling gaps (sizing_burst_gap). */
 static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
 {
     if (!z->last_waiting) {
@@ -252,10 +255,17 @@ static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
                              .pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span, .gil = z->gil};
     unsigned to = l->refusing ? dispatch_active(&l->disp) : sizing_burst(&b, dispatch_active(&l->disp), z->max);
     if (to <= dispatch_active(&l->disp)) {
+        unsigned gap = l->refusing ? 0 : sizing_burst_gap(&b, dispatch_active(&l->disp), z->burst_gap_ms);
+        char again[48] = "until the window closes";
+        if (gap)
+            snprintf(again, sizeof again, "again in %u ms", gap);
         log_debug("blocking threads auto: %u taking requests, %u waited for them for %.0f ms, loop %.0f%% of a "
-                  "core, pool %.0f%% and %.0f%% waiting for a CPU: not a burst's (until the window closes)",
-                  dispatch_active(&l->disp), b.waiting, span * 1000, 100 * b.loop_util, 100 * b.pool_util, 100 * b.pool_ready);
-        z->burst_held = true;
+                  "core, pool %.0f%% and %.0f%% waiting for a CPU: not a burst's (%s)",
+                  dispatch_active(&l->disp), b.waiting, span * 1000, 100 * b.loop_util, 100 * b.pool_util,
+                  100 * b.pool_ready, again);
+        z->burst_gap_ms = gap;
+        z->burst_next_ms = now_ms + gap;
+        z->burst_held = !gap;
         return;
     }
     char why[METRICS_SIZING_LINE];
@@ -263,6 +273,7 @@ static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
              "pool %.0f%% and %.0f%% waiting for a CPU", b.waiting, span * 1000, 100 * b.loop_util,
              100 * b.pool_util, 100 * b.pool_ready);
     grow(z, l, to, why);
+    z->burst_gap_ms = 0;
     window_open(z, now_ms); /* the window measures the new count from here */
 }
 
@@ -309,18 +320,19 @@ static void sizing_tick(void *ctx, struct loop *l)
     struct loop_snapshot snap;
     loop_snapshot(l, &snap);
     z->last_waiting = metrics_pool_waiting(&snap, &z->last_queued);
-    /* A span opens at most once per SIZING_BURST_MS: what a load that
-     * waits on and off costs is bounded. */
+    /* A span opens at most once per SIZING_BURST_MS (or its gap): what a
+     * load that waits on and off costs is bounded. */
     if (z->last_waiting && !z->burst_open && !z->burst_held && dispatch_active(&l->disp) < z->max && !l->stopping &&
-        !l->refusing && now - z->burst_from_ms >= SIZING_BURST_MS)
+        !l->refusing && now >= z->burst_next_ms)
         burst_open(z, l, now, z->last_waiting);
     take_registered(z);
     if (now - z->from_ms >= SIZING_WINDOW_MS)
         window_close(z, l, now);
 }
 
-/* A pass at once after a grow; while a span is open, one when it is due
- * (the loop may have nothing else to wake it: its threads all busy). */
+/* A pass at once after a grow; while a span is open, one when it is due,
+ * and one when the next may open after a gap (the loop may have nothing
+ * else to wake it: its threads all busy). */
 static int sizing_before_sleep(void *ctx, struct loop *l, int timeout_ms)
 {
     struct sizing *z = ctx;
@@ -328,9 +340,13 @@ static int sizing_before_sleep(void *ctx, struct loop *l, int timeout_ms)
         z->grew = false;
         return 0;
     }
-    if (!z->burst_open)
+    uint64_t due;
+    if (z->burst_open)
+        due = z->burst_from_ms + SIZING_BURST_MS;
+    else if (z->burst_gap_ms && z->last_waiting && !z->burst_held)
+        due = z->burst_next_ms; /* the next span, after its gap */
+    else
         return timeout_ms;
-    uint64_t due = z->burst_from_ms + SIZING_BURST_MS;
     /* At least a millisecond: the coarse clock may not have moved yet. */
     int ms = due > l->now_ms ? (int)(due - l->now_ms) : 1;
     return timeout_ms >= 0 && timeout_ms < ms ? timeout_ms : ms;

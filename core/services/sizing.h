@@ -50,6 +50,8 @@ struct sizing {
      * taking requests' time on the CPU and run delay (schedstat). */
     bool burst_open;
     bool burst_held;              /* a span found the threads on the CPU: none until the window closes */
+    unsigned burst_gap_ms;        /* after one that found them waiting for a CPU: the wait for the next (0: none) */
+    uint64_t burst_next_ms;       /* when the next may open */
     uint64_t burst_from_ms, burst_from_ns;
     unsigned burst_looks, burst_waiting;
     double burst_loop_cpu;

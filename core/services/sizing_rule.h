@@ -47,6 +47,19 @@ struct sizing_burst {
  * waiting for one. */
 unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned max);
 
+/* After a span that did not grow the pool, how long until the next may
+ * open: 0 when none may until the window closes (its threads ran, or the
+ * GIL or the loop was saturated: the window's rule decides), or, when its
+ * threads were off the CPU and failed only the run-delay test, twice
+ * last_gap_ms (2 * SIZING_BURST_MS after a span that grew, or in a new
+ * window: last_gap_ms 0), and 0 once that would pass SIZING_BURST_GAP_MS.
+ * On a busy machine the thread that just woke for a request waits for a
+ * CPU a few ms, a third of a 10 ms span: a later span, the thread then
+ * blocked, tells that wake-up from threads short of a CPU; at most
+ * log2(SIZING_BURST_GAP_MS / SIZING_BURST_MS) spans a window. */
+#define SIZING_BURST_GAP_MS (SIZING_WINDOW_MS / 2)
+unsigned sizing_burst_gap(const struct sizing_burst *b, unsigned active, unsigned last_gap_ms);
+
 /* The threads a worker starts with: the size the worker it replaces had
  * learned (0: none, a first start), at least one, at most max (which a
  * reload's options may have lowered); 0 when max is (no pool). */

@@ -209,11 +209,11 @@ def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
 @NEEDS_GIL
 def test_a_burst_after_a_cpu_bound_one_still_grows_at_once(server_factory, tmp_path):
     """Three requests that hold the GIL (50 ms of CPU each) wait behind one
-    another: the burst's span finds the thread on the CPU and does not
-    grow, and holds the bursts back until the window closes (both logged at
-    debug). Once that window has closed, eight gated requests arriving at
-    once still get their eight threads in one burst step: the hold ends
-    with its window."""
+    another: the burst's span finds the thread on the CPU (or, on a busy
+    machine, waiting for one) and does not grow, and holds the bursts back
+    (both logged at debug). Once that window has closed, eight gated
+    requests arriving at once still get their eight threads in one burst
+    step: the hold ends with its window."""
     srv, mport = auto_server(server_factory, "--log-level", "debug", bound="auto:8")
     spin = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(3)]
     for s in spin:
@@ -221,7 +221,7 @@ def test_a_burst_after_a_cpu_bound_one_still_grows_at_once(server_factory, tmp_p
     assert statuses(spin) == [200] * 3
     assert pool(mport)["active"] == 1, pool(mport)
     held = re.compile(r"blocking threads auto: 1 taking requests, \d+ waited for them .*: not a burst's "
-                      r"\(until the window closes\)\n(.*\n)*.*blocking threads auto: 1 taking requests: ")
+                      r"\((until the window closes|again in \d+ ms)\)\n(.*\n)*.*blocking threads auto: 1 taking requests: ")
     assert wait_until(lambda: held.search(srv.log_text()), HANG_S), srv.log_text()[-3000:]
     gated_burst_of_eight(srv, mport, tmp_path, "the gated burst gets eight threads")
 

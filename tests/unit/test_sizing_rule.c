@@ -117,6 +117,28 @@ int main(void)
     c.pool_util = 2.4;
     CHECK(sizing_burst(&c, 4, 64) == 4, "no GIL: four threads on the CPU: the window decides");
 
+    /* After a span that did not grow: threads that ran hold the bursts
+     * until the window closes; threads off the CPU that waited for one
+     * (a wake-up on a busy machine) get another span, at doubling gaps. */
+    c = b;
+    c.pool_ready = 0.3;
+    CHECK(sizing_burst(&c, 1, 64) == 1 && sizing_burst_gap(&c, 1, 0) == 2 * SIZING_BURST_MS,
+          "a woken thread's run delay: again after 20 ms");
+    CHECK(sizing_burst_gap(&c, 1, 2 * SIZING_BURST_MS) == 4 * SIZING_BURST_MS, "then after 40 ms");
+    CHECK(sizing_burst_gap(&c, 1, SIZING_BURST_GAP_MS / 2 + 1) == 0, "past half the window: the window decides");
+    unsigned spans = 0;
+    for (unsigned g = sizing_burst_gap(&c, 1, 0); g; g = sizing_burst_gap(&c, 1, g))
+        spans++;
+    CHECK(spans == 5, "five spans more a window at most");
+    c.pool_util = 0.6;
+    CHECK(sizing_burst_gap(&c, 1, 0) == 0, "the thread on the CPU: held until the window closes");
+    c.pool_util = 0.01;
+    c.loop_util = VERDICT_SATURATED;
+    CHECK(sizing_burst_gap(&c, 1, 0) == 0, "the loop saturated: held");
+    c = b;
+    c.pool_util = 0.92;
+    CHECK(sizing_burst_gap(&c, 4, 0) == 0, "the GIL saturated: held");
+
     /* The threads a new worker starts with: its predecessor's size, within
      * its own bound. */
     CHECK(sizing_first(0, 64) == 1, "a first start: one");
