@@ -733,6 +733,9 @@ def test_out_of_fds_pauses_accepts_and_keeps_serving(server_factory):
 
 # ---- SIGKILL of a worker ----------------------------------------------------------
 
+SERVING = re.compile(r"\] info: worker \d+: serving")
+
+
 def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory):
     srv = server_factory("--workers", "2", app=APP)
     sup = srv.proc.pid
@@ -758,6 +761,7 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
             th.start()
         assert wait_until(lambda: sum(r[1] for r in results) >= 20, 30), f"no load: {results[:3]}"
         victim = workers[0]
+        served = len(SERVING.findall(srv.log_text()))
         t_kill = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         new = wait_until(lambda: set(procfs.children(sup)) - known, 30)
@@ -787,10 +791,13 @@ def test_sigkill_worker_is_respawned_and_listener_keeps_answering(server_factory
         assert not bad, f"requests failed after the respawn: {bad[:3]}"
         assert len(after) >= 20
         assert all(r[2] != victim for r in after), "the killed worker answered after its death"
-        # the respawned worker takes its share: fresh connections spread over
-        # the SO_REUSEPORT group
+        # The respawned worker takes its share once it has imported the app
+        # (its socket listens from then on; a sanitizer build imports
+        # slowly): fresh connections spread over the SO_REUSEPORT group.
+        assert wait_until(lambda: len(SERVING.findall(srv.log_text())) > served, 60), srv.log_text()[-3000:]
         pids = set()
-        for _ in range(200):
+        deadline = time.monotonic() + 30
+        while not set(new) & pids and time.monotonic() < deadline:
             r = get(srv.port, "/pid", timeout=5)
             assert r.status == 200
             pids.add(int(r.body))
