@@ -332,14 +332,16 @@ void conn_on_timeout(struct conn *c)
     conn_abort(c);
 }
 
-/* The loop stops: the last request c has with the app is the last it
- * answers (conn_pipeline hands it none behind from now on, and conn_finish
- * closes once it is written). Its head says close if the thread that builds
- * it sees the mark; if it was built already, it said keep-alive, and the
- * close after it loses nothing (job_head_end argues the ordering). The
- * request on stage that is not with the app yet (its body being read, or
- * parked for room) is marked too: it is answered, with close, when it has
- * run. A request bound after this says close by itself (job_bind). */
+/* The loop stops or refuses: the last request c has with the app is the
+ * last it answers (conn_pipeline hands it none behind from now on, and
+ * conn_finish closes once it is written). Its head says close if the
+ * thread that builds it sees the mark; if it was built already, it said
+ * keep-alive, and the close after it loses nothing (job_head_end argues the
+ * ordering). The request on stage that is not with the app yet (its body
+ * being read, or parked for room) is marked too: when stopping, it is
+ * answered, with close, when it has run; when refusing, it gets a 503 that
+ * closes instead (conn_start_app). A request bound after a stop says close
+ * by itself (job_bind); after a refusal it gets that 503. */
 void conn_stop(struct conn *c)
 {
     struct job *last = c->pipe_tail ? c->pipe_tail : c->job;

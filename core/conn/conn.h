@@ -127,7 +127,7 @@ void conn_retry_submit(struct conn *c);   /* CONN_QUEUED: there may be room now 
  * a 503 that closes in its place, or, when part of its response is out or
  * the app waits for the loop, the connection closed. */
 void conn_refuse(struct conn *c);
-void conn_stop(struct conn *c);           /* the loop stops: mark the last request answered */
+void conn_stop(struct conn *c);           /* the loop stops or refuses: mark the last request answered */
 void conn_stop_if_idle(struct conn *c);
 void conn_abort(struct conn *c);          /* close it, whatever it was doing */
 void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */

@@ -39,7 +39,6 @@ static void job_bind(struct conn *c, struct job *job)
     job->conn = c;
     job->remote_addr = c->remote_addr;
     job->remote_port = c->remote_port;
-    job->heads_close = &l->heads_close;
     job->keep_alive = job->framing.keep_alive && !l->stopping;
     /* Methods are case-sensitive (RFC 9110 §9.1): "head" is not HEAD. */
     job->is_head = job->req.method_len == 4 && memcmp(job->req.method, "HEAD", 4) == 0;
@@ -379,9 +378,9 @@ void conn_pipeline(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *cur = c->job;
-    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone || l->refusing)
+    if (!l->handoff || !cur || !cur->keep_alive || cur->body.raw.len || c->peer_gone)
         return;
-    if (l->stopping) /* what the app has is all that is answered (conn_stop) */
+    if (l->stopping || l->refusing) /* what the app has is all that is answered (conn_stop) */
         return;
     if (c->state == CONN_LINGER || c->state == CONN_ORPHAN || c->state == CONN_SEND_ERROR ||
         c->state == CONN_CLOSED || c->state == CONN_QUEUED)
@@ -497,9 +496,9 @@ static bool finish_one(struct conn *c, struct job *job)
                                         .end_ns = clock_ns()};
         loop_responded(l, &r);
     }
-    /* A refusing loop would only answer the next request 503. A stopping
-     * one closes once nothing is left with the app (conn_finish). */
-    return job->close_after || job->incomplete || !job->keep_alive || l->refusing;
+    /* A stopping or refusing loop closes once nothing is left with the app
+     * (conn_finish). */
+    return job->close_after || job->incomplete || !job->keep_alive;
 }
 
 static struct job *pipe_pop(struct conn *c)
@@ -529,13 +528,15 @@ enum verdict conn_finish(struct conn *c)
     c->wjobs = 0;
     c->job = NULL;
     c->part_sent = false;
-    /* A stopping loop closes after the last response it owes: the requests
-     * still with the app are answered first (their heads say keep-alive,
-     * but the last one's: conn_stop). A retiring worker keeps a connection
-     * whose last response promised keep-alive (its head was made before
-     * the stop): the client may send on it at once, and its next response
-     * says "Connection: close". */
-    if (!c->pipe_head && l->stopping && !l->retiring)
+    /* A stopping or refusing loop closes after the last response it owes:
+     * the requests still with the app are answered first (their heads say
+     * keep-alive, but the last one's: conn_stop). A retiring worker keeps a
+     * connection whose last response promised keep-alive (its head was made
+     * before the stop): the client may send on it at once, and its next
+     * response says "Connection: close". Not a refusing one: that next
+     * request would only get a 503, where a closed connection has a proxy
+     * retry it elsewhere. */
+    if (!c->pipe_head && (l->refusing || (l->stopping && !l->retiring)))
         close_after = true;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still

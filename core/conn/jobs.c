@@ -52,7 +52,6 @@ static void job_clear(struct job *job)
     job->target = (struct http_target){0};
     job->remote_addr = NULL;
     job->remote_port = NULL;
-    job->heads_close = NULL;
     job->head_ns = 0;
     job->keep_alive = false;
     job->is_head = false;

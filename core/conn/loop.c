@@ -196,7 +196,12 @@ void loop_refuse(struct loop *l)
     if (l->refusing)
         return;
     l->refusing = true;
-    atomic_store_explicit(&l->heads_close, true, memory_order_relaxed); /* heads say close */
+    /* As in a stop, each connection answers what the app already has of it
+     * (requests on threads that are not stuck finish), its last response
+     * says close, and nothing more is run: a close on every head would drop
+     * the pipelined responses behind the first, whose requests the app ran. */
+    for (struct conn *c = l->conns.next; c != &l->conns; c = c->next)
+        conn_stop(c);
     /* Out of the epoll set but open: the backlog stays in the socket (its
      * other holders, the successor or the supervisor, accept it). */
     if (l->listen_fd >= 0 && !l->accept_pause.until_ms)

@@ -9,11 +9,9 @@
 #ifndef CSERVE_LOOP_H
 #define CSERVE_LOOP_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../lib/counter.h" /* CACHE_LINE */
 #include "../base/stats.h"
 #include "../http/http_parser.h"
 #include "conn.h"
@@ -94,20 +92,14 @@ struct loop {
     bool retiring;             /* stopping because replaced: idle connections are not cut
                                 * (conn_stop_if_idle), their keep-alive timer ends them */
     bool refusing;             /* the app cannot answer (loop_refuse): accept nothing, a
-                                * request not yet with the app gets a 503 that closes */
+                                * request not yet with the app gets a 503 that closes,
+                                * each connection closes after what the app has of it */
     uint64_t stop_deadline_ms;
     struct loop_stats lstats;
     const struct loop_hook *hooks[LOOP_MAX_HOOKS];
     unsigned nhooks;
     const struct loop_hook *responders[LOOP_MAX_HOOKS]; /* the hooks with a response */
     unsigned nresponders;
-    /* Set (relaxed) when the loop refuses: from then on every response head
-     * says "Connection: close". Each job the loop binds points at it
-     * (job->heads_close), and pool threads read it for every response
-     * (job_head_end, which argues the ordering): last, on a line of its own,
-     * away from the fields the loop writes every pass. A stop marks only
-     * each connection's last request instead (conn_stop). */
-    _Alignas(CACHE_LINE) atomic_bool heads_close;
 };
 
 int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct handoff *h, unsigned threads);
@@ -128,9 +120,10 @@ void loop_stop(struct loop *l, bool retiring);
  * it): stop accepting (the listener's backlog waits for the successor),
  * answer each request not yet with the app, the ones parked for room
  * included, with a 503 that closes, and close idle connections; requests
- * the app holds finish, or are refused by the caller (conn_refuse), and
- * every response from now on closes its connection. Once; the loop runs
- * on until stopped as usual. */
+ * the app holds finish, or are refused by the caller (conn_refuse). As in
+ * a stop, each connection answers what the app has of it and no more, the
+ * last response closing it (conn_stop). Once; the loop runs on until
+ * stopped as usual. */
 void loop_refuse(struct loop *l);
 /* Submit to pool threads 0..n-1 only from now on (1 <= n <= threads); the
  * threads at n and above must have nothing outstanding, so that lowering n

@@ -72,7 +72,6 @@ struct job {
     struct http_target target;
     const char *remote_addr; /* NUL-terminated, owned by the connection */
     const char *remote_port;
-    const atomic_bool *heads_close; /* the loop's: set once it refuses, every response closes */
     uint64_t head_ns;        /* --access-log: when the head was framed (clock_ns) */
     bool keep_alive;         /* the client allows another request after this one */
     bool is_head;
@@ -100,8 +99,8 @@ struct job {
     _Atomic bool conn_lost;  /* the client is gone: stop producing. Atomic because the
                               * loop may set it while the app runs (relaxed: nothing
                               * else is published with it; an ack orders it anyway) */
-    _Atomic bool last_head;  /* the loop stops and this is the last request it answers on
-                              * its connection: the head says close (job_head_end) */
+    _Atomic bool last_head;  /* the loop stops or refuses and this is the last request it
+                              * answers on its connection: the head says close (job_head_end) */
 
     /* ---- pool side only ---- */
     int fill_buf;            /* the out buffer the pool is filling */
@@ -160,28 +159,27 @@ static inline void job_prefetch_message(const struct job *job)
 /* End a response head for job: the connection field and the empty line.
  * A body the app did not read to the end leaves bytes on the wire we cannot
  * frame the next request from: close rather than guess. The head says
- * "Connection: close" too once the loop refuses (job->heads_close: every
- * head), or when the loop stopped and this is the last request it answers on
- * its connection (job->last_head). Sets job->close_after when the
- * connection must close. The caller reserved RESPONSE_HEAD_FIXED bytes.
+ * "Connection: close" too when the loop stopped or refuses and this is the
+ * last request it answers on its connection (job->last_head). Sets
+ * job->close_after when the connection must close. The caller reserved
+ * RESPONSE_HEAD_FIXED bytes.
  *
- * Both flags are read relaxed, on whichever thread builds the head: they
- * publish nothing else, and they only tell the client what the loop does
+ * The mark is read relaxed, on whichever thread builds the head: it
+ * publishes nothing else, and it only tells the client what the loop does
  * anyway; what the head said comes back to the loop in close_after, with
  * the message. The loop decides to close from its own state once the
  * response is written (conn_request.c's conn_finish), so a head built
  * before a store is visible says keep-alive and the connection still closes
- * after it (or, when the worker is retiring, is kept and its next head says
- * close): a keep-alive head, then the close of a connection with nothing
- * more in flight, loses nothing. A close head is never followed by a
- * response: the loop marks last_head only on the last request its
- * connection has with the app, and hands it none behind once it stops
- * (conn_stop, conn.c). */
+ * after it (or, when the worker is retiring and does not refuse, is kept
+ * and its next head says close): a keep-alive head, then the close of a
+ * connection with nothing more in flight, loses nothing. A close head is
+ * never followed by a response: the loop marks last_head only on the last
+ * request its connection has with the app, and hands it none behind once
+ * it stops or refuses (conn_stop, conn.c). */
 static inline void job_head_end(struct buffer *out, struct job *job)
 {
     job->close_after = job->close_after || !job->keep_alive || !job->body.eof || job->body.error ||
-                       atomic_load_explicit(&job->last_head, memory_order_relaxed) ||
-                       atomic_load_explicit(job->heads_close, memory_order_relaxed);
+                       atomic_load_explicit(&job->last_head, memory_order_relaxed);
     response_head_end(out, job->close_after, job->req.minor_version);
 }
 

@@ -38,7 +38,7 @@ static const struct member job_members[] = {
     M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, thread),
     M(struct job, posted), M(struct job, req),
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
-    M(struct job, remote_port), M(struct job, heads_close), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
+    M(struct job, remote_port), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
     M(struct job, body), M(struct job, out), M(struct job, msg_buf), M(struct job, msg),
     M(struct job, close_after), M(struct job, incomplete), M(struct job, file_fd),
     M(struct job, file_off), M(struct job, file_len), M(struct job, status),
@@ -135,7 +135,6 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->target.has_query);
     ZERO(job->remote_addr);
     ZERO(job->remote_port);
-    ZERO(job->heads_close);
     ZERO(job->head_ns);
     ZERO(job->keep_alive);
     ZERO(job->is_head);
