@@ -175,8 +175,9 @@ perf-check: deps-test ## the scheduling checks: medians of interleaved rounds, s
 # every run recorded in experiments/results/test-busy.txt (docs/testing.md).
 BUSY_HOGS ?= 2
 BUSY_RUNS ?= 3
+BUSY_TARGET ?= test
 test-busy: deps-test ## make test BUSY_RUNS times beside BUSY_HOGS CPU-bound processes, each run recorded
-	scripts/test-busy.sh $(BUSY_HOGS) $(BUSY_RUNS)
+	scripts/test-busy.sh $(BUSY_HOGS) $(BUSY_RUNS) experiments/results/test-busy.txt $(BUSY_TARGET)
 
 # What make test leaves out for its length, CI runs: the searches of every
 # interleaving of the ring's protocol model (handoffs/tests/check_model.sh).

@@ -1,8 +1,10 @@
 #!/bin/sh
-# test-busy.sh [HOGS [RUNS [RECORD]]] — run `make test` RUNS times (default 3)
-# from the repository root beside HOGS (default 2) CPU-bound processes, as a
-# laptop or a shared CI runner that is doing other work: the suite's
-# verdicts must not depend on how the kernel schedules its threads. Each
+# test-busy.sh [HOGS [RUNS [RECORD [TARGET]]]] — run `make TARGET` (default
+# test) RUNS times (default 3) from the repository root beside HOGS (default
+# 2) CPU-bound processes, as a laptop or a shared CI runner that is doing
+# other work: the suite's verdicts must not depend on how the kernel
+# schedules its threads. HOGS 0 with TARGET integration-test is the quiet
+# machine's repeat of the integration suite. Each
 # run is a line of RECORD (default experiments/results/test-busy.txt): the
 # date, the commit, the machine, the hogs, the load average before and
 # after, the CPU the hypervisor stole, the wall time and the verdict. A
@@ -13,6 +15,7 @@ cd "$(dirname "$0")/.."
 hogs=${1:-2}
 runs=${2:-3}
 record=${3:-experiments/results/test-busy.txt}
+target=${4:-test}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+changes"
 cpus=$(nproc)
@@ -38,7 +41,7 @@ while [ "$n" -le "$runs" ]; do
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
     s0=$(steal) c0=$(total) t0=$(date +%s)
     rc=0
-    make test >"$log" 2>&1 || rc=$?
+    make "$target" >"$log" 2>&1 || rc=$?
     t1=$(date +%s) s1=$(steal) c1=$(total)
     load_after=$(cut -d' ' -f1-3 /proc/loadavg)
     stolen=$(awk -v s="$((s1 - s0))" -v c="$((c1 - c0))" 'BEGIN { printf "%.1f", c ? 100 * s / c : 0 }')
@@ -51,10 +54,10 @@ while [ "$n" -le "$runs" ]; do
     else
         rm -f "$log"
     fi
-    printf '%s\tcommit %s\t%s vCPUs (%s)\t%s CPU-bound processes beside it\tload before %s, after %s\tsteal %s %%\tmake test: %d s\t%s\n' \
+    printf '%s\tcommit %s\t%s vCPUs (%s)\t%s CPU-bound processes beside it\tload before %s, after %s\tsteal %s %%\tmake %s: %d s\t%s\n' \
         "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$cpus" "$cpu_model" "$hogs" \
-        "$load_before" "$load_after" "$stolen" $((t1 - t0)) "$verdict" | tee -a "$record"
+        "$load_before" "$load_after" "$stolen" "$target" $((t1 - t0)) "$verdict" | tee -a "$record"
     n=$((n + 1))
 done
-echo "test-busy: $((runs - failed)) of $runs runs of make test passed beside $hogs CPU-bound processes"
+echo "test-busy: $((runs - failed)) of $runs runs of make $target passed beside $hogs CPU-bound processes"
 [ "$failed" = 0 ]
