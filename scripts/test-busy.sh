@@ -17,7 +17,8 @@ runs=${2:-3}
 record=${3:-experiments/results/test-busy.txt}
 target=${4:-test}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+changes"
+# The record itself does not make the tree a changed one: each run appends to it.
+[ -z "$(git status --porcelain --untracked-files=no -- . ":(exclude)$record" 2>/dev/null)" ] || commit="$commit+changes"
 cpus=$(nproc)
 cpu_model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)
 steal() { awk '/^cpu / { print $9 }' /proc/stat; }

@@ -48,15 +48,19 @@ struct sizing_burst {
 unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned max);
 
 /* After a span that did not grow the pool, how long until the next may
- * open: 0 when none may until the window closes (its threads ran, or the
- * GIL or the loop was saturated: the window's rule decides), or, when its
- * threads were off the CPU and failed only the run-delay test, twice
+ * open: 0 when none may until the window closes (its threads ran a tenth
+ * of it or more, VERDICT_READY, or the loop was saturated: the window's
+ * rule decides), or, when its threads hardly ran and failed only the
+ * run-delay test, twice
  * last_gap_ms (2 * SIZING_BURST_MS after a span that grew, or in a new
  * window: last_gap_ms 0), and 0 once that would pass SIZING_BURST_GAP_MS.
  * On a busy machine the thread that just woke for a request waits for a
  * CPU a few ms, a third of a 10 ms span: a later span, the thread then
  * blocked, tells that wake-up from threads short of a CPU; at most
- * log2(SIZING_BURST_GAP_MS / SIZING_BURST_MS) spans a window. */
+ * log2(SIZING_BURST_GAP_MS / SIZING_BURST_MS) spans a window. Threads that
+ * ran more are on a CPU-bound load on a busy machine: more spans there
+ * would only be more chances to catch the thread parked while the loop,
+ * short of a CPU itself, has not yet handed it the next request. */
 #define SIZING_BURST_GAP_MS (SIZING_WINDOW_MS / 2)
 unsigned sizing_burst_gap(const struct sizing_burst *b, unsigned active, unsigned last_gap_ms);
 

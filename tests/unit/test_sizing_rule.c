@@ -132,6 +132,10 @@ int main(void)
     CHECK(spans == 5, "five spans more a window at most");
     c.pool_util = 0.6;
     CHECK(sizing_burst_gap(&c, 1, 0) == 0, "the thread on the CPU: held until the window closes");
+    c.pool_util = 0.3;
+    c.pool_ready = 0.7;
+    CHECK(sizing_burst_gap(&c, 1, 0) == 0, "a CPU-bound thread on a busy machine: held");
+    CHECK(sizing_burst_gap(&c, 4, 0) == 2 * SIZING_BURST_MS, "the same time over four threads: looked at again");
     c.pool_util = 0.01;
     c.loop_util = VERDICT_SATURATED;
     CHECK(sizing_burst_gap(&c, 1, 0) == 0, "the loop saturated: held");
