@@ -343,8 +343,8 @@ static int sizing_before_sleep(void *ctx, struct loop *l, int timeout_ms)
     uint64_t due;
     if (z->burst_open)
         due = z->burst_from_ms + SIZING_BURST_MS;
-    else if (z->burst_gap_ms && z->last_waiting && !z->burst_held)
-        due = z->burst_next_ms; /* the next span, after its gap */
+    else if (z->burst_gap_ms && z->last_waiting && !z->burst_held && !l->stopping && !l->refusing)
+        due = z->burst_next_ms; /* the next span, after its gap (none opens once stopping) */
     else
         return timeout_ms;
     /* At least a millisecond: the coarse clock may not have moved yet. */

@@ -81,7 +81,8 @@ unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned ma
 
 unsigned sizing_burst_gap(const struct sizing_burst *b, unsigned active, unsigned last_gap_ms)
 {
-    if (!active || b->loop_util >= VERDICT_SATURATED || b->pool_util / active >= VERDICT_READY)
+    if (!active || b->loop_util >= VERDICT_SATURATED || b->pool_util / active >= VERDICT_READY ||
+        (b->gil && b->pool_util >= VERDICT_SATURATED))
         return 0;
     unsigned gap = last_gap_ms ? 2 * last_gap_ms : 2 * SIZING_BURST_MS;
     return gap > SIZING_BURST_GAP_MS ? 0 : gap;

@@ -49,7 +49,7 @@ unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned ma
 
 /* After a span that did not grow the pool, how long until the next may
  * open: 0 when none may until the window closes (its threads ran a tenth
- * of it or more, VERDICT_READY, or the loop was saturated: the window's
+ * of it or more, VERDICT_READY, or the GIL or the loop was saturated: the window's
  * rule decides), or, when its threads hardly ran and failed only the
  * run-delay test, twice
  * last_gap_ms (2 * SIZING_BURST_MS after a span that grew, or in a new

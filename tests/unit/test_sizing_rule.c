@@ -142,6 +142,7 @@ int main(void)
     c = b;
     c.pool_util = 0.92;
     CHECK(sizing_burst_gap(&c, 4, 0) == 0, "the GIL saturated: held");
+    CHECK(sizing_burst_gap(&c, 16, 0) == 0, "the GIL saturated over sixteen threads: held");
 
     /* The threads a new worker starts with: its predecessor's size, within
      * its own bound. */
