@@ -18,7 +18,7 @@ record=${3:-experiments/results/test-busy.txt}
 target=${4:-test}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # The record itself does not make the tree a changed one: each run appends to it.
-[ -z "$(git status --porcelain --untracked-files=no -- . ":(exclude)$record" 2>/dev/null)" ] || commit="$commit+changes"
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null | grep -vxF " M $record" || true)" ] || commit="$commit+changes"
 cpus=$(nproc)
 cpu_model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)
 steal() { awk '/^cpu / { print $9 }' /proc/stat; }
@@ -26,7 +26,10 @@ total() { awk '/^cpu / { s = 0; for (i = 2; i <= 9; i++) s += $i; print s }' /pr
 
 pids=""
 stop_hogs() { [ -z "$pids" ] || kill $pids 2>/dev/null || true; pids=""; }
-trap stop_hogs EXIT INT TERM
+# A signal ends the script, not just the run it interrupts.
+trap stop_hogs EXIT
+trap 'stop_hogs; exit 130' INT
+trap 'stop_hogs; exit 143' TERM
 i=0
 while [ "$i" -lt "$hogs" ]; do
     sha256sum /dev/zero >/dev/null 2>&1 &
