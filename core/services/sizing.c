@@ -206,6 +206,15 @@ static bool active_sched_ns(const struct sizing *z, unsigned active, uint64_t *r
     return true;
 }
 
+/* The requests the threads taking requests have had, together. */
+static uint64_t active_requests(const struct sizing *z, unsigned active)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < active; i++)
+        n += counter_get(&z->stats->pool[i].requests);
+    return n;
+}
+
 /* The burst's span starts (again) here: its time, CPU clocks, run delay. */
 static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsigned waiting)
 {
@@ -217,6 +226,7 @@ static void burst_open(struct sizing *z, struct loop *l, uint64_t now_ms, unsign
     z->burst_waiting = waiting;
     z->burst_loop_cpu = (double)clock_thread_cpu_ns() / 1e9; /* the tick runs on the loop thread */
     z->burst_ok = active_sched_ns(z, dispatch_active(&l->disp), &z->burst_run_ns, &z->burst_ready_ns);
+    z->burst_requests = active_requests(z, dispatch_active(&l->disp));
 }
 
 /* A look at the end of a jiffy: the requests waiting the last pass left,
@@ -252,7 +262,8 @@ static void burst_look(struct sizing *z, struct loop *l, uint64_t now_ms)
     struct sizing_burst b = {.span_s = span, .looks = z->burst_looks, .waiting = z->burst_waiting,
                              .loop_util = ((double)clock_thread_cpu_ns() / 1e9 - z->burst_loop_cpu) / span,
                              .pool_util = (double)(run - z->burst_run_ns) / 1e9 / span,
-                             .pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span, .gil = z->gil};
+                             .pool_ready = (double)(ready - z->burst_ready_ns) / 1e9 / span, .gil = z->gil,
+                             .finished = active_requests(z, dispatch_active(&l->disp)) != z->burst_requests};
     unsigned to = l->refusing ? dispatch_active(&l->disp) : sizing_burst(&b, dispatch_active(&l->disp), z->max);
     if (to <= dispatch_active(&l->disp)) {
         unsigned gap = l->refusing ? 0 : sizing_burst_gap(&b, dispatch_active(&l->disp), z->burst_gap_ms);

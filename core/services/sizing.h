@@ -57,6 +57,7 @@ struct sizing {
     double burst_loop_cpu;
     uint64_t burst_run_ns, burst_ready_ns;
     bool burst_ok;                /* the threads' figures were read at its start */
+    uint64_t burst_requests;      /* the requests the threads taking requests had had, at its start */
     bool capped_said;             /* the advice at its most is logged (until it leaves it) */
     bool grew;                    /* the pool grew in this pass: the next one comes at once */
     /* The window's starting points: CPU clocks, run delay, /proc/stat. */

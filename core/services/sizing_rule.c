@@ -63,14 +63,16 @@ unsigned sizing_grow(const struct sizing_window *w, unsigned active, unsigned ma
  * than VERDICT_OFF_CPU of it, and waited for one less than VERDICT_READY),
  * with a GIL not held VERDICT_SATURATED of it, and the loop not saturated.
  * Then they wait on I/O, and each request waiting would start at once on a
- * thread of its own. A busy machine alone does not stop it, as it does not
+ * thread of its own. And none of them finished a request within it: one
+ * that did was not held up all along, and its time off the CPU may be a
+ * wait for the loop, itself short of a CPU, to hand it the next. A busy machine alone does not stop it, as it does not
  * stop threads-short: a thread waiting on I/O takes no core. A CPU-bound
  * pool, a busy GIL, threads on the CPU of a free-threaded build, are left
  * to the window's rule. */
 unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned max)
 {
     if (active >= max || !active || !b->waiting || b->looks < SIZING_BURST_LOOKS ||
-        b->span_s * 1000 < SIZING_BURST_MS)
+        b->span_s * 1000 < SIZING_BURST_MS || b->finished)
         return active;
     double ready = b->pool_ready > 0 ? b->pool_ready : 0;
     if (b->loop_util >= VERDICT_SATURATED || (b->pool_util + ready) / active >= VERDICT_OFF_CPU ||
@@ -81,7 +83,7 @@ unsigned sizing_burst(const struct sizing_burst *b, unsigned active, unsigned ma
 
 unsigned sizing_burst_gap(const struct sizing_burst *b, unsigned active, unsigned last_gap_ms)
 {
-    if (!active || b->loop_util >= VERDICT_SATURATED || b->pool_util / active >= VERDICT_READY ||
+    if (!active || b->finished || b->loop_util >= VERDICT_SATURATED || b->pool_util / active >= VERDICT_READY ||
         (b->gil && b->pool_util >= VERDICT_SATURATED))
         return 0;
     unsigned gap = last_gap_ms ? 2 * last_gap_ms : 2 * SIZING_BURST_MS;

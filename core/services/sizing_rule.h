@@ -38,6 +38,7 @@ struct sizing_burst {
     double loop_util;  /* the loop thread's CPU / span */
     double pool_util;  /* the threads taking requests: their time on the CPU together / span */
     double pool_ready; /* the threads taking requests: their run delay together / span */
+    bool finished;     /* one of them finished (or started) a request within it */
     bool gil;          /* the interpreter has a GIL */
 };
 

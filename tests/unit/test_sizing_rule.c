@@ -143,6 +143,10 @@ int main(void)
     c.pool_util = 0.92;
     CHECK(sizing_burst_gap(&c, 4, 0) == 0, "the GIL saturated: held");
     CHECK(sizing_burst_gap(&c, 16, 0) == 0, "the GIL saturated over sixteen threads: held");
+    c = b;
+    c.finished = true;
+    CHECK(sizing_burst(&c, 1, 64) == 1 && sizing_burst_gap(&c, 1, 0) == 0,
+          "a thread that finished a request within the span: not a burst, held");
 
     /* The threads a new worker starts with: its predecessor's size, within
      * its own bound. */
