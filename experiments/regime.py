@@ -1,4 +1,4 @@
-"""The loop-bound regime, shown directly: the loop alone on one core, the
+"""The loop-bound regime, sought with the loop pinned alone on one core, the
 pool and the client on the other, and the rate predicted before the run.
 
 With the loop on a core of its own it bounds the server where its cost per
@@ -10,8 +10,9 @@ writes grow with them), and a chunked request body of 1024 or 4096
 one-byte chunks, which only the loop decodes (the app does not read it;
 the client writes bytes made once). build/pipeload, a client cheaper per
 request than wrk, keeps the other side light. Then the app's cost rises
-step by step on the dearest shape (prediction.CROSS) until the pool's side
-takes over: the crossover.
+step by step on the dearest shape (prediction.CROSS) until the loop is no
+longer the bound: the crossover. Above it the report says what bound each
+cost (nothing, at first, may saturate before the pool's side does).
 
 Three steps, each one command (experiments/README.md says in which order):
 
@@ -127,6 +128,47 @@ def measured_crossover(rs, handoff):
     return last, (min(after) if after else None), cross
 
 
+# What bound a crossover row that the strict rule does not call loop-bound,
+# in words (the repo's regime labels).
+REGIME_WORDS = {"unsaturated": "nothing saturated", "loop-bound": "the loop was the bound",
+                "pool-bound": "the pool was the bound", "client-bound": "the client was the bound",
+                "pool+client-bound": "the shared pool-and-client core was the bound",
+                "machine-bound": "the machine was the bound"}
+
+
+def after_loop(rs, handoff):
+    """What the crossover rows of one handoff measured above the last one the
+    strict rule calls loop-bound: [((regime, other stages saturated), [app
+    µs, ...])], consecutive costs alike grouped. Raising the app's cost need
+    not hand the bound to the pool straight away: the rows in between may
+    saturate nothing."""
+    last, _, cross = measured_crossover(rs, handoff)
+    out = []
+    for us, r in cross:
+        if r["strict"] or (last is not None and us <= last):
+            continue
+        key = (r["regime"], tuple(r.get("regime_also") or ()))
+        if out and out[-1][0] == key:
+            out[-1][1].append(us)
+        else:
+            out.append((key, [us]))
+    return out
+
+
+def after_loop_text(groups):
+    def costs(us):
+        xs = [f"{u:g}" for u in us]
+        return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
+
+    def words(key):
+        reg, also = key
+        too = [REGIME_WORDS.get(a, a).replace(" was the bound", " saturated") for a in also]
+        return REGIME_WORDS.get(reg, reg) + "".join(f" ({t} too)" for t in too)
+    if not groups:
+        return "no cost of the grid above it"
+    return ", then ".join(f"{words(k)} at {costs(us)} µs" for k, us in groups) + " of app work"
+
+
 def crossover_text(pred, rs):
     out = []
     for x in (pred or {}).get("crossover") or []:
@@ -140,7 +182,7 @@ def crossover_text(pred, rs):
             out.append(f"{x['handoff']}: {p}; not measured")
             continue
         if lo is not None and hi is not None:
-            m = f"measured between {lo:g} and {hi:g} µs"
+            m = f"measured between {lo:g} and {hi:g} µs; above it, {after_loop_text(after_loop(rs, x['handoff']))}"
         elif lo is None:
             m = f"not loop-bound at any cost of the grid (from {cross[0][0]:g} µs)"
         else:
@@ -222,7 +264,8 @@ def markdown(meta, recs, pred):
     L += ["", "**Finding.** " + finding(rs, pred, meta)]
     cx = crossover_text(pred, rs)
     if cx:
-        L += ["", "**Crossover** (the app cost at which the pool's side takes the bound from the loop): "
+        L += ["", "**Crossover** (the app cost at which the loop stops being the bound, and what bound the runs "
+              "above it): "
               + "; ".join(cx) + "."]
     if recs:
         dist = sum(r["disturbed_runs"] for r in rs.values())
@@ -264,8 +307,11 @@ def numbers(meta, recs, pred):
     put("predicted_loop_bound", f"{len(plb)} of {len((pred or {}).get('configs') or [])}", len(plb))
     for h in HANDOFFS:  # every handoff's key exists: a crossover the prediction lacks says so
         put(f"crossover:{h}", "not predicted (the calibration lacks the cpu app on the crossover's shape)")
+    for h in HANDOFFS:
+        put(f"after_loop:{h}", "not measured")
     if not recs:
-        for k in ("loop_bound", "loop_bound_list", "loop_bound_example", "crossover", "model_err", "model_err_all"):
+        for k in ("loop_bound", "loop_bound_list", "loop_bound_example", "crossover", "model_err", "model_err_all",
+                  "heads_loop_bound", "heads_loop_max", "heads_loop_max_config", "chunks"):
             put(k, "not measured yet")
         for x in (pred or {}).get("crossover") or []:
             put(f"crossover:{x['handoff']}", "not measured yet")
@@ -276,6 +322,17 @@ def numbers(meta, recs, pred):
     put("loop_bound_example", (f"`{lb[0]['label']}` (loop on CPU {pct(lb[0]['loop_on_cpu'])}, pool "
                                f"{pct(lb[0]['pool_util'])}, {lb[0]['strict_n']} of {lb[0]['strict_of']} runs)")
         if lb else "none")
+    # The two families apart: browser-like heads, and the synthetic chunked
+    # body (the one-byte chunks the app never reads) the loop-bound rows have.
+    fam = {lab: (r["pred"] or {}).get("family") for lab, r in rs.items()}
+    heads = [r for lab, r in rs.items() if fam[lab] == "heads" and r.get("loop_on_cpu") is not None]
+    hb = [r for r in heads if r["strict"]]
+    put("heads_loop_bound", f"{len(hb)} of {len(heads)} configurations", len(hb))
+    top = max(heads, key=lambda r: r["loop_on_cpu"], default=None)
+    put("heads_loop_max", pct(top["loop_on_cpu"]) if top else "not measured", top and top["loop_on_cpu"])
+    put("heads_loop_max_config", f"`{top['label']}`" if top else "not measured", top and top["label"])
+    ks = sorted({r["config"].get("chunks") for lab, r in rs.items() if fam[lab] == "chunked"} - {None})
+    put("chunks", " or ".join(f"{k:,}" for k in ks) or "none", ks)
     cx = crossover_text(pred, rs)
     put("crossover", "; ".join(cx) or "not predicted")
     for x in (pred or {}).get("crossover") or []:
@@ -287,6 +344,8 @@ def numbers(meta, recs, pred):
         m = (f"between {lo:g} and {hi:g} µs" if lo is not None and hi is not None else
              "not loop-bound on the grid" if lo is None else f"above the grid's {lo:g} µs")
         put(f"crossover:{x['handoff']}", f"{m} of app work ({p})" if cross else f"not measured ({p})")
+        if cross:
+            put(f"after_loop:{x['handoff']}", after_loop_text(after_loop(rs, x["handoff"])))
     t, nt, a, na = errors(rs)
     put("model_err", f"{pct(t)} ({nt} configurations)", t)
     put("model_err_all", f"{pct(a)} over {na} configurations", a)

@@ -158,6 +158,40 @@ def test_measured_crossover_is_bracketed_or_said_not_to_be():
     assert "not bracketed" in "; ".join(regime.crossover_text(p, rs))
 
 
+def test_above_the_crossover_each_cost_says_what_bound_it():
+    # Past the loop's last loop-bound cost the rows may saturate nothing
+    # before the pool's core takes over: the text says which, cost by cost,
+    # and does not call the first cost past the loop's the pool's.
+    p = prediction.make(calib_records(), {}, __file__)
+    grid = next(x for x in p["crossover"] if x["handoff"] == "ring")["grid"]
+    recs = []
+    for c in (c for c in p["configs"] if c["family"] == "crossover" and c["config"]["handoff"] == "ring"):
+        us = c["app_us"]
+        loop, pool, client = (0.97, 0.4, 0.1) if us < 12 else (0.6, 0.5, 0.1) if us < max(grid) else (0.5, 0.85, 0.13)
+        recs += [run(prediction.label(c["config"]), c["config"], loop, pool, client)] * 3
+    rs = regime.rows(recs, p)
+    above = [g for g in grid if g > 12]
+    groups = regime.after_loop(rs, "ring")
+    assert groups == [(("unsaturated", ()), above[:-1]), (("pool+client-bound", ()), above[-1:])]
+    text = regime.numbers({}, recs, p)["after_loop:ring"]["text"]
+    assert text.startswith(f"nothing saturated at {above[0]:g}")
+    assert text.endswith(f"then the shared pool-and-client core was the bound at {max(grid):g} µs "
+                         "of app work")
+    assert "above it, nothing saturated" in "; ".join(regime.crossover_text(p, rs))
+
+
+def test_numbers_set_the_heads_apart_from_the_chunked_body():
+    p, runs, lab = _pred_and_runs([True, True, False])
+    n = regime.numbers({}, runs, p)
+    assert n["heads_loop_bound"]["text"] == "1 of 1 configurations"
+    assert n["heads_loop_max"]["text"] == "97 %" and n["heads_loop_max_config"]["text"] == f"`{lab}`"
+    assert n["chunks"]["text"] == "none"
+    c = regime.cfg("ring", None, 16, 16, placement="loop-alone", chunks=4096)
+    p["configs"].append({"config": c, "family": "chunked", "regime": "loop-bound"})
+    n = regime.numbers({}, runs + [run(prediction.label(c), c, 1.0, 0.1, 0.2)], p)
+    assert n["chunks"]["text"] == "4,096" and n["heads_loop_bound"]["text"] == "1 of 1 configurations"
+
+
 def test_numbers_and_report_without_a_measurement_say_so(tmp_path):
     p = prediction.make(calib_records(), {}, __file__)
     n = regime.numbers(None, [], p)
