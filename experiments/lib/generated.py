@@ -22,10 +22,10 @@ BLOCKS = {
     # the headline results, from the canonical full run
     "paper": Block(["docs/results.md"], "python3 -m experiments.paper --readme",
                    "experiments.paper", "experiments/results/full"),
-    # the current `make bench`
+    # `make bench`'s record, set beside the full run (bench.against_full)
     "bench": Block(["docs/results.md"], "python3 -m experiments.bench --readme",
                    "experiments.bench", "experiments/results/bench/bench.json"),
-    # the same bench of the current code on a faster host
+    # the same bench on another host, set beside the full run too
     "bench-replica": Block(["docs/results.md"], "python3 -m experiments.bench --readme-replica",
                            "experiments.bench", "experiments/results/bench-host3/bench.json"),
     "placement": Block(["docs/results.md"], "python3 -m experiments.placement --readme",

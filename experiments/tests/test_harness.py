@@ -274,6 +274,27 @@ def test_bench_commit_is_dirty_for_sources_not_for_recorded_results(tmp_path):
     assert bench.git_rev(str(tmp_path.parent / "not-a-checkout")) is None
 
 
+def test_a_bench_record_is_set_beside_the_full_run(tmp_path):
+    """A bench block ends with the full run's ring-over-Granian ratios and
+    which of them meet the bench's goal, and says which record is the
+    older: a bench's PASS does not stand alone beside a later full run
+    that measures otherwise. A ratio the full run left out meets nothing."""
+    import json
+    from experiments import bench
+
+    def r(v, text):
+        return {"value": v, "text": text, "text_ci": text}
+    (tmp_path / "numbers.json").write_text(json.dumps({
+        "started": r("2026-12-05", "2026-12-05"), "provenance_commits": r(["abc"], "commit `abc`"),
+        "ratio_ring_granian_c16": r(1.6, "1.60× [1.5×, 1.7×]"), "ratio_ring_granian_c64": r(1.4, "1.40× [1.3×, 1.5×]"),
+        "ratio_ring_granian_c256": r(None, "left out: kept 80 %"), "ratio_ring_granian_flask": r(1.2, "1.20×")}))
+    line = bench.against_full({"time": "2026-12-01T17:21:27+00:00"}, str(tmp_path))
+    assert "is later than this record" in line and "c64 1.40× [1.3×, 1.5×]" in line
+    assert "holds there at c16, not at c64 and c256." in line and "left out: kept 80 %" in line
+    assert "is earlier than this record" in bench.against_full({"time": "2026-12-09T00:00:00+00:00"}, str(tmp_path))
+    assert bench.against_full({"time": "2026-12-01T00:00:00+00:00"}, str(tmp_path / "none")) is None
+
+
 def with_window(r, busy=None, steal=0.0, foreign=0.0, nproc=2):
     r = dict(r, window_cpu={"busy_cores": busy, "steal_cores": steal, "foreign_cores": foreign},
              machine={"nproc": nproc})
