@@ -349,11 +349,38 @@ def rate_text(r):
     return f"{m:,.0f} [{lo:,.0f}, {hi:,.0f}]" if kind == "CI" else f"{m:,.0f} ({lo:,.0f}–{hi:,.0f})"
 
 
+def short_of(r):
+    """Where a row kept fewer than model.IN_FLIGHT_MIN of the client's
+    connections in flight while the client had time to spare, the words
+    that say so ("2 of 64 in flight"); else None. Such a row did not take
+    the client's load (uWSGI with one thread a worker serves one connection
+    a thread while the rest wait), so, as in the paper, it is shown but left
+    out of every ratio and of the best peer."""
+    if not model.keeps_too_few(r):
+        return None
+    n = r.get("in_flight")
+    conns = r["config"]["conns"]
+    return (f"{n:.0f} of {conns} in flight" if n is not None else
+            f"{100 * r['in_flight_share']:.0f} % of {conns} in flight")
+
+
+def comparable(srv):
+    """The peer rows that may be compared: measured, and not short of load."""
+    return [srv[k] for k in PEERS if k in srv and srv[k]["rates"] and not short_of(srv[k])]
+
+
 def best_peer(srv, key="rps_wrk"):
-    """The peer row with the highest median rate (uWSGI at whichever thread
-    count serves more), or None."""
-    peers = [srv[k] for k in PEERS if k in srv and srv[k]["rates"]]
+    """The comparable peer row with the highest median rate (uWSGI at
+    whichever thread count serves more and keeps the client's connections
+    in flight), or None."""
+    peers = comparable(srv)
     return max(peers, key=lambda r: r[key] or 0) if peers else None
+
+
+def peers_left_out(srv):
+    """"name: 2 of 64 in flight" for each measured peer row left out."""
+    return [f"{row_name(srv[k]['config'])}: {short_of(srv[k])}" for k in PEERS
+            if k in srv and srv[k]["rates"] and short_of(srv[k])]
 
 
 def table(rows, compact=False):
@@ -374,20 +401,30 @@ def table(rows, compact=False):
             if r["regime"] == "error" or not r["rates"]:
                 L.append(f"| {cell} | {name} | error |" + " |" * (5 if compact else 11))
                 continue
-            ratio = "—" if k == "cserve" or not cs or not cs["rates"] else ratio_text(cs["rates"], r["rates"])
+            few = short_of(r) or (cs and cs["rates"] and short_of(cs))
+            ratio = ("—" if k == "cserve" or not cs or not cs["rates"] else "left out ‡" if few
+                     else ratio_text(cs["rates"], r["rates"]))
+            flight = num(r.get("in_flight"), "{:.0f}") + (" ‡" if short_of(r) else "")
             sw = num(r.get("server.cs"), "{:.2f}")
             if compact:
                 L.append(f"| {cell} | {name} | {rate_text(r)} | {ratio} | {_ms(r['p99_us'])} "
-                         f"| {num(r.get('in_flight'), '{:.0f}')} | {num(r.get('server.cpu_us'), '{:.1f}')} | {sw} |")
+                         f"| {flight} | {num(r.get('server.cpu_us'), '{:.1f}')} | {sw} |")
             else:
                 lost = (r["steal"] or 0) + (r["foreign"] or 0)
                 L.append(f"| {cell} | {name} | {r['used']} of {r['runs']} | {rate_text(r)} | {ratio} | "
                          f"{_ms(r['p50_us'])} / {_ms(r.get('p90_us'))} / {_ms(r['p99_us'])} | "
-                         f"{num(r.get('in_flight'), '{:.0f}')} | {num(r.get('server.cpu_us'), '{:.1f}')} | "
+                         f"{flight} | {num(r.get('server.cpu_us'), '{:.1f}')} | "
                          f"{sw} ({num(r.get('server.vcs'))} + {num(r.get('server.ivcs'))}) | "
                          f"{num(r.get('idle_cores'))} | {num(r.get('rss_mib'), '{:.0f}')} | "
                          f"{r['sock_err_max']:,} | {r['non_2xx_max']:,} | {lost:.2f} |")
+    if any(short_of(r) for _, srv in cells(rows) for r in srv.values() if r["rates"]):
+        L += ["", IN_FLIGHT_NOTE]
     return L
+
+
+IN_FLIGHT_NOTE = (f"‡ kept fewer than {100 * model.IN_FLIGHT_MIN:.0f} % of the client's connections in flight "
+                  "while the client had time to spare (Little's law; the paper's rule): shown, but left out of "
+                  "every ratio and of the best peer.")
 
 
 def account_table(rows):
@@ -423,13 +460,18 @@ def goals(rows):
         if not cs or not cs["rates"]:
             continue
         g = {}
+        out_ = peers_left_out(srv)
+        if out_:
+            g["peers left out"] = ("; ".join(out_), None)
         bp = best_peer(srv)
-        if bp:
+        if bp and short_of(cs):  # cserve itself did not take the load: nothing to compare
+            g["rate ÷ best peer"] = (f"left out: cserve {short_of(cs)}", None)
+        elif bp:
             r, lo, hi = stats.ratio_ci(cs["rates"], bp["rates"])
             g["rate ÷ best peer"] = (f"{r:.2f}× ({row_name(bp['config'])})", r >= 1.1)
             if bp.get("server.cpu_us") and cs.get("server.cpu_us"):
-                # the best peer by CPU per request, the lowest
-                peers = [srv[k] for k in PEERS if k in srv and srv[k].get("server.cpu_us")]
+                # the best peer by CPU per request, the lowest, of those compared
+                peers = [p for p in comparable(srv) if p.get("server.cpu_us")]
                 low = min(peers, key=lambda p: p["server.cpu_us"])
                 x = cs["server.cpu_us"] / low["server.cpu_us"]
                 g["CPU/req ÷ best peer's"] = (f"{x:.2f}× ({row_name(low['config'])})", x <= 0.85)
@@ -449,11 +491,16 @@ def goals(rows):
 
 
 GOAL_COLS = ("rate ÷ best peer", "CPU/req ÷ --inline's", "CPU/req ÷ best peer's", "p99 vs Granian's",
-             "switches/req ÷ baseline's")
+             "switches/req ÷ baseline's", "peers left out")
+
+
+GOALS_RULE = (f"A peer that kept fewer than {100 * model.IN_FLIGHT_MIN:.0f} % of the client's connections in "
+              "flight while the client had time to spare is no best peer: the last column names it, with the "
+              "connections it kept in flight.")
 
 
 def goals_table(rows):
-    L = ["| cell | " + " | ".join(GOAL_COLS) + " |", "|---|" + "---:|" * len(GOAL_COLS)]
+    L = ["| cell | " + " | ".join(GOAL_COLS) + " |", "|---|" + "---:|" * (len(GOAL_COLS) - 1) + "---|"]
     for (app, conns), g in goals(rows):
         def c(k):
             if k not in g:
@@ -551,7 +598,8 @@ def markdown(meta, recs, quick):
           "window's end.", ""]
     L += table(rows)
     L += ["", "## Goals", "", "cserve's default row against the best peer (by rate; by CPU per request, the "
-          "peer that spends least), `--inline`, Granian's p99 and the baseline's switches. ✓ met, ✗ not.", ""]
+          "peer that spends least), `--inline`, Granian's p99 and the baseline's switches. ✓ met, ✗ not. "
+          + GOALS_RULE, ""]
     L += goals_table(rows)
     io = io_line(meta, rows)
     if io:
@@ -602,8 +650,8 @@ def brief(meta, recs, link, servers=True):
          "Rate: median with a 95 % bootstrap interval [in brackets] from ten clean runs, else the range (in "
          "parentheses). CPU and switches per request: every server thread, from the kernel's counts. "
          + ("The account" if servers else "Every server's rate, p99, requests in flight, CPU and switches, the "
-            "account") + f" per thread, p50/p90, RSS, steal and the commands: [{os.path.basename(link)}]({link}).",
-         ""]
+            "account") + f" per thread, p50/p90, RSS, steal and the commands: [{os.path.basename(link)}]({link}). "
+         + GOALS_RULE, ""]
     L += goals_table(rows)
     io = io_line(meta, rows)
     if io:

@@ -2,7 +2,9 @@
 per request from each thread's kernel counts, the plan's rows per cell, and
 the goals' figures (the best peer by rate with uWSGI at either thread
 count, CPU per request against --inline's and the thriftiest peer's, p99
-against Granian's, switches against the baseline's)."""
+against Granian's, switches against the baseline's), and the paper's
+in-flight rule: a peer that kept too few connections in flight is shown,
+marked, and compared with nothing."""
 from experiments import production
 from experiments.lib import account
 
@@ -14,15 +16,16 @@ def sched(rows):
             for i, (n, role, on, d, v, iv) in enumerate(rows)]
 
 
-def run(kind, app="flask", conns=64, rate=10000.0, cpu=0.5, vcs=1000, p99=5000.0, rss=100 * 1024, rnd=0):
+def run(kind, app="flask", conns=64, rate=10000.0, cpu=0.5, vcs=1000, p99=5000.0, rss=100 * 1024, rnd=0,
+        in_flight=64, client=(0.3, 0.0)):
     c = production.row(kind, app, conns, baseline="b/cserve")
     if c["server"] == "cserve":
         rows = [("cserve-loop", "loop", cpu / 2, 0.1, vcs, 0), ("cserve-pool-0", "pool", cpu / 2, 0.0, 0, vcs)]
     else:
         rows = [("python3", "other", cpu, 0.1, vcs, vcs)]
-    rows.append(("wrk", "client", 0.3, 0.0, 10, 0))
+    rows.append(("wrk", "client", client[0], client[1], 10, 0))
     return {"label": production.label(c), "config": c, "rps": rate, "rps_wrk": rate, "round": rnd,
-            "latency": {"p50_us": 900.0, "p99_us": p99, "avg_us": 64 / rate * 1e6}, "rss_kib": rss,
+            "latency": {"p50_us": 900.0, "p99_us": p99, "avg_us": in_flight / rate * 1e6}, "rss_kib": rss,
             "threadcpu": [], "wrk_output": "", "machine": {"nproc": 2},
             "window_cpu": {"foreign_cores": 0.0, "steal_cores": 0.0, "busy_cores": 1.9, "seconds": 2.0,
                            "sched": sched(rows)}}
@@ -84,6 +87,37 @@ def test_goals_take_the_best_peer_by_rate_and_the_thriftiest_by_cpu():
                               "warmup": 1, "duration": 3}, recs, False)
     assert "| Flask, c64 | 1.20× (uwsgi 32 threads) ✓ |" in md
     assert "| Flask, c64 | cserve | 3 of 3 | 12,001 (12,000–12,002) | — |" in md  # fewer than ten: the range
+
+
+def test_a_peer_that_kept_few_connections_in_flight_is_shown_not_compared():
+    # uWSGI with one thread a worker answers fast but keeps 2 of 64
+    # connections in flight while the client idles: by the paper's rule it
+    # is no best peer by rate or by CPU, its ratio is left out, and its row
+    # stays in every table, marked, with the connections it kept.
+    recs = []
+    for i in range(3):
+        recs += [run("cserve", rate=12000.0 + i, cpu=0.9, rnd=i),
+                 run("granian", rate=9000.0 + i, cpu=1.5, rnd=i),
+                 run("uwsgi", rate=11000.0 + i, cpu=0.8, rnd=i, in_flight=2)]
+    rows = production.summarise(recs)
+    g = dict(production.goals(rows))[("flask", 64)]
+    assert g["rate ÷ best peer"][0].startswith("1.33× (granian)")
+    assert g["CPU/req ÷ best peer's"][0].startswith("0.45× (granian)")  # uWSGI's 73 µs would be 1.03×
+    assert g["peers left out"] == ("uwsgi 1 thread: 2 of 64 in flight", None)
+    md = production.markdown({"commit": "abc", "date": "d", "command": "c", "machine": {}, "rounds": 3,
+                              "warmup": 1, "duration": 3}, recs, False)
+    assert "| Flask, c64 | uwsgi 1 thread | 3 of 3 | 11,001 (11,000–11,002) | left out ‡ |" in md
+    assert "| 2 ‡ |" in md and production.IN_FLIGHT_NOTE in md
+    assert "| uwsgi 1 thread: 2 of 64 in flight |" in md
+    # A client busy most of the window holds the connections itself: the
+    # count is then the client's, and the row is compared.
+    busy = [dict(r) for r in recs]
+    for r in busy:
+        if r["config"]["server"] == "uwsgi":
+            r["window_cpu"] = dict(r["window_cpu"], sched=[dict(x, on_cpu=0.7, run_delay=0.25) if x["role"] == "client"
+                                                           else x for x in r["window_cpu"]["sched"]])
+    g = dict(production.goals(production.summarise(busy)))[("flask", 64)]
+    assert g["rate ÷ best peer"][0].startswith("1.09× (uwsgi 1 thread)") and "peers left out" not in g
 
 
 def test_a_goal_missed_is_marked():
