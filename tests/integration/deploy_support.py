@@ -1,8 +1,10 @@
 """Helpers for test_deploy*.py and test_nginx.py: start cserve with a given
 environment, wait for it on TCP or a unix socket, ask the deploy_info app."""
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -12,12 +14,18 @@ from conftest import APPS, BIN, ROOT
 
 EMBEDDED_PY = os.environ.get("PYTHON", "/usr/bin/python3")
 
+# Every Proc's log goes into one folder that is removed when the test
+# process exits: a test reads a log after its server has stopped, and not
+# every test calls close(), so no single call may delete it.
+LOG_DIR = tempfile.mkdtemp(prefix="cserve-deploy-")
+atexit.register(shutil.rmtree, LOG_DIR, ignore_errors=True)
+
 
 class Proc:
     """cserve with its stderr in a file; stop() sends SIGTERM and waits."""
 
     def __init__(self, args, env=None, cwd=ROOT, **kw):
-        self.log = tempfile.NamedTemporaryFile(prefix="cserve-deploy-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(dir=LOG_DIR, suffix=".log", delete=False)
         self.proc = subprocess.Popen(args, cwd=str(cwd), env=env, stdout=self.log, stderr=subprocess.STDOUT, **kw)
 
     def text(self):
