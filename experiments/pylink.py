@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 from experiments import production
-from experiments.lib import generated, stats
+from experiments.lib import generated, model, stats
 from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "production-pylink")
@@ -48,12 +48,15 @@ def readme_body(record, doc):
     the static one's."""
     meta, recs = production.entry.load(record)
     rows = production.summarise(recs)
+    disturbed = sum(1 for r in recs if r.get("disturbed"))
+    # A record most of whose runs lost CPU to other work resolves little: say so where it is shown.
+    shared = ", a guest shared with other work while it ran: a pilot" if 2 * disturbed > len(recs) else ""
     L = [f"`{meta['command']}`, {meta['date']}, commit {meta['commit'][:7]}"
          f"{' (dirty tree)' if meta.get('dirty') else ''}, {meta['machine'].get('nproc')} vCPUs "
-         f"({meta['machine'].get('cpu_model')}), a guest shared with other work while it ran: a pilot. "
+         f"({meta['machine'].get('cpu_model')}){shared}. "
          f"{meta['rounds']} interleaved, shuffled rounds of {meta.get('duration', '?')} s windows; "
          f"{production.WORKERS} workers of one thread, `wrk -t1 -c{CONNS}`. Runs disturbed by other "
-         f"tenants (more than 0.05 core lost): {sum(1 for r in recs if r.get('disturbed'))} of {len(recs)}. "
+         f"tenants (more than {model.DISTURB_LIMIT} core lost): {disturbed} of {len(recs)}. "
          "Rate: median (min–max) over the clean runs, or over all where none was clean; p50, p99 and server CPU per request: medians; lost: steal and foreign CPU in the "
          "window (/proc/stat), % of one core. shared ÷ static: the ratio of the rates, (range) over the runs' "
          "pairs. Full tables: [production.md](" +
