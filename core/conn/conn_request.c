@@ -205,7 +205,7 @@ enum verdict conn_take_message(struct conn *c)
 {
     struct job *job = c->job;
     struct buffer *out = &job->out[job->msg_buf];
-    switch (job->msg) {
+    switch ((enum job_msg)job->msg) {
     case JOB_NEED_BODY:
         if (job->body.expect_continue && !job->body.continue_sent)
             conn_queue_continue(c);

@@ -30,7 +30,7 @@ int dispatch_set_active(struct dispatch *d, unsigned n)
         if (d->t[w].outstanding)
             return -1;
     for (unsigned w = n; w < d->active; w++)
-        d->t[w].done_pass = 0; /* retired: no pace to settle */
+        d->t[w].done_pass = 0, d->t[w].done_ns = 0; /* retired: no pace to settle */
     for (unsigned w = d->active; w < n; w++)
         d->t[w].pace_ns = 0; /* a thread taken back measures its pace anew */
     d->active = n;
@@ -79,16 +79,23 @@ unsigned dispatch_pick(const struct dispatch *d)
 }
 
 /* Thread w's pace from the requests it finished since the last settling:
- * they ran one after another from its busy_since_ns to now. */
+ * they ran one after another from its busy_since_ns to the thread's own
+ * stamp of the last one. Not to the pass that took them: a loop that held
+ * or dozed past that completion would count the time the thread then sat
+ * idle as work, and a thread that looks slower gets a shallower queue, runs
+ * dry sooner in the next hold and looks slower still (core/conn/README.md,
+ * "Pace"). A completion with no stamp ends at the pass. */
 static void settle_thread(struct dispatch *d, struct dispatch_thread *t)
 {
-    uint64_t span = d->now_ns > t->busy_since_ns ? d->now_ns - t->busy_since_ns : 0;
+    uint64_t end = t->done_ns && t->done_ns < d->now_ns ? t->done_ns : d->now_ns;
+    uint64_t span = end > t->busy_since_ns ? end - t->busy_since_ns : 0;
     uint64_t sample = span / t->done_pass;
     if (!sample)
         sample = 1; /* measured: faster than the clock tells */
     t->pace_ns = t->pace_ns ? (t->pace_ns * 3 + sample) / 4 : sample;
-    t->busy_since_ns = d->now_ns; /* the next one started by now, as far as the loop can tell */
+    t->busy_since_ns = end; /* a queued one started as the last finished; an idle thread's next, at its submit */
     t->done_pass = 0;
+    t->done_ns = 0;
 }
 
 int dispatch_submit(struct dispatch *d, unsigned w, struct job *job)
@@ -122,6 +129,8 @@ void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
     t->outstanding--;
     d->outstanding_total--;
     t->done_pass++;
+    if (job->done_ns > t->done_ns)
+        t->done_ns = job->done_ns;
     d->unsettled = true;
 }
 

@@ -26,12 +26,13 @@ struct dispatch_thread {
      * queued behind another on a busy thread is waiting, not stuck. */
     unsigned owed;
     uint64_t seen_ms;
-    /* Its pace: the time a request takes it, as the loop sees it (from the
-     * request's start to the pass that takes its completion), smoothed; 0
-     * until its first completion. */
+    /* Its pace: the time a request takes it (from the request's start to
+     * the thread's own stamp of its completion), smoothed; 0 until its first
+     * completion. */
     uint64_t pace_ns;
     uint64_t busy_since_ns; /* when its current request started, as far as the loop can tell */
     unsigned done_pass;     /* completions taken since the pace was last settled */
+    uint64_t done_ns;       /* the latest of their stamps (job.done_ns) */
 };
 
 /* The longest a request is meant to wait in a pool thread's queue before

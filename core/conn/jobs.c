@@ -16,8 +16,8 @@
 #include "jobs.h"
 #include "loop.h"
 
-_Static_assert(offsetof(struct job, file_fd) + sizeof(int) - offsetof(struct job, out) <= CACHE_LINE,
-               "what the loop reads of a message (job.h: out[] to file_fd) fits one cache line");
+_Static_assert(offsetof(struct job, done_ns) + sizeof(uint64_t) - offsetof(struct job, out) <= CACHE_LINE,
+               "what the loop reads of a message (job.h: out[] to done_ns) fits one cache line");
 
 #define OUT_KEEP (256 * 1024) /* a response buffer larger than this is freed after use */
 #define OWN_KEEP (128 * 1024)
@@ -76,6 +76,7 @@ static void job_clear(struct job *job)
     job->close_after = false;
     job->incomplete = false;
     job->file_fd = -1;
+    job->done_ns = 0;
     job->file_off = 0;
     job->file_len = 0;
     job->status = 0;

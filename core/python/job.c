@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../../handoffs/handoff.h"
+#include "../../lib/clock.h"
 #include "../../lib/futex.h"
 #include "job.h"
 #include "../base/log.h"
@@ -59,6 +60,8 @@ static void post(struct job *job, enum job_msg msg)
     struct handoff *h = self.handoff;
     if (msg != JOB_DONE)
         STAT(counter_inc(&self.stats->messages));
+    else
+        job->done_ns = clock_ns(); /* published with the completion, as out[] is */
     /* Not retried: -1 means the job was not queued (handoff.h), but what
      * failed (a send, a wake-up write) would most likely fail again. The
      * loop does not wait forever: a connection whose app is silent for the

@@ -79,16 +79,20 @@ struct job {
     struct body_pipe body;
 
     /* ---- the response: written by the pool, sent by the loop ---- */
-    /* out[] to file_fd are what the loop reads of every message: one cache
+    /* out[] to done_ns are what the loop reads of every message: one cache
      * line of their own (64 bytes on x86-64), so that a message costs the loop
      * one line transfer from the pool's core, not three lines shared with the
-     * request's fields (jobs.c allocates jobs aligned). */
+     * request's fields (jobs.c allocates jobs aligned). Hence the narrow
+     * msg_buf and msg. */
     _Alignas(CACHE_LINE) struct buffer out[2];
-    int msg_buf;             /* which out buffer the message carries (set before posting) */
-    enum job_msg msg;
+    unsigned char msg_buf;   /* which out buffer the message carries (set before posting) */
+    unsigned char msg;       /* an enum job_msg */
     bool close_after;        /* close the connection once the response is sent */
     bool incomplete;         /* the response is cut short (app failed after headers) */
     int file_fd;             /* JOB_DONE: >= 0, send file_len bytes from file_off after out */
+    uint64_t done_ns;        /* JOB_DONE from a pool thread: when it finished (clock_ns), the
+                              * end of the request and the start of the next queued one, for
+                              * the dispatcher's pace (dispatch.c) */
     off_t file_off;
     uint64_t file_len;
     int status;              /* for the access log */

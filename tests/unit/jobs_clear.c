@@ -40,7 +40,7 @@ static const struct member job_members[] = {
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
     M(struct job, remote_port), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
     M(struct job, body), M(struct job, out), M(struct job, msg_buf), M(struct job, msg),
-    M(struct job, close_after), M(struct job, incomplete), M(struct job, file_fd),
+    M(struct job, close_after), M(struct job, incomplete), M(struct job, file_fd), M(struct job, done_ns),
     M(struct job, file_off), M(struct job, file_len), M(struct job, status),
     M(struct job, body_bytes), M(struct job, ack), M(struct job, conn_lost),
     M(struct job, last_head),
@@ -160,6 +160,7 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->close_after);
     ZERO(job->incomplete);
     CHECK(job->file_fd == -1, "pattern 0x%02x: file_fd is %d, not -1", pattern, job->file_fd);
+    ZERO(job->done_ns);
     ZERO(job->file_off);
     ZERO(job->file_len);
     ZERO(job->status);

@@ -58,6 +58,13 @@ static void done(struct dispatch *d, unsigned w)
     dispatch_done(d, &j, 0);
 }
 
+/* A completion the pool thread stamped (job.done_ns). */
+static void done_at(struct dispatch *d, unsigned w, uint64_t stamp)
+{
+    struct job j = {.thread = w, .done_ns = stamp};
+    dispatch_done(d, &j, 0);
+}
+
 static void dispatcher_cases(void)
 {
     struct dispatch d;
@@ -82,6 +89,17 @@ static void dispatcher_cases(void)
     CHECK(d.t[1].pace_ns == 10 * US, "a pass of several: the span over their number (%llu)",
           (unsigned long long)d.t[1].pace_ns);
     CHECK(d.t[1].done_pass == 0 && !d.unsettled, "settled");
+    /* Two more, finished 10 us apart by the thread's own stamps, taken by a
+     * pass a millisecond later (the loop held): the pace ends at the last
+     * stamp, and the thread's idle time after it is not work. */
+    uint64_t start = d.now_ns;
+    CHECK(submit(&d) == 1 && submit(&d) == 1, "thread 1 again");
+    done_at(&d, 1, start + 10 * US);
+    done_at(&d, 1, start + 20 * US);
+    dispatch_clock(&d, 1000 * MS + 1 * MS);
+    dispatch_settle(&d);
+    CHECK(d.t[1].pace_ns == 10 * US, "to the stamp, not the pass (%llu)", (unsigned long long)d.t[1].pace_ns);
+    CHECK(d.t[1].busy_since_ns == start + 20 * US, "the next, had one been queued, started at the last stamp");
     /* Thread 0's request has run past the budget: nothing goes behind it,
      * even measured fast. */
     d.t[0].pace_ns = 10 * US;
