@@ -220,7 +220,7 @@ def run_one(r, a, tmp):
            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "server_cmd": shlex.join(cmd)}
     try:
-        if not wait_ready(proc, port):
+        if not wait_ready(proc, port, listeners=r["workers"] if cserve else 1):
             log.seek(0)
             rec["error"] = "server did not start: " + log.read()[-1500:]
             return rec

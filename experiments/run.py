@@ -57,7 +57,7 @@ def run_one(run, a):
     # gunicorn/granian run the app in a child process, cserve --workers N in N
     children = not is_cserve or run.get("workers", 1) > 1
     try:
-        if not wait_ready(proc, port):
+        if not wait_ready(proc, port, listeners=run.get("workers", 1) if is_cserve else 1):
             log.seek(0)
             rec["error"] = "server did not start: " + log.read()[-2000:]
             return rec

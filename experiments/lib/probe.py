@@ -123,7 +123,7 @@ def with_server(cfg, label, body, tmp_prefix="cserve-probe-"):
     rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "label": label, "config": cfg, "server_cmd": shlex.join(cmd), "machine": {"nproc": os.cpu_count()}}
     try:
-        if not wait_ready(proc, port):
+        if not wait_ready(proc, port, listeners=cfg.get("workers", 1) if cfg["server"] == "cserve" else 1):
             log.seek(0)
             rec["error"] = "server did not start: " + log.read()[-2000:]
             return rec

@@ -196,16 +196,39 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_ready(proc, port, timeout=30.0):
+def listening(port):
+    """How many TCP sockets listen on port (/proc/net/tcp and tcp6)."""
+    n = 0
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    local, state = line.split()[1], line.split()[3]
+                    n += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port
+        except OSError:
+            pass
+    return n
+
+
+def wait_ready(proc, port, timeout=30.0, listeners=1):
+    """Until the server accepts on port and, for cserve --workers N over TCP
+    (listeners N), every worker's SO_REUSEPORT socket listens: a slot
+    listens only once its worker has imported the app, and a client that
+    connected before then would have all its connections on the workers
+    that did, for the whole run. False if the server exits or the timeout
+    passes first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
+            if listening(port) >= listeners:
+                return True
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     return False
 
 

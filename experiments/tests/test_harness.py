@@ -522,3 +522,31 @@ def test_a_row_that_keeps_few_in_flight_is_left_out_of_ratios():
         r["latency"] = {"avg_us": 64 / r["rps"] * 1e6}
     summ = report.summarise({"peers": cs_runs + uw_runs}, model.fit([]), 2)
     assert numbers.compute(summ, model.fit([]), [], {})["ratio_ring_uwsgi_c64_noinst"]["value"] > 1.5
+
+
+def test_ready_waits_for_every_workers_listener():
+    """cserve --workers N listens on slot k only once worker k has imported
+    the app: a client started when the first accepted would pin every
+    connection to it. wait_ready(listeners=N) holds out for N listeners."""
+    import socket
+    from experiments.lib import serverctl
+
+    alive = types.SimpleNamespace(poll=lambda: None)
+    socks = []
+    try:
+        for _ in range(2):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            s.bind(("127.0.0.1", socks[0].getsockname()[1] if socks else 0))
+            socks.append(s)
+        port = socks[0].getsockname()[1]
+        socks[0].listen()
+        assert serverctl.listening(port) == 1
+        assert serverctl.wait_ready(alive, port, timeout=0.3, listeners=1)
+        assert not serverctl.wait_ready(alive, port, timeout=0.3, listeners=2)
+        socks[1].listen()
+        assert serverctl.listening(port) == 2
+        assert serverctl.wait_ready(alive, port, timeout=0.3, listeners=2)
+    finally:
+        for s in socks:
+            s.close()
