@@ -114,6 +114,7 @@ def cfg(cell, row, bt, phase=None, binary=None, quick=False, cells=CELLS):
         out.update(handoff="ring", binary=binary or production.NOINST)
     if cell.startswith("auto-"):
         out["warmup"] = AUTO_WARMUP[1 if quick else 0]
+        out["warm_apart"] = True  # auto's growth in the warm-up is not in the measured p99
     if phase:
         out["phase"] = phase
         if phase == "beside":
@@ -573,7 +574,10 @@ def _lost(r):
 
 def provenance_line(meta):
     return (f"{probe.meta_line(meta)} {meta['rounds']} interleaved, shuffled round(s); {meta['warmup']:g} s warm-up "
-            f"({AUTO_WARMUP[1 if meta.get('quick') else 0]:g} s in the auto cells), {meta['duration']:g} s window "
+            f"({AUTO_WARMUP[1 if meta.get('quick') else 0]:g} s in the auto cells"
+            + (", by a client of its own, so that the measured client's rate and percentiles begin with the pool "
+               "grown" if meta.get("auto_warm_apart") else ", counted in wrk's rate and percentiles") +
+            f"), {meta['duration']:g} s window "
             f"per run, each run a fresh server of one worker. A run that lost more than {model.DISTURB_LIMIT} core "
             "to steal and foreign CPU was rerun up to twice, then kept and marked (†: every run of the row was). "
             "Figures: medians over the runs used (the clean ones), with their range (min–max) in parentheses.")
@@ -668,7 +672,7 @@ def main():
     baseline = production.build_baseline(a.baseline) if a.baseline else None
     todo = entry.runnable("dispatch", plan(a.quick, baseline, chosen), label)
     meta, recs = entry.measure(a, "dispatch", todo, runner=measure_run(a), per_run_extra=3.0,
-                               meta_extra={"baseline": a.baseline, "cells": CELLS})
+                               meta_extra={"baseline": a.baseline, "cells": CELLS, "auto_warm_apart": True})
     entry.write_records(path, meta, recs)
     print(write_report(path))
     return entry.status(recs)

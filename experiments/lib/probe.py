@@ -19,6 +19,7 @@ import random
 import re
 import shlex
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -84,6 +85,7 @@ def wrk_cmd(cfg, port, seconds):
 
 
 BESIDE_LEAD = 0.5  # s the companion client runs before the measured one starts
+WARM_LEAD = 0.5    # s of a warm_apart configuration's measured client before its window
 
 
 def beside_cmd(cfg, alone, port, seconds, url):
@@ -149,11 +151,22 @@ def measure(cfg, label, warmup, duration, margin=0.5, interval=None):
 
     def body(rec, proc, port, stats_file):
         time.sleep(0.3)
-        total = warmup + duration + margin
+        lead = warmup
+        if cfg.get("warm_apart") and warmup > WARM_LEAD:
+            # The warm-up by a client of its own: wrk's rate and percentiles
+            # cover its whole run, so the measured client then starts on a
+            # warmed server (a self-sizing pool already grown) and its
+            # figures are the window's, not the warm-up's.
+            warm = wrk_cmd(cfg, port, warmup - WARM_LEAD)
+            rec["warm_cmd"] = shlex.join(warm)
+            subprocess.run(warm, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=warmup + 30,
+                           check=True)
+            lead = WARM_LEAD
+        total = lead + duration + margin
         wrk = wrk_cmd(cfg, port, total)
         rec["wrk_cmd"] = shlex.join(wrk)
         wp, rec["placement"], check = start_client(proc, cfg, wrk, children)
-        series, rec["window_cpu"], mtime = load_window(proc, wp, warmup, duration, interval or duration / 4,
+        series, rec["window_cpu"], mtime = load_window(proc, wp, lead, duration, interval or duration / 4,
                                                        children, stats_file if is_cserve else None)
         check()
         rec["rss_kib"] = threadcpu.rss_kib(threadcpu.descendants(proc.pid))  # at the window's end, loaded

@@ -6,6 +6,7 @@ child interpreter: the tests may not import apps/)."""
 import json
 import os
 import subprocess
+import types
 
 from experiments import dispatch as d
 from experiments.lib import entry, probe
@@ -43,6 +44,8 @@ def test_the_plan_runs_every_cserve_row_beside_its_baseline_and_the_peers_at_its
     assert [c for c in io if c["row"] == "baseline"][0]["binary"] == "build-base/x/cserve"
     auto = [c for c in cfgs if c["cell"] == "auto-sleep"]
     assert {c["server"] for c in auto} == {"cserve"} and all(c["warmup"] == d.AUTO_WARMUP[0] for c in auto)
+    assert all(c.get("warm_apart") for c in cfgs if c["cell"].startswith("auto-"))
+    assert not any(c.get("warm_apart") for c in cfgs if not c["cell"].startswith("auto-"))
     assert {c["bt"] for c in auto} == {16, 32, 64, "auto", "auto:64"}
     fair = [c for c in cfgs if c["cell"] == "fairness"]
     assert len(fair) == 2 * 5 and all(c["bt"] == 1 and c["conns"] == 1 for c in fair)
@@ -178,3 +181,27 @@ def test_the_companion_client_starts_first_and_only_its_counts_are_kept():
     assert "wrk -t1 -c1 -d3s --latency 'http://127.0.0.1:8000/?us=5000&mode=sleep'; wait" in b and "pipeload" not in b
     out = "Requests/sec: 5\npipeload-json: {\"requests\": 12, \"seconds\": 4.0}\n"
     assert probe.beside_counts(out) == {"requests": 12, "seconds": 4.0} and probe.beside_counts("x") is None
+
+
+def test_a_warm_apart_run_warms_with_a_client_of_its_own(monkeypatch):
+    """wrk's rate and percentiles cover its whole run: an auto cell's growth
+    in the warm-up must not be in them, so its warm-up is a client of its
+    own and the measured one starts WARM_LEAD before the window."""
+    ran, started, windows = [], [], []
+    server = types.SimpleNamespace(pid=1)
+    monkeypatch.setattr(probe, "with_server", lambda cfg, label, body: body({}, server, 8080, "stats.json") or {})
+    monkeypatch.setattr(probe.time, "sleep", lambda s: None)
+    monkeypatch.setattr(probe.subprocess, "run", lambda cmd, **kw: ran.append(cmd))
+    monkeypatch.setattr(probe, "start_client", lambda proc, cfg, cmd, children: started.append(cmd) or
+                        (None, {}, lambda: None))
+    monkeypatch.setattr(probe, "load_window", lambda proc, wp, lead, duration, *a: windows.append(lead) or
+                        ([], {}, 0))
+    monkeypatch.setattr(probe.threadcpu, "rss_kib", lambda pids: 0)
+    monkeypatch.setattr(probe.threadcpu, "descendants", lambda pid: [])
+    monkeypatch.setattr(probe, "finish_window", lambda *a: None)
+    auto = d.cfg("auto-sleep", "cserve", "auto")
+    probe.measure(auto, "x", 8.0, 5.0)
+    assert len(ran) == 1 and "-d8s" in ran[0] and "-d6s" in started[0] and windows == [probe.WARM_LEAD]
+    ran.clear(), started.clear(), windows.clear()
+    probe.measure(d.cfg("io-mix", "cserve", 8), "x", 2.0, 5.0)
+    assert ran == [] and "-d8s" in started[0] and windows == [2.0]
