@@ -29,8 +29,10 @@ int dispatch_set_active(struct dispatch *d, unsigned n)
     for (unsigned w = n; w < d->active; w++)
         if (d->t[w].outstanding)
             return -1;
-    for (unsigned w = n; w < d->active; w++)
-        d->t[w].done_pass = 0, d->t[w].done_ns = 0; /* retired: no pace to settle */
+    for (unsigned w = n; w < d->active; w++) { /* retired: no pace to settle */
+        d->t[w].done_pass = 0;
+        d->t[w].done_ns = 0;
+    }
     for (unsigned w = d->active; w < n; w++)
         d->t[w].pace_ns = 0; /* a thread taken back measures its pace anew */
     d->active = n;

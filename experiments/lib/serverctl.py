@@ -204,8 +204,8 @@ def listening(port):
             with open(path) as f:
                 next(f)
                 for line in f:
-                    local, state = line.split()[1], line.split()[3]
-                    n += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port
+                    fields = line.split()  # sl local_address rem_address st ...; st 0A: LISTEN
+                    n += fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port
         except OSError:
             pass
     return n

@@ -52,18 +52,14 @@ static unsigned submit(struct dispatch *d)
     return dispatch_submit(d, w, j) == HANDOFF_OK ? j->thread : DISPATCH_NONE;
 }
 
-static void done(struct dispatch *d, unsigned w)
-{
-    struct job j = {.thread = w};
-    dispatch_done(d, &j, 0);
-}
-
-/* A completion the pool thread stamped (job.done_ns). */
+/* A completion the pool thread stamped (job.done_ns), or 0: no stamp. */
 static void done_at(struct dispatch *d, unsigned w, uint64_t stamp)
 {
     struct job j = {.thread = w, .done_ns = stamp};
     dispatch_done(d, &j, 0);
 }
+
+static void done(struct dispatch *d, unsigned w) { done_at(d, w, 0); }
 
 static void dispatcher_cases(void)
 {
