@@ -31,7 +31,7 @@ int dispatch_set_active(struct dispatch *d, unsigned n)
             return -1;
     for (unsigned w = n; w < d->active; w++) { /* retired: no pace to settle */
         d->t[w].done_pass = 0;
-        d->t[w].done_ns = 0;
+        d->t[w].work_ns = 0;
     }
     for (unsigned w = d->active; w < n; w++)
         d->t[w].pace_ns = 0; /* a thread taken back measures its pace anew */
@@ -81,23 +81,25 @@ unsigned dispatch_pick(const struct dispatch *d)
 }
 
 /* Thread w's pace from the requests it finished since the last settling:
- * they ran one after another from its busy_since_ns to the thread's own
- * stamp of the last one. Not to the pass that took them: a loop that held
- * or dozed past that completion would count the time the thread then sat
- * idle as work, and a thread that looks slower gets a shallower queue, runs
- * dry sooner in the next hold and looks slower still (core/conn/README.md,
- * "Pace"). A completion with no stamp ends at the pass. */
-static void settle_thread(struct dispatch *d, struct dispatch_thread *t)
+ * the time they ran (dispatch_done) over their number. Then its current
+ * request, if it has one, started at the last of their stamps, or at its
+ * own submit if that came later (the loop takes a pass's sockets before its
+ * completions, so it may have given work to a thread that had already run
+ * dry without knowing). */
+static void settle_thread(struct dispatch_thread *t)
 {
-    uint64_t end = t->done_ns && t->done_ns < d->now_ns ? t->done_ns : d->now_ns;
-    uint64_t span = end > t->busy_since_ns ? end - t->busy_since_ns : 0;
-    uint64_t sample = span / t->done_pass;
+    uint64_t sample = t->work_ns / t->done_pass;
     if (!sample)
         sample = 1; /* measured: faster than the clock tells */
     t->pace_ns = t->pace_ns ? (t->pace_ns * 3 + sample) / 4 : sample;
-    t->busy_since_ns = end; /* a queued one started as the last finished; an idle thread's next, at its submit */
+    t->busy_since_ns = t->last_end_ns;
+    /* With one left it is the newest. With more, the oldest's submit is not
+     * kept: the last stamp may start it early, which only shortens the
+     * thread's queue until its next completion. */
+    if (t->outstanding == 1 && t->last_submit_ns > t->busy_since_ns)
+        t->busy_since_ns = t->last_submit_ns;
     t->done_pass = 0;
-    t->done_ns = 0;
+    t->work_ns = 0;
 }
 
 int dispatch_submit(struct dispatch *d, unsigned w, struct job *job)
@@ -108,11 +110,13 @@ int dispatch_submit(struct dispatch *d, unsigned w, struct job *job)
     int r = d->handoff->ops->submit(d->handoff, w, job);
     if (r == HANDOFF_OK) {
         if (!t->outstanding) {
-            if (t->done_pass) /* what it finished this pass, before its idle time counts */
-                settle_thread(d, t);
+            if (t->done_pass) /* settled now, so that settling does not move its start */
+                settle_thread(t);
             t->busy_since_ns = d->now_ns;
         }
         job->thread = w;
+        job->submit_ns = d->now_ns;
+        t->last_submit_ns = d->now_ns;
         t->outstanding++;
         d->outstanding_total++;
     }
@@ -130,9 +134,20 @@ void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
     t->seen_ms = now_ms;
     t->outstanding--;
     d->outstanding_total--;
+    /* A thread runs its requests one after another, so this one started
+     * when it was submitted or when the one before it finished, whichever
+     * came later: the time between is the thread's idle time, not work. It
+     * ended at the thread's stamp, not at the pass that took it: the loop
+     * may take it long after, at the end of a hold or a doze, and a pace
+     * that counted the idle time since would shrink the thread's queue, so
+     * it ran dry sooner in the next hold and looked slower still (core/conn/
+     * README.md, "Pace"). A completion with no stamp ends at the pass. */
+    uint64_t end = job->done_ns && job->done_ns < d->now_ns ? job->done_ns : d->now_ns;
+    uint64_t start = job->submit_ns > t->last_end_ns ? job->submit_ns : t->last_end_ns;
+    t->work_ns += end > start ? end - start : 0;
+    if (end > t->last_end_ns)
+        t->last_end_ns = end;
     t->done_pass++;
-    if (job->done_ns > t->done_ns)
-        t->done_ns = job->done_ns;
     d->unsettled = true;
 }
 
@@ -143,7 +158,7 @@ void dispatch_settle(struct dispatch *d)
     d->unsettled = false;
     for (unsigned w = 0; w < d->active; w++)
         if (d->t[w].done_pass)
-            settle_thread(d, &d->t[w]);
+            settle_thread(&d->t[w]);
 }
 
 void dispatch_message(struct dispatch *d, const struct job *job, uint64_t now_ms)

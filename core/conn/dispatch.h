@@ -28,11 +28,14 @@ struct dispatch_thread {
     uint64_t seen_ms;
     /* Its pace: the time a request takes it (from the request's start to
      * the thread's own stamp of its completion), smoothed; 0 until its first
-     * completion. */
+     * completion. A request starts at the later of its submit and the
+     * previous one's completion. */
     uint64_t pace_ns;
-    uint64_t busy_since_ns; /* when its current request started, as far as the loop can tell */
-    unsigned done_pass;     /* completions taken since the pace was last settled */
-    uint64_t done_ns;       /* the latest of their stamps (job.done_ns) */
+    uint64_t busy_since_ns;  /* when its current request started, as far as the loop can tell */
+    uint64_t last_submit_ns; /* the submit of its newest request */
+    uint64_t last_end_ns;    /* the stamp of the last completion taken (job.done_ns) */
+    unsigned done_pass;      /* completions taken since the pace was last settled */
+    uint64_t work_ns;        /* the time they ran, summed */
 };
 
 /* The longest a request is meant to wait in a pool thread's queue before
@@ -104,11 +107,13 @@ int dispatch_submit(struct dispatch *d, unsigned w, struct job *job);
 bool dispatch_can_retry(const struct dispatch *d);
 
 /* The app's messages, as the loop takes them: job's thread finished it
- * (JOB_DONE), or posted a message and waits for the loop's answer. */
+ * (JOB_DONE; its time, from job.submit_ns or the previous completion to
+ * job.done_ns, counts toward the pace), or posted a message and waits for
+ * the loop's answer. */
 void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms);
 /* After the pass's completions: each thread that finished requests gets
- * its pace (the time since its request started, over the requests it
- * finished: a pass may take many at once). */
+ * its pace (the time they ran over their number: a pass may take many at
+ * once). */
 void dispatch_settle(struct dispatch *d);
 void dispatch_message(struct dispatch *d, const struct job *job, uint64_t now_ms);
 /* The loop answered job's message: its thread runs again. */

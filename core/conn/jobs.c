@@ -38,6 +38,7 @@ static void job_clear(struct job *job)
     job->next_free = NULL;
     job->pipe_next = NULL;
     job->thread = 0;
+    job->submit_ns = 0;
     job->posted = false;
 
     /* the request: the parser fills the headers it reports (up to

@@ -62,6 +62,7 @@ struct job {
     struct job *next_free;
     struct job *pipe_next;   /* the connection's next pipelined request in flight */
     unsigned thread;         /* the pool thread it was submitted to */
+    uint64_t submit_ns;      /* when (the pass's clock): the earliest it could start, for the pace */
     bool posted;             /* a pipelined job's message waits for its turn */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */

@@ -39,6 +39,7 @@ static struct {
     struct buffer resp; /* its whole response, built once the body is read */
     size_t resp_sent;   /* bytes of resp already posted */
     unsigned flushes;
+    uint64_t now_ns;    /* the pool's clock, for the completion stamp (app_pool_clock) */
 } pool;
 
 /* The response, the same bytes whichever way the app runs. */
@@ -109,10 +110,15 @@ static struct handoff pool_handoff = {.ops = &pool_ops, .threads = 1};
 
 struct handoff *app_pool_handoff(void) { return &pool_handoff; }
 
-/* As job.c's post: the loop reads msg and msg_buf when it takes it. */
+void app_pool_clock(uint64_t now_ns) { pool.now_ns = now_ns; }
+
+/* As job.c's post: the loop reads msg, msg_buf and the stamp when it takes
+ * it. */
 static void post(struct job *job, enum job_msg msg)
 {
     FUZZ_ASSERT(pool.mn < POOL_MAX);
+    if (msg == JOB_DONE)
+        job->done_ns = pool.now_ns;
     job->msg = msg;
     job->msg_buf = job->fill_buf;
     pool.msgs[(pool.mh + pool.mn++) % POOL_MAX] = job;

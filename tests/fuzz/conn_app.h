@@ -38,6 +38,10 @@ struct handoff *app_pool_handoff(void);
  * order, as on one pool thread). False when it can do nothing: no job, or
  * the job waits for the loop's acknowledgement. */
 bool app_pool_step(void);
+/* The clock the pool stamps its completions with (job.done_ns): the loop's
+ * at the step, so that a completion the loop takes passes later carries an
+ * earlier stamp, as a real one does. */
+void app_pool_clock(uint64_t now_ns);
 /* The oldest message posted and not yet taken by the loop, or NULL. */
 struct job *app_pool_message(void);
 /* No job submitted and not done, and no message waiting. */

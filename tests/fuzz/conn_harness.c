@@ -245,6 +245,7 @@ static bool pass(struct loop *l)
      * clock says: the input chooses how much of the depth the pipeline
      * gets (0 to 3 ms a pass, around DISPATCH_BUDGET_NS). */
     dispatch_clock(&l->disp, l->disp.now_ns + fuzz_next(&sock.seed) % 3000000);
+    app_pool_clock(l->disp.now_ns);
     for (unsigned i = 0; i < steps; i++)
         any |= app_pool_step();
     any |= deliver(l, 1 + (size_t)(fuzz_next(&sock.seed) % 3));

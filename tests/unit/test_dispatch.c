@@ -4,7 +4,8 @@
  * a long-running request lowering a fast thread's depth); then the
  * dispatcher itself on a stand-in hand-off, its clock set by the test:
  * the pick among threads with room (shortest queue, lowest index), none
- * with room, the paces a pass of several completions settles, and the
+ * with room, the paces a pass of several completions settles, a request
+ * given to a thread that had run dry counted from its submit, and the
  * pending list in arrival order with a retried head keeping its place. */
 #include <string.h>
 
@@ -42,21 +43,30 @@ static void depth_cases(void)
     CHECK(dispatch_depth(10 * US, 0, 1) == 1, "a capacity of one");
 }
 
-static struct job jobs[64];
-static unsigned next_job;
+/* Each thread's jobs in submit order: a thread finishes them in that
+ * order, as a pool thread does. */
+static struct job jobs[2][64];
+static unsigned queued[2], finished[2];
 
 static unsigned submit(struct dispatch *d)
 {
-    struct job *j = &jobs[next_job++ % 64];
     unsigned w = dispatch_pick(d);
-    return dispatch_submit(d, w, j) == HANDOFF_OK ? j->thread : DISPATCH_NONE;
+    if (w == DISPATCH_NONE)
+        return DISPATCH_NONE;
+    struct job *j = &jobs[w][queued[w] % 64];
+    if (dispatch_submit(d, w, j) != HANDOFF_OK)
+        return DISPATCH_NONE;
+    queued[w]++;
+    return j->thread;
 }
 
-/* A completion the pool thread stamped (job.done_ns), or 0: no stamp. */
+/* Thread w's oldest job completes, stamped by the pool thread (job.done_ns)
+ * or 0: no stamp. */
 static void done_at(struct dispatch *d, unsigned w, uint64_t stamp)
 {
-    struct job j = {.thread = w, .done_ns = stamp};
-    dispatch_done(d, &j, 0);
+    struct job *j = &jobs[w][finished[w]++ % 64];
+    j->done_ns = stamp;
+    dispatch_done(d, j, 0);
 }
 
 static void done(struct dispatch *d, unsigned w) { done_at(d, w, 0); }
@@ -70,7 +80,7 @@ static void dispatcher_cases(void)
     CHECK(submit(&d) == 0, "an idle pool: thread 0");
     CHECK(submit(&d) == 1, "thread 0 unmeasured and busy: thread 1");
     CHECK(submit(&d) == DISPATCH_NONE && dispatch_pick(&d) == DISPATCH_NONE, "both busy, unmeasured: none");
-    CHECK(dispatch_submit(&d, DISPATCH_NONE, &jobs[0]) == HANDOFF_FULL, "none: full");
+    CHECK(dispatch_submit(&d, DISPATCH_NONE, &jobs[0][63]) == HANDOFF_FULL, "none: full");
     /* Thread 1 finishes two passes' work at 10 us a request: a pace. */
     dispatch_clock(&d, 1000 * MS + 10 * US);
     done(&d, 1);
@@ -78,9 +88,9 @@ static void dispatcher_cases(void)
     CHECK(d.t[1].pace_ns == 10 * US, "the first sample is the pace (%llu)", (unsigned long long)d.t[1].pace_ns);
     CHECK(submit(&d) == 1 && submit(&d) == 1, "thread 1 measured fast: it takes more, thread 0 none");
     /* Two finished in one pass, 20 us after they started: 10 us each. */
+    dispatch_clock(&d, 1000 * MS + 30 * US);
     for (int i = 0; i < 2; i++)
         done(&d, 1);
-    dispatch_clock(&d, 1000 * MS + 30 * US);
     dispatch_settle(&d);
     CHECK(d.t[1].pace_ns == 10 * US, "a pass of several: the span over their number (%llu)",
           (unsigned long long)d.t[1].pace_ns);
@@ -90,9 +100,9 @@ static void dispatcher_cases(void)
      * stamp, and the thread's idle time after it is not work. */
     uint64_t start = d.now_ns;
     CHECK(submit(&d) == 1 && submit(&d) == 1, "thread 1 again");
+    dispatch_clock(&d, 1000 * MS + 1 * MS);
     done_at(&d, 1, start + 10 * US);
     done_at(&d, 1, start + 20 * US);
-    dispatch_clock(&d, 1000 * MS + 1 * MS);
     dispatch_settle(&d);
     CHECK(d.t[1].pace_ns == 10 * US, "to the stamp, not the pass (%llu)", (unsigned long long)d.t[1].pace_ns);
     CHECK(d.t[1].busy_since_ns == start + 20 * US, "the next, had one been queued, started at the last stamp");
@@ -131,6 +141,41 @@ static void dispatcher_cases(void)
     dispatch_destroy(&d);
 }
 
+/* A request given to a thread that had already run dry, in the pass that
+ * then takes that thread's last completion (the loop takes a pass's
+ * sockets first): it starts at its own submit, not at that completion, so
+ * the thread's idle time between them is not counted as its work. */
+static void dry_thread_case(void)
+{
+    struct dispatch d;
+    CHECK(dispatch_init(&d, &stub, 1, 64) == 0, "init");
+    queued[0] = finished[0] = 0;
+    uint64_t n0 = 2000 * MS;
+    dispatch_clock(&d, n0);
+    CHECK(submit(&d) == 0, "A");
+    dispatch_clock(&d, n0 + 10 * US);
+    done_at(&d, 0, n0 + 10 * US);
+    dispatch_settle(&d);
+    CHECK(d.t[0].pace_ns == 10 * US, "measured at 10 us");
+    /* A' submitted, done at +10 us by its stamp, but the loop takes it in
+     * a pass 1 ms on, after it has submitted B in the same pass. */
+    dispatch_clock(&d, n0 + 20 * US);
+    CHECK(submit(&d) == 0, "A'");
+    dispatch_clock(&d, n0 + 1 * MS);
+    CHECK(submit(&d) == 0, "B, to a thread the loop thinks busy");
+    done_at(&d, 0, n0 + 30 * US);
+    dispatch_settle(&d);
+    CHECK(d.t[0].pace_ns == 10 * US, "A' ran 10 us (%llu)", (unsigned long long)d.t[0].pace_ns);
+    CHECK(d.t[0].busy_since_ns == n0 + 1 * MS, "B started at its submit, not at A''s stamp (%llu)",
+          (unsigned long long)(d.t[0].busy_since_ns - n0));
+    dispatch_clock(&d, n0 + 2 * MS);
+    done_at(&d, 0, n0 + 1 * MS + 10 * US);
+    dispatch_settle(&d);
+    CHECK(d.t[0].pace_ns == 10 * US, "B ran 10 us, the idle millisecond before it is not work (%llu)",
+          (unsigned long long)d.t[0].pace_ns);
+    dispatch_destroy(&d);
+}
+
 static struct conn conns[4];
 
 static void pending_cases(void)
@@ -160,6 +205,7 @@ int main(void)
 {
     depth_cases();
     dispatcher_cases();
+    dry_thread_case();
     pending_cases();
     return check_summary();
 }
