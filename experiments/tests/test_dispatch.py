@@ -129,6 +129,14 @@ def test_goals_pass_and_fail_from_the_records():
     assert met is False and "p99 180 ms" in text
     assert g[("cpu-mix", "cserve")][0] is False  # faster than gunicorn, but its p99 above
     assert g[("cpu-mix", "baseline")][0] is None  # no baseline row in the cell
+    # p50 against the baseline's in the same run: 2.00 ms both on io-mix; none on cpu-mix
+    met, text = g[("io-mix p50", "cserve")]
+    assert met and text == "p50 2.00 ms, 1.00× the baseline's 2.00 ms"
+    assert g[("cpu-mix p50", "cserve")][0] is None and ("io-mix p50", "baseline") not in g
+    faster = [wrk("io-mix", "baseline", 8, 1200, 180, p50_ms=1.5, rnd=r["round"]) if r["label"] == "io-mix baseline 8"
+              else r for r in canned()]
+    met, text = {(n, b): (m, t) for n, b, m, t in d.goals(d.summarise(faster))}[("io-mix p50", "cserve")]
+    assert met is False and "1.33× the baseline's 1.50 ms" in text
     met, text = g[("auto-sleep auto", "cserve")]
     assert met and text.startswith("rate 0.94× and p99 1.38× the best fixed count's (64 threads")
     assert g[("auto-sleep auto:64", "cserve")][0] is False  # 0.89× the rate
