@@ -452,7 +452,7 @@ def goals(rows):
     """Per cell, the goals' figures: cserve's rate over the best peer's
     (uWSGI at whichever thread count serves more), its CPU per request over
     --inline's and over the best peer's, its p99 against Granian's, and its
-    switches per request against the baseline's. [(cell, {name: (value,
+    rate and switches per request against the baseline's. [(cell, {name: (value,
     met)})]"""
     out = []
     for (app, conns), srv in cells(rows):
@@ -483,6 +483,9 @@ def goals(rows):
         if gr and gr.get("p99_us") and cs.get("p99_us"):
             g["p99 vs Granian's"] = (f"{_ms(cs['p99_us'])} vs {_ms(gr['p99_us'])} ms", cs["p99_us"] <= gr["p99_us"])
         b = srv.get("baseline")
+        if b and b["rates"] and not short_of(cs):
+            r, lo, hi = stats.ratio_ci(cs["rates"], b["rates"])
+            g["rate ÷ baseline's"] = (f"{r:.2f}× ({lo:.2f}–{hi:.2f})", r >= BASELINE_RATE)
         if b and b.get("server.cs") and cs.get("server.cs") is not None:
             x = cs["server.cs"] / b["server.cs"]
             g["switches/req ÷ baseline's"] = (f"{x:.2f}×", x <= 0.5 if app in CPU_APPS else None)
@@ -491,7 +494,10 @@ def goals(rows):
 
 
 GOAL_COLS = ("rate ÷ best peer", "CPU/req ÷ --inline's", "CPU/req ÷ best peer's", "p99 vs Granian's",
-             "switches/req ÷ baseline's", "peers left out")
+             "rate ÷ baseline's", "switches/req ÷ baseline's", "peers left out")
+# A change may not cost the production shape more than this of the
+# baseline's rate (the median of the rounds' ratios).
+BASELINE_RATE = 0.95
 
 
 GOALS_RULE = (f"A peer that kept fewer than {100 * model.IN_FLIGHT_MIN:.0f} % of the client's connections in "

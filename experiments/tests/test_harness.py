@@ -295,6 +295,36 @@ def test_a_bench_record_is_set_beside_the_full_run(tmp_path):
     assert bench.against_full({"time": "2026-12-01T00:00:00+00:00"}, str(tmp_path / "none")) is None
 
 
+def test_the_bench_judges_the_rings_spread_and_the_baseline_from_its_summary():
+    """The two goals a baseline run adds: the ring's unpipelined hello may
+    not spread more than 10 % between rounds at c16 and c64, and the ring
+    keeps 0.95x the baseline binary's ring in every cell."""
+    import types
+    from experiments import bench
+    a = types.SimpleNamespace(quick=False, baseline_bin="build-base/x/cserve")
+    summ = {}
+    for c in (16, 64, 256):
+        for p in (1, 16):
+            summ[("ring", "hello", c, p)] = {"rps": 100.0, "rps_min": 95.0, "rps_max": 104.0}
+            summ[("base-ring", "hello", c, p)] = {"rps": 100.0}
+    for c in (16, 64):
+        summ[("ring", "flask", c, 1)] = {"rps": 10.0}
+        summ[("base-ring", "flask", c, 1)] = {"rps": 10.4}
+    g = {n: (ok, d) for n, ok, d in bench.goals(summ, a)}
+    ok, d = g["the ring's unpipelined hello rate spreads <= 10% between rounds (max-min over median)"]
+    assert ok and d == "c16 9%, c64 9%"
+    ok, d = g["ring >= 0.95x the baseline's ring in every cell"]
+    assert ok and "flask c16 0.96x" in d and "hello c64 p16 1.00x" in d
+    summ[("ring", "hello", 64, 1)]["rps_min"] = 33.0  # one round fell to a third
+    summ[("base-ring", "flask", 64, 1)]["rps"] = 11.0
+    g = {n: (ok, d) for n, ok, d in bench.goals(summ, a)}
+    assert g["the ring's unpipelined hello rate spreads <= 10% between rounds (max-min over median)"] == (
+        False, "c16 9%, c64 71%")
+    assert g["ring >= 0.95x the baseline's ring in every cell"][0] is False
+    a.baseline_bin = None
+    assert not any("baseline" in n for n, _, _ in bench.goals(summ, a))
+
+
 def with_window(r, busy=None, steal=0.0, foreign=0.0, nproc=2):
     r = dict(r, window_cpu={"busy_cores": busy, "steal_cores": steal, "foreign_cores": foreign},
              machine={"nproc": nproc})

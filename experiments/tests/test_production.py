@@ -83,9 +83,14 @@ def test_goals_take_the_best_peer_by_rate_and_the_thriftiest_by_cpu():
     assert g["p99 vs Granian's"] == ("4.00 vs 6.00 ms", True)
     text, met = g["switches/req ÷ baseline's"]
     assert text == "0.21×" and met  # 4000 switches over 24k requests against 16000 over 20k
+    assert g["rate ÷ baseline's"] == ("1.20× (1.20–1.20)", True)  # 12,001 against 10,001 a second
+    slower = [dict(r, rps=r["rps"] * 1.3, rps_wrk=r["rps_wrk"] * 1.3) if r["config"]["row"] == "baseline" else r
+              for r in recs]
+    text, met = dict(production.goals(production.summarise(slower)))[("flask", 64)]["rate ÷ baseline's"]
+    assert text.startswith("0.92×") and met is False
     md = production.markdown({"commit": "abc", "date": "d", "command": "c", "machine": {}, "rounds": 3,
                               "warmup": 1, "duration": 3}, recs, False)
-    assert "| Flask, c64 | 1.20× (uwsgi 32 threads) ✓ |" in md
+    assert "| Flask, c64 | 1.20× (uwsgi 32 threads) ✓ |" in md and "| 1.20× (1.20–1.20) ✓ |" in md
     assert "| Flask, c64 | cserve | 3 of 3 | 12,001 (12,000–12,002) | — |" in md  # fewer than ten: the range
 
 
