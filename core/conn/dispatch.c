@@ -82,10 +82,10 @@ unsigned dispatch_pick(const struct dispatch *d)
 
 /* Thread w's pace from the requests it finished since the last settling:
  * the time they ran (dispatch_done) over their number. Then its current
- * request, if it has one, started at the last of their stamps, or at its
- * own submit if that came later (the loop takes a pass's sockets before its
- * completions, so it may have given work to a thread that had already run
- * dry without knowing). */
+ * request, if it has one, started at the last of their stamps; or, when it
+ * is the only one left, at its own submit if that came later (the loop
+ * takes a pass's sockets before its completions, so it may have given work
+ * to a thread that had already run dry without knowing). */
 static void settle_thread(struct dispatch_thread *t)
 {
     uint64_t sample = t->work_ns / t->done_pass;

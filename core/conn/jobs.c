@@ -38,8 +38,8 @@ static void job_clear(struct job *job)
     job->next_free = NULL;
     job->pipe_next = NULL;
     job->thread = 0;
-    job->submit_ns = 0;
     job->posted = false;
+    job->submit_ns = 0;
 
     /* the request: the parser fills the headers it reports (up to
      * num_headers), so the array is not wiped (it is most of the job) */

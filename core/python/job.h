@@ -62,8 +62,8 @@ struct job {
     struct job *next_free;
     struct job *pipe_next;   /* the connection's next pipelined request in flight */
     unsigned thread;         /* the pool thread it was submitted to */
-    uint64_t submit_ns;      /* when (the pass's clock): the earliest it could start, for the pace */
     bool posted;             /* a pipelined job's message waits for its turn */
+    uint64_t submit_ns;      /* when (the pass's clock): the earliest it could start, for the pace */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */
     /* (req, which is mostly its array of header views, is the job's last
@@ -92,8 +92,8 @@ struct job {
     bool incomplete;         /* the response is cut short (app failed after headers) */
     int file_fd;             /* JOB_DONE: >= 0, send file_len bytes from file_off after out */
     uint64_t done_ns;        /* JOB_DONE from a pool thread: when it finished (clock_ns), the
-                              * end of the request and the start of the next queued one, for
-                              * the dispatcher's pace (dispatch.c) */
+                              * end of the request (and the earliest start of the next one on
+                              * its thread), for the dispatcher's pace (dispatch.c) */
     off_t file_off;
     uint64_t file_len;
     int status;              /* for the access log */

@@ -36,8 +36,7 @@ struct member {
 
 static const struct member job_members[] = {
     M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, thread),
-    M(struct job, submit_ns),
-    M(struct job, posted), M(struct job, req),
+    M(struct job, posted), M(struct job, submit_ns), M(struct job, req),
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
     M(struct job, remote_port), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
     M(struct job, body), M(struct job, out), M(struct job, msg_buf), M(struct job, msg),
@@ -116,8 +115,8 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->next_free);
     ZERO(job->pipe_next);
     ZERO(job->thread);
-    ZERO(job->submit_ns);
     ZERO(job->posted);
+    ZERO(job->submit_ns);
     ZERO(job->req.method);
     ZERO(job->req.method_len);
     ZERO(job->req.target);
