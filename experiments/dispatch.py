@@ -601,6 +601,19 @@ def provenance_line(meta):
             "Figures: medians over the runs used (the clean ones), with their range (min–max) in parentheses.")
 
 
+def run_lines(recs, cell):
+    """Each run of a mix cell, in the order run: its rate and its server CPU
+    per request, so that a cell whose runs fall into two modes shows them
+    (the median of a few runs hides which way each fell). †: disturbed."""
+    by = {}
+    for r in sorted((r for r in recs if r["config"]["cell"] == cell and "rps_wrk" in r), key=lambda r: r.get("time", "")):
+        f = figures(r)
+        cpu = f.get("server_cpu_us")
+        by.setdefault(_name(r), []).append(f"{f['rate']:,.0f}" + (f" ({cpu:.0f})" if cpu else "")
+                                           + ("†" if r.get("disturbed") else ""))
+    return [f"- {name}: {', '.join(v)}" for name, v in by.items()]
+
+
 def markdown(meta, recs):
     rows = summarise(recs)
     L = ["# Dispatch: mixed costs, a self-sizing pool, a burst and a pipelining neighbour", ""]
@@ -625,6 +638,8 @@ def markdown(meta, recs):
     for cell, rs in cells(rows).items():
         c = (meta.get("cells") or CELLS).get(cell, CELLS.get(cell, {}))
         L += ["", f"## {cell}", "", f"{c.get('what', '')}; {c.get('conns')} connection(s).", ""] + table(rs, meta)
+        if cell in ("io-mix", "cpu-mix"):
+            L += ["", "Each run in the order run: rate /s (server CPU µs a request).", ""] + run_lines(recs, cell)
     dist = sum(r["disturbed_runs"] for r in rows.values())
     L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows.values())}; runs that "
           f"failed: {sum(r['errors'] for r in rows.values())}."]

@@ -171,6 +171,8 @@ def test_the_report_and_the_block_come_from_a_canned_record(tmp_path):
            "after 20.00 s" in md
     assert "| cserve | 8 | 3 of 4 | 1,301 (1,300–1,302) | 2.00 / 55.0 / 110 |" in md
     assert "| cserve 62f0f80 | auto:8 | 3 of 3 | 20.00 |" in md
+    # each run of a mix, in order, the disturbed one marked
+    assert "- cserve 8: 1,300, 1,301, 1,302, 100†" in md and "- gunicorn 4: 1,700, 1,700, 1,700" in md
     assert "| uwsgi | 1 | beside | 3 of 3 | 0 (starved in 3) | — / — / — | 0 % | 190 |" in md
     assert "not measured; its threads' floor 2.50 s" in md
     doc = os.path.join(ROOT, "docs", "results.md")
