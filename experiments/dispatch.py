@@ -414,6 +414,8 @@ def goals(rows):
         if not any(r["config"]["row"] == build for r in rows.values()):
             continue
         for cell in ("io-mix", "cpu-mix"):
+            if cell not in by:  # not run (--cells)
+                continue
             rs = by.get(cell, [])
             cs = _find(rs, build, CELLS[cell]["cserve"][0])
             peers = _peers(rs)
@@ -429,9 +431,9 @@ def goals(rows):
                                          f"({_name(tight)}); rate {rate:,.0f}/s against the best peer's "
                                          f"{fast['med']['rate']:,.0f}/s ({_name(fast)})"))
         if build == "cserve":
-            for cell in ("io-mix", "cpu-mix"):
-                out.append(p50_goal(by.get(cell, []), cell))
-        for cell in ("auto-sleep", "auto-mix"):
+            for cell in [x for x in ("io-mix", "cpu-mix") if x in by]:
+                out.append(p50_goal(by[cell], cell))
+        for cell in [x for x in ("auto-sleep", "auto-mix") if x in by]:
             rs = [r for r in by.get(cell, []) if r["config"]["row"] == build]
             fixed = [r for r in rs if isinstance(r["config"]["bt"], int) and r["med"].get("rate")]
             for bt in [x for x in CELLS[cell]["cserve"] if not isinstance(x, int)]:
@@ -449,7 +451,9 @@ def goals(rows):
                                              f"{_threads(au['threads_all'])} threads"))
         rs = by.get("burst", [])
         fixed, au = _find(rs, build, 8), _find(rs, build, "auto:8")
-        if fixed and au and fixed["med"].get("last_s") and au["med"].get("last_s"):
+        if "burst" not in by:
+            pass
+        elif fixed and au and fixed["med"].get("last_s") and au["med"].get("last_s"):
             x = au["med"]["last_s"] / fixed["med"]["last_s"]
             out.append(("burst", build, x <= GOALS["burst"],
                         f"auto:8 answered the last after {au['med']['last_s']:.2f} s, {x:.2f}× 8 fixed "
@@ -458,7 +462,9 @@ def goals(rows):
             out.append(("burst", build, None, "not measured (a row is missing or unanswered)"))
         rs = by.get("fairness", [])
         alone, beside = _find(rs, build, 1, "alone"), _find(rs, build, 1, "beside")
-        if alone and beside and alone["med"].get("p50_ms"):
+        if "fairness" not in by:
+            pass
+        elif alone and beside and alone["med"].get("p50_ms"):
             if beside["starved"] or beside["med"].get("p50_ms") is None:
                 out.append(("fairness", build, False, "B got no answer beside A"))
             else:
@@ -614,6 +620,34 @@ def run_lines(recs, cell):
     return [f"- {name}: {', '.join(v)}" for name, v in by.items()]
 
 
+def sleep_lines(recs, cell):
+    """How cserve's loop slept in a mix cell, per request, medians over the
+    runs (cserve's --stats-json window): holds (deaf to the sockets while
+    every thread has work), dozes (a timed wait for the next completion),
+    parks (asleep until woken), and the wake-ups the pool threads sent it,
+    each a syscall made by a pool thread, with the GIL held on a GIL-bound
+    app."""
+    by = {}
+    for r in recs:
+        if r["config"]["cell"] != cell or r.get("disturbed"):
+            continue
+        st = r.get("stats_threads") or []
+        loop = [t for t in st if t.get("role") == "loop"]
+        pools = [t for t in st if t.get("role") == "pool"]
+        done = sum(t.get("requests") or 0 for t in pools)
+        if not loop or not done:
+            continue
+        lc = (loop[0].get("counters") or {}).get("handoff") or {}
+        wakes = sum(((t.get("counters") or {}).get("handoff") or {}).get("loop_wakes", 0) for t in pools)
+        f = by.setdefault(_name(r), {"holds": [], "dozes": [], "parks": [], "wakes": []})
+        for k, v in (("holds", lc.get("loop_holds", 0)), ("dozes", lc.get("loop_dozes", 0)),
+                     ("parks", lc.get("loop_parks", 0)), ("wakes", wakes)):
+            f[k].append(v / done)
+    return [f"- {name}: holds {stats.median(f['holds']):.2f}, dozes {stats.median(f['dozes']):.2f}, parks "
+            f"{stats.median(f['parks']):.2f}; woken by the pool {stats.median(f['wakes']):.2f}"
+            for name, f in by.items()]
+
+
 def markdown(meta, recs):
     rows = summarise(recs)
     L = ["# Dispatch: mixed costs, a self-sizing pool, a burst and a pipelining neighbour", ""]
@@ -640,6 +674,9 @@ def markdown(meta, recs):
         L += ["", f"## {cell}", "", f"{c.get('what', '')}; {c.get('conns')} connection(s).", ""] + table(rs, meta)
         if cell in ("io-mix", "cpu-mix"):
             L += ["", "Each run in the order run: rate /s (server CPU µs a request).", ""] + run_lines(recs, cell)
+            sl = sleep_lines(recs, cell)
+            if sl:
+                L += ["", "How cserve's loop slept, per request (medians of the runs' --stats-json windows):", ""] + sl
     dist = sum(r["disturbed_runs"] for r in rows.values())
     L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows.values())}; runs that "
           f"failed: {sum(r['errors'] for r in rows.values())}."]

@@ -140,13 +140,30 @@ def test_goals_pass_and_fail_from_the_records():
     met, text = g[("auto-sleep auto", "cserve")]
     assert met and text.startswith("rate 0.94× and p99 1.38× the best fixed count's (64 threads")
     assert g[("auto-sleep auto:64", "cserve")][0] is False  # 0.89× the rate
-    assert g[("auto-mix auto", "cserve")][0] is None
+    assert ("auto-mix auto", "cserve") not in g  # a cell not run (--cells) has no goal line
     assert g[("burst", "cserve")][0] is True and "1.60× 8 fixed threads' 2.50 s" in g[("burst", "cserve")][1]
     assert g[("burst", "baseline")][0] is False
     met, text = g[("fairness", "cserve")]
     assert met and "B's median 9.00 ms beside A, 1.70× its 5.30 ms alone" in text and "share of the answers 63 %" \
         in text
     assert g[("fairness", "baseline")][0] is False
+
+
+def test_how_the_loop_slept_is_counted_per_request_from_the_stats_window():
+    def rec(holds, dozes, parks, wakes, disturbed=False):
+        r = wrk("cpu-mix", "cserve", 4, 2900, 44)
+        r["stats_threads"] = [
+            {"role": "loop", "counters": {"handoff": {"loop_holds": holds, "loop_dozes": dozes, "loop_parks": parks}}},
+            {"role": "pool", "requests": 600, "counters": {"handoff": {"loop_wakes": wakes / 2}}},
+            {"role": "pool", "requests": 400, "counters": {"handoff": {"loop_wakes": wakes / 2}}}]
+        if disturbed:
+            r["disturbed"] = True
+        return r
+    recs = [rec(20, 300, 700, 400), rec(10, 500, 900, 600), rec(30, 100, 500, 200), rec(0, 0, 9000, 9000, True),
+            wrk("cpu-mix", "gunicorn", 4, 1500, 44)]
+    assert d.sleep_lines(recs, "cpu-mix") == [
+        "- cserve 4: holds 0.02, dozes 0.30, parks 0.70; woken by the pool 0.40"]
+    assert d.sleep_lines(recs, "io-mix") == []
 
 
 def test_a_starved_b_fails_and_a_disturbed_run_is_left_out():
