@@ -504,8 +504,9 @@ static uint64_t ring_doze(struct handoff *base, unsigned outstanding)
 
 /* The loop is about to wait with `outstanding` jobs out: hold (sleep deaf to
  * its sockets, unannounced) while every pool thread has work queued, for the
- * shortest of their queues at their own pace less a margin, else 0 (doze or
- * announce). Under a closed-loop client the socket events of a busy pool thread
+ * shortest of their queues at their own pace less a margin (a quarter of it,
+ * at least RING_HOLD_MARGIN_NS or a quarter of the slowest pace), else 0
+ * (doze or announce). Under a closed-loop client the socket events of a busy pool thread
  * come about one per request (each response written brings the next
  * request), so a loop that waits on its sockets is woken about once per
  * request, and on a guest whose vCPUs the pool and the client keep busy each
@@ -556,7 +557,13 @@ static uint64_t ring_hold(struct handoff *base, unsigned outstanding)
     if (RING_POLICY_NOW() - h->done_at > 4 * slowest)
         return 0;
 #endif
+    /* The pass after the hold takes what gathered, about a queue's worth of
+     * completions and of requests, so it is left a quarter of the queued
+     * work, not only a fixed margin: a queue the dispatcher keeps near the
+     * hold's ceiling would otherwise run dry during that pass. */
     uint64_t margin = slowest / 4 > RING_HOLD_MARGIN_NS ? slowest / 4 : RING_HOLD_MARGIN_NS;
+    if (ahead / 4 > margin)
+        margin = ahead / 4;
 #ifdef RING_HOLD_MUTANT_H4 /* H4: no margin: the loop wakes as the work queued runs out */
     margin = 0;
 #endif

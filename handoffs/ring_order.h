@@ -70,9 +70,10 @@
 
 /* A hold (ring.c, ring_hold): the loop sleeps deaf to its sockets while
  * every pool thread has work queued, and wakes RING_HOLD_MARGIN_NS (or a
- * quarter of the slowest pace, if longer) before the first of them would
- * run out: its own wake-up and the start of its pass, on a guest whose
- * vCPUs the pool and the client keep busy. Only for pools at least
+ * quarter of the slowest pace, or a quarter of the shortest queued work,
+ * whichever is longest) before the first of them would run out: its own
+ * wake-up and its pass, which takes about a queue's worth of completions
+ * and requests, on a guest whose vCPUs the pool and the client keep busy. Only for pools at least
  * RING_HOLD_PACE_NS a job (the doze's slow class: an app's Python, not
  * pipelined hello), and only when the work ahead leaves a hold of at least
  * RING_HOLD_MIN_NS (shorter is the doze's business); at most

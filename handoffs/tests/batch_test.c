@@ -335,6 +335,16 @@ static uint64_t fast_wait(int epfd, unsigned outstanding, uint64_t *pace)
     return doze;
 }
 
+/* The margin a hold leaves before the shortest queued work (`ahead`) runs
+ * out, the slowest pace `slowest`: the longest of RING_HOLD_MARGIN_NS, a
+ * quarter of that pace and a quarter of that work. */
+static uint64_t hold_margin(uint64_t slowest, uint64_t ahead)
+{
+    uint64_t m = RING_HOLD_MARGIN_NS;
+    m = slowest / 4 > m ? slowest / 4 : m;
+    return ahead / 4 > m ? ahead / 4 : m;
+}
+
 /* The hold ring_hold must choose with the first n of two workers in use,
  * restated from its rule ("Holding", handoffs/README.md): q[i] jobs queued
  * on worker i at pace p[i]; 0: no hold. The stall rule is checked apart. */
@@ -347,7 +357,7 @@ static uint64_t hold_wanted(const unsigned q[2], const uint64_t p[2], unsigned n
         ahead = q[i] * p[i] < ahead ? q[i] * p[i] : ahead;
         slowest = p[i] > slowest ? p[i] : slowest;
     }
-    uint64_t margin = slowest / 4 > RING_HOLD_MARGIN_NS ? slowest / 4 : RING_HOLD_MARGIN_NS;
+    uint64_t margin = hold_margin(slowest, ahead);
     if (ahead < margin + RING_HOLD_MIN_NS)
         return 0;
     return ahead - margin < RING_HOLD_MAX_NS ? ahead - margin : RING_HOLD_MAX_NS;
@@ -689,6 +699,9 @@ static void hold_rule_part(void)
     } cases[] = {
         {"a hold while a worker had nothing queued", {40, 0}, {40000, 40000}, 0, 0, 0},
         {"a hold that is not the shortest queued work less the margin", {10, 12}, {40000, 60000}, 0, 0, 0},
+        /* 2 ms of work each, the dispatcher's budget: the pass after the
+         * hold is left half a millisecond, not the fixed margin */
+        {"a hold that leaves a short queue less than a quarter of its work", {50, 50}, {40000, 40000}, 0, 0, 0},
         {"a hold past RING_HOLD_MAX_NS", {200, 200}, {40000, 40000}, 0, 0, 0},
         {"a hold with little queued", {3, 3}, {40000, 40000}, 0, 0, 0},
         {"a hold for a fast pool", {200, 200}, {10000, 10000}, 0, 0, 0},
@@ -798,12 +811,13 @@ static unsigned hold_paced_part(void)
             /* The rule for one worker at the pace it read: some number of
              * jobs queued (at most those out) at that pace, less the margin,
              * or the ceiling. */
-            uint64_t margin = before / 4 > RING_HOLD_MARGIN_NS ? before / 4 : RING_HOLD_MARGIN_NS;
+            bool ruled = false;
+            for (unsigned q = 1; q <= outstanding && !ruled; q++)
+                ruled = hold == (uint64_t)q * before - hold_margin(before, (uint64_t)q * before);
             if (worker_pace() == before && hold != RING_HOLD_MAX_NS &&
-                (hold < RING_HOLD_MIN_NS || hold > RING_HOLD_MAX_NS || (hold + margin) % before != 0 ||
-                 (hold + margin) / before > outstanding))
+                (hold < RING_HOLD_MIN_NS || hold > RING_HOLD_MAX_NS || !ruled))
                 fail("a hold on a paced worker that is not its queued work less the margin (ns)", hold,
-                     (uint64_t)outstanding * before - margin);
+                     (uint64_t)outstanding * before - hold_margin(before, (uint64_t)outstanding * before));
             stall_holds += drained9 == PACED_STALL_AT;
             nanosleep(&(struct timespec){0, (long)hold}, NULL);
         } else {
