@@ -65,7 +65,13 @@ bool dispatch_room(const struct dispatch *d, unsigned w)
     const struct dispatch_thread *t = &d->t[w];
     if (!t->outstanding)
         return true;
-    uint64_t running = d->now_ns > t->busy_since_ns ? d->now_ns - t->busy_since_ns : 0;
+    /* Run for as long as the loop has seen no completion from it: up to
+     * its last look at them, not to now. A pass takes its sockets before
+     * its completions, so to now would count what a busy thread finished
+     * since that look as one request still running, and a thread working
+     * through a deep queue would read as stuck past the budget (core/conn/
+     * README.md, "Depth"); a stuck one reads as stuck a look later. */
+    uint64_t running = d->looked_ns > t->busy_since_ns ? d->looked_ns - t->busy_since_ns : 0;
     return t->outstanding < dispatch_depth(t->pace_ns, running, d->capacity);
 }
 
@@ -153,6 +159,7 @@ void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
 
 void dispatch_settle(struct dispatch *d)
 {
+    d->looked_ns = d->now_ns;
     if (!d->unsettled)
         return;
     d->unsettled = false;

@@ -56,6 +56,7 @@ struct dispatch {
     bool no_doze;                 /* the kernel lacks epoll_pwait2: never doze */
     bool unsettled;               /* completions taken whose pace is not yet settled */
     uint64_t now_ns;              /* the pass's clock (dispatch_clock) */
+    uint64_t looked_ns;           /* the clock of the loop's last look at the completions (dispatch_settle) */
     struct conn *pending_head, *pending_tail; /* waiting for a thread, in arrival order */
     unsigned waiting;             /* connections on the pending list */
 };
@@ -111,9 +112,10 @@ bool dispatch_can_retry(const struct dispatch *d);
  * job.done_ns, counts toward the pace), or posted a message and waits for
  * the loop's answer. */
 void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms);
-/* After the pass's completions: each thread that finished requests gets
- * its pace (the time they ran over their number: a pass may take many at
- * once). */
+/* After the pass has taken the completions there were (none, for a
+ * hand-off that said it had none): each thread that finished requests
+ * gets its pace (the time they ran over their number: a pass may take
+ * many at once), and what the loop knows of every thread is as of now. */
 void dispatch_settle(struct dispatch *d);
 void dispatch_message(struct dispatch *d, const struct job *job, uint64_t now_ms);
 /* The loop answered job's message: its thread runs again. */

@@ -424,6 +424,8 @@ unsigned loop_run(struct loop *l)
             hops->flush(l->handoff);
         if (hops && (handoff_ready || hops->polled))
             drain_completions(l, handoff_ready);
+        else if (hops) /* none was posted before the wait returned: that is a look too */
+            dispatch_settle(&l->disp);
         retry_pending(l);
         expire_timers(l);
         for (unsigned i = 0; i < l->nhooks; i++)
