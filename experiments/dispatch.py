@@ -405,6 +405,31 @@ def p50_goal(rs, cell):
             f"p50 {_fmt_ms(cs['med']['p50_ms'])} ms, {x:.2f}× the baseline's {_fmt_ms(base['med']['p50_ms'])} ms")
 
 
+def burst_goal(rs, build):
+    """auto:8's last answer against 8 fixed threads', for build."""
+    fixed, au = _find(rs, build, 8), _find(rs, build, "auto:8")
+    if not (fixed and au and fixed["med"].get("last_s") and au["med"].get("last_s")):
+        return ("burst", build, None, "not measured (a row is missing or unanswered)")
+    x = au["med"]["last_s"] / fixed["med"]["last_s"]
+    return ("burst", build, x <= GOALS["burst"],
+            f"auto:8 answered the last after {au['med']['last_s']:.2f} s, {x:.2f}× 8 fixed "
+            f"threads' {fixed['med']['last_s']:.2f} s")
+
+
+def fairness_goal(rs, build):
+    """B's median beside A against B's alone, for build."""
+    alone, beside = _find(rs, build, 1, "alone"), _find(rs, build, 1, "beside")
+    if not (alone and beside and alone["med"].get("p50_ms")):
+        return ("fairness", build, None, "not measured (a row is missing)")
+    if beside["starved"] or beside["med"].get("p50_ms") is None:
+        return ("fairness", build, False, "B got no answer beside A")
+    x = beside["med"]["p50_ms"] / alone["med"]["p50_ms"]
+    return ("fairness", build, x <= GOALS["fair"],
+            f"B's median {_fmt_ms(beside['med']['p50_ms'])} ms beside A, {x:.2f}× its "
+            f"{_fmt_ms(alone['med']['p50_ms'])} ms alone; B's share of the answers "
+            f"{_pct(beside['med'].get('share'))}")
+
+
 def goals(rows):
     """[(goal, build, met, text)] for each build present (cserve, baseline):
     met is True, False, or None where a row it needs is missing."""
@@ -413,10 +438,8 @@ def goals(rows):
     for build in BUILDS:
         if not any(r["config"]["row"] == build for r in rows.values()):
             continue
-        for cell in ("io-mix", "cpu-mix"):
-            if cell not in by:  # not run (--cells)
-                continue
-            rs = by.get(cell, [])
+        for cell in [x for x in ("io-mix", "cpu-mix") if x in by]:  # a cell not run (--cells): no line
+            rs = by[cell]
             cs = _find(rs, build, CELLS[cell]["cserve"][0])
             peers = _peers(rs)
             if not cs or not peers or cs["med"].get("rate") is None:
@@ -449,32 +472,10 @@ def goals(rows):
                                              f"({best['config']['bt']} threads: {best['med']['rate']:,.0f}/s, "
                                              f"p99 {_fmt_ms(best['med']['p99_ms'])} ms); ended on "
                                              f"{_threads(au['threads_all'])} threads"))
-        rs = by.get("burst", [])
-        fixed, au = _find(rs, build, 8), _find(rs, build, "auto:8")
-        if "burst" not in by:
-            pass
-        elif fixed and au and fixed["med"].get("last_s") and au["med"].get("last_s"):
-            x = au["med"]["last_s"] / fixed["med"]["last_s"]
-            out.append(("burst", build, x <= GOALS["burst"],
-                        f"auto:8 answered the last after {au['med']['last_s']:.2f} s, {x:.2f}× 8 fixed "
-                        f"threads' {fixed['med']['last_s']:.2f} s"))
-        else:
-            out.append(("burst", build, None, "not measured (a row is missing or unanswered)"))
-        rs = by.get("fairness", [])
-        alone, beside = _find(rs, build, 1, "alone"), _find(rs, build, 1, "beside")
-        if "fairness" not in by:
-            pass
-        elif alone and beside and alone["med"].get("p50_ms"):
-            if beside["starved"] or beside["med"].get("p50_ms") is None:
-                out.append(("fairness", build, False, "B got no answer beside A"))
-            else:
-                x = beside["med"]["p50_ms"] / alone["med"]["p50_ms"]
-                out.append(("fairness", build, x <= GOALS["fair"],
-                            f"B's median {_fmt_ms(beside['med']['p50_ms'])} ms beside A, {x:.2f}× its "
-                            f"{_fmt_ms(alone['med']['p50_ms'])} ms alone; B's share of the answers "
-                            f"{_pct(beside['med'].get('share'))}"))
-        else:
-            out.append(("fairness", build, None, "not measured (a row is missing)"))
+        if "burst" in by:
+            out.append(burst_goal(by["burst"], build))
+        if "fairness" in by:
+            out.append(fairness_goal(by["fairness"], build))
     return out
 
 
