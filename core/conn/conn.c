@@ -234,7 +234,7 @@ void conn_on_message(struct conn *c, struct job *job)
         } else if (c->state == CONN_HOLD) {
             conn_drive(c); /* conn_hold takes more pipelined requests, or writes */
         } else if (job->msg == JOB_DONE) {
-            conn_pipeline(c); /* room in the connection's budget, maybe */
+            conn_pipeline(c, false); /* room in the connection's budget, maybe */
         }
         return;
     }

@@ -2,6 +2,7 @@
  * frame it, hand it to the app, take the app's messages, and once the
  * response is out start on the next request (pipelined bytes may be here). */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "../../handoffs/handoff.h"
@@ -185,7 +186,7 @@ enum verdict conn_start_app(struct conn *c)
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
         timer_arm(&l->t_io, &c->timer, l->now_ms); /* the app's time is bounded too */
-        conn_pipeline(c);
+        conn_pipeline(c, true);
         return VERDICT_WAIT;
     }
     if (r == HANDOFF_ERROR) {
@@ -270,7 +271,7 @@ enum verdict conn_hold(struct conn *c)
 {
     struct loop *l = c->loop;
     if (l->handoff)
-        conn_pipeline(c); /* this response's size is known now */
+        conn_pipeline(c, false); /* this response's size is known now */
     if (!c->hold_over && pipeline_running(c)) {
         if (c->timer.list != &l->t_hold) /* from the response's end, not re-armed */
             timer_arm(&l->t_hold, &c->timer, l->now_ms);
@@ -364,17 +365,17 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
 /* Requests pipelined behind c->job, already whole in rbuf, go to the app
  * now, to the same pool thread: it runs them back to back, so a deep
  * pipeline costs no hand-off wake per request, and their responses come
- * back in order. Only within that thread's depth (dispatch_room), only
- * while no other connection waits for a thread, and only as many as the
- * budget above allows: a job running
- * is counted at the largest response part this connection has had (half
- * the budget before the first: so one request goes behind the first at
- * once), the finished ones at what they made. The rest stay in rbuf; the
+ * back in order. Only within that thread's depth (dispatch_room), only a
+ * turn's worth while other connections wait for a thread (turn: c->job
+ * has just been submitted), and only as many as the budget above allows:
+ * a job running is counted at the largest response part this connection
+ * has had (half the budget before the first: so one request goes behind
+ * the first at once), the finished ones at what they made. The rest stay in rbuf; the
  * loop reads no more from this socket meanwhile (it reads heads only in
  * CONN_HEAD), and they are submitted as responses are made and written
  * (conn_hold, conn_finish, conn_on_message), or read as usual once the
  * pipeline is empty. */
-void conn_pipeline(struct conn *c)
+void conn_pipeline(struct conn *c, bool turn)
 {
     struct loop *l = c->loop;
     struct job *cur = c->job;
@@ -423,13 +424,20 @@ void conn_pipeline(struct conn *c)
     if (running > PIPE_MAX_JOBS * 3 / 4 || (c->pipe_tail && !c->pipe_tail->keep_alive))
         return;
     /* Connections take turns: while another waits for a thread, this one
-     * queues nothing ahead of it. Its next request takes the ordinary path
-     * once its pipeline is done (read, framed, then behind the waiting
-     * ones), or goes ahead here at a later call, when none waits. */
-    if (dispatch_first_waiting(d))
-        return;
+     * queues no more ahead of it than its turn, the request just submitted
+     * and a turn's worth behind it (dispatch_turn: one, for requests that
+     * take longer than a turn), and nothing between turns. Its next
+     * request takes the ordinary path once its pipeline is done (read,
+     * framed, then behind the waiting ones), or goes ahead here at a later
+     * call, when none waits. */
+    unsigned most = UINT_MAX;
+    if (dispatch_first_waiting(d)) {
+        if (!turn)
+            return;
+        most = dispatch_turn(d, w);
+    }
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
-    while (piped < PIPE_MAX_JOBS && dispatch_room(d, w) &&
+    while (piped < PIPE_MAX_JOBS && running < most && dispatch_room(d, w) &&
            unsent + (uint64_t)(running + 1) * each <= PIPE_MAX_BYTES) {
         size_t len;
         struct job *job = next_whole(c, &len); /* all of it before submit: it may run at once */
@@ -566,7 +574,7 @@ enum verdict conn_finish(struct conn *c)
         c->holder = HOLDER_APP;
         conn_set_state(c, CONN_APP);
         timer_arm(&l->t_io, &c->timer, l->now_ms);
-        conn_pipeline(c); /* what was written made room */
+        conn_pipeline(c, false); /* what was written made room */
         return VERDICT_WAIT;
     }
     /* A chunked body read past its end leaves the next request's first bytes

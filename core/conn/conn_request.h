@@ -15,7 +15,9 @@ enum verdict conn_take_message(struct conn *c);/* the job's message → the next
 enum verdict conn_finish(struct conn *c);      /* CONN_SENT: the response is out */
 enum verdict conn_hold(struct conn *c);        /* CONN_HOLD */
 /* Submit complete requests pipelined behind c->job to its pool thread, as
- * far as the connection's budget allows (more as its responses leave). */
-void conn_pipeline(struct conn *c);
+ * far as the connection's budget allows (more as its responses leave).
+ * While other connections wait for a thread, only at turn (c->job was just
+ * submitted) and only a turn's worth (dispatch_turn). */
+void conn_pipeline(struct conn *c, bool turn);
 
 #endif

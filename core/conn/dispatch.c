@@ -75,6 +75,21 @@ bool dispatch_room(const struct dispatch *d, unsigned w)
     return t->outstanding < dispatch_depth(t->pace_ns, running, d->capacity);
 }
 
+/* Turns are round robin: every waiting connection takes one in arrival
+ * order, each worth about the same time, so none gets more than its share
+ * of the threads. In turns of a single request, a connection pipelining
+ * cheap requests would have each answered in a write of its own, and the
+ * loop's cost of them would more than double (core/conn/README.md,
+ * "Turns"). */
+unsigned dispatch_turn(const struct dispatch *d, unsigned w)
+{
+    uint64_t pace = w < d->active ? d->t[w].pace_ns : 0;
+    if (!pace)
+        return 1;
+    uint64_t n = DISPATCH_TURN_NS / pace;
+    return n < 1 ? 1 : n < d->capacity ? (unsigned)n : d->capacity > 1 ? d->capacity : 1;
+}
+
 /* Only the active threads: a thread above them gets nothing new, so it
  * empties and can be retired. */
 unsigned dispatch_pick(const struct dispatch *d)

@@ -42,6 +42,11 @@ struct dispatch_thread {
  * that thread starts it (dispatch_depth): the ring's longest hold, so that
  * under uniform load every thread's queue outlasts a full hold. */
 #define DISPATCH_BUDGET_NS 2000000u
+/* A connection's turn while others wait (dispatch_turn): the requests its
+ * thread runs in about this long. A response written alone costs the loop
+ * a write, about what a hello costs the app: a small part of a request
+ * longer than this, which takes a turn of its own. */
+#define DISPATCH_TURN_NS 64000u
 /* dispatch_pick: no thread may take one more now. */
 #define DISPATCH_NONE (~0u)
 
@@ -101,6 +106,11 @@ unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
  * its depth (false for one being retired, and for DISPATCH_NONE). */
 bool dispatch_room(const struct dispatch *d, unsigned w);
+/* How many requests one connection's turn may give thread w while other
+ * connections wait for a thread (the one that waited, and those pipelined
+ * behind it): as many as fill DISPATCH_TURN_NS at w's pace, at least 1 and
+ * at most the capacity; 1 while w has no pace. */
+unsigned dispatch_turn(const struct dispatch *d, unsigned w);
 /* Submit job to thread w (DISPATCH_NONE: HANDOFF_FULL): HANDOFF_OK (job->thread is w, counted as
  * outstanding), HANDOFF_FULL or HANDOFF_ERROR (nothing changed). */
 int dispatch_submit(struct dispatch *d, unsigned w, struct job *job);

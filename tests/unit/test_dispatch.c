@@ -6,8 +6,10 @@
  * the pick among threads with room (shortest queue, lowest index), none
  * with room, a request's running time counted to the loop's last look at
  * the completions, the paces a pass of several completions settles, a request
- * given to a thread that had run dry counted from its submit, and the
- * pending list in arrival order with a retried head keeping its place. */
+ * given to a thread that had run dry counted from its submit, the pending
+ * list in arrival order with a retried head keeping its place, and a
+ * connection's turn while others wait (dispatch_turn): a batch of cheap
+ * requests, one slow request, one from an unmeasured thread. */
 #include <string.h>
 
 #include "check.h"
@@ -206,11 +208,31 @@ static void pending_cases(void)
     dispatch_destroy(&d);
 }
 
+static void turn_cases(void)
+{
+    struct dispatch d;
+    CHECK(dispatch_init(&d, &stub, 2, 1024) == 0, "init");
+    CHECK(dispatch_turn(&d, 0) == 1, "unmeasured: one");
+    d.t[0].pace_ns = 2 * US;
+    CHECK(dispatch_turn(&d, 0) == DISPATCH_TURN_NS / (2 * US) && dispatch_turn(&d, 0) > 16,
+          "microseconds: a pipeline of 16 in one turn (%u)", dispatch_turn(&d, 0));
+    d.t[0].pace_ns = 1;
+    CHECK(dispatch_turn(&d, 0) == 1024, "faster than the clock: at most the capacity");
+    d.t[0].pace_ns = DISPATCH_TURN_NS;
+    CHECK(dispatch_turn(&d, 0) == 1, "a turn's worth exactly: one");
+    d.t[0].pace_ns = 5 * MS;
+    CHECK(dispatch_turn(&d, 0) == 1, "milliseconds: one per turn");
+    d.t[1].pace_ns = 2 * US;
+    CHECK(dispatch_set_active(&d, 1) == 0 && dispatch_turn(&d, 1) == 1, "a retired thread: one");
+    dispatch_destroy(&d);
+}
+
 int main(void)
 {
     depth_cases();
     dispatcher_cases();
     dry_thread_case();
     pending_cases();
+    turn_cases();
     return check_summary();
 }
