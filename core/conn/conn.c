@@ -213,9 +213,11 @@ void conn_on_message(struct conn *c, struct job *job)
 {
     struct loop *l = c->loop;
     if (l->handoff) {
-        if (job->msg == JOB_DONE)
-            dispatch_done(&l->disp, job, l->now_ms);
-        else
+        if (job->msg == JOB_DONE) {
+            uint64_t ran = dispatch_done(&l->disp, job, l->now_ms);
+            if (job->in_turn)
+                dispatch_charge(&c->turn_credit_ns, ran);
+        } else
             dispatch_message(&l->disp, job, l->now_ms); /* owed until answered (conn_state.c) */
     }
     if (job->msg != JOB_NEED_BODY && job->out[job->msg_buf].len > c->resp_max)

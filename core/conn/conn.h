@@ -72,6 +72,8 @@ struct conn {
     bool stop_probe;     /* shutting down: the last read of an idle connection is done */
     bool turn;           /* CONN_READY off the head of the pending list: it goes before
                           * the ones still waiting (conn_start_app) */
+    int64_t turn_credit_ns; /* what its turns may still queue while others wait, in ns of
+                             * its requests' time; below 0, a debt (dispatch_turn) */
     struct loop *loop;
     struct conn *prev, *next;         /* all connections (for shutdown) */
     struct conn *pending_next;        /* CONN_QUEUED: the loop's pending list */

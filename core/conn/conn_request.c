@@ -425,16 +425,19 @@ void conn_pipeline(struct conn *c, bool turn)
         return;
     /* Connections take turns: while another waits for a thread, this one
      * queues no more ahead of it than its turn, the request just submitted
-     * and a turn's worth behind it (dispatch_turn: one, for requests that
-     * take longer than a turn), and nothing between turns. Its next
-     * request takes the ordinary path once its pipeline is done (read,
-     * framed, then behind the waiting ones), or goes ahead here at a later
-     * call, when none waits. */
+     * and those behind it, as many in all as its credit covers
+     * (dispatch_turn: one, for requests that take more than half a turn's
+     * worth), each charged what it took when it finishes; and nothing
+     * between turns. Its next request takes the ordinary path once its
+     * pipeline is done (read, framed, then behind the waiting ones), or
+     * goes ahead here at a later call, when none waits. */
     unsigned most = UINT_MAX;
-    if (dispatch_first_waiting(d)) {
+    bool in_turn = dispatch_first_waiting(d) != NULL;
+    if (in_turn) {
         if (!turn)
             return;
-        most = dispatch_turn(d, w);
+        most = dispatch_turn(d, w, &c->turn_credit_ns);
+        cur->in_turn = true;
     }
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
     while (piped < PIPE_MAX_JOBS && running < most && dispatch_room(d, w) &&
@@ -447,6 +450,7 @@ void conn_pipeline(struct conn *c, bool turn)
             job_put(l, job);
             return;
         }
+        job->in_turn = in_turn;
         pipe_push(c, job, len);
         piped++;
         running++;

@@ -33,8 +33,8 @@ int dispatch_set_active(struct dispatch *d, unsigned n)
         d->t[w].done_pass = 0;
         d->t[w].work_ns = 0;
     }
-    for (unsigned w = d->active; w < n; w++)
-        d->t[w].pace_ns = 0; /* a thread taken back measures its pace anew */
+    for (unsigned w = d->active; w < n; w++) /* a thread taken back measures its pace anew */
+        d->t[w].pace_ns = d->t[w].slow_ns = 0;
     d->active = n;
     if (d->handoff->ops->set_active)
         d->handoff->ops->set_active(d->handoff, n);
@@ -72,22 +72,37 @@ bool dispatch_room(const struct dispatch *d, unsigned w)
      * through a deep queue would read as stuck past the budget (core/conn/
      * README.md, "Depth"); a stuck one reads as stuck a look later. */
     uint64_t running = d->looked_ns > t->busy_since_ns ? d->looked_ns - t->busy_since_ns : 0;
-    return t->outstanding < dispatch_depth(t->pace_ns, running, d->capacity);
+    return t->outstanding < dispatch_depth(t->slow_ns, running, d->capacity);
 }
 
-/* Turns are round robin: every waiting connection takes one in arrival
- * order, each worth about the same time, so none gets more than its share
- * of the threads. In turns of a single request, a connection pipelining
- * cheap requests would have each answered in a write of its own, and the
- * loop's cost of them would more than double (core/conn/README.md,
- * "Turns"). */
-unsigned dispatch_turn(const struct dispatch *d, unsigned w)
+/* Turns go round the waiting connections in arrival order. A turn of a
+ * single request would have each response to a pipelining client written
+ * on its own (core/conn/README.md, "Turns"), so a turn takes as many as its
+ * credit covers at the thread's pace; the pace is the thread's, and a
+ * client's own requests may be slower, so what they really took is
+ * charged when they finish (dispatch_charge): a connection whose turn ran
+ * over pays it back, a turn of one request at a time, before it has a
+ * turn of several again. A connection's first turn is one request. */
+unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
 {
-    uint64_t pace = w < d->active ? d->t[w].pace_ns : 0;
-    if (!pace)
-        return 1;
-    uint64_t n = DISPATCH_TURN_NS / pace;
-    return n < 1 ? 1 : n < d->capacity ? (unsigned)n : d->capacity > 1 ? d->capacity : 1;
+    uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
+    unsigned n = 1;
+    if (pace && *credit > 0) {
+        uint64_t k = (uint64_t)*credit / pace;
+        n = k < 1 ? 1 : k < d->capacity ? (unsigned)k : d->capacity > 1 ? d->capacity : 1;
+    }
+    *credit = *credit < 0 ? *credit + DISPATCH_TURN_NS : DISPATCH_TURN_NS;
+    if (*credit > DISPATCH_TURN_NS)
+        *credit = DISPATCH_TURN_NS;
+    return n;
+}
+
+void dispatch_charge(int64_t *credit, uint64_t ran_ns)
+{
+    /* A debt of a century at most: no overflow, whatever the clock says. */
+    const int64_t most = INT64_C(1) << 62;
+    int64_t ran = ran_ns < (uint64_t)most ? (int64_t)ran_ns : most;
+    *credit = *credit > -most + ran ? *credit - ran : -most;
 }
 
 /* Only the active threads: a thread above them gets nothing new, so it
@@ -113,6 +128,15 @@ static void settle_thread(struct dispatch_thread *t)
     if (!sample)
         sample = 1; /* measured: faster than the clock tells */
     t->pace_ns = t->pace_ns ? (t->pace_ns * 3 + sample) / 4 : sample;
+    /* The depth is judged at the slow side of the pace: a thread whose
+     * requests mostly take a millisecond and sometimes a hundred would
+     * otherwise, after a run of fast ones, take requests behind a slow one
+     * that each then wait it out, while another thread frees first. The
+     * excess falls back by an eighth a settling, so one slow request ends
+     * the thread's queue behind the next few, and a uniform load, whose
+     * samples barely differ, keeps its depth. */
+    uint64_t kept = t->slow_ns > t->pace_ns ? t->pace_ns + (t->slow_ns - t->pace_ns) / 8 * 7 : t->pace_ns;
+    t->slow_ns = sample > kept ? sample : kept;
     t->busy_since_ns = t->last_end_ns;
     /* With one left it is the newest. With more, the oldest's submit is not
      * kept: the last stamp may start it early, which only shortens the
@@ -149,7 +173,7 @@ bool dispatch_can_retry(const struct dispatch *d)
     return d->pending_head && dispatch_pick(d) != DISPATCH_NONE;
 }
 
-void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
+uint64_t dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
 {
     struct dispatch_thread *t = &d->t[job->thread];
     t->seen_ms = now_ms;
@@ -165,11 +189,13 @@ void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms)
      * README.md, "Pace"). A completion with no stamp ends at the pass. */
     uint64_t end = job->done_ns && job->done_ns < d->now_ns ? job->done_ns : d->now_ns;
     uint64_t start = job->submit_ns > t->last_end_ns ? job->submit_ns : t->last_end_ns;
-    t->work_ns += end > start ? end - start : 0;
+    uint64_t ran = end > start ? end - start : 0;
+    t->work_ns += ran;
     if (end > t->last_end_ns)
         t->last_end_ns = end;
     t->done_pass++;
     d->unsettled = true;
+    return ran;
 }
 
 void dispatch_settle(struct dispatch *d)

@@ -31,6 +31,11 @@ struct dispatch_thread {
      * completion. A request starts at the later of its submit and the
      * previous one's completion. */
     uint64_t pace_ns;
+    /* What a request may take it, for its depth and its turns: its
+     * settlings' samples as the pace, but a slower sample is taken at once
+     * and the excess over the pace falls back by an eighth each settling
+     * (dispatch.c, settle_thread). */
+    uint64_t slow_ns;
     uint64_t busy_since_ns;  /* when its current request started, as far as the loop can tell */
     uint64_t last_submit_ns; /* the submit of its newest request */
     uint64_t last_end_ns;    /* the stamp of the last completion taken (job.done_ns) */
@@ -42,10 +47,11 @@ struct dispatch_thread {
  * that thread starts it (dispatch_depth): the ring's longest hold, so that
  * under uniform load every thread's queue outlasts a full hold. */
 #define DISPATCH_BUDGET_NS 2000000u
-/* A connection's turn while others wait (dispatch_turn): the requests its
- * thread runs in about this long. A response written alone costs the loop
- * a write, about what a hello costs the app: a small part of a request
- * longer than this, which takes a turn of its own. */
+/* What one turn of a connection's is worth while others wait
+ * (dispatch_turn): its requests' time, at most. A response written alone
+ * costs the loop a write, about what a hello costs the app: a small part
+ * of a request that takes more than half of this, which takes a turn of
+ * its own. */
 #define DISPATCH_TURN_NS 64000u
 /* dispatch_pick: no thread may take one more now. */
 #define DISPATCH_NONE (~0u)
@@ -106,11 +112,15 @@ unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
  * its depth (false for one being retired, and for DISPATCH_NONE). */
 bool dispatch_room(const struct dispatch *d, unsigned w);
-/* How many requests one connection's turn may give thread w while other
- * connections wait for a thread (the one that waited, and those pipelined
- * behind it): as many as fill DISPATCH_TURN_NS at w's pace, at least 1 and
- * at most the capacity; 1 while w has no pace. */
-unsigned dispatch_turn(const struct dispatch *d, unsigned w);
+/* How many requests, in all, one connection's turn may give thread w
+ * while other connections wait for a thread (the one that waited, and
+ * those pipelined behind it), given its *credit: as many as the credit
+ * covers at what a request may take w (slow_ns), at least 1 and at most
+ * the capacity; 1 while w has no pace or the credit is not above 0. Then
+ * the credit gains DISPATCH_TURN_NS, up to that much. */
+unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit);
+/* A request of a turn ran ran_ns (dispatch_done): less credit. */
+void dispatch_charge(int64_t *credit, uint64_t ran_ns);
 /* Submit job to thread w (DISPATCH_NONE: HANDOFF_FULL): HANDOFF_OK (job->thread is w, counted as
  * outstanding), HANDOFF_FULL or HANDOFF_ERROR (nothing changed). */
 int dispatch_submit(struct dispatch *d, unsigned w, struct job *job);
@@ -119,9 +129,9 @@ bool dispatch_can_retry(const struct dispatch *d);
 
 /* The app's messages, as the loop takes them: job's thread finished it
  * (JOB_DONE; its time, from job.submit_ns or the previous completion to
- * job.done_ns, counts toward the pace), or posted a message and waits for
+ * job.done_ns, counts toward the pace, and is returned), or posted a message and waits for
  * the loop's answer. */
-void dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms);
+uint64_t dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms);
 /* After the pass has taken the completions there were (none, for a
  * hand-off that said it had none): each thread that finished requests
  * gets its pace (the time they ran over their number: a pass may take

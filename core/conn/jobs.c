@@ -39,6 +39,7 @@ static void job_clear(struct job *job)
     job->pipe_next = NULL;
     job->thread = 0;
     job->posted = false;
+    job->in_turn = false;
     job->submit_ns = 0;
 
     /* the request: the parser fills the headers it reports (up to

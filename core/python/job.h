@@ -63,6 +63,8 @@ struct job {
     struct job *pipe_next;   /* the connection's next pipelined request in flight */
     unsigned thread;         /* the pool thread it was submitted to */
     bool posted;             /* a pipelined job's message waits for its turn */
+    bool in_turn;            /* submitted in a connection's turn: its time is charged to the
+                              * connection's credit (dispatch_charge) */
     uint64_t submit_ns;      /* when (the pass's clock): the earliest it could start, for the pace */
 
     /* ---- the request: set by the loop before submit, read-only after ---- */

@@ -14,7 +14,7 @@
  *     job_clear, which resets the same members in the same order. A new
  *     member small enough to sit in a hole of existing padding moves no
  *     offset and is not caught; on x86-64 today the holes are after
- *     `posted` (3 bytes), `is_head` (6), `body` (40: `out` starts a cache
+ *     `in_turn` (2 bytes), `is_head` (6), `body` (40: `out` starts a cache
  *     line, job.h), `incomplete` (2), `status` (4), `last_head` (2),
  *     `awaiting_ack` (7) and `req` (24: the struct is a whole number of
  *     lines). A field added to struct job goes in its group and into this
@@ -36,7 +36,7 @@ struct member {
 
 static const struct member job_members[] = {
     M(struct job, conn), M(struct job, next_free), M(struct job, pipe_next), M(struct job, thread),
-    M(struct job, posted), M(struct job, submit_ns), M(struct job, req),
+    M(struct job, posted), M(struct job, in_turn), M(struct job, submit_ns), M(struct job, req),
     M(struct job, framing), M(struct job, target), M(struct job, remote_addr),
     M(struct job, remote_port), M(struct job, head_ns), M(struct job, keep_alive), M(struct job, is_head),
     M(struct job, body), M(struct job, out), M(struct job, msg_buf), M(struct job, msg),
@@ -116,6 +116,7 @@ static void recycle_with(unsigned char pattern)
     ZERO(job->pipe_next);
     ZERO(job->thread);
     ZERO(job->posted);
+    ZERO(job->in_turn);
     ZERO(job->submit_ns);
     ZERO(job->req.method);
     ZERO(job->req.method_len);

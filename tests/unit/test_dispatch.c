@@ -7,9 +7,11 @@
  * with room, a request's running time counted to the loop's last look at
  * the completions, the paces a pass of several completions settles, a request
  * given to a thread that had run dry counted from its submit, the pending
- * list in arrival order with a retried head keeping its place, and a
- * connection's turn while others wait (dispatch_turn): a batch of cheap
- * requests, one slow request, one from an unmeasured thread. */
+ * list in arrival order with a retried head keeping its place, a
+ * connection's turn while others wait (dispatch_turn, dispatch_charge): a
+ * batch of cheap requests, one slow request, one from an unmeasured thread,
+ * a turn that ran over paid back before the next turn of several; and the
+ * slow side of the pace that sets the depth after a slow request. */
 #include <string.h>
 
 #include "check.h"
@@ -113,14 +115,19 @@ static void dispatcher_cases(void)
      * even measured fast; but only once the loop has looked at the
      * completions and found none of its (a pass takes its sockets first,
      * and by then a busy thread may have finished many). */
-    d.t[0].pace_ns = 10 * US;
+    d.t[0].pace_ns = d.t[0].slow_ns = 10 * US;
     dispatch_clock(&d, 1000 * MS + DISPATCH_BUDGET_NS + 1);
     CHECK(dispatch_room(&d, 0), "past the budget since its start, but not since the last look: room");
     dispatch_settle(&d); /* the look: nothing from thread 0 */
     CHECK(!dispatch_room(&d, 0) && dispatch_room(&d, 1), "thread 0 running long: no room");
-    /* Ties go to the lowest index, the shortest queue first. */
+    /* Ties go to the lowest index, the shortest queue first. (Thread 0's
+     * long request set its slow side past the budget, slow_cases' matter:
+     * back to its pace for these.) */
     done(&d, 0);
     dispatch_settle(&d);
+    CHECK(d.t[0].slow_ns > DISPATCH_BUDGET_NS, "the long one is the slow side (%llu)",
+          (unsigned long long)d.t[0].slow_ns);
+    d.t[0].slow_ns = d.t[0].pace_ns;
     CHECK(submit(&d) == 0, "both idle: thread 0");
     CHECK(submit(&d) == 1, "shortest queue");
     CHECK(submit(&d) == 0, "a tie: thread 0");
@@ -142,7 +149,7 @@ static void dispatcher_cases(void)
     CHECK(!dispatch_room(&d, 1) && !dispatch_room(&d, DISPATCH_NONE),
           "a retired thread, or none, has no room (a pipeline there waits)");
     CHECK(dispatch_set_active(&d, 3) == -1 && dispatch_set_active(&d, 0) == -1, "out of range");
-    CHECK(dispatch_set_active(&d, 2) == 0 && d.t[1].pace_ns == 0, "taken back: unmeasured");
+    CHECK(dispatch_set_active(&d, 2) == 0 && d.t[1].pace_ns == 0 && d.t[1].slow_ns == 0, "taken back: unmeasured");
     CHECK(submit(&d) == 1 && dispatch_set_active(&d, 1) == -1 && dispatch_active(&d) == 2,
           "a thread with work is not retired");
     dispatch_destroy(&d);
@@ -212,18 +219,97 @@ static void turn_cases(void)
 {
     struct dispatch d;
     CHECK(dispatch_init(&d, &stub, 2, 1024) == 0, "init");
-    CHECK(dispatch_turn(&d, 0) == 1, "unmeasured: one");
-    d.t[0].pace_ns = 2 * US;
-    CHECK(dispatch_turn(&d, 0) == DISPATCH_TURN_NS / (2 * US) && dispatch_turn(&d, 0) > 16,
-          "microseconds: a pipeline of 16 in one turn (%u)", dispatch_turn(&d, 0));
-    d.t[0].pace_ns = 1;
-    CHECK(dispatch_turn(&d, 0) == 1024, "faster than the clock: at most the capacity");
-    d.t[0].pace_ns = DISPATCH_TURN_NS;
-    CHECK(dispatch_turn(&d, 0) == 1, "a turn's worth exactly: one");
-    d.t[0].pace_ns = 5 * MS;
-    CHECK(dispatch_turn(&d, 0) == 1, "milliseconds: one per turn");
-    d.t[1].pace_ns = 2 * US;
-    CHECK(dispatch_set_active(&d, 1) == 0 && dispatch_turn(&d, 1) == 1, "a retired thread: one");
+    int64_t credit = 0;
+    d.t[0].pace_ns = d.t[0].slow_ns = 2 * US;
+    CHECK(dispatch_turn(&d, 0, &credit) == 1 && credit == DISPATCH_TURN_NS, "a first turn: one, then a turn's credit");
+    CHECK(dispatch_turn(&d, 0, &credit) == DISPATCH_TURN_NS / (2 * US) && dispatch_turn(&d, 0, &credit) > 16,
+          "microseconds: a pipeline of 16 in one turn");
+    CHECK(credit == DISPATCH_TURN_NS, "credit is not hoarded past one turn");
+    d.t[1].slow_ns = 0;
+    CHECK(dispatch_turn(&d, 1, &credit) == 1, "an unmeasured thread: one");
+    d.t[0].slow_ns = 1;
+    CHECK(dispatch_turn(&d, 0, &credit) == 1024, "faster than the clock: at most the capacity");
+    d.t[0].slow_ns = DISPATCH_TURN_NS / 2;
+    CHECK(dispatch_turn(&d, 0, &credit) == 2, "half a turn: two");
+    d.t[0].slow_ns = DISPATCH_TURN_NS / 2 + 1;
+    CHECK(dispatch_turn(&d, 0, &credit) == 1, "more than half a turn: one");
+    d.t[0].slow_ns = 5 * MS;
+    CHECK(dispatch_turn(&d, 0, &credit) == 1, "milliseconds: one per turn");
+    /* A client whose pipelined requests are slower than the thread's pace:
+     * its turn of 32 ran 32 x 50 ms. It pays that back a turn at a time,
+     * each of one request (charged too), before a turn of several again. */
+    d.t[0].slow_ns = 2 * US;
+    CHECK(dispatch_turn(&d, 0, &credit) == 32, "cheap on the thread's pace: 32");
+    for (int i = 0; i < 32; i++)
+        dispatch_charge(&credit, 50 * MS);
+    int64_t debt = credit;
+    CHECK(debt < 0, "in debt");
+    unsigned turns = 0, ones = 0;
+    while (credit <= 0 && turns < 100000) {
+        ones += dispatch_turn(&d, 0, &credit) == 1;
+        dispatch_charge(&credit, 2 * US);
+        turns++;
+    }
+    CHECK(ones == turns, "in debt: one a turn (%u of %u)", ones, turns);
+    CHECK(turns >= (unsigned)(-debt / DISPATCH_TURN_NS), "the debt repaid a turn's worth a turn at most (%u)", turns);
+    CHECK(dispatch_turn(&d, 0, &credit) > 1, "repaid: a turn of several again");
+    credit = 0;
+    dispatch_charge(&credit, UINT64_MAX);
+    dispatch_charge(&credit, UINT64_MAX);
+    CHECK(credit < 0 && credit >= INT64_MIN / 2, "no overflow");
+    d.t[1].slow_ns = 2 * US;
+    credit = DISPATCH_TURN_NS;
+    CHECK(dispatch_set_active(&d, 1) == 0 && dispatch_turn(&d, 1, &credit) == 1, "a retired thread: one");
+    dispatch_destroy(&d);
+}
+
+/* What a request may take a thread (slow_ns, for its depth): the pace, but
+ * a slow request among fast ones is taken at once and forgotten slowly, so
+ * a thread that just ran a slow one gets nothing queued behind the next
+ * few; under uniform costs it is the pace. */
+static void slow_cases(void)
+{
+    struct dispatch d;
+    CHECK(dispatch_init(&d, &stub, 1, 64) == 0, "init");
+    queued[0] = finished[0] = 0;
+    uint64_t now = 1000 * MS;
+    /* One request at a time, each finished and settled: uniform 1 ms. */
+    for (int i = 0; i < 8; i++) {
+        dispatch_clock(&d, now);
+        CHECK(submit(&d) == 0, "uniform %d", i);
+        now += 1 * MS;
+        dispatch_clock(&d, now);
+        done_at(&d, 0, now);
+        dispatch_settle(&d);
+    }
+    CHECK(d.t[0].slow_ns == 1 * MS && d.t[0].pace_ns == 1 * MS, "uniform: the pace (%llu)",
+          (unsigned long long)d.t[0].slow_ns);
+    CHECK(dispatch_depth(d.t[0].slow_ns, 0, 64) == 3, "1 ms: two behind the running one");
+    /* One of 100 ms. */
+    dispatch_clock(&d, now);
+    submit(&d);
+    now += 100 * MS;
+    dispatch_clock(&d, now);
+    done_at(&d, 0, now);
+    dispatch_settle(&d);
+    CHECK(d.t[0].slow_ns == 100 * MS, "a slow one is taken at once (%llu)", (unsigned long long)d.t[0].slow_ns);
+    /* Then fast ones again: for the next several, nothing behind the
+     * running one, though the smoothed pace is back under the budget. */
+    int fast = 0;
+    for (; fast < 40 && dispatch_depth(d.t[0].slow_ns, 0, 64) == 1; fast++) {
+        dispatch_clock(&d, now);
+        submit(&d);
+        now += 1 * MS;
+        dispatch_clock(&d, now);
+        done_at(&d, 0, now);
+        dispatch_settle(&d);
+    }
+    /* The smoothed pace alone (a quarter weight a sample) is under the
+     * budget after a dozen of them. */
+    CHECK(fast >= 24, "depth one for the next %d, not at least 24", fast);
+    CHECK(d.t[0].pace_ns < DISPATCH_BUDGET_NS, "while the pace alone would have queued behind it");
+    CHECK(fast < 40, "and then the depth comes back (%d)", fast);
+    printf("slow side: depth one for %d fast requests after a slow one\n", fast);
     dispatch_destroy(&d);
 }
 
@@ -234,5 +320,6 @@ int main(void)
     dry_thread_case();
     pending_cases();
     turn_cases();
+    slow_cases();
     return check_summary();
 }
