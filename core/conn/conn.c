@@ -43,6 +43,7 @@ struct conn *conn_new(struct loop *l, int fd)
     c->loop = l;
     c->state = CONN_HEAD;
     c->wfile_fd = -1;
+    c->turn_credit_ns = DISPATCH_CREDIT_START;
     c->readable = true; /* a client usually sends its request at once */
     c->writable = true; /* and a new socket's send buffer is empty */
     c->next = &l->conns;

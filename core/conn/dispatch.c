@@ -82,19 +82,18 @@ bool dispatch_room(const struct dispatch *d, unsigned w)
  * client's own requests may be slower, so what they really took is
  * charged when they finish (dispatch_charge): a connection whose turn ran
  * over pays it back, a turn of one request at a time, before it has a
- * turn of several again. A connection's first turn is one request. */
+ * turn of several again. A connection starts a turn's worth in debt
+ * (DISPATCH_CREDIT_START), so its first turn is one request. */
 unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
 {
-    uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
-    unsigned n = 1;
-    if (pace && *credit > 0) {
-        uint64_t k = (uint64_t)*credit / pace;
-        n = k < 1 ? 1 : k < d->capacity ? (unsigned)k : d->capacity > 1 ? d->capacity : 1;
-    }
     *credit = *credit < 0 ? *credit + DISPATCH_TURN_NS : DISPATCH_TURN_NS;
     if (*credit > DISPATCH_TURN_NS)
         *credit = DISPATCH_TURN_NS;
-    return n;
+    uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
+    if (!pace || *credit <= 0)
+        return 1;
+    uint64_t k = (uint64_t)*credit / pace;
+    return k < 1 ? 1 : k < d->capacity ? (unsigned)k : d->capacity > 1 ? d->capacity : 1;
 }
 
 void dispatch_charge(int64_t *credit, uint64_t ran_ns)
@@ -130,13 +129,17 @@ static void settle_thread(struct dispatch_thread *t)
     t->pace_ns = t->pace_ns ? (t->pace_ns * 3 + sample) / 4 : sample;
     /* The depth is judged at the slow side of the pace: a thread whose
      * requests mostly take a millisecond and sometimes a hundred would
-     * otherwise, after a run of fast ones, take requests behind a slow one
-     * that each then wait it out, while another thread frees first. The
-     * excess falls back by an eighth a settling, so one slow request ends
-     * the thread's queue behind the next few, and a uniform load, whose
-     * samples barely differ, keeps its depth. */
-    uint64_t kept = t->slow_ns > t->pace_ns ? t->pace_ns + (t->slow_ns - t->pace_ns) / 8 * 7 : t->pace_ns;
-    t->slow_ns = sample > kept ? sample : kept;
+     * otherwise, after a run of fast ones, take requests behind the next
+     * one, sometimes slow, and those would wait it out while another
+     * thread frees first. The excess over the pace falls back by a
+     * DISPATCH_SLOW_FALL-th a request (not a settling: a pass may take
+     * many), so one slow request keeps the thread's depth at one for some
+     * dozens of fast ones, and a uniform load, whose samples barely
+     * differ, keeps its depth. */
+    uint64_t excess = t->slow_ns > t->pace_ns ? t->slow_ns - t->pace_ns : 0;
+    for (unsigned k = 0; k < t->done_pass && excess; k++)
+        excess -= excess / DISPATCH_SLOW_FALL ? excess / DISPATCH_SLOW_FALL : excess;
+    t->slow_ns = sample > t->pace_ns + excess ? sample : t->pace_ns + excess;
     t->busy_since_ns = t->last_end_ns;
     /* With one left it is the newest. With more, the oldest's submit is not
      * kept: the last stamp may start it early, which only shortens the

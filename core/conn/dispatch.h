@@ -53,6 +53,12 @@ struct dispatch_thread {
  * of a request that takes more than half of this, which takes a turn of
  * its own. */
 #define DISPATCH_TURN_NS 64000u
+/* A new connection's credit: a turn's worth in debt, so that its first
+ * turn is one request (dispatch_turn). */
+#define DISPATCH_CREDIT_START (-(int64_t)DISPATCH_TURN_NS)
+/* The excess of a thread's slow side over its pace falls back by this
+ * fraction (1/n) for each request it finishes (dispatch.c, settle_thread). */
+#define DISPATCH_SLOW_FALL 8u
 /* dispatch_pick: no thread may take one more now. */
 #define DISPATCH_NONE (~0u)
 
@@ -114,10 +120,10 @@ unsigned dispatch_pick(const struct dispatch *d);
 bool dispatch_room(const struct dispatch *d, unsigned w);
 /* How many requests, in all, one connection's turn may give thread w
  * while other connections wait for a thread (the one that waited, and
- * those pipelined behind it), given its *credit: as many as the credit
- * covers at what a request may take w (slow_ns), at least 1 and at most
- * the capacity; 1 while w has no pace or the credit is not above 0. Then
- * the credit gains DISPATCH_TURN_NS, up to that much. */
+ * those pipelined behind it), given its *credit: the credit first gains
+ * DISPATCH_TURN_NS, up to that much; then as many as it covers at what a
+ * request may take w (slow_ns), at least 1 and at most the capacity; 1
+ * while w has no pace or the credit is not above 0. */
 unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit);
 /* A request of a turn ran ran_ns (dispatch_done): less credit. */
 void dispatch_charge(int64_t *credit, uint64_t ran_ns);
