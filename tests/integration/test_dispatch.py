@@ -8,10 +8,11 @@ that arrive meanwhile are placed by the dispatcher alone.
   soon: with two threads and a request held on thread 0, fast requests on
   other connections are all answered by thread 1 while it is still held;
   none is queued behind it.
-- Connections take turns: a connection pipelining requests to the one pool
-  thread gets nothing more queued ahead while another connection's request
-  waits; that request runs right after the pipelined one that ran when it
-  came.
+- Connections take turns: a connection pipelining slow requests (more
+  than half a turn each) to the one pool thread gets nothing more queued
+  ahead while another connection's request waits; that request runs right
+  after the pipelined one that ran when it came. (How many cheap ones a
+  turn takes depends on measured time: tests/unit/test_dispatch.c.)
 
 How much these bounds cost or save under load is a benchmark's
 (experiments/), not asserted here. The depth rule itself:
