@@ -131,15 +131,18 @@ static void settle_thread(struct dispatch_thread *t)
      * requests mostly take a millisecond and sometimes a hundred would
      * otherwise, after a run of fast ones, take requests behind the next
      * one, sometimes slow, and those would wait it out while another
-     * thread frees first. The excess over the pace falls back by a
-     * DISPATCH_SLOW_FALL-th a request (not a settling: a pass may take
-     * many), so one slow request keeps the thread's depth at one for some
-     * dozens of fast ones, and a uniform load, whose samples barely
-     * differ, keeps its depth. */
+     * thread frees first. Only a sample past the budget sets it: one
+     * under it is what the depth already allows for, and on a shared CPU
+     * a settling that lost its CPU reads slow without its requests being
+     * so. The excess over the pace falls back by a DISPATCH_SLOW_FALL-th a
+     * request (not a settling: a pass may take many), so one slow request
+     * keeps the thread's depth at one for some dozens of fast ones. */
     uint64_t excess = t->slow_ns > t->pace_ns ? t->slow_ns - t->pace_ns : 0;
     for (unsigned k = 0; k < t->done_pass && excess; k++)
         excess -= excess / DISPATCH_SLOW_FALL ? excess / DISPATCH_SLOW_FALL : excess;
-    t->slow_ns = sample > t->pace_ns + excess ? sample : t->pace_ns + excess;
+    t->slow_ns = t->pace_ns + excess;
+    if (sample > DISPATCH_BUDGET_NS && sample > t->slow_ns)
+        t->slow_ns = sample;
     t->busy_since_ns = t->last_end_ns;
     /* With one left it is the newest. With more, the oldest's submit is not
      * kept: the last stamp may start it early, which only shortens the

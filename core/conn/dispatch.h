@@ -31,10 +31,10 @@ struct dispatch_thread {
      * completion. A request starts at the later of its submit and the
      * previous one's completion. */
     uint64_t pace_ns;
-    /* What a request may take it, for its depth and its turns: its
-     * settlings' samples as the pace, but a slower sample is taken at once
-     * and the excess over the pace falls back by an eighth each settling
-     * (dispatch.c, settle_thread). */
+    /* What a request may take it, for its depth and its turns: the pace,
+     * but a sample past the budget is taken at once, and its excess over
+     * the pace falls back by a DISPATCH_SLOW_FALL-th a request (dispatch.c,
+     * settle_thread). */
     uint64_t slow_ns;
     uint64_t busy_since_ns;  /* when its current request started, as far as the loop can tell */
     uint64_t last_submit_ns; /* the submit of its newest request */

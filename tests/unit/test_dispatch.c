@@ -279,9 +279,9 @@ static void turn_cases(void)
 }
 
 /* What a request may take a thread (slow_ns, for its depth): the pace, but
- * a slow request among fast ones is taken at once and forgotten slowly, so
- * a thread that just ran a slow one gets nothing queued behind the next
- * few; under uniform costs it is the pace. */
+ * a request past the budget among fast ones is taken at once and forgotten
+ * slowly, so a thread that just ran a slow one gets nothing queued behind
+ * the next few dozen; a sample under the budget moves only the pace. */
 static void slow_cases(void)
 {
     struct dispatch d;
@@ -347,6 +347,26 @@ static void slow_cases(void)
      * the depth at one longer here. The excess by the settling would keep
      * it about four times as long as one request at a time.) */
     CHECK(batched <= 2 * fast, "in passes of four: back after %d requests (one at a time: %d)", batched, fast);
+    /* A settling under the budget, though far above the pace (a thread
+     * that lost its CPU for a millisecond): the pace takes its quarter,
+     * the slow side nothing more. */
+    for (int i = 0; i < 40; i++) { /* back to a uniform 10 us first */
+        dispatch_clock(&d, now);
+        submit(&d);
+        now += 10 * US;
+        dispatch_clock(&d, now);
+        done_at(&d, 0, now);
+        dispatch_settle(&d);
+    }
+    dispatch_clock(&d, now);
+    submit(&d);
+    now += 1 * MS;
+    dispatch_clock(&d, now);
+    done_at(&d, 0, now);
+    dispatch_settle(&d);
+    CHECK(d.t[0].slow_ns == d.t[0].pace_ns && d.t[0].pace_ns < 1 * MS,
+          "under the budget: the slow side is the pace (%llu, pace %llu)", (unsigned long long)d.t[0].slow_ns,
+          (unsigned long long)d.t[0].pace_ns);
     dispatch_destroy(&d);
 }
 
