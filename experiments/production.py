@@ -740,6 +740,9 @@ def main():
     if rows and set(rows) - set(ROWS):
         raise SystemExit(f"production: unknown rows {sorted(set(rows) - set(ROWS))}")
     variants = parse_variants(a.variant)
+    # The cserve rows run NOINST: build it from this tree, so that a record
+    # never measures a binary left from an older commit.
+    subprocess.run(["make", "-s", "-j2", "BUILD=build-noinst", "INSTRUMENTS=0", NOINST], cwd=ROOT, check=True)
     baseline = build_baseline(a.baseline) if a.baseline else None
     meta_extra = {"baseline": a.baseline, "variants": {k: [b] + v + ([f"@{p}"] if p else [])
                                                        for k, (b, v, p) in variants.items()}}
