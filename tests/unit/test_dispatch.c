@@ -282,6 +282,18 @@ static void turn_cases(void)
  * a request past the budget among fast ones is taken at once and forgotten
  * slowly, so a thread that just ran a slow one gets nothing queued behind
  * the next few dozen; a sample under the budget moves only the pace. */
+/* Thread 0 of d runs one request of `cost` alone: submitted at *now,
+ * finished and settled at *now + cost. */
+static void run_one(struct dispatch *d, uint64_t *now, uint64_t cost)
+{
+    dispatch_clock(d, *now);
+    submit(d);
+    *now += cost;
+    dispatch_clock(d, *now);
+    done_at(d, 0, *now);
+    dispatch_settle(d);
+}
+
 static void slow_cases(void)
 {
     struct dispatch d;
@@ -289,24 +301,12 @@ static void slow_cases(void)
     queued[0] = finished[0] = 0;
     uint64_t now = 1000 * MS;
     /* One request at a time, each finished and settled: uniform 1 ms. */
-    for (int i = 0; i < 8; i++) {
-        dispatch_clock(&d, now);
-        CHECK(submit(&d) == 0, "uniform %d", i);
-        now += 1 * MS;
-        dispatch_clock(&d, now);
-        done_at(&d, 0, now);
-        dispatch_settle(&d);
-    }
+    for (int i = 0; i < 8; i++)
+        run_one(&d, &now, 1 * MS);
     CHECK(d.t[0].slow_ns == 1 * MS && d.t[0].pace_ns == 1 * MS, "uniform: the pace (%llu)",
           (unsigned long long)d.t[0].slow_ns);
     CHECK(dispatch_depth(d.t[0].slow_ns, 0, 64) == 3, "1 ms: two behind the running one");
-    /* One of 100 ms. */
-    dispatch_clock(&d, now);
-    submit(&d);
-    now += 100 * MS;
-    dispatch_clock(&d, now);
-    done_at(&d, 0, now);
-    dispatch_settle(&d);
+    run_one(&d, &now, 100 * MS); /* one of 100 ms */
     CHECK(d.t[0].slow_ns == 100 * MS, "a slow one is taken at once (%llu)", (unsigned long long)d.t[0].slow_ns);
     /* Then fast ones again: for the next several, nothing behind the
      * running one, though the smoothed pace is back under the budget. */
@@ -314,24 +314,14 @@ static void slow_cases(void)
     for (; fast < 60 && dispatch_depth(d.t[0].slow_ns, 0, 64) == 1; fast++) {
         if (pace_back < 0 && dispatch_depth(d.t[0].pace_ns, 0, 64) > 1)
             pace_back = fast;
-        dispatch_clock(&d, now);
-        submit(&d);
-        now += 1 * MS;
-        dispatch_clock(&d, now);
-        done_at(&d, 0, now);
-        dispatch_settle(&d);
+        run_one(&d, &now, 1 * MS);
     }
     CHECK(pace_back >= 0 && pace_back <= 12 && fast >= 2 * pace_back,
           "the pace alone would queue behind the %dth fast one; the slow side keeps one for %d", pace_back, fast);
     CHECK(fast < 60, "and then the depth comes back (%d)", fast);
     /* The same slow request, then the fast ones taken by passes of four
      * (a hold): the excess falls back by the requests, not the passes. */
-    dispatch_clock(&d, now);
-    submit(&d);
-    now += 100 * MS;
-    dispatch_clock(&d, now);
-    done_at(&d, 0, now);
-    dispatch_settle(&d);
+    run_one(&d, &now, 100 * MS);
     int batched = 0;
     for (; batched < 160 && dispatch_depth(d.t[0].slow_ns, 0, 64) == 1; batched += 4) {
         dispatch_clock(&d, now);
@@ -350,20 +340,9 @@ static void slow_cases(void)
     /* A settling under the budget, though far above the pace (a thread
      * that lost its CPU for a millisecond): the pace takes its quarter,
      * the slow side nothing more. */
-    for (int i = 0; i < 40; i++) { /* back to a uniform 10 us first */
-        dispatch_clock(&d, now);
-        submit(&d);
-        now += 10 * US;
-        dispatch_clock(&d, now);
-        done_at(&d, 0, now);
-        dispatch_settle(&d);
-    }
-    dispatch_clock(&d, now);
-    submit(&d);
-    now += 1 * MS;
-    dispatch_clock(&d, now);
-    done_at(&d, 0, now);
-    dispatch_settle(&d);
+    for (int i = 0; i < 40; i++) /* back to a uniform 10 us first */
+        run_one(&d, &now, 10 * US);
+    run_one(&d, &now, 1 * MS);
     CHECK(d.t[0].slow_ns == d.t[0].pace_ns && d.t[0].pace_ns < 1 * MS,
           "under the budget: the slow side is the pace (%llu, pace %llu)", (unsigned long long)d.t[0].slow_ns,
           (unsigned long long)d.t[0].pace_ns);
