@@ -370,11 +370,11 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
  * has just been submitted), and only as many as the budget above allows:
  * a job running is counted at the largest response part this connection
  * has had (half the budget before the first: so one request goes behind
- * the first at once), the finished ones at what they made. The rest stay in rbuf; the
- * loop reads no more from this socket meanwhile (it reads heads only in
- * CONN_HEAD), and they are submitted as responses are made and written
- * (conn_hold, conn_finish, conn_on_message), or read as usual once the
- * pipeline is empty. */
+ * the first at once), the finished ones at what they made. The rest stay
+ * in rbuf; the loop reads no more from this socket meanwhile (it reads
+ * heads only in CONN_HEAD), and they are submitted as responses are made
+ * and written (conn_hold, conn_finish, conn_on_message), or read as usual
+ * once the pipeline is empty. */
 void conn_pipeline(struct conn *c, bool turn)
 {
     struct loop *l = c->loop;
