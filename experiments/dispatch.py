@@ -57,7 +57,6 @@ import selectors
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -738,8 +737,7 @@ def main():
     if chosen and set(chosen) - set(CELLS):
         raise SystemExit(f"dispatch: unknown cells {sorted(set(chosen) - set(CELLS))}")
     entry.resolve(a)
-    subprocess.run(["make", "-s", "-j2", "BUILD=build-noinst", "INSTRUMENTS=0", production.NOINST], cwd=ROOT,
-                   check=True)
+    production.build_noinst()
     baseline = production.build_baseline(a.baseline) if a.baseline else None
     todo = entry.runnable("dispatch", plan(a.quick, baseline, chosen), label)
     meta, recs = entry.measure(a, "dispatch", todo, runner=measure_run(a), per_run_extra=3.0,

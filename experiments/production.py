@@ -176,6 +176,12 @@ def row_name(c):
 
 # ------------------------------------------------------------------ the baseline build
 
+def build_noinst():
+    """Build NOINST, the binary the cserve rows run, from this tree: a record
+    never measures a binary left by a run on an older commit."""
+    subprocess.run(["make", "-s", "-j2", "BUILD=build-noinst", "INSTRUMENTS=0", NOINST], cwd=ROOT, check=True)
+
+
 def build_baseline(rev):
     """cserve's uninstrumented build of revision rev, in build-base/REV
     (git archive of rev, then its own make): the path of the binary,
@@ -740,9 +746,7 @@ def main():
     if rows and set(rows) - set(ROWS):
         raise SystemExit(f"production: unknown rows {sorted(set(rows) - set(ROWS))}")
     variants = parse_variants(a.variant)
-    # The cserve rows run NOINST: build it from this tree, so that a record
-    # never measures a binary left from an older commit.
-    subprocess.run(["make", "-s", "-j2", "BUILD=build-noinst", "INSTRUMENTS=0", NOINST], cwd=ROOT, check=True)
+    build_noinst()
     baseline = build_baseline(a.baseline) if a.baseline else None
     meta_extra = {"baseline": a.baseline, "variants": {k: [b] + v + ([f"@{p}"] if p else [])
                                                        for k, (b, v, p) in variants.items()}}

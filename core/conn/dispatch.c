@@ -41,6 +41,12 @@ int dispatch_set_active(struct dispatch *d, unsigned n)
     return 0;
 }
 
+/* n requests, but at least one and at most the capacity. */
+static unsigned within_capacity(uint64_t n, unsigned capacity)
+{
+    return n < 1 ? 1 : n < capacity ? (unsigned)n : capacity > 1 ? capacity : 1;
+}
+
 /* Late binding: a request goes to a thread only when that thread will
  * start it within about the budget, so the rest wait in the loop, in
  * arrival order, for whichever thread frees first, rather than behind a
@@ -54,8 +60,7 @@ unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, unsigned capacity
     if (!pace_ns || running_ns > DISPATCH_BUDGET_NS)
         return 1;
     uint64_t each = pace_ns > running_ns ? pace_ns : running_ns;
-    uint64_t n = 1 + DISPATCH_BUDGET_NS / each;
-    return n < capacity ? (unsigned)n : capacity > 1 ? capacity : 1;
+    return within_capacity(1 + DISPATCH_BUDGET_NS / each, capacity);
 }
 
 bool dispatch_room(const struct dispatch *d, unsigned w)
@@ -86,14 +91,11 @@ bool dispatch_room(const struct dispatch *d, unsigned w)
  * (DISPATCH_CREDIT_START), so its first turn is one request. */
 unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
 {
-    *credit = *credit < 0 ? *credit + DISPATCH_TURN_NS : DISPATCH_TURN_NS;
-    if (*credit > DISPATCH_TURN_NS)
-        *credit = DISPATCH_TURN_NS;
+    *credit = *credit < 0 ? *credit + DISPATCH_TURN_NS : DISPATCH_TURN_NS; /* at most a turn's worth */
     uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
     if (!pace || *credit <= 0)
         return 1;
-    uint64_t k = (uint64_t)*credit / pace;
-    return k < 1 ? 1 : k < d->capacity ? (unsigned)k : d->capacity > 1 ? d->capacity : 1;
+    return within_capacity((uint64_t)*credit / pace, d->capacity);
 }
 
 void dispatch_charge(int64_t *credit, uint64_t ran_ns)

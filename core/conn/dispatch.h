@@ -135,8 +135,8 @@ bool dispatch_can_retry(const struct dispatch *d);
 
 /* The app's messages, as the loop takes them: job's thread finished it
  * (JOB_DONE; its time, from job.submit_ns or the previous completion to
- * job.done_ns, counts toward the pace, and is returned), or posted a message and waits for
- * the loop's answer. */
+ * job.done_ns, counts toward the pace, and is returned), or posted a
+ * message and waits for the loop's answer. */
 uint64_t dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_ms);
 /* After the pass has taken the completions there were (none, for a
  * hand-off that said it had none): each thread that finished requests
