@@ -45,18 +45,40 @@ BELOW, ABOVE = (0.0, 0.5, 0.8), (1.25, 2.0)  # grid points as fractions of N*
 
 
 def shape(cfg):
-    """(handoff, cookie bytes or None, conns, depth, app, body chunks) of a
-    probe configuration, whichever client made it: pipeload's cookie, depth
-    and chunked body (0: none), or heads.lua's script arguments (bytes,
-    depth) and pipeline.lua's."""
-    chunks = 0
+    """(handoff, cookie bytes or None, conns, depth, app, body chunks, bytes
+    per chunk) of a probe configuration, whichever client made it:
+    pipeload's cookie, depth and chunked body (0 chunks: none), or
+    heads.lua's script arguments (bytes, depth) and pipeline.lua's."""
+    chunks, chunk_bytes = 0, 1
     if cfg.get("client") == "pipeload":
         cookie, depth, chunks = cfg.get("cookie"), cfg.get("depth", 1), cfg.get("chunks", 0)
+        chunk_bytes = cfg.get("chunk_bytes", 1)
     elif cfg.get("script") == "heads.lua":
         cookie, depth = cfg["script_args"][0], cfg["script_args"][1]
     else:
         return None
-    return (cfg.get("handoff"), cookie, cfg["conns"], depth, cfg.get("app", "hello"), chunks)
+    return (cfg.get("handoff"), cookie, cfg["conns"], depth, cfg.get("app", "hello"), chunks, chunk_bytes)
+
+
+# Pipelines at least this deep are the "deep" family: hello, pipelined so
+# that the cheapest client spends little per request.
+DEEP = 64
+# The apps a prediction is made for; the cpu apps only calibrate the crossover.
+PREDICTED_APPS = ("hello", "upload")
+
+
+def family(cfg):
+    """Which family of shapes a configuration belongs to: "upload" (a body
+    in KiB-sized chunks the app reads), "chunked" (the synthetic body of
+    one-byte chunks the app never reads), "deep" (hello pipelined DEEP or
+    deeper) or "heads" (browser-like heads, or wrk's small one)."""
+    if cfg.get("app") == "upload":
+        return "upload"
+    if cfg.get("chunks"):
+        return "chunked"
+    if cfg.get("client") == "pipeload" and cfg.get("depth", 1) >= DEEP:
+        return "deep"
+    return "heads"
 
 
 def shape_text(x):
@@ -108,8 +130,8 @@ def crossover(c, handoff, quick, placement="loop-alone"):
     dedicated, the pool alone (c_pool(N*) = c_loop)."""
     base, chunks = (handoff, CROSS["cookie"], CROSS["conns"], CROSS["depth"]), CROSS.get("chunks", 0)
     pts = sorted((float(sh[4][3:]), v) for sh, v in c.items()
-                 if sh[:4] == base and sh[5] == chunks and sh[4].startswith("cpu"))
-    hello = c.get(base + ("hello", chunks))
+                 if sh[:4] == base and sh[5] == chunks and sh[6] == 1 and sh[4].startswith("cpu"))
+    hello = c.get(base + ("hello", chunks, 1))
     if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
         return None
     (u0, a), (u1, b) = pts[0], pts[-1]
@@ -143,7 +165,7 @@ def expect(c_loop, c_pool, c_client, placement, client_threads=1):
             "c_loop": c_loop, "c_pool": c_pool, "c_client": c_client}
 
 
-def config(handoff, cookie, conns, depth, app, client, placement, client_threads=1, chunks=0):
+def config(handoff, cookie, conns, depth, app, client, placement, client_threads=1, chunks=0, chunk_bytes=1):
     """The probe configuration a prediction is for (what regime.py runs)."""
     from experiments.lib.serverctl import app_spec
     c = {"server": "cserve", "handoff": handoff, "bt": 1, "app": app, "conns": conns, "placement": placement,
@@ -152,6 +174,8 @@ def config(handoff, cookie, conns, depth, app, client, placement, client_threads
         c.update(client="pipeload", depth=depth, cookie=cookie)
         if chunks:
             c["chunks"] = chunks
+        if chunks and chunk_bytes > 1:
+            c["chunk_bytes"] = chunk_bytes
         if client_threads > 1:
             c["wrk_threads"] = client_threads
     else:  # wrk with heads.lua, as the calibration ran it
@@ -168,15 +192,14 @@ def make(records, calib_meta, calib_path, placement="loop-alone", quick=False):
                            "commit": (calib_meta or {}).get("commit"), "date": (calib_meta or {}).get("date"),
                            "placement": "shared"},
            "made_on": provenance.git_commit()[0], "configs": []}
-    for sh, v in sorted(c.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][1] or 0, kv[0][2])):
-        handoff, cookie, conns, depth, app, chunks = sh
-        if app != "hello":
+    for sh, v in sorted(c.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][1] or 0, kv[0][2]) + kv[0][4:]):
+        handoff, cookie, conns, depth, app, chunks, chunk_bytes = sh
+        if app not in PREDICTED_APPS:
             continue
         p = expect(v["c_loop"], v["c_pool"], v["c_client"], placement, v["client_threads"])
-        out["configs"].append(dict(p, family="chunked" if chunks else "heads",
-                                   config=config(handoff, cookie, conns, depth, app, v["client"], placement,
-                                                 v["client_threads"], chunks),
-                                   calibrated_from=v["label"]))
+        cf = config(handoff, cookie, conns, depth, app, v["client"], placement, v["client_threads"], chunks,
+                    chunk_bytes)
+        out["configs"].append(dict(p, family=family(cf), config=cf, calibrated_from=v["label"]))
     out["crossover"] = []
     for h in HANDOFFS:
         x = crossover(c, h, quick, placement)
@@ -233,7 +256,8 @@ def label(cfg):
         cookie, depth, client = cfg["script_args"][0], cfg["script_args"][1], " wrk"
     head = "small head" if cookie is None else f"head +{cookie // 1024} KiB"
     if cfg.get("chunks"):
-        head += f" body {cfg['chunks']}×1 B"
+        b = cfg.get("chunk_bytes", 1)
+        head += f" body {cfg['chunks']}×" + (f"{b // 1024} KiB" if b % 1024 == 0 else f"{b} B")
     app = "" if cfg["app"] == "hello" else f" {cfg['app']}"
     pl = "" if cfg.get("placement") in (None, "shared") else f" @{cfg['placement']}"
     t = f" t{cfg['wrk_threads']}" if cfg.get("client") == "pipeload" and cfg.get("wrk_threads", 1) > 1 else ""

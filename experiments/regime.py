@@ -45,6 +45,7 @@ from experiments.lib import entry, model, probe, stats
 from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "regime")
+OUT_REALISTIC = os.path.join(ROOT, "experiments", "results", "regime-realistic")
 HANDOFFS = ("ring", "dgram")
 COOKIES = (0, 2048, 4096, 8192)
 SHAPES = ((64, 1), (16, 16))       # (connections, depth): one request in flight, and pipelined 16 deep
@@ -52,16 +53,35 @@ SHAPES = ((64, 1), (16, 16))       # (connections, depth): one request in flight
 # chunk; the client sends bytes made once and the app need not read them.
 CHUNKS = (1024, 4096)
 CHUNK_SHAPES = ((16, 16),)
+# --realistic, a record of its own: requests a real client sends. An upload
+# the app reads (apps/upload.py), a chunked body of (chunks, bytes each)
+# KiB-sized chunks, in SHAPES; and hello pipelined deep (connections,
+# depth) by pipeload, the client cheapest per request, so its core has room.
+UPLOADS = ((16, 1024), (64, 1024), (16, 4096))
+DEEP_SHAPES = ((16, 64), (64, 64), (4, 256))
 CALIB_US = (0, 20)                 # the cpu app's costs that calibrate the pool's line
 CALIB = ((3, 3.0, 1.0), (1, 1.0, 0.3))     # calibration: rounds, window s, warm-up s (full, quick)
 MEASURE = ((5, 3.0, 1.0), (1, 1.0, 0.3))   # measurement
 
 
-def cfg(handoff, cookie, conns, depth, app="hello", placement="shared", client_threads=1, chunks=0):
-    return prediction.config(handoff, cookie, conns, depth, app, "pipeload", placement, client_threads, chunks)
+def cfg(handoff, cookie, conns, depth, app="hello", placement="shared", client_threads=1, chunks=0, chunk_bytes=1):
+    return prediction.config(handoff, cookie, conns, depth, app, "pipeload", placement, client_threads, chunks,
+                             chunk_bytes)
 
 
-def calib_plan(quick, client_threads=1):
+def realistic_plan(quick, client_threads=1):
+    """--realistic's calibration: the uploads and the deep pipelines."""
+    ups, shapes, deep = (UPLOADS, SHAPES, DEEP_SHAPES) if not quick else (UPLOADS[:1], SHAPES[:1], DEEP_SHAPES[:1])
+    hs = HANDOFFS if not quick else HANDOFFS[1:]
+    out = [cfg(h, None, c, d, "upload", client_threads=client_threads, chunks=k, chunk_bytes=b)
+           for h in hs for c, d in shapes for k, b in ups]
+    out += [cfg(h, None, c, d, client_threads=client_threads) for h in hs for c, d in deep]
+    return [(prediction.label(c), c) for c in out]
+
+
+def calib_plan(quick, client_threads=1, realistic=False):
+    if realistic:
+        return realistic_plan(quick, client_threads)
     x = prediction.CROSS
     xk = x.get("chunks", 0)
     if quick:
@@ -126,6 +146,11 @@ def measured_crossover(rs, handoff):
     last = max(lb) if lb else None
     after = [us for us, r in cross if not r["strict"] and (last is None or us > last)]
     return last, (min(after) if after else None), cross
+
+
+# The families numbers() reports apart (prediction.family); "chunked" is
+# the synthetic body, "crossover" the app-cost sweep on it.
+FAMILIES = ("heads", "upload", "deep")
 
 
 # What bound a crossover row that the strict rule does not call loop-bound,
@@ -223,6 +248,11 @@ def finding(rs, pred, meta):
 def markdown(meta, recs, pred):
     rs = rows(recs, pred)
     L = ["# The loop-bound regime, the loop alone on a core", ""]
+    fams = {p.get("family") for p in (pred or {}).get("configs") or []}
+    if fams & {"upload", "deep"}:
+        L += ["Realistic attempts (`--realistic`): uploads that the app reads (apps/upload.py; a chunked body, "
+              "chunks × bytes each in the label) and hello pipelined deep by pipeload, the client cheapest per "
+              "request.", ""]
     if (meta or {}).get("quick") or (pred or {}).get("quick"):
         L += ["**Smoke run, not a measurement** (`--quick`: one round, short windows, an uncommitted "
               "prediction, on whatever else the machine was doing).", ""]
@@ -311,7 +341,8 @@ def numbers(meta, recs, pred):
         put(f"after_loop:{h}", "not measured")
     if not recs:
         for k in ("loop_bound", "loop_bound_list", "loop_bound_example", "crossover", "model_err", "model_err_all",
-                  "heads_loop_bound", "heads_loop_max", "heads_loop_max_config", "chunks"):
+                  "chunks") + tuple(f"{f}_{k}" for f in FAMILIES
+                                    for k in ("loop_bound", "loop_max", "loop_max_config")):
             put(k, "not measured yet")
         for x in (pred or {}).get("crossover") or []:
             put(f"crossover:{x['handoff']}", "not measured yet")
@@ -322,15 +353,17 @@ def numbers(meta, recs, pred):
     put("loop_bound_example", (f"`{lb[0]['label']}` (loop on CPU {pct(lb[0]['loop_on_cpu'])}, pool "
                                f"{pct(lb[0]['pool_util'])}, {lb[0]['strict_n']} of {lb[0]['strict_of']} runs)")
         if lb else "none")
-    # The two families apart: browser-like heads, and the synthetic chunked
-    # body (the one-byte chunks the app never reads) the loop-bound rows have.
+    # The families apart: browser-like heads, the synthetic chunked body (the
+    # one-byte chunks the app never reads) the loop-bound rows have, and
+    # --realistic's uploads and deep pipelines.
     fam = {lab: (r["pred"] or {}).get("family") for lab, r in rs.items()}
-    heads = [r for lab, r in rs.items() if fam[lab] == "heads" and r.get("loop_on_cpu") is not None]
-    hb = [r for r in heads if r["strict"]]
-    put("heads_loop_bound", f"{len(hb)} of {len(heads)} configurations", len(hb))
-    top = max(heads, key=lambda r: r["loop_on_cpu"], default=None)
-    put("heads_loop_max", pct(top["loop_on_cpu"]) if top else "not measured", top and top["loop_on_cpu"])
-    put("heads_loop_max_config", f"`{top['label']}`" if top else "not measured", top and top["label"])
+    for f in FAMILIES:  # per family: how many loop-bound, and the loop's highest share of a core
+        rows_f = [r for lab, r in rs.items() if fam[lab] == f and r.get("loop_on_cpu") is not None]
+        hb = [r for r in rows_f if r["strict"]]
+        put(f"{f}_loop_bound", f"{len(hb)} of {len(rows_f)} configurations", len(hb))
+        top = max(rows_f, key=lambda r: r["loop_on_cpu"], default=None)
+        put(f"{f}_loop_max", pct(top["loop_on_cpu"]) if top else "not measured", top and top["loop_on_cpu"])
+        put(f"{f}_loop_max_config", f"`{top['label']}`" if top else "not measured", top and top["label"])
     ks = sorted({r["config"].get("chunks") for lab, r in rs.items() if fam[lab] == "chunked"} - {None})
     put("chunks", " or ".join(f"{k:,}" for k in ks) or "none", ks)
     cx = crossover_text(pred, rs)
@@ -429,7 +462,8 @@ def load_prediction(out):
 def calibrate(a):
     a._full, a._quick = CALIB
     entry.resolve(a)
-    todo = entry.runnable("regime", [c for _, c in calib_plan(a.quick, a.client_threads)], prediction.label)
+    todo = entry.runnable("regime", [c for _, c in calib_plan(a.quick, a.client_threads, a.realistic)],
+                          prediction.label)
     meta, recs = entry.measure(a, "regime", todo, meta_extra={"step": "calibrate"})
     path = os.path.join(a.out, "calib.jsonl")
     entry.write_records(path, meta, recs)
@@ -446,8 +480,9 @@ def measure(a):
                  "then commit the prediction")
     sha, clean = prediction.committed(path)
     if not a.quick and not (sha and clean):
+        rel = os.path.relpath(a.out, ROOT)
         sys.exit(f"regime: {os.path.relpath(path, ROOT)} is not committed as it is; a prediction is committed "
-                 "before the run it predicts (git add experiments/results/regime/prediction.* && git commit)")
+                 f"before the run it predicts (git add {rel}/prediction.* && git commit)")
     a._full, a._quick = MEASURE
     entry.resolve(a)
     todo = [(prediction.label(p["config"]), p["config"]) for p in pred["configs"]]
@@ -472,7 +507,12 @@ def main():
                     help="the placement the prediction is for and the measurement runs in (--calibrate; "
                     "dedicated: every stage on cores of its own, scripts/many_core.sh)")
     ap.add_argument("--client-threads", type=int, default=1, help="pipeload's threads (--calibrate)")
+    ap.add_argument("--realistic", action="store_true",
+                    help="the realistic attempts instead (uploads the app reads, deep pipelines), a record of "
+                    f"their own (default --out {os.path.relpath(OUT_REALISTIC, ROOT)})")
     a = ap.parse_args()
+    if a.realistic and os.path.abspath(a.out) == os.path.abspath(OUT):
+        a.out = OUT_REALISTIC
     if a.report:
         print(write_report(a.out))
         return 0
@@ -480,7 +520,7 @@ def main():
     if a.calibrate:
         return calibrate(a)
     if a.quick:
-        if os.path.abspath(a.out) == os.path.abspath(OUT):
+        if os.path.abspath(a.out) in (os.path.abspath(OUT), os.path.abspath(OUT_REALISTIC)):
             sys.exit("regime --quick: give --out a scratch folder (the recorded prediction stays as it is)")
         rc = calibrate(a)
         a.rounds = a.duration = a.warmup = None

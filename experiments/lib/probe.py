@@ -63,7 +63,7 @@ def wrk_cmd(cfg, port, seconds):
     (experiments/wrk/) and its arguments; or, with client "pipeload",
     build/pipeload with cfg's depth and (where set) a browser-like head
     with a Cookie of cfg["cookie"] bytes, and (where set) a chunked body
-    of cfg["chunks"] one-byte chunks."""
+    of cfg["chunks"] chunks of cfg["chunk_bytes"] bytes (default one)."""
     url = f"http://127.0.0.1:{port}{cfg.get('path', '/')}"
     if cfg.get("beside"):
         return beside_cmd(cfg, dict(cfg, beside=None), port, seconds, url)
@@ -74,6 +74,8 @@ def wrk_cmd(cfg, port, seconds):
             cmd += ["-B", "-b", str(cfg["cookie"])]
         if cfg.get("chunks"):
             cmd += ["-k", str(cfg["chunks"])]
+        if cfg.get("chunk_bytes", 1) > 1:
+            cmd += ["-K", str(cfg["chunk_bytes"])]
         return cmd + [url]
     cmd = ["wrk", f"-t{cfg.get('wrk_threads', 1)}", f"-c{cfg['conns']}", wrk_duration(seconds), "--latency"]
     if cfg.get("script"):

@@ -29,6 +29,7 @@ APPS = {
     "hello": (None, None, "/"),
     "flask": ("apps", "flask_hello:application", "/"),
     "django": ("apps/django_hello", "djhello.wsgi:application", "/"),
+    "upload": ("apps", "upload:application", "/"),
 }
 
 

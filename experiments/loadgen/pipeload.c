@@ -1,7 +1,7 @@
 /* pipeload: a cheap HTTP/1.1 load generator for the loop-bound experiments.
  *
  *   pipeload [-t THREADS] [-c CONNS] [-p DEPTH] [-d SECONDS] [-n REQUESTS]
- *            [-B] [-b COOKIE_BYTES] [-k CHUNKS] http://HOST:PORT/PATH
+ *            [-B] [-b COOKIE_BYTES] [-k CHUNKS [-K CHUNK_BYTES]] http://HOST:PORT/PATH
  *
  * Each connection writes a preformatted batch of DEPTH identical requests in
  * one write, then reads until every response of the batch is complete, then
@@ -30,6 +30,9 @@
  * last chunk): the server's loop decodes every chunk, while the client's
  * cost is one more copy of bytes made once and the app's is nothing (it
  * need not read the body), so the loop's cost per request grows alone.
+ * -K makes each chunk CHUNK_BYTES long ("400\r\n", 1,024 x's, "\r\n"):
+ * an upload in KiB-sized chunks, as a client streaming a file sends it,
+ * which an app that reads its body pays for too.
  *
  * Output: wrk's summary lines, so the harness reads both clients alike ("N
  * requests in S", "Requests/sec:", "Latency" of a batch from its write to
@@ -63,7 +66,8 @@
 #define MAX_THREADS 64
 #define MAX_COOKIE (1L << 20)
 #define MAX_CHUNKS (1L << 20)
-#define CHUNK "1\r\nx\r\n"
+#define MAX_CHUNK_BYTES (1L << 16)
+#define MAX_BODY (64L << 20) /* -k x -K: a request's body, at most */
 #define LAST_CHUNK "0\r\n\r\n"
 #define MAX_STATUS 1000
 #define RETRY_NS 10000000L /* a refused connect is tried again after 10 ms */
@@ -71,7 +75,8 @@
 struct opts {
     int threads, conns, depth, browser;
     long cookie;
-    long chunks; /* -k: a chunked body of this many one-byte chunks (0: GET, no body) */
+    long chunks; /* -k: a chunked body of this many chunks (0: GET, no body) */
+    long chunk_bytes; /* -K: each chunk's size (default 1) */
     double seconds;
     long long total; /* -n: responses to complete, 0: run for -d */
     char host[256], port[16], path[4096];
@@ -100,7 +105,7 @@ struct worker {
     struct stats st;
 };
 
-static struct opts O = {.threads = 1, .conns = 16, .depth = 16, .seconds = 10.0};
+static struct opts O = {.threads = 1, .conns = 16, .depth = 16, .seconds = 10.0, .chunk_bytes = 1};
 static char *batch; /* DEPTH copies of the request */
 static size_t req_len;
 static struct addrinfo *addr;
@@ -160,7 +165,7 @@ static const char BROWSER[] =
 static int make_batch(void)
 {
     size_t cap = 512 + sizeof BROWSER + (size_t)O.cookie + strlen(O.path) + strlen(O.host) +
-                 (size_t)O.chunks * (sizeof CHUNK - 1) + sizeof LAST_CHUNK;
+                 (size_t)O.chunks * ((size_t)O.chunk_bytes + 24) + sizeof LAST_CHUNK;
     char *one = malloc(cap);
     if (!one)
         return -1;
@@ -185,8 +190,11 @@ static int make_batch(void)
     memcpy(one + len, "\r\n", 2);
     len += 2;
     for (long i = 0; i < O.chunks; i++) {
-        memcpy(one + len, CHUNK, sizeof CHUNK - 1);
-        len += sizeof CHUNK - 1;
+        len += (size_t)snprintf(one + len, cap - len, "%lx\r\n", O.chunk_bytes);
+        memset(one + len, 'x', (size_t)O.chunk_bytes);
+        len += (size_t)O.chunk_bytes;
+        memcpy(one + len, "\r\n", 2);
+        len += 2;
     }
     if (O.chunks) {
         memcpy(one + len, LAST_CHUNK, sizeof LAST_CHUNK - 1);
@@ -517,7 +525,7 @@ static void *run(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: pipeload [-t THREADS] [-c CONNS] [-p DEPTH] [-d SECONDS] [-n REQUESTS] [-B] "
-                    "[-b COOKIE_BYTES] [-k CHUNKS] http://HOST:PORT/PATH\n");
+                    "[-b COOKIE_BYTES] [-k CHUNKS [-K CHUNK_BYTES]] http://HOST:PORT/PATH\n");
     exit(2);
 }
 
@@ -576,7 +584,7 @@ static void fmt_time(char *out, size_t n, double us)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:c:p:d:n:b:Bk:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:c:p:d:n:b:Bk:K:")) != -1) {
         switch (opt) {
         case 't': O.threads = (int)num_arg(optarg, 1, MAX_THREADS); break;
         case 'c': O.conns = (int)num_arg(optarg, 1, MAX_CONNS); break;
@@ -594,10 +602,12 @@ int main(int argc, char **argv)
         case 'b': O.cookie = num_arg(optarg, 0, MAX_COOKIE); break;
         case 'B': O.browser = 1; break;
         case 'k': O.chunks = num_arg(optarg, 1, MAX_CHUNKS); break;
+        case 'K': O.chunk_bytes = num_arg(optarg, 1, MAX_CHUNK_BYTES); break;
         default: usage();
         }
     }
-    if (optind != argc - 1 || O.threads > O.conns || (O.cookie && !O.browser))
+    if (optind != argc - 1 || O.threads > O.conns || (O.cookie && !O.browser) ||
+        (O.chunk_bytes > 1 && !O.chunks) || O.chunks * O.chunk_bytes > MAX_BODY)
         usage();
     parse_url(argv[optind]);
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM};

@@ -2,7 +2,7 @@
 on loopback: it counts exactly the responses a server completes (framed by
 Content-Length, byte by byte or in one write, interim 1xx skipped, 204 and
 304 without a body), counts each status, sends the browser-like head with
-heads.lua's Cookie, a chunked body of -k one-byte chunks, and treats a response it cannot frame (chunked, no
+heads.lua's Cookie, a chunked body of -k chunks of -K bytes, and treats a response it cannot frame (chunked, no
 length, a head over 64 KiB) as a protocol error and a server's close as lost
 requests, reconnecting either way. A few seconds; no cserve."""
 import json
@@ -160,11 +160,14 @@ def test_browser_head_carries_heads_lua_cookie(server):
     assert lines["Sec-Fetch-Mode"] == "navigate" and "Chrome/120" in lines["User-Agent"]
 
 
-def test_chunked_body_of_k_one_byte_chunks():
-    # -k 5 -p 3: three POSTs in one write, each a chunked body of five
-    # one-byte chunks and the last chunk; read here byte-exact.
+@pytest.mark.parametrize("k,size,flags", [(5, 1, []), (3, 1024, ["-K", "1024"]), (2, 4000, ["-K", "4000"])],
+                         ids=["one-byte", "1-KiB", "hex-size"])
+def test_chunked_body_of_k_chunks_of_K_bytes(k, size, flags):
+    # -k K -p 3: three POSTs in one write, each a chunked body of k chunks
+    # of -K bytes (one by default; the size line in hex) and the last
+    # chunk; read here byte-exact.
     one = (b"POST /x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n\r\n" +
-           b"1\r\nx\r\n" * 5 + b"0\r\n\r\n")
+           (b"%x\r\n" % size + b"x" * size + b"\r\n") * k + b"0\r\n\r\n")
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(1)
@@ -185,7 +188,7 @@ def test_chunked_body_of_k_one_byte_chunks():
             c.recv(1)  # until the client closes
     t = threading.Thread(target=serve, daemon=True)
     t.start()
-    rc, j, _ = run(port, "-c", "1", "-p", "3", "-n", "3", "-k", "5")
+    rc, j, _ = run(port, "-c", "1", "-p", "3", "-n", "3", "-k", str(k), *flags)
     t.join(30)
     lsock.close()
     assert rc == 0 and j["requests"] == 3
@@ -239,5 +242,8 @@ def test_runs_for_its_duration_without_n(server):
 def test_usage_errors_exit_2():
     assert os.access(BIN, os.X_OK), f"no {BIN}: make all builds it"
     for args in (["-c", "0", "http://127.0.0.1:1/"], ["-p", "2000", "http://127.0.0.1:1/"],
-                 ["-b", "10", "http://127.0.0.1:1/"], ["ftp://x/"], ["-t", "3", "-c", "2", "http://127.0.0.1:1/"], ["-k", "0", "http://127.0.0.1:1/"]):
+                 ["-b", "10", "http://127.0.0.1:1/"], ["ftp://x/"], ["-t", "3", "-c", "2", "http://127.0.0.1:1/"],
+                 ["-k", "0", "http://127.0.0.1:1/"], ["-K", "1024", "http://127.0.0.1:1/"],
+                 ["-k", "2", "-K", "0", "http://127.0.0.1:1/"],
+                 ["-k", "2048", "-K", "65536", "http://127.0.0.1:1/"]):  # a body over 64 MiB
         assert subprocess.run([BIN, *args], capture_output=True).returncode == 2, args

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from experiments import prediction, regime
-from experiments.lib import entry, model
+from experiments.lib import entry, model, probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -105,9 +105,11 @@ def test_wrk_calibration_maps_to_the_same_shapes():
     # loopbound.py's records (wrk with heads.lua) calibrate the same shapes.
     c = {"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "wrk_threads": 1, "family": "heads",
          "script": "heads.lua", "script_args": [4096, 16], "conns": 16}
-    assert prediction.shape(c) == ("ring", 4096, 16, 16, "hello", 0)
-    assert prediction.shape(regime.cfg("ring", 4096, 16, 16)) == ("ring", 4096, 16, 16, "hello", 0)
-    assert prediction.shape(regime.cfg("ring", None, 16, 16, chunks=1024)) == ("ring", None, 16, 16, "hello", 1024)
+    assert prediction.shape(c) == ("ring", 4096, 16, 16, "hello", 0, 1)
+    assert prediction.shape(regime.cfg("ring", 4096, 16, 16)) == ("ring", 4096, 16, 16, "hello", 0, 1)
+    assert prediction.shape(regime.cfg("ring", None, 16, 16, chunks=1024)) == ("ring", None, 16, 16, "hello", 1024, 1)
+    assert prediction.shape(regime.cfg("ring", None, 16, 1, "upload", chunks=16, chunk_bytes=4096)) == (
+        "ring", None, 16, 1, "upload", 16, 4096)
     assert prediction.shape({"script": "pipeline.lua", "script_args": [16], "conns": 16}) is None
 
 
@@ -190,6 +192,34 @@ def test_numbers_set_the_heads_apart_from_the_chunked_body():
     p["configs"].append({"config": c, "family": "chunked", "regime": "loop-bound"})
     n = regime.numbers({}, runs + [run(prediction.label(c), c, 1.0, 0.1, 0.2)], p)
     assert n["chunks"]["text"] == "4,096" and n["heads_loop_bound"]["text"] == "1 of 1 configurations"
+
+
+def test_realistic_prediction_sets_uploads_and_deep_pipelines_apart(tmp_path):
+    # --realistic's calibration: every upload the app reads and every deep
+    # pipeline is predicted, in a family of its own, with no crossover.
+    plan = regime.calib_plan(False, realistic=True)
+    assert len(plan) == len(regime.HANDOFFS) * (len(regime.UPLOADS) * len(regime.SHAPES) + len(regime.DEEP_SHAPES))
+    assert "dgram small head body 16×4 KiB p16 c16 upload" in [lab for lab, _ in plan]
+    assert "ring small head p256 c4" in [lab for lab, _ in plan]
+    recs = [run(lab, c, 0.9, 0.3, 0.5) for lab, c in plan]
+    path = tmp_path / "calib.jsonl"
+    entry.write_records(str(path), {"kind": "meta", "commit": "abc", "date": "d"}, recs)
+    p = prediction.make(entry.load(str(path))[1], {"commit": "abc"}, str(path))
+    fams = {prediction.label(x["config"]): x["family"] for x in p["configs"]}
+    assert len(fams) == len(plan) and p["crossover"] == []
+    up = next(x["config"] for x in p["configs"] if x["family"] == "upload")
+    assert up["app"] == "upload" and up["chunk_bytes"] >= 1024 and up["path"] == "/"
+    assert sorted(set(fams.values())) == ["deep", "upload"]
+    n = regime.numbers({}, [run(prediction.label(x["config"]), x["config"], 0.9, 0.3, 0.5) for x in p["configs"]], p)
+    assert n["upload_loop_bound"]["text"].endswith(f"of {len(regime.UPLOADS) * len(regime.SHAPES) * 2} configurations")
+    assert n["heads_loop_bound"]["text"] == "0 of 0 configurations"
+
+
+def test_probe_sends_the_chunk_size_to_pipeload():
+    c = regime.cfg("ring", None, 16, 1, "upload", chunks=16, chunk_bytes=1024)
+    cmd = probe.wrk_cmd(c, 8000, 1.0)
+    assert cmd[cmd.index("-k") + 1] == "16" and cmd[cmd.index("-K") + 1] == "1024"
+    assert "-K" not in probe.wrk_cmd(regime.cfg("ring", None, 16, 16, chunks=4096), 8000, 1.0)
 
 
 def test_numbers_and_report_without_a_measurement_say_so(tmp_path):
