@@ -30,6 +30,7 @@ import argparse
 import glob
 import json
 import os
+import re
 
 from experiments.lib import configs, extras, model, stats
 from experiments.lib import numbers as numbers_mod
@@ -164,7 +165,7 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
         for k in ("rps", "rps_wrk", "p50_us", "p99_us", "loop_util", "pool_util", "client_util", "cores",
                   "c_loop", "c_pool", "c_client", "loop_wait_us", "loop_work_us", "foreign", "steal", "idle",
                   "sock_err", "in_flight", "in_flight_share", "loop_on_cpu", "loop_run_delay", "pool_run_delay",
-                  "client_on_cpu", "client_run_delay"):
+                  "client_on_cpu", "client_run_delay", "sleeps_per_req", "wakes_per_req", "holds_per_req"):
             s[k] = agg(ok, k)
         s["rps_all"] = [m["rps"] for _, m in ok]
         s["rps_wrk_all"] = [m["rps_wrk"] for _, m in ok]
@@ -195,7 +196,11 @@ def summarise(sweeps, params, nproc, plan=None, exclude_disturbed=True):
         s["pred_err_tested"] = [e for e, _ in tested]
         s["pred_tested_bounds"] = [b for _, b in tested]
         out[lab] = s
+    calib = [s["config"] for s in out.values() if "calib" in s["sweeps"]]
+    for s in out.values():
+        s["region"] = model.region(s["config"], calib) if "calib" not in s["sweeps"] else None
     return out
+
 
 
 HDR = (f"| config | n | rps: median (min–max; [95 % CI] from n = {stats.MIN_BOOT}) | client rps | p50 µs | p99 µs | loop % | pool % | client % | "
@@ -450,6 +455,24 @@ def model_md(params, summ):
     over = sum(e >= 0 for e in errs)
     if errs:
         lines += ["", f"The model is at or above the measured rate in {over} of {len(errs)} runs."]
+    lines += ["", "## By region (`lib/model.py: region`)", "",
+              "Identity: a calibrated shape at a connection count the calibration covers (the model restates "
+              "its inputs). Interpolates: handoff and client calibrated, the app's cost and the connections "
+              "within the calibrated ones. Extrapolates: anything else (a dearer app, a cost borrowed from "
+              "another handoff or client, connections outside the calibrated range).", "",
+              "| region | configurations | runs | median abs. error | runs that test the bound | "
+              "their median abs. error |", "|---|---:|---:|---:|---:|---:|"]
+    for reg, (n, every, tested) in model.region_errors(summ).items():
+        lines.append(f"| {reg} | {n} | {len(every)} | {f(every and 100 * stats.median(every), '{:.0f} %')} | "
+                     f"{len(tested)} | {f(tested and 100 * stats.median(tested), '{:.0f} %')} |")
+    lines += ["", "## Sleeps and wake-ups per request, by measured regime", "",
+              "Medians over the configurations with a handoff: sleeps (the loop parked, a pool thread "
+              "parked), wake-ups across the handoff (either way) and the loop's holds, each per request. A "
+              "stage that sleeps and is woken for every request spends the window waiting, not computing: "
+              "where nothing saturated, this is where its time went.", "",
+              "| measured regime | configurations | sleeps/req | wake-ups/req | holds/req |", "|---|---:|---:|---:|---:|"]
+    for reg, (n, sl, wk, hd) in model.waiting_by_regime(summ).items():
+        lines.append(f"| {reg} | {n} | {f(sl)} | {f(wk)} | {f(hd)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -473,7 +496,50 @@ def compare(summ_a, summ_b):
             f"{100 * stats.DIFF:.0f} % apart and {ag['flips']} change regime label; (their ranges overlap in "
             f"{overl}, which says little with so few runs.)\n\n")
     ag["overlap"] = overl
-    return head + "\n".join(lines) + "\n", ag
+    few_text, ag["few"] = few_conns(summ_a, summ_b)
+    return head + "\n".join(lines) + "\n" + few_text, ag
+
+
+FEW_CONNS = 4  # at most this many connections: each request is a sleep and a wake-up on every thread
+
+
+def conns_of(label):
+    m = re.search(r" c(\d+)(?: |$)", label)
+    return int(m.group(1)) if m else None
+
+
+def few_conns(summ_a, summ_b):
+    """The unpipelined rows through a handoff with FEW_CONNS connections or
+    fewer, in both runs: the rate
+    and each stage's CPU µs per request. There every thread sleeps and is
+    woken for each request, so a guest whose sleeps and wake-ups cost more
+    raises every stage's cost alike, the load generator's too, whose code
+    is the same in both runs. Returns (markdown, {"rate", "loop", "pool",
+    "client": median ratio B ÷ A, "n": rows}) or ("", None)."""
+    rows = [(lab, s, summ_b[lab]) for lab, s in sorted(summ_a.items())
+            if lab in summ_b and s["n"] and summ_b[lab]["n"] and (conns_of(lab) or FEW_CONNS + 1) <= FEW_CONNS
+            and "-p" not in lab and " native " not in lab]  # unpipelined, through a handoff
+    if not rows:
+        return "", None
+    L = ["", f"Unpipelined rows through a handoff with {FEW_CONNS} connections or fewer: the rate, and each "
+         "stage's CPU µs per request, run A → run B.", "",
+         "| config | rps | loop µs/req | pool µs/req | client µs/req |", "|---|---:|---:|---:|---:|"]
+    ratios = {k: [] for k in ("rate", "loop", "pool", "client")}
+
+    def cell(a, b, fmt):
+        return "—" if a is None or b is None else f"{fmt.format(a)} → {fmt.format(b)}"
+    for lab, a, b in rows:
+        L.append(f"| {lab} | {cell(a['rps'][0], b['rps'][0], '{:,.0f}')} | "
+                 f"{cell(a['c_loop'][0], b['c_loop'][0], '{:.1f}')} | {cell(a['c_pool'][0], b['c_pool'][0], '{:.1f}')} | "
+                 f"{cell(a['c_client'][0], b['c_client'][0], '{:.1f}')} |")
+        for k, key in (("rate", "rps"), ("loop", "c_loop"), ("pool", "c_pool"), ("client", "c_client")):
+            if a[key][0] and b[key][0] is not None:
+                ratios[k].append(b[key][0] / a[key][0])
+    med = {k: stats.median(v) if v else None for k, v in ratios.items()}
+    L += ["", "Median B ÷ A over these rows: "
+          + ", ".join(f"{k} {'—' if v is None else f'{v:.2f}×'}" for k, v in med.items())
+          + " (loop, pool and client: CPU µs per request)."]
+    return "\n".join(L) + "\n", dict(med, n=len(rows))
 
 
 def ratio_agreement(na, nb):
@@ -602,10 +668,12 @@ def build(d, compare_dir=None, figs=True):
             "other_steal": [s["steal"][0] for s in sb.values() if s["n"] and s["steal"][0] is not None],
             # its ratios, and whether its loop saturated with a handoff
             "other_numbers": {k: v for k, v in rb.items() if (k.startswith("ratio_") and ":" not in k)
+                              or k.startswith("count:")
                               or k in ("runs_loop_saturated_with_handoff", "runs_with_handoff",
                                        "configs_loop_saturated_some_run", "loop_bound_with_handoff",
                                        "loop_util_max_with_pool", "regime_tally")},
             "ratios_hold": rhold, "ratios_side": rsame, "ratios_firm": rfirm, "ratios_of": rof,
+            "few": ag.get("few"),
             # relative to the repository root (numbers.json travels with the repo)
             "other": os.path.relpath(os.path.abspath(compare_dir),
                                      os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})

@@ -51,7 +51,7 @@ predicted:
 calibration, not the steady-state costs.) The machine bound assumes a full
 machine: only machine-bound runs test it (bound_tested()).
 """
-from . import configs, pinning
+from . import configs, pinning, stats
 
 SAT = 0.90
 SAT_SWEEP = (0.85, 0.90, 0.95)  # the thresholds the regime counts are shown at
@@ -176,6 +176,16 @@ def metrics(rec):
         m["loop_wait_us"] = c.get("wait_ns", 0) / reqs / 1e3 if reqs and "wait_ns" in c else None
         m["loop_work_us"] = c.get("pass_ns", 0) / reqs / 1e3 if reqs and "pass_ns" in c else None
         m["window_s"] = win
+        # Per request, how often a thread slept (the loop parked, a pool
+        # thread parked) and was woken across the handoff (the loop woke a
+        # pool thread, a pool thread woke the loop), and the loop's holds:
+        # where nothing saturates, this is where the time went.
+        lp = (loops[0].get("per_request") or {}) if loops else {}
+        pp = [t.get("per_request") or {} for t in pools]
+        if "handoff.loop_parks" in lp:
+            m["sleeps_per_req"] = lp["handoff.loop_parks"] + sum(x.get("handoff.parks", 0) for x in pp)
+            m["wakes_per_req"] = lp.get("handoff.wakes_sent", 0) + sum(x.get("handoff.loop_wakes", 0) for x in pp)
+            m["holds_per_req"] = lp.get("handoff.loop_holds", 0)
     else:  # a peer: its threads from /proc, by the same stages (_peer_stages)
         loop, m["pool_util"], m["c_pool"] = _peer_stages(srv)
         m["loop_util"] = loop["median_pct"] / 100 if loop else None
@@ -364,6 +374,74 @@ def pool_cost(p, h, app):
         h = "ring"
     c0, s = p["cpu_pool0"].get(h, p["c_pool0"].get(h)), p["slope"].get(h)
     return None if c0 is None or s is None else c0 + s * us
+
+
+REGIONS = ("identity", "interpolates", "extrapolates")
+
+
+def _shape(cfg):
+    """What a configuration's predicted costs depend on: the loop's (handoff,
+    or native), the pool's (the app) and the client's kind."""
+    return (cfg.get("mode") or cfg.get("handoff"), cfg["app"], _client_kind(cfg))
+
+
+def region(cfg, calib):
+    """Where a cserve configuration's prediction sits against the
+    calibration (calib: the calib sweep's configurations; its one-connection
+    rows are not fitted):
+      identity      a calibrated shape (handoff or native, app, client) at a
+                    connection count the calibration covers: the model restates
+                    the costs it was fitted on
+      interpolates  its handoff and client calibrated, the app's cost within
+                    the calibrated ones and the connections within theirs
+      extrapolates  anything else: an app dearer than any calibrated, a cost
+                    borrowed from another handoff or client (condvar, eventfd,
+                    browser heads), or connections outside the calibrated range
+    None for a peer (not modelled)."""
+    if cfg["server"] != "cserve":
+        return None
+    fitted = [c for c in calib if c.get("server", "cserve") == "cserve" and c["conns"] > 1]
+    if not fitted:
+        return "extrapolates"
+    lo, hi = min(c["conns"] for c in fitted), max(c["conns"] for c in fitted)
+    if not lo <= cfg["conns"] <= hi or cfg.get("client") == "wrk-browser":
+        return "extrapolates"
+    if _shape(cfg) in {_shape(c) for c in fitted}:
+        return "identity"
+    h, k, us = cfg.get("mode") or cfg.get("handoff"), _client_kind(cfg), configs.app_us(cfg["app"])
+    same = [c for c in fitted if (c.get("mode") or c.get("handoff")) == h]
+    costs = [configs.app_us(c["app"]) for c in same if configs.app_us(c["app"]) is not None]
+    if (us is not None and costs and min(costs) <= us <= max(costs)
+            and any(_client_kind(c) == k for c in same)):
+        return "interpolates"
+    return "extrapolates"
+
+
+def region_errors(summ):
+    """{region: (configurations, |error| of every included run, of the runs
+    that test the bound)} over report.summarise's predicted rows outside
+    calib (each carries its region)."""
+    out = {r: (0, [], []) for r in REGIONS}
+    for s in summ.values():
+        if s.get("region") in out and s.get("pred") is not None:
+            n, every, tested = out[s["region"]]
+            out[s["region"]] = (n + 1, every + [abs(e) for e in s["pred_err"]],
+                                tested + [abs(e) for e in s["pred_err_tested"]])
+    return out
+
+
+def waiting_by_regime(summ):
+    """{regime: (configurations, median sleeps, wake-ups and holds per
+    request)} over report.summarise's cserve rows with a handoff that
+    counted them (metrics: sleeps_per_req and the rest). Where nothing
+    saturates, the threads spend the window asleep and waking each other."""
+    out = {}
+    for s in summ.values():
+        if s["n"] and (s.get("sleeps_per_req") or (None,))[0] is not None:
+            out.setdefault(s["regime"], []).append(s)
+    return {reg: (len(rows),) + tuple(stats.median([r[f"{k}_per_req"][0] for r in rows])
+                                      for k in ("sleeps", "wakes", "holds"))
+            for reg, rows in sorted(out.items())}
 
 
 def predict(p, cfg, m, nproc):

@@ -332,6 +332,17 @@ def compute(summ, params, meta, extra):
             put(f"model_tested_abs_err_median:{b}", stats.median(errs_b), kind="pct")
         else:
             N[f"model_tested_abs_err_median:{b}"] = _none("no run tested it")
+    for reg, (n, sl, wk, hd) in model.waiting_by_regime(summ).items():
+        put(f"waiting_configs:{reg}", n, kind="{:d}")
+        for k, v in (("sleeps", sl), ("wakes", wk), ("holds", hd)):
+            put(f"waiting_{k}:{reg}", v, kind="{:.2f}")
+    for reg, (n, every, tested) in model.region_errors(summ).items():
+        put(f"model_region_configs:{reg}", n, kind="{:d}")
+        for key, es in ((f"model_region_err:{reg}", every), (f"model_region_err_tested:{reg}", tested)):
+            if es:
+                put(key, stats.median(es), kind="pct")
+            else:
+                N[key] = _none("no run")
     errs = [e for s in summ.values() for e in s["pred_err"]]
     if errs:
         put("model_at_or_above", sum(e >= 0 for e in errs), kind="{:d}")
@@ -383,6 +394,31 @@ def compute(summ, params, meta, extra):
     return N
 
 
+def between_run_numbers(N, other):
+    """Between two runs (N here, other the agreement run's numbers): each
+    ratio's interval across both, from the lower end of the lower to the
+    upper end of the higher (between:ratio_*), and each regime count as the
+    range the two runs give (range:count:*). One run's interval says how its
+    own repeats scatter; this says how far another day's guest moved it."""
+    for k, a in list(N.items()):
+        if k.startswith("ratio_") and ":" not in k:
+            b = other.get(k) or {}
+            vals = [x for x in (a, b) if isinstance(x.get("value"), float)]
+            if len(vals) < 2:
+                _words(f"between:{k}", a.get("text_ci", a.get("text")) + " (this run only)", N=N)
+                continue
+            lo = min(x["lo"] if x.get("lo") is not None else x["value"] for x in vals)
+            hi = max(x["hi"] if x.get("hi") is not None else x["value"] for x in vals)
+            _words(f"between:{k}", f"{lo:.2f}–{hi:.2f}× across two runs", value=[lo, hi], N=N)
+        elif k.startswith("count:") and isinstance(a.get("value"), int):
+            b = (other.get(k) or {}).get("value")
+            if not isinstance(b, int):
+                _words(f"range:{k}", f"{a['value']} (this run only)", value=[a["value"]] * 2, N=N)
+                continue
+            lo, hi = sorted((a["value"], b))
+            _words(f"range:{k}", f"{lo}" if lo == hi else f"{lo}–{hi}", value=[lo, hi], N=N)
+
+
 def agreement_numbers(N, agreement):
     """Add to N (compute()'s result) what report --compare found against a
     second run: its medians and labels, its ratios, its day and steal."""
@@ -428,6 +464,12 @@ def agreement_numbers(N, agreement):
                  else "spans") for x in (a, b)]
         _words(f"direction:{k}", "above one in both runs" if side == ["above"] * 2 else
                "below one in both runs" if side == ["below"] * 2 else "not settled by the two runs", N=N)
+    between_run_numbers(N, agreement.get("other_numbers") or {})
+    for k, v in (agreement.get("few") or {}).items():  # report.few_conns: few connections, B ÷ A
+        if k == "n":
+            put("agree_few_n", v, kind="{:d}")
+        else:
+            put(f"agree_few_{k}", v, kind="ratio")
     if agreement.get("other_steal"):
         put("agree_other_steal_median", stats.median(agreement["other_steal"]), kind="{:.2f}")
         put("agree_other_steal_max", max(agreement["other_steal"]), kind="{:.2f}")

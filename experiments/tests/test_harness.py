@@ -428,6 +428,60 @@ def test_ratios_agree_across_runs_only_when_each_spread_holds_the_other_median()
     assert report.ratio_agreement({"ratio_y": a["ratio_y"]}, c)[2:4] == (0, 0)  # spans 1x in A, above it in B
 
 
+def test_between_runs_a_ratio_spans_both_intervals_and_a_count_both_values():
+    from experiments.lib import numbers
+
+    def r(v, lo, hi):
+        return {"value": v, "lo": lo, "hi": hi, "text": f"{v}", "text_ci": f"{v}"}
+    N = {"ratio_x": r(1.5, 1.3, 1.7), "ratio_y": r(2.0, None, None), "ratio_z": r(1.1, 1.0, 1.2),
+         "ratio_x:n": {"value": [5, 5]}, "count:loop-bound": {"value": 1}, "count:pool-bound": {"value": 39},
+         "count:client-bound": {"value": 12}}
+    other = {"ratio_x": r(3.6, 3.0, 4.0), "ratio_y": r(1.8, None, None),
+             "count:loop-bound": {"value": 1}, "count:pool-bound": {"value": 35}}
+    numbers.between_run_numbers(N, other)
+    assert N["between:ratio_x"]["text"] == "1.30–4.00× across two runs"   # the low end of one, the high of the other
+    assert N["between:ratio_y"]["value"] == [1.8, 2.0]                    # no intervals: the two medians
+    assert N["between:ratio_z"]["text"] == "1.1 (this run only)"
+    assert "between:ratio_x:n" not in N
+    assert N["range:count:pool-bound"]["text"] == "35–39" and N["range:count:loop-bound"]["text"] == "1"
+    assert N["range:count:client-bound"]["text"] == "12 (this run only)"
+
+
+def test_model_region_says_where_a_prediction_leaves_its_calibration():
+    calib = configs.full()["calib"]
+
+    def cs(**kw):
+        return dict({"server": "cserve", "handoff": "ring", "bt": 1, "app": "hello", "conns": 16,
+                     "client": "wrk-p16"}, **kw)
+    assert model.region(cs(conns=64), calib) == "identity"                    # a calibrated shape, other conns
+    assert model.region(cs(client="wrk"), calib) == "identity"                # calibrated at c64
+    assert model.region(cs(app="cpu8"), calib) == "interpolates"              # between cpu0 and cpu20
+    assert model.region(cs(app="cpu40"), calib) == "extrapolates"             # dearer than any calibrated
+    assert model.region(cs(handoff="condvar"), calib) == "extrapolates"       # costs borrowed from the ring
+    assert model.region(cs(handoff="dgram", client="wrk", conns=64), calib) == "extrapolates"  # its c1 row is not fitted
+    assert model.region(cs(conns=256, client="wrk"), calib) == "extrapolates"  # beyond the calibrated connections
+    assert model.region(cs(client="wrk-browser", conns=64), calib) == "extrapolates"
+    assert model.region({"server": "granian", "app": "hello", "conns": 64}, calib) is None
+
+
+def test_sleeps_and_wakes_per_request_are_counted_by_regime():
+    r = rec(loop=0.5, pools=(0.3,), client=0.5)
+    loop = next(t for t in r["stats_threads"] if t["role"] == "loop")
+    pool = next(t for t in r["stats_threads"] if t["role"] == "pool")
+    loop["per_request"] = {"handoff.loop_parks": 0.75, "handoff.wakes_sent": 0.5, "handoff.loop_holds": 0.25}
+    pool["per_request"] = {"handoff.parks": 0.5, "handoff.loop_wakes": 0.25}
+    m = model.metrics(r)
+    assert (m["sleeps_per_req"], m["wakes_per_req"], m["holds_per_req"]) == (1.25, 0.75, 0.25)
+    summ = {"a": {"n": 3, "regime": "unsaturated", "sleeps_per_req": (1.0,), "wakes_per_req": (2.0,),
+                  "holds_per_req": (0.0,)},
+            "b": {"n": 3, "regime": "unsaturated", "sleeps_per_req": (3.0,), "wakes_per_req": (4.0,),
+                  "holds_per_req": (0.5,)},
+            "c": {"n": 3, "regime": "pool-bound", "sleeps_per_req": (0.1,), "wakes_per_req": (0.1,),
+                  "holds_per_req": (0.0,)},
+            "peer": {"n": 3, "regime": "unsaturated", "sleeps_per_req": (None,)}}
+    assert model.waiting_by_regime(summ) == {"pool-bound": (1, 0.1, 0.1, 0.0), "unsaturated": (2, 2.0, 3.0, 0.25)}
+
+
 def test_socket_errors_are_read_from_wrk():
     r = rec(loop=0.5, client=0.5)
     r["wrk_output"] = "  Socket errors: connect 0, read 95012, write 3, timeout 7\nRequests/sec: 1"
