@@ -1,0 +1,93 @@
+"""experiments/queueing.py's closed-system simulation against what queueing
+theory says exactly, and experiments/binding.py's plan, report and refusal
+of an uncommitted prediction, from canned records. Pure Python; a second."""
+import os
+import subprocess
+
+from experiments import binding as b
+from experiments import queueing as q
+from experiments.lib.serverctl import PY, ROOT
+
+SMALL = {"requests": 6000, "warm": 500}
+
+
+def test_uniform_waits_give_littles_law_exactly_whichever_the_binding():
+    # 32 connections, 8 threads, every request 5 ms asleep: 8 served a time,
+    # so each waits for 3 rounds before its own; late and early alike.
+    for binding in ("early", "late"):
+        r = q.simulate(32, 8, "sleep", 5000, 5000, 0, binding, **SMALL)
+        assert abs(r["rate"] / (8 / 5e-3) - 1) < 0.005  # counted over the window after the warm-up
+        assert r["p50_ms"] == r["p99_ms"] == r["mean_ms"] == 20.0  # Little: 32 in the system over 8 per 5 ms
+
+
+def test_a_slow_few_hold_up_the_queue_they_joined_only_when_bound_early():
+    # The io-mix: bound on arrival, a fast request can wait behind a 100 ms
+    # one on its thread while others are free (a long tail); one queue lets
+    # it go to whichever frees first, and the fast ones queue behind each
+    # other instead (a higher median). The rate is the app's in both.
+    early = q.simulate(32, 8, "sleep", 1000, 100000, 5, "early", **SMALL)
+    late = q.simulate(32, 8, "sleep", 1000, 100000, 5, "late", **SMALL)
+    assert late["p99_ms"] < 0.8 * early["p99_ms"] and late["p50_ms"] > 2 * early["p50_ms"]
+    assert abs(late["rate"] / early["rate"] - 1) < 0.05
+
+
+def test_with_the_gil_a_thread_with_queued_work_holds_it_for_the_switch_interval():
+    # 4 threads, every request 300 µs of Python: bound early, a thread runs
+    # its own queue without letting the GIL go until a waiter has waited
+    # the switch interval, so latency spreads over that interval; late, the
+    # GIL passes at every request and every request waits the same.
+    early = q.simulate(32, 4, "cpu", 300, 300, 0, "early", **SMALL)
+    late = q.simulate(32, 4, "cpu", 300, 300, 0, "late", **SMALL)
+    assert abs(late["p50_ms"] - 32 * 0.3) < 1e-9 and abs(late["p99_ms"] - 32 * 0.3) < 1e-9
+    assert early["p99_ms"] > early["p50_ms"] + q.SWITCH_US / 1000 and early["p50_ms"] < late["p50_ms"]
+    # A shorter switch interval passes the GIL sooner: a shorter tail
+    shorter = q.simulate(32, 4, "cpu", 300, 300, 0, "early", switch_us=100.0, **SMALL)
+    assert shorter["p99_ms"] < early["p99_ms"]
+
+
+def test_the_plan_runs_every_handoff_early_and_late_beside_the_peers():
+    plan = b.plan(baseline="build-base/x/cserve")
+    labels = [b.label(c) for c in plan]
+    assert len(labels) == len(set(labels)) == len(b.CELLS) * (2 * len(b.HANDOFFS) + len(b.PEERS))
+    cs = [c for c in plan if c["cell"] == "cpu-mix" and c["server"] == "cserve"]
+    assert sorted((c["row"], c["handoff"]) for c in cs) == sorted((r, h) for r in ("cserve", "baseline")
+                                                                   for h in b.HANDOFFS)
+    assert all(c["binary"] == "build-base/x/cserve" for c in cs if c["row"] == "baseline")
+    assert all(c["bt"] == b.CELLS[c["cell"]]["threads"] and c["conns"] == b.CONNS for c in plan)
+    # each uniform cell costs its mix's mean
+    from experiments import dispatch
+    for mix, uni in (("io-mix", "io-uniform"), ("cpu-mix", "cpu-uniform")):
+        m, u = (dispatch.mean_cost_us(b.CELLS[x]["app"])[0] for x in (mix, uni))
+        assert abs(u / m - 1) < 0.01
+
+
+def rec(cell, row, handoff, p50, p99, rate=1000.0):
+    c = b.cfg(cell, row, handoff, "build-base/x/cserve" if row == "baseline" else None)
+    return {"label": b.label(c), "config": c, "rps": rate, "rps_wrk": rate, "round": 0, "attempt": 0,
+            "threadcpu": [], "machine": {"nproc": 2}, "server_cmd": "x",
+            "latency": {"p50_us": p50 * 1e3, "p90_us": p99 * 500, "p99_us": p99 * 1e3,
+                        "avg_us": 32 / rate * 1e6},
+            "window_cpu": {"foreign_cores": 0.0, "steal_cores": 0.0, "busy_cores": 0.5, "seconds": 4.0}}
+
+
+def test_the_report_sets_each_row_beside_the_prediction_for_its_binding():
+    pred = {"cells": {"io-mix": {"early": {"rate": 1300.0, "p50_ms": 4.0, "p99_ms": 200.0},
+                                 "late": {"rate": 1300.0, "p50_ms": 15.0, "p99_ms": 125.0}}}}
+    recs = [rec("io-mix", "cserve", h, 16.0, 130.0) for h in b.HANDOFFS]
+    recs += [rec("io-mix", "baseline", h, 5.0, 190.0 + 10 * i) for i, h in enumerate(b.HANDOFFS)]
+    recs += [rec("io-mix", "gunicorn", None, 17.0, 127.0)]
+    md = b.markdown({"prediction": {"commit": "abcdef1"}, "rounds": 1, "warmup": 1.0, "duration": 4.0,
+                     "baseline": "62f0f80"}, recs, pred)
+    assert "| io-mix cserve/ring 8 | late | 1,000 (1,000–1,000) | 16.0 | 130.0 (130.0–130.0) |" in md
+    assert "1,300 / 15.0 / 125.0 | +4 % |" in md and "1,300 / 4.0 / 200.0 | -5 % |" in md
+    assert "Late ÷ early p99: predicted 0.62×, measured 0.63×" in md  # 130 over the median of 190..220
+    n = b.numbers({}, recs, pred)
+    assert n["late_early_p99:io-mix"]["text"] == "0.63×" and n["p99:io-mix:gunicorn"]["text"] == "127.0 ms"
+    assert n["late_early_p99:cpu-mix"]["text"] == "not measured"
+
+
+def test_measuring_refuses_a_prediction_not_committed(tmp_path):
+    (tmp_path / "prediction.json").write_text("{}")
+    p = subprocess.run([PY, "-m", "experiments.binding", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode != 0 and "is not committed as it is" in p.stderr
