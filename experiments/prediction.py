@@ -281,12 +281,18 @@ def write(out_dir, calib_path, placement="loop-alone", quick=False):
     from experiments.lib import entry
     meta, recs = entry.load(calib_path)
     p = make([r for r in recs if r.get("kind", "run") == "run"], meta, calib_path, placement, quick)
+    return save(out_dir, p, markdown(p))
+
+
+def save(out_dir, p, md):
+    """A prediction into out_dir: prediction.json (p) and prediction.md (md),
+    the files a measuring step checks are committed; returns p."""
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "prediction.json"), "w") as f:
         json.dump(p, f, indent=1, sort_keys=True)
         f.write("\n")
     with open(os.path.join(out_dir, "prediction.md"), "w") as f:
-        f.write(markdown(p))
+        f.write(md)
     return p
 
 

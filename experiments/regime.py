@@ -299,8 +299,9 @@ def markdown(meta, recs, pred):
               + "; ".join(cx) + "."]
     if recs:
         dist = sum(r["disturbed_runs"] for r in rs.values())
-        L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rs.values())}.",
-              "", "![the crossover](fig/crossover.png)"]
+        L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rs.values())}."]
+        if cx:
+            L += ["", "![the crossover](fig/crossover.png)"]
     return "\n".join(L) + "\n"
 
 

@@ -463,8 +463,8 @@ def model_md(params, summ):
               "| region | configurations | runs | median abs. error | runs that test the bound | "
               "their median abs. error |", "|---|---:|---:|---:|---:|---:|"]
     for reg, (n, every, tested) in model.region_errors(summ).items():
-        lines.append(f"| {reg} | {n} | {len(every)} | {f(every and 100 * stats.median(every), '{:.0f} %')} | "
-                     f"{len(tested)} | {f(tested and 100 * stats.median(tested), '{:.0f} %')} |")
+        lines.append(f"| {reg} | {n} | {len(every)} | {f(100 * stats.median(every) if every else None, '{:.0f} %')} | "
+                     f"{len(tested)} | {f(100 * stats.median(tested) if tested else None, '{:.0f} %')} |")
     lines += ["", "## Sleeps and wake-ups per request, by measured regime", "",
               "Medians over the configurations with a handoff: sleeps (the loop parked, a pool thread "
               "parked), wake-ups across the handoff (either way) and the loop's holds, each per request. A "

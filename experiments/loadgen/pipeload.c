@@ -67,7 +67,8 @@
 #define MAX_COOKIE (1L << 20)
 #define MAX_CHUNKS (1L << 20)
 #define MAX_CHUNK_BYTES (1L << 16)
-#define MAX_BODY (64L << 20) /* -k x -K: a request's body, at most */
+#define MAX_BODY (64L << 20)    /* -k x -K: a request's body, at most */
+#define MAX_BATCH (256UL << 20) /* a batch, -p requests, at most */
 #define LAST_CHUNK "0\r\n\r\n"
 #define MAX_STATUS 1000
 #define RETRY_NS 10000000L /* a refused connect is tried again after 10 ms */
@@ -201,6 +202,10 @@ static int make_batch(void)
         len += sizeof LAST_CHUNK - 1;
     }
     req_len = len;
+    if (len > MAX_BATCH / (size_t)O.depth) { /* -p times the request: refused rather than an OOM */
+        free(one);
+        return -1;
+    }
     batch = malloc(len * (size_t)O.depth);
     if (batch)
         for (int i = 0; i < O.depth; i++)
@@ -617,7 +622,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (make_batch() < 0) {
-        fprintf(stderr, "pipeload: out of memory\n");
+        fprintf(stderr, "pipeload: a batch of %d requests is too large or out of memory\n", O.depth);
         return 2;
     }
     struct worker *ws = calloc((size_t)O.threads, sizeof *ws);

@@ -91,3 +91,21 @@ def test_measuring_refuses_a_prediction_not_committed(tmp_path):
     p = subprocess.run([PY, "-m", "experiments.binding", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode != 0 and "is not committed as it is" in p.stderr
+
+
+def test_wrk_view_adds_what_wrks_correction_adds():
+    # wrk's stats_correct: the interval is the run over the requests per
+    # connection; a latency of at least twice it gets samples one interval
+    # apart down to just above the interval.
+    assert sorted(q.wrk_view([10.0, 50.0], 20.0, 1)) == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert q.wrk_view([10.0, 15.0], 20.0, 1) == [10.0, 15.0]        # none reaches twice the interval
+    r = q.simulate(32, 8, "sleep", 1000, 100000, 5, "early", **SMALL)
+    assert r["p99_ms_wrk"] <= r["p99_ms"] and r["p50_ms_wrk"] >= r["p50_ms"]
+
+
+def test_a_simulation_needs_a_window():
+    import pytest
+    for bad in ({"requests": 100, "warm": 100}, {"requests": 100, "warm": 10, "conns": 0}):
+        kw = dict({"conns": 4}, **bad)
+        with pytest.raises(ValueError):
+            q.simulate(kw.pop("conns"), 2, "sleep", 1000, 1000, 0, "late", **kw)

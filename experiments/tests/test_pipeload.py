@@ -245,5 +245,6 @@ def test_usage_errors_exit_2():
                  ["-b", "10", "http://127.0.0.1:1/"], ["ftp://x/"], ["-t", "3", "-c", "2", "http://127.0.0.1:1/"],
                  ["-k", "0", "http://127.0.0.1:1/"], ["-K", "1024", "http://127.0.0.1:1/"],
                  ["-k", "2", "-K", "0", "http://127.0.0.1:1/"],
-                 ["-k", "2048", "-K", "65536", "http://127.0.0.1:1/"]):  # a body over 64 MiB
+                 ["-k", "2048", "-K", "65536", "http://127.0.0.1:1/"],  # a body over 64 MiB
+                 ["-k", "1024", "-K", "65536", "-p", "8", "http://127.0.0.1:1/"]):  # a batch over 256 MiB
         assert subprocess.run([BIN, *args], capture_output=True).returncode == 2, args
