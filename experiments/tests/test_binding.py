@@ -109,3 +109,13 @@ def test_a_simulation_needs_a_window():
         kw = dict({"conns": 4}, **bad)
         with pytest.raises(ValueError):
             q.simulate(kw.pop("conns"), 2, "sleep", 1000, 1000, 0, "late", **kw)
+
+
+def test_the_hold_ablation_pairs_every_shape_with_and_without_the_hold():
+    from experiments import hold_ablation as h
+    plan = h.plan()
+    labels = [h.label(c) for c in plan]
+    assert len(labels) == len(set(labels)) == len(h.HANDOFFS) * len(h.CONNS) * 2
+    off = [c for c in plan if c["hold"] == "0"]
+    assert all(c["args"] == ["--loop-hold", "0"] for c in off) and all("args" not in c for c in plan
+                                                                        if c["hold"] == "default")
