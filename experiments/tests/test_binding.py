@@ -119,3 +119,16 @@ def test_the_hold_ablation_pairs_every_shape_with_and_without_the_hold():
     off = [c for c in plan if c["hold"] == "0"]
     assert all(c["args"] == ["--loop-hold", "0"] for c in off) and all("args" not in c for c in plan
                                                                         if c["hold"] == "default")
+
+
+def test_the_swing_sets_each_shape_of_one_build_beside_the_other():
+    from experiments import swing as s
+    a = s.cfg("88e5b43", "build-base/a/cserve", "ring", 1)
+    b = s.cfg("28e9b81", "build-base/b/cserve", "ring", 1)
+    assert s.label(a) != s.label(b) and a["binary"] != b["binary"] and a["conns"] == 1 and a["client"] == "wrk"
+    rows = {"x": {"config": a, "rps": 20000.0, "c_loop": 20.0, "c_client": 20.0},
+            "y": {"config": b, "rps": 10000.0, "c_loop": 40.0, "c_client": 30.0}}
+    import unittest.mock as mock
+    with mock.patch.object(s.probe, "summarise", return_value=rows):
+        n = s.numbers({"builds": ["88e5b43", "28e9b81"]}, [])
+    assert (n["rate_ratio"]["text"], n["loop_ratio"]["text"], n["client_ratio"]["text"]) == ("0.50×", "2.00×", "1.50×")
