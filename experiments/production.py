@@ -182,22 +182,23 @@ def build_noinst():
     subprocess.run(["make", "-s", "-j2", "BUILD=build-noinst", "INSTRUMENTS=0", NOINST], cwd=ROOT, check=True)
 
 
-def build_baseline(rev):
+def build_baseline(rev, instrumented=False):
     """cserve's uninstrumented build of revision rev, in build-base/REV
-    (git archive of rev, then its own make): the path of the binary,
-    relative to the root."""
+    (git archive of rev, then its own make), or with instrumented its
+    ./cserve as the full sweep runs it, in build-base/REV-inst: the path of
+    the binary, relative to the root."""
     sha = subprocess.run(["git", "rev-parse", "--short=12", rev], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip()
-    d = os.path.join(ROOT, "build-base", sha)
-    binary = os.path.join(d, "build-noinst", "cserve")
+    d = os.path.join(ROOT, "build-base", sha + ("-inst" if instrumented else ""))
+    binary = os.path.join(d, "cserve") if instrumented else os.path.join(d, "build-noinst", "cserve")
+    target = ["cserve"] if instrumented else ["BUILD=build-noinst", "INSTRUMENTS=0", "build-noinst/cserve"]
     if not os.access(binary, os.X_OK):
         os.makedirs(d, exist_ok=True)
         arch = subprocess.Popen(["git", "archive", sha], cwd=ROOT, stdout=subprocess.PIPE)
         subprocess.run(["tar", "-x", "-C", d], stdin=arch.stdout, check=True)
         if arch.wait():
             raise SystemExit(f"production: git archive {sha} failed")
-        subprocess.run(["make", "-s", "-j2", "BUILD=build-noinst", "INSTRUMENTS=0", "build-noinst/cserve"], cwd=d,
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["make", "-s", "-j2", *target], cwd=d, check=True, stdout=subprocess.DEVNULL)
     return os.path.relpath(binary, ROOT)
 
 

@@ -112,6 +112,32 @@ def write_records(path, meta, recs, more=()):
             f.write(json.dumps(r) + "\n")
 
 
+def start(a, write_report):
+    """After parse_args: with --report, rewrite the report from the record
+    (write_report(out)) and return None; else check that ./cserve is built
+    and fill the knobs left unset; returns a."""
+    if a.report:
+        print(write_report(a.out))
+        return None
+    need_cserve()
+    return resolve(a)
+
+
+def write_report(out, name, markdown, numbers):
+    """OUT/NAME.md (markdown(meta, records)) and OUT/numbers.json
+    (numbers(meta, records)) from OUT/NAME.jsonl, the record
+    write_records wrote (none yet: both say so); returns the markdown."""
+    path = os.path.join(out, f"{name}.jsonl")
+    meta, recs = load(path) if os.path.exists(path) else (None, [])
+    md = markdown(meta, recs)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out, "numbers.json"), "w") as f:
+        json.dump(numbers(meta, recs), f, indent=1, sort_keys=True)
+        f.write("\n")
+    return md
+
+
 def load(path):
     """(meta, [records]) of a file write_records wrote (every non-meta line)."""
     meta, recs = None, []
