@@ -26,6 +26,7 @@ is. Per run, the figures of experiments/dispatch.py (rate, p50/p90/p99
 from wrk --latency, requests in flight, server CPU per request, the window's
 steal and foreign CPU; a disturbed run rerun up to twice); medians over the
 clean runs with their range. Writes DIR/binding.jsonl and DIR/binding.md."""
+import functools
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ import tempfile
 
 from experiments import dispatch, prediction, production
 from experiments.lib import entry, model, probe, stats
+from experiments.lib import numbers as numbers_mod
 from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "binding")
@@ -221,14 +223,13 @@ def numbers(meta, recs, pred, wrk_pred=None):
     rs = dispatch.summarise(recs)
     N = {}
 
-    def put(k, text, value=None):
-        N[k] = {"value": value if value is not None else text, "text": text, "text_ci": text}
+    put = functools.partial(numbers_mod.words, N=N)
     put("conns", str(CONNS), CONNS)
     for cell in CELLS:
         rows = [r for r in rs.values() if r["config"]["cell"] == cell]
         pr, me = ordering(rows, pred, cell)
-        pw, _ = ordering(rows, wrk_pred, cell, "p99_ms_wrk")
-        put(f"late_early_p99_pred_wrk:{cell}", "not computed" if pw is None else f"{pw:.2f}×", pw)
+        prw, _ = ordering(rows, wrk_pred, cell, "p99_ms_wrk")
+        put(f"late_early_p99_pred_wrk:{cell}", "not computed" if prw is None else f"{prw:.2f}×", prw)
         put(f"late_early_p99_pred:{cell}", "—" if pr is None else f"{pr:.2f}×", pr)
         put(f"late_early_p99:{cell}", "not measured" if me is None else f"{me:.2f}×", me)
         p = (pred or {}).get("cells", {}).get(cell) or {}
@@ -264,15 +265,14 @@ def numbers(meta, recs, pred, wrk_pred=None):
 def write_report(out):
     path = os.path.join(out, "binding.jsonl")
     meta, recs = entry.load(path) if os.path.exists(path) else (None, [])
-    pred = prediction_of(out)
+    pred, wrk_pred = prediction_of(out), prediction_of(out, "prediction-wrk.json")
     md = markdown(meta, recs, pred)
     with open(os.path.join(out, "binding.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "binding.brief.md"), "w") as f:
-        f.write(brief_md(meta, recs, pred, prediction_of(out, "prediction-wrk.json")))
+        f.write(brief_md(meta, recs, pred, wrk_pred))
     with open(os.path.join(out, "numbers.json"), "w") as f:
-        json.dump(numbers(meta, recs, pred, prediction_of(out, "prediction-wrk.json")), f, indent=1,
-                  sort_keys=True)
+        json.dump(numbers(meta, recs, pred, wrk_pred), f, indent=1, sort_keys=True)
         f.write("\n")
     return md
 

@@ -18,10 +18,12 @@ before the run, says which.
 Per run (lib/probe.py): rate, each stage's share of a core, the regime by
 lib/model.py's rule, sleeps, wake-ups and holds per request from cserve's
 counters. Writes DIR/hold.jsonl and DIR/hold.md, DIR/numbers.json."""
+import functools
 import os
 import sys
 
 from experiments.lib import entry, model, probe, stats
+from experiments.lib import numbers as numbers_mod
 from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "hold-ablation")
@@ -91,8 +93,7 @@ def numbers(meta, recs):
     ps = pairs(rs)
     N = {}
 
-    def put(k, text, value=None):
-        N[k] = {"value": value if value is not None else text, "text": text, "text_ci": text}
+    put = functools.partial(numbers_mod.words, N=N)
     ratios = [z["rps"] / d["rps"] for _, _, d, z in ps if d["rps"] and z["rps"]]
     r = stats.median(ratios) if ratios else None
     put("rate_ratio", "not measured" if r is None else f"{r:.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)", r)

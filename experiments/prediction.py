@@ -284,14 +284,14 @@ def write(out_dir, calib_path, placement="loop-alone", quick=False):
     return save(out_dir, p, markdown(p))
 
 
-def save(out_dir, p, md):
-    """A prediction into out_dir: prediction.json (p) and prediction.md (md),
-    the files a measuring step checks are committed; returns p."""
+def save(out_dir, p, md, name="prediction"):
+    """A prediction into out_dir: NAME.json (p) and NAME.md (md), the files a
+    measuring step checks are committed; returns p."""
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "prediction.json"), "w") as f:
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump(p, f, indent=1, sort_keys=True)
         f.write("\n")
-    with open(os.path.join(out_dir, "prediction.md"), "w") as f:
+    with open(os.path.join(out_dir, f"{name}.md"), "w") as f:
         f.write(md)
     return p
 

@@ -246,15 +246,9 @@ def main():
                     "prediction-wrk.json/.md (the committed prediction stays as it is)")
     a = ap.parse_args()
     if a.wrk_view:
-        import json
+        from experiments import prediction
         p = make(binding.CELLS)
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "prediction-wrk.json"), "w") as f:
-            json.dump(p, f, indent=1, sort_keys=True)
-            f.write("\n")
-        with open(os.path.join(a.out, "prediction-wrk.md"), "w") as f:
-            f.write(wrk_markdown(p))
-        print(wrk_markdown(p))
+        print(wrk_markdown(prediction.save(a.out, p, wrk_markdown(p), "prediction-wrk")))
         return 0
     print(markdown(write(a.out, binding.CELLS)))
     return 0

@@ -36,12 +36,14 @@ repo's rule beside it, where the pool's and the client's shared core is a
 stage of its own ("pool+client"). Full: calibration 3 rounds of 24 shapes
 (~7 min), measurement 5 rounds of the prediction's configurations (~31:
 ~15 min), plus reruns of disturbed runs."""
+import functools
 import json
 import os
 import sys
 
 from experiments import prediction
 from experiments.lib import entry, model, probe, stats
+from experiments.lib import numbers as numbers_mod
 from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "regime")
@@ -332,8 +334,7 @@ def numbers(meta, recs, pred):
     rs = rows(recs, pred)
     N = {}
 
-    def put(k, text, value=None):
-        N[k] = {"value": value if value is not None else text, "text": text, "text_ci": text}
+    put = functools.partial(numbers_mod.words, N=N)
     plb = [prediction.label(p["config"]) for p in (pred or {}).get("configs") or [] if p.get("regime") == "loop-bound"]
     put("predicted_loop_bound", f"{len(plb)} of {len((pred or {}).get('configs') or [])}", len(plb))
     for h in HANDOFFS:  # every handoff's key exists: a crossover the prediction lacks says so

@@ -17,11 +17,13 @@ Each build is `git archive REV` into build-base/REV-inst/ and its own
 `make cserve` (production.build_baseline). Per run (lib/probe.py): the rate, each stage's CPU µs per
 request (the load generator's included), sleeps and wake-ups per request.
 Writes DIR/swing.jsonl, DIR/swing.md and DIR/numbers.json."""
+import functools
 import os
 import sys
 
 from experiments import production
 from experiments.lib import entry, model, probe, stats
+from experiments.lib import numbers as numbers_mod
 from experiments.lib.serverctl import ROOT
 
 OUT = os.path.join(ROOT, "experiments", "results", "swing")
@@ -58,8 +60,7 @@ def numbers(meta, recs):
     by = rows_by(rs)
     N = {}
 
-    def put(k, text, value=None):
-        N[k] = {"value": value if value is not None else text, "text": text, "text_ci": text}
+    put = functools.partial(numbers_mod.words, N=N)
     if len(revs) == 2:
         a, b = revs
         for k, key in (("rate", "rps"), ("loop", "c_loop"), ("client", "c_client")):

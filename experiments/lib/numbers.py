@@ -51,7 +51,7 @@ def interval_text(v, lo, hi, kind, iv="range"):
     return f"{txt} (range {_fmt(lo, kind)}–{_fmt(hi, kind)})"
 
 
-def _words(key, text, value=None, N=None):
+def words(key, text, value=None, N=None):
     N[key] = {"value": value if value is not None else text, "text": text, "text_ci": text}
 
 
@@ -66,7 +66,7 @@ def regime_numbers(summ, put, N):
     put("const:idle_note", IDLE_NOTE, kind="{:.1f}")
     both = sorted(f"`{s['label']}` ({s['regime']}; also {', '.join(s['regime_also'])})"
                   for s in summ.values() if s["n"] and s.get("regime_also"))
-    _words("list:two_saturated", "; ".join(both) if both else "none", N=N)
+    words("list:two_saturated", "; ".join(both) if both else "none", N=N)
     put("count:two_saturated", len(both), kind="{:d}")
 
 
@@ -105,16 +105,16 @@ def reading_numbers(summ, put, N):
     text = _series(have) if have else "none with included runs"
     if none:
         text += "; " + ("none was " + _series(none).replace(" and ", " or ") if len(none) > 1 else f"none was {none[0]}")
-    _words("regime_tally", text, N=N)
+    words("regime_tally", text, N=N)
     idle = [s["idle"][0] for s in rows if s["regime"] == "unsaturated" and s["idle"][0] is not None]
     if idle:
-        _words("unsaturated_idle_span", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
+        words("unsaturated_idle_span", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
     ns = [s["n"] for s in rows]
     if ns:
-        _words("n_span", span_text(min(ns), max(ns), "{:d}"), [min(ns), max(ns)], N)
+        words("n_span", span_text(min(ns), max(ns), "{:d}"), [min(ns), max(ns)], N)
     sat = [s["loop_util"][0] for s in rows if s["regime"] == "loop-bound"]
     if sat:
-        _words("loop_bound_util_span", span_text(min(sat), max(sat), "pct"), [min(sat), max(sat)], N)
+        words("loop_bound_util_span", span_text(min(sat), max(sat), "pct"), [min(sat), max(sat)], N)
     # Loop-bound (or a loop at saturation beside another stage) with a pool thread behind it.
     handoff = [s for s in rows if _with_handoff(s) and model.saturated(s, "loop-bound")]
     put("count:loop_bound_with_handoff", len(handoff), kind="{:d}")
@@ -123,7 +123,7 @@ def reading_numbers(summ, put, N):
                                                                   for s in sorted(handoff, key=lambda s: s["label"])))
     else:
         text = "no configuration with a handoff saturated its loop"
-    _words("loop_bound_with_handoff", text, [s["label"] for s in handoff], N)
+    words("loop_bound_with_handoff", text, [s["label"] for s in handoff], N)
     # The same question run by run: a configuration's label is its runs'
     # majority, so a minority of runs with a saturated loop is counted here.
     runs = [(s, s.get("runs_loop_saturated", 0)) for s in rows if _with_handoff(s)]
@@ -143,7 +143,7 @@ def disturbance_numbers(summ, put, N):
         put("lost_max_all", max(lost), kind="{:.2f}")
     emptied = sorted(s["label"] for s in summ.values() if not s["n"] and s.get("disturbed"))
     put("count:configs_all_disturbed", len(emptied), kind="{:d}")
-    _words("list:configs_all_disturbed", ", ".join(f"`{x}`" for x in emptied) if emptied else "none", N=N)
+    words("list:configs_all_disturbed", ", ".join(f"`{x}`" for x in emptied) if emptied else "none", N=N)
     steal = [s["steal"][0] for s in summ.values() if s["n"] and s["steal"][0] is not None]
     if steal:
         put("steal_max", max(steal), kind="{:.2f}")
@@ -169,7 +169,7 @@ def provenance_numbers(summ, meta, N):
     else:
         text = "the included runs come from commits " + ", ".join(f"`{c}`" for c in sorted(commits)) + \
             (f" (the run's own: `{run}`; each table names a row's commit where it differs)" if run else "")
-    _words("provenance_commits", text, sorted(commits), N)
+    words("provenance_commits", text, sorted(commits), N)
 
 
 def compute(summ, params, meta, extra):
@@ -258,9 +258,9 @@ def compute(summ, params, meta, extra):
             below = [us for us, s in rows if us < min(pb) and s["regime"] != "pool-bound"]
             key = f"crossover_pool_us_{h}"
             if below:
-                _words(key, f"between {max(below):.0f} and {min(pb):.0f} µs", [max(below), min(pb)], N)
+                words(key, f"between {max(below):.0f} and {min(pb):.0f} µs", [max(below), min(pb)], N)
             else:
-                _words(key, f"at or below {min(pb):.0f} µs (the grid's lowest point: not bracketed)",
+                words(key, f"at or below {min(pb):.0f} µs (the grid's lowest point: not bracketed)",
                        [None, min(pb)], N)
         elif rows:  # measured, and no app cost saturated the pool: say so
             N[f"crossover_pool_us_{h}"] = _none("none in the sweep")
@@ -285,7 +285,7 @@ def compute(summ, params, meta, extra):
         idle = [s["idle"][0] for s in summ.values() if s["n"] and s["config"]["server"] == srv
                 and s["idle"][0] is not None]
         if idle:
-            _words(f"idle_span:{srv}", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
+            words(f"idle_span:{srv}", span_text(min(idle), max(idle), "{:.2f}"), [min(idle), max(idle)], N)
     for t in model.SAT_SWEEP:
         for name in REGIMES:
             put(f"count_at:{t:.2f}:{name}", sum(1 for s in summ.values() if s["n"] and s.get("regime_at", {}).get(t)
@@ -298,7 +298,7 @@ def compute(summ, params, meta, extra):
         s = by.get(f"cserve {h} bt1 hello c16 wrk-p16")
         if s and s["n"] and s["c_loop"][0] is not None and s["c_pool"][0] is not None:
             parts.append(f"{h} {s['c_loop'][0]:.2f} and {s['c_pool'][0]:.2f} µs")
-    _words("handoff_costs", "; ".join(parts) if parts else "not measured", N=N)
+    words("handoff_costs", "; ".join(parts) if parts else "not measured", N=N)
     put("const:loop_on", model.LOOP_ON, kind="pct")
     put("const:pool_slack", model.POOL_SLACK, kind="pct")
     put("const:in_flight_min", model.IN_FLIGHT_MIN, kind="pct")
@@ -405,18 +405,18 @@ def between_run_numbers(N, other):
             b = other.get(k) or {}
             vals = [x for x in (a, b) if isinstance(x.get("value"), float)]
             if len(vals) < 2:
-                _words(f"between:{k}", a.get("text_ci", a.get("text")) + " (this run only)", N=N)
+                words(f"between:{k}", a.get("text_ci", a.get("text")) + " (this run only)", N=N)
                 continue
             lo = min(x["lo"] if x.get("lo") is not None else x["value"] for x in vals)
             hi = max(x["hi"] if x.get("hi") is not None else x["value"] for x in vals)
-            _words(f"between:{k}", f"{lo:.2f}–{hi:.2f}× across two runs", value=[lo, hi], N=N)
+            words(f"between:{k}", f"{lo:.2f}–{hi:.2f}× across two runs", value=[lo, hi], N=N)
         elif k.startswith("count:") and isinstance(a.get("value"), int):
             b = (other.get(k) or {}).get("value")
             if not isinstance(b, int):
-                _words(f"range:{k}", f"{a['value']} (this run only)", value=[a["value"]] * 2, N=N)
+                words(f"range:{k}", f"{a['value']} (this run only)", value=[a["value"]] * 2, N=N)
                 continue
             lo, hi = sorted((a["value"], b))
-            _words(f"range:{k}", f"{lo}" if lo == hi else f"{lo}–{hi}", value=[lo, hi], N=N)
+            words(f"range:{k}", f"{lo}" if lo == hi else f"{lo}–{hi}", value=[lo, hi], N=N)
 
 
 def agreement_numbers(N, agreement):
@@ -451,18 +451,18 @@ def agreement_numbers(N, agreement):
         if not k.startswith("ratio_") or ":" in k:
             continue
         if not isinstance(a.get("value"), float):  # left out or not measured here: its words say why
-            _words(f"both:{k}", a["text"], N=N)
-            _words(f"direction:{k}", a["text"], N=N)
+            words(f"both:{k}", a["text"], N=N)
+            words(f"direction:{k}", a["text"], N=N)
             continue
         b = (agreement.get("other_numbers") or {}).get(k) or {}
         if not isinstance(b.get("value"), float):
-            _words(f"both:{k}", f"{a['text_ci']} (this run only)", N=N)
-            _words(f"direction:{k}", "shown by this run only", N=N)
+            words(f"both:{k}", f"{a['text_ci']} (this run only)", N=N)
+            words(f"direction:{k}", "shown by this run only", N=N)
             continue
-        _words(f"both:{k}", f"{a['text_ci']} here and {b['text_ci']} on the agreement run's guest", N=N)
+        words(f"both:{k}", f"{a['text_ci']} here and {b['text_ci']} on the agreement run's guest", N=N)
         side = [("above" if x["lo"] is not None and x["lo"] > 1 else "below" if x["hi"] is not None and x["hi"] < 1
                  else "spans") for x in (a, b)]
-        _words(f"direction:{k}", "above one in both runs" if side == ["above"] * 2 else
+        words(f"direction:{k}", "above one in both runs" if side == ["above"] * 2 else
                "below one in both runs" if side == ["below"] * 2 else "not settled by the two runs", N=N)
     between_run_numbers(N, agreement.get("other_numbers") or {})
     for k, v in (agreement.get("few") or {}).items():  # report.few_conns: few connections, B ÷ A
