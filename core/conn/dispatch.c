@@ -55,15 +55,15 @@ static unsigned within_capacity(uint64_t n, unsigned capacity)
  * thread's queue to outlast a hold); one whose requests take milliseconds,
  * about one; an unmeasured one, or one whose request has already run past
  * the budget, nothing behind its current request. */
-unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, unsigned capacity)
+unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, uint64_t budget_ns, unsigned capacity)
 {
-    if (!pace_ns || running_ns > DISPATCH_BUDGET_NS)
+    if (!pace_ns || running_ns > budget_ns)
         return 1;
     uint64_t each = pace_ns > running_ns ? pace_ns : running_ns;
-    return within_capacity(1 + DISPATCH_BUDGET_NS / each, capacity);
+    return within_capacity(1 + budget_ns / each, capacity);
 }
 
-bool dispatch_room(const struct dispatch *d, unsigned w)
+static bool room_within(const struct dispatch *d, unsigned w, uint64_t budget_ns)
 {
     if (w >= d->active) /* being retired, or DISPATCH_NONE: nothing new goes there */
         return false;
@@ -77,7 +77,18 @@ bool dispatch_room(const struct dispatch *d, unsigned w)
      * through a deep queue would read as stuck past the budget (core/conn/
      * README.md, "Depth"); a stuck one reads as stuck a look later. */
     uint64_t running = d->looked_ns > t->busy_since_ns ? d->looked_ns - t->busy_since_ns : 0;
-    return t->outstanding < dispatch_depth(t->slow_ns, running, d->capacity);
+    return t->outstanding < dispatch_depth(t->slow_ns, running, budget_ns, d->capacity);
+}
+
+bool dispatch_room(const struct dispatch *d, unsigned w) { return room_within(d, w, DISPATCH_BUDGET_NS); }
+
+/* A new request, unlike a pipeline's next, may queue for DISPATCH_ALONE_NS
+ * on a pool that can never have a second thread: it waits for that thread
+ * wherever it waits, and in the thread's queue it costs the loop no pass
+ * to bind it (core/conn/README.md, "One thread"). */
+static uint64_t arrival_budget(const struct dispatch *d)
+{
+    return d->threads == 1 ? DISPATCH_ALONE_NS : DISPATCH_BUDGET_NS;
 }
 
 /* Turns go round the waiting connections in arrival order. A turn of a
@@ -112,7 +123,8 @@ unsigned dispatch_pick(const struct dispatch *d)
 {
     unsigned best = DISPATCH_NONE;
     for (unsigned w = 0; w < d->active; w++)
-        if ((best == DISPATCH_NONE || d->t[w].outstanding < d->t[best].outstanding) && dispatch_room(d, w))
+        if ((best == DISPATCH_NONE || d->t[w].outstanding < d->t[best].outstanding) &&
+            room_within(d, w, arrival_budget(d)))
             best = w;
     return best;
 }

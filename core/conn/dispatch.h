@@ -47,6 +47,13 @@ struct dispatch_thread {
  * that thread starts it (dispatch_depth): the ring's longest hold, so that
  * under uniform load every thread's queue outlasts a full hold. */
 #define DISPATCH_BUDGET_NS 2000000u
+/* The budget of a new request (dispatch_pick) on a pool that can never
+ * have a second thread (--blocking-threads 1): that thread runs every
+ * request, so a request waits for it as long in its queue as in the loop,
+ * and the deeper queue saves the loop the passes that bind it. Bounded all
+ * the same, so that what a stop finds bound and not started is a few
+ * milliseconds of work (core/conn/README.md, "One thread"). */
+#define DISPATCH_ALONE_NS 20000000u
 /* What one turn of a connection's is worth while others wait
  * (dispatch_turn): its requests' time, at most. A response written alone
  * costs the loop a write, about what a hello costs the app: a small part
@@ -81,9 +88,9 @@ struct dispatch {
 /* How many requests a pool thread may have outstanding (the one it runs
  * and those queued behind it) when it takes a request in pace_ns and its
  * current one has run running_ns (0: none): 1 until it has a pace, and
- * once its current request has run past DISPATCH_BUDGET_NS; else 1 and as
- * many as fill the budget at the larger of the two, at most capacity. */
-unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, unsigned capacity);
+ * once its current request has run past budget_ns; else 1 and as many as
+ * fill the budget at the larger of the two, at most capacity. */
+unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, uint64_t budget_ns, unsigned capacity);
 
 /* threads pool threads on h (h NULL, threads 0: no pool), each taking at
  * most capacity jobs. 0, or -1 out of memory. */
@@ -110,13 +117,15 @@ static inline void dispatch_clock(struct dispatch *d, uint64_t now_ns) { d->now_
 int dispatch_set_active(struct dispatch *d, unsigned n);
 
 /* The thread a new request goes to: of the active threads with room (below
- * their depth), the shortest queue, ties to the lowest index, so that at
- * low load the work stays on one hot (spinning) thread and the others stay
+ * their depth, at DISPATCH_ALONE_NS when the pool can have only one
+ * thread), the shortest queue, ties to the lowest index, so that at low
+ * load the work stays on one hot (spinning) thread and the others stay
  * parked rather than each being woken in turn, as round-robin would.
  * DISPATCH_NONE when none has room: the request waits in the loop. */
 unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
- * its depth (false for one being retired, and for DISPATCH_NONE). */
+ * its depth at DISPATCH_BUDGET_NS (false for one being retired, and for
+ * DISPATCH_NONE). A pipeline's next requests ask this. */
 bool dispatch_room(const struct dispatch *d, unsigned w);
 /* How many requests, in all, one connection's turn may give thread w
  * while other connections wait for a thread (the one that waited, and

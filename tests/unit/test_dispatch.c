@@ -11,7 +11,8 @@
  * connection's turn while others wait (dispatch_turn, dispatch_charge): a
  * batch of cheap requests, one slow request, one from an unmeasured thread,
  * a turn that ran over paid back before the next turn of several; and the
- * slow side of the pace that sets the depth after a slow request. */
+ * slow side of the pace that sets the depth after a slow request; and a
+ * pool of one thread, whose new requests bind deeper than a pipeline's. */
 #include <string.h>
 
 #include "check.h"
@@ -34,18 +35,19 @@ static struct handoff stub = {.ops = &stub_ops};
 
 static void depth_cases(void)
 {
-    CHECK(dispatch_depth(0, 0, 64) == 1, "unmeasured: one at a time");
-    CHECK(dispatch_depth(0, 5 * MS, 64) == 1, "unmeasured, running long: one");
-    CHECK(dispatch_depth(5 * US, 0, 1024) == 1 + DISPATCH_BUDGET_NS / (5 * US), "microseconds: the budget's worth");
-    CHECK(dispatch_depth(5 * US, 0, 64) == 64, "microseconds: at most the capacity");
-    CHECK(dispatch_depth(1, 0, 64) == 64, "faster than the clock: the capacity");
-    CHECK(dispatch_depth(1 * MS, 0, 64) == 3, "one ms: the running one and two behind");
-    CHECK(dispatch_depth(5 * MS, 0, 64) == 1, "milliseconds past the budget: one");
-    CHECK(dispatch_depth(DISPATCH_BUDGET_NS, 0, 64) == 2, "the budget exactly: one behind");
-    CHECK(dispatch_depth(10 * US, 500 * US, 64) == 5, "a request running long counts at its running time");
-    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS, 64) == 2, "running the budget exactly: one behind");
-    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS + 1, 64) == 1, "running past the budget: nothing behind");
-    CHECK(dispatch_depth(10 * US, 0, 1) == 1, "a capacity of one");
+    CHECK(dispatch_depth(0, 0, DISPATCH_BUDGET_NS, 64) == 1, "unmeasured: one at a time");
+    CHECK(dispatch_depth(0, 5 * MS, DISPATCH_BUDGET_NS, 64) == 1, "unmeasured, running long: one");
+    CHECK(dispatch_depth(5 * US, 0, DISPATCH_BUDGET_NS, 1024) == 1 + DISPATCH_BUDGET_NS / (5 * US),
+          "microseconds: the budget's worth");
+    CHECK(dispatch_depth(5 * US, 0, DISPATCH_BUDGET_NS, 64) == 64, "microseconds: at most the capacity");
+    CHECK(dispatch_depth(1, 0, DISPATCH_BUDGET_NS, 64) == 64, "faster than the clock: the capacity");
+    CHECK(dispatch_depth(1 * MS, 0, DISPATCH_BUDGET_NS, 64) == 3, "one ms: the running one and two behind");
+    CHECK(dispatch_depth(5 * MS, 0, DISPATCH_BUDGET_NS, 64) == 1, "milliseconds past the budget: one");
+    CHECK(dispatch_depth(DISPATCH_BUDGET_NS, 0, DISPATCH_BUDGET_NS, 64) == 2, "the budget exactly: one behind");
+    CHECK(dispatch_depth(10 * US, 500 * US, DISPATCH_BUDGET_NS, 64) == 5, "a request running long counts at its running time");
+    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS, DISPATCH_BUDGET_NS, 64) == 2, "running the budget exactly: one behind");
+    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS + 1, DISPATCH_BUDGET_NS, 64) == 1, "running past the budget: nothing behind");
+    CHECK(dispatch_depth(10 * US, 0, DISPATCH_BUDGET_NS, 1) == 1, "a capacity of one");
 }
 
 /* Each thread's jobs in submit order: a thread finishes them in that
@@ -305,14 +307,14 @@ static void slow_cases(void)
         run_one(&d, &now, 1 * MS);
     CHECK(d.t[0].slow_ns == 1 * MS && d.t[0].pace_ns == 1 * MS, "uniform: the pace (%llu)",
           (unsigned long long)d.t[0].slow_ns);
-    CHECK(dispatch_depth(d.t[0].slow_ns, 0, 64) == 3, "1 ms: two behind the running one");
+    CHECK(dispatch_depth(d.t[0].slow_ns, 0, DISPATCH_BUDGET_NS, 64) == 3, "1 ms: two behind the running one");
     run_one(&d, &now, 100 * MS); /* one of 100 ms */
     CHECK(d.t[0].slow_ns == 100 * MS, "a slow one is taken at once (%llu)", (unsigned long long)d.t[0].slow_ns);
     /* Then fast ones again: for the next several, nothing behind the
      * running one, though the smoothed pace is back under the budget. */
     int fast = 0, pace_back = -1;
-    for (; fast < 60 && dispatch_depth(d.t[0].slow_ns, 0, 64) == 1; fast++) {
-        if (pace_back < 0 && dispatch_depth(d.t[0].pace_ns, 0, 64) > 1)
+    for (; fast < 60 && dispatch_depth(d.t[0].slow_ns, 0, DISPATCH_BUDGET_NS, 64) == 1; fast++) {
+        if (pace_back < 0 && dispatch_depth(d.t[0].pace_ns, 0, DISPATCH_BUDGET_NS, 64) > 1)
             pace_back = fast;
         run_one(&d, &now, 1 * MS);
     }
@@ -323,7 +325,7 @@ static void slow_cases(void)
      * (a hold): the excess falls back by the requests, not the passes. */
     run_one(&d, &now, 100 * MS);
     int batched = 0;
-    for (; batched < 160 && dispatch_depth(d.t[0].slow_ns, 0, 64) == 1; batched += 4) {
+    for (; batched < 160 && dispatch_depth(d.t[0].slow_ns, 0, DISPATCH_BUDGET_NS, 64) == 1; batched += 4) {
         dispatch_clock(&d, now);
         for (int k = 0; k < 4; k++) /* past its depth: these came as a pipeline's turn would */
             CHECK(dispatch_submit(&d, 0, &jobs[0][queued[0]++ % 64]) == HANDOFF_OK, "submit");
@@ -349,6 +351,47 @@ static void slow_cases(void)
     dispatch_destroy(&d);
 }
 
+/* New requests given out (dispatch_pick) until no thread has room, all at
+ * one instant: how many thread 0 took. */
+static unsigned arrivals_taken(struct dispatch *d, uint64_t now)
+{
+    unsigned n = 0, w;
+    dispatch_clock(d, now);
+    dispatch_settle(d);
+    for (unsigned k = 0; k < 4096 && (w = dispatch_pick(d)) != DISPATCH_NONE; k++) {
+        CHECK(dispatch_submit(d, w, &jobs[w][0]) == HANDOFF_OK, "submit");
+        n += w == 0;
+    }
+    return n;
+}
+
+/* A pool that can never have a second thread binds new requests as deep
+ * as DISPATCH_ALONE_NS at the thread's pace, a pipeline's next ones only
+ * as deep as the budget; a pool of two binds both at the budget. */
+static void alone_cases(void)
+{
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        struct dispatch d;
+        CHECK(dispatch_init(&d, &stub, threads, 1024) == 0, "init");
+        queued[0] = finished[0] = 0;
+        uint64_t now = 3000 * MS;
+        for (int i = 0; i < 8; i++)
+            run_one(&d, &now, 100 * US);
+        CHECK(d.t[0].slow_ns == 100 * US, "measured at 100 us (%llu)", (unsigned long long)d.t[0].slow_ns);
+        unsigned budget = 1 + DISPATCH_BUDGET_NS / (100 * US), alone = 1 + DISPATCH_ALONE_NS / (100 * US);
+        unsigned taken = arrivals_taken(&d, now);
+        if (threads == 1) {
+            CHECK(taken == alone, "one thread: %u new requests outstanding, %u expected", taken, alone);
+            CHECK(!dispatch_room(&d, 0), "one thread: no room for a pipeline's next past the budget");
+        } else {
+            CHECK(taken == budget, "two threads: %u on thread 0, the budget's %u expected", taken, budget);
+        }
+        dispatch_destroy(&d);
+    }
+    CHECK(dispatch_depth(100 * US, DISPATCH_ALONE_NS + 1, DISPATCH_ALONE_NS, 1024) == 1,
+          "one thread, running past its budget: nothing behind");
+}
+
 int main(void)
 {
     depth_cases();
@@ -357,5 +400,6 @@ int main(void)
     pending_cases();
     turn_cases();
     slow_cases();
+    alone_cases();
     return check_summary();
 }
