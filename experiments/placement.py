@@ -1,7 +1,8 @@
 """Where the threads run: the loop's cost per request under each placement of
 the loop, the pool thread and the client on two CPUs.
 
-    python3 -m experiments.placement [--rounds 5] [--duration 3] [--out experiments/results/placement]
+    python3 -m experiments.placement [--rounds 5] [--duration 3] [--conns 256] [--pipeline 16]
+                                     [--only PLACEMENT]... [--out experiments/results/placement]
     python3 -m experiments.placement --show experiments/results/placement/placement.json
     python3 -m experiments.placement --readme experiments/results/placement/placement.json
 
@@ -152,7 +153,7 @@ def run_one(name, srv, cpus, a):
         if not affinity:  # where each thread may run, as the window opens
             affinity.update({role: sorted(os.sched_getaffinity(tid)) for role, tid in found.items()})
             affinity["client"] = sorted(os.sched_getaffinity(client_pid))
-    rec = bench.run_cell(srv, 256, a.pipeline, a, client_prefix=prefix, window=window, keep_stats=True)
+    rec = bench.run_cell(srv, a.conns, a.pipeline, a, client_prefix=prefix, window=window, keep_stats=True)
     st = rec.pop("stats", None)
     if not st:
         raise SystemExit(f"placement: {name}: the server wrote no stats for the window")
@@ -241,7 +242,7 @@ def describe(data, json_path):
                f"{mc['wrk']}; commit {mc['commit']} (`{mc['cserve']}`); load average "
                f"{m['loadavg_min']}–{m['loadavg_max']} (1 min), steal {m['steal_pct']} % of CPU time")
     return (f"`{m['command']}`, {m['time']} ({os.path.relpath(json_path, ROOT)}). Machine: {machine}. "
-            f"hello, `wrk -t1 -c256`, pipelining depth {args['pipeline']}; {args['rounds']} interleaved "
+            f"hello, `wrk -t1 -c{args.get('conns', 256)}`, pipelining depth {args['pipeline']}; {args['rounds']} interleaved "
             f"rounds, shuffled, {args['warmup']}+{args['duration']} s a run; CPUs {cpus}, the servers started "
             "confined to them. Median (min–max). \"a / b\": the threads before the slash share one of the "
             "two CPUs, those after it the other; \"either CPU\": each thread may run on both. Writes and "
@@ -271,7 +272,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--duration", type=float, default=3.0)  # with the warm-up, 0.5 s before wrk ends
-    ap.add_argument("--pipeline", type=int, default=16)
+    ap.add_argument("--pipeline", type=int, default=16)  # 1: none
+    ap.add_argument("--conns", type=int, default=256)
     ap.add_argument("--cserve", default=os.path.join(ROOT, "cserve"))
     ap.add_argument("--only", action="append", choices=list(PLACEMENTS), help="run only these placements")
     ap.add_argument("--out", default=os.path.join(ROOT, "experiments", "results", "placement"))
