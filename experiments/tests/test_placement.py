@@ -61,6 +61,7 @@ def test_every_record_has_the_servers_window(record):
 
 class _Args:
     pipeline = 16
+    conns = 256
 
 
 def _fake_run(monkeypatch, threads, reqs=2000):
