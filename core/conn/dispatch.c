@@ -63,7 +63,27 @@ unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, uint64_t budget_n
     return within_capacity(1 + budget_ns / each, capacity);
 }
 
-static bool room_within(const struct dispatch *d, unsigned w, uint64_t budget_ns)
+/* Thread w's depth for a new request (arrival) or a pipeline's next. On a
+ * pool that can never have a second thread a new request waits for that
+ * thread wherever it waits, and in its queue it costs the loop no pass to
+ * bind it, so it may queue for DISPATCH_ALONE_NS, at most
+ * DISPATCH_ALONE_MAX deep, while the current request has not run past the
+ * budget: a bound request is committed to run (core/conn/README.md, "One
+ * thread"), so what a wrong pace can commit stays what the budget's depth
+ * could. A pipeline's next keeps the budget (Turns). */
+static unsigned depth_for(const struct dispatch *d, uint64_t slow_ns, uint64_t running_ns, bool arrival)
+{
+    unsigned depth = dispatch_depth(slow_ns, running_ns, DISPATCH_BUDGET_NS, d->capacity);
+    if (arrival && d->threads == 1 && running_ns <= DISPATCH_BUDGET_NS) {
+        unsigned most = d->capacity < DISPATCH_ALONE_MAX ? d->capacity : DISPATCH_ALONE_MAX;
+        unsigned deep = dispatch_depth(slow_ns, running_ns, DISPATCH_ALONE_NS, most);
+        if (deep > depth)
+            depth = deep;
+    }
+    return depth;
+}
+
+static bool room_for(const struct dispatch *d, unsigned w, bool arrival)
 {
     if (w >= d->active) /* being retired, or DISPATCH_NONE: nothing new goes there */
         return false;
@@ -77,19 +97,10 @@ static bool room_within(const struct dispatch *d, unsigned w, uint64_t budget_ns
      * through a deep queue would read as stuck past the budget (core/conn/
      * README.md, "Depth"); a stuck one reads as stuck a look later. */
     uint64_t running = d->looked_ns > t->busy_since_ns ? d->looked_ns - t->busy_since_ns : 0;
-    return t->outstanding < dispatch_depth(t->slow_ns, running, budget_ns, d->capacity);
+    return t->outstanding < depth_for(d, t->slow_ns, running, arrival);
 }
 
-bool dispatch_room(const struct dispatch *d, unsigned w) { return room_within(d, w, DISPATCH_BUDGET_NS); }
-
-/* A new request, unlike a pipeline's next, may queue for DISPATCH_ALONE_NS
- * on a pool that can never have a second thread: it waits for that thread
- * wherever it waits, and in the thread's queue it costs the loop no pass
- * to bind it (core/conn/README.md, "One thread"). */
-static uint64_t arrival_budget(const struct dispatch *d)
-{
-    return d->threads == 1 ? DISPATCH_ALONE_NS : DISPATCH_BUDGET_NS;
-}
+bool dispatch_room(const struct dispatch *d, unsigned w) { return room_for(d, w, false); }
 
 /* Turns go round the waiting connections in arrival order. A turn of a
  * single request would have each response to a pipelining client written
@@ -124,7 +135,7 @@ unsigned dispatch_pick(const struct dispatch *d)
     unsigned best = DISPATCH_NONE;
     for (unsigned w = 0; w < d->active; w++)
         if ((best == DISPATCH_NONE || d->t[w].outstanding < d->t[best].outstanding) &&
-            room_within(d, w, arrival_budget(d)))
+            room_for(d, w, true))
             best = w;
     return best;
 }

@@ -48,12 +48,14 @@ struct dispatch_thread {
  * under uniform load every thread's queue outlasts a full hold. */
 #define DISPATCH_BUDGET_NS 2000000u
 /* The budget of a new request (dispatch_pick) on a pool that can never
- * have a second thread (--blocking-threads 1): that thread runs every
- * request, so a request waits for it as long in its queue as in the loop,
- * and the deeper queue saves the loop the passes that bind it. Bounded all
- * the same, so that what a stop finds bound and not started is a few
- * milliseconds of work (core/conn/README.md, "One thread"). */
+ * have a second thread (--blocking-threads 1), and the most it queues
+ * that way: that thread runs every request, so a request waits for it as
+ * long in its queue as in the loop, and the deeper queue saves the loop
+ * the passes that bind it. Bounded all the same, in time at the thread's
+ * pace and in number, since a bound request is committed to run
+ * (core/conn/README.md, "One thread"). */
 #define DISPATCH_ALONE_NS 20000000u
+#define DISPATCH_ALONE_MAX 256u
 /* What one turn of a connection's is worth while others wait
  * (dispatch_turn): its requests' time, at most. A response written alone
  * costs the loop a write, about what a hello costs the app: a small part
@@ -117,11 +119,11 @@ static inline void dispatch_clock(struct dispatch *d, uint64_t now_ns) { d->now_
 int dispatch_set_active(struct dispatch *d, unsigned n);
 
 /* The thread a new request goes to: of the active threads with room (below
- * their depth, at DISPATCH_ALONE_NS when the pool can have only one
- * thread), the shortest queue, ties to the lowest index, so that at low
- * load the work stays on one hot (spinning) thread and the others stay
- * parked rather than each being woken in turn, as round-robin would.
- * DISPATCH_NONE when none has room: the request waits in the loop. */
+ * their depth; deeper when the pool can have only one thread, see
+ * DISPATCH_ALONE_NS), the shortest queue, ties to the lowest index, so
+ * that at low load the work stays on one hot (spinning) thread and the
+ * others stay parked rather than each being woken in turn, as round-robin
+ * would. DISPATCH_NONE when none has room: the request waits in the loop. */
 unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
  * its depth at DISPATCH_BUDGET_NS (false for one being retired, and for

@@ -353,11 +353,9 @@ static void slow_cases(void)
 
 /* New requests given out (dispatch_pick) until no thread has room, all at
  * one instant: how many thread 0 took. */
-static unsigned arrivals_taken(struct dispatch *d, uint64_t now)
+static unsigned arrivals_taken(struct dispatch *d)
 {
     unsigned n = 0, w;
-    dispatch_clock(d, now);
-    dispatch_settle(d);
     for (unsigned k = 0; k < 4096 && (w = dispatch_pick(d)) != DISPATCH_NONE; k++) {
         CHECK(dispatch_submit(d, w, &jobs[w][0]) == HANDOFF_OK, "submit");
         n += w == 0;
@@ -365,31 +363,78 @@ static unsigned arrivals_taken(struct dispatch *d, uint64_t now)
     return n;
 }
 
+/* A dispatcher of `threads` threads, capacity 1024, whose thread 0 has
+ * run requests of `cost` one at a time and is idle at *now. */
+static void measured(struct dispatch *d, unsigned threads, uint64_t *now, uint64_t cost)
+{
+    CHECK(dispatch_init(d, &stub, threads, 1024) == 0, "init");
+    queued[0] = finished[0] = 0;
+    for (int i = 0; i < 8; i++)
+        run_one(d, now, cost);
+    CHECK(d->t[0].slow_ns == cost, "measured at %llu ns (%llu)", (unsigned long long)cost,
+          (unsigned long long)d->t[0].slow_ns);
+}
+
 /* A pool that can never have a second thread binds new requests as deep
- * as DISPATCH_ALONE_NS at the thread's pace, a pipeline's next ones only
- * as deep as the budget; a pool of two binds both at the budget. */
+ * as DISPATCH_ALONE_NS at the thread's pace, at most DISPATCH_ALONE_MAX,
+ * and only while its current request has not run past the budget; a
+ * pipeline's next ones only as deep as the budget. A pool of two binds
+ * both at the budget. */
 static void alone_cases(void)
 {
-    for (unsigned threads = 1; threads <= 2; threads++) {
-        struct dispatch d;
-        CHECK(dispatch_init(&d, &stub, threads, 1024) == 0, "init");
-        queued[0] = finished[0] = 0;
-        uint64_t now = 3000 * MS;
-        for (int i = 0; i < 8; i++)
-            run_one(&d, &now, 100 * US);
-        CHECK(d.t[0].slow_ns == 100 * US, "measured at 100 us (%llu)", (unsigned long long)d.t[0].slow_ns);
-        unsigned budget = 1 + DISPATCH_BUDGET_NS / (100 * US), alone = 1 + DISPATCH_ALONE_NS / (100 * US);
-        unsigned taken = arrivals_taken(&d, now);
-        if (threads == 1) {
-            CHECK(taken == alone, "one thread: %u new requests outstanding, %u expected", taken, alone);
-            CHECK(!dispatch_room(&d, 0), "one thread: no room for a pipeline's next past the budget");
-        } else {
-            CHECK(taken == budget, "two threads: %u on thread 0, the budget's %u expected", taken, budget);
-        }
-        dispatch_destroy(&d);
-    }
-    CHECK(dispatch_depth(100 * US, DISPATCH_ALONE_NS + 1, DISPATCH_ALONE_NS, 1024) == 1,
-          "one thread, running past its budget: nothing behind");
+    struct dispatch d;
+    uint64_t now = 3000 * MS;
+    const unsigned budget = 1 + DISPATCH_BUDGET_NS / (100 * US), alone = 1 + DISPATCH_ALONE_NS / (100 * US);
+
+    measured(&d, 1, &now, 100 * US);
+    dispatch_clock(&d, now);
+    dispatch_settle(&d);
+    unsigned n = 0;
+    for (; n < budget && dispatch_pick(&d) == 0; n++)
+        CHECK(dispatch_submit(&d, 0, &jobs[0][0]) == HANDOFF_OK, "submit");
+    CHECK(n == budget && !dispatch_room(&d, 0) && dispatch_pick(&d) == 0,
+          "one thread, a budget's worth queued: no room for a pipeline's next, room for a new request");
+    n += arrivals_taken(&d);
+    CHECK(n == alone, "one thread: %u new requests outstanding, %u expected", n, alone);
+    dispatch_destroy(&d);
+
+    measured(&d, 1, &now, 10 * US);
+    dispatch_clock(&d, now);
+    dispatch_settle(&d);
+    n = arrivals_taken(&d);
+    CHECK(n == DISPATCH_ALONE_MAX, "one thread at 10 us: at most %u, not %u (%u)", DISPATCH_ALONE_MAX,
+          1 + DISPATCH_ALONE_NS / (10 * US), n);
+    dispatch_destroy(&d);
+
+    /* The current request has run 1 ms (the loop has seen nothing from
+     * it since): new requests still bind, at that running time; once it
+     * has run past the budget, none. */
+    measured(&d, 1, &now, 100 * US);
+    dispatch_clock(&d, now);
+    CHECK(submit(&d) == 0, "the request that will run long");
+    dispatch_clock(&d, now + 1 * MS);
+    dispatch_settle(&d);
+    n = 1 + arrivals_taken(&d);
+    CHECK(n == 1 + DISPATCH_ALONE_NS / MS, "running 1 ms: %u outstanding, 20 ms of it expected", n);
+    CHECK(!dispatch_room(&d, 0), "and no room for a pipeline's next");
+    dispatch_clock(&d, now + DISPATCH_BUDGET_NS + 1);
+    dispatch_settle(&d);
+    CHECK(dispatch_pick(&d) == DISPATCH_NONE, "running past the budget: nothing more binds");
+    dispatch_destroy(&d);
+    measured(&d, 1, &now, 100 * US); /* the same with nothing behind it */
+    dispatch_clock(&d, now);
+    CHECK(submit(&d) == 0, "the request that will run long");
+    dispatch_clock(&d, now + DISPATCH_BUDGET_NS + 1);
+    dispatch_settle(&d);
+    CHECK(dispatch_pick(&d) == DISPATCH_NONE, "alone, running past the budget: nothing binds behind it");
+    dispatch_destroy(&d);
+
+    measured(&d, 2, &now, 100 * US);
+    dispatch_clock(&d, now);
+    dispatch_settle(&d);
+    n = arrivals_taken(&d);
+    CHECK(n == budget, "two threads: %u on thread 0, the budget's %u expected", n, budget);
+    dispatch_destroy(&d);
 }
 
 int main(void)
