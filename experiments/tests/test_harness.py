@@ -325,6 +325,47 @@ def test_the_bench_judges_the_rings_spread_and_the_baseline_from_its_summary():
     assert not any("baseline" in n for n, _, _ in bench.goals(summ, a))
 
 
+def test_the_spread_goal_shows_each_round_with_where_the_pool_thread_ran():
+    """Each round's rate beside the share of its window the pool thread
+    was on the loop's CPU, slowest first; rows without it read as before."""
+    import types
+    from experiments import bench
+    a = types.SimpleNamespace(quick=False, baseline_bin=None)
+    summ = {("ring", "hello", c, 1): {"rps": 100e3, "rps_min": 60e3, "rps_max": 104e3,
+                                      "each_rps": [104e3, 60e3, 100e3], "each_beside": [0.97, 0.02, None]}
+            for c in (16, 64)}
+    summ[("ring", "hello", 64, 1)].pop("each_beside")
+    g = {n: (ok, d) for n, ok, d in bench.goals(summ, a)}
+    ok, d = g["the ring's unpipelined hello rate spreads <= 10% between rounds (max-min over median)"]
+    assert not ok
+    assert d == "c16 44% (rounds: 60k, pool beside the loop 2%; 104k, pool beside the loop 97%), c64 44%"
+
+
+def test_beside_counts_the_samples_with_both_threads_on_one_cpu():
+    """share() over the samples that read both threads; a missing thread
+    (native-hello has no pool) starts no sampler and reads None."""
+    import threading
+    import time
+    from experiments.lib import beside
+    assert beside.share([(0, 0), (0, 1), (None, 1), (1, 1)]) == 2 / 3
+    assert beside.share([(None, 0)]) is None and beside.share([]) is None
+    cpus = {11: 0, 12: 0}
+    seen = threading.Event()
+
+    def read(pid, tid):
+        seen.set()
+        return cpus[tid]
+    with beside.Beside(7, "loop", "pool", interval=0.001, read=read,
+                       tid_of=lambda pid, name: {"loop": 11, "pool": 12}[name]) as b:
+        assert seen.wait(5)
+    assert b.samples and b.share() == 1.0
+    with beside.Beside(7, "loop", "pool", read=read, tid_of=lambda pid, name: None) as b:
+        time.sleep(0.01)
+    assert b.samples == [] and b.share() is None
+    me = beside.find_tid(os.getpid(), open(f"/proc/{os.getpid()}/comm").read().strip())
+    assert me is not None and beside.last_cpu(os.getpid(), me) in os.sched_getaffinity(0)
+
+
 def with_window(r, busy=None, steal=0.0, foreign=0.0, nproc=2):
     r = dict(r, window_cpu={"busy_cores": busy, "steal_cores": steal, "foreign_cores": foreign},
              machine={"nproc": nproc})
