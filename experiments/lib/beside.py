@@ -11,8 +11,9 @@ thread last ran, not where it ran throughout: a share of samples, not a
 placement. At 10 ms a window of a few seconds takes a few hundred
 samples, two small reads each.
 """
-import os
 import threading
+
+from experiments.lib import pinning
 
 
 def last_cpu(pid, tid):
@@ -28,18 +29,7 @@ def last_cpu(pid, tid):
 
 def find_tid(pid, prefix):
     """The lowest tid of pid whose name starts with prefix, or None."""
-    found = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().startswith(prefix):
-                    found.append(int(tid))
-        except OSError:
-            continue
+    found = [int(t) for t in pinning.tasks(pid) if (pinning.thread_name(pid, t) or "").startswith(prefix)]
     return min(found) if found else None
 
 

@@ -79,14 +79,16 @@ def _cpus_of(sets, comm):
     return sets[role]
 
 
-def _tasks(pid):
+def tasks(pid):
+    """pid's thread ids (as strings), empty once it has ended."""
     try:
         return os.listdir(f"/proc/{pid}/task")
     except OSError:  # the process ended
         return []
 
 
-def _comm(pid, tid):
+def thread_name(pid, tid):
+    """Thread tid's name, or None once it has ended."""
     try:
         with open(f"/proc/{pid}/task/{tid}/comm") as f:
             return f.read().strip()
@@ -99,8 +101,8 @@ def pin_server(pids, sets):
     [{"tid", "name", "role", "cpus"}], each mask read back from the kernel."""
     done = []
     for pid in pids:
-        for tid in _tasks(pid):
-            comm = _comm(pid, tid)
+        for tid in tasks(pid):
+            comm = thread_name(pid, tid)
             if comm is None:
                 continue
             want = _cpus_of(sets, comm)
@@ -128,8 +130,8 @@ def unpinned(pids, sets):
     moved): [{"tid", "name", "cpus"}], read at the window's end."""
     out = []
     for pid in pids:
-        for tid in _tasks(pid):
-            comm = _comm(pid, tid)
+        for tid in tasks(pid):
+            comm = thread_name(pid, tid)
             if comm is None:
                 continue
             try:
@@ -165,8 +167,8 @@ def schedstat(pids):
     /proc/PID/task/TID/schedstat and status."""
     out = {}
     for pid in pids:
-        for tid in _tasks(pid):
-            comm = _comm(pid, tid)
+        for tid in tasks(pid):
+            comm = thread_name(pid, tid)
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                     run, delay, slices = (int(x) for x in f.read().split()[:3])
@@ -221,7 +223,7 @@ def stage_sched(rows):
 
 def worker_pids(pids):
     """The processes of pids that have a cserve-loop thread, in pid order."""
-    return sorted(p for p in pids if any(_comm(p, t) == "cserve-loop" for t in _tasks(p)))
+    return sorted(p for p in pids if any(thread_name(p, t) == "cserve-loop" for t in tasks(p)))
 
 
 def pin_per_worker(pids, cpus=None):
@@ -233,8 +235,8 @@ def pin_per_worker(pids, cpus=None):
     done = []
     for k, pid in enumerate(workers):
         cpu = [cpus[k % len(cpus)]]
-        for tid in _tasks(pid):
-            comm = _comm(pid, tid)
+        for tid in tasks(pid):
+            comm = thread_name(pid, tid)
             try:
                 os.sched_setaffinity(int(tid), cpu)
             except OSError:
