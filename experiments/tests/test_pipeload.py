@@ -64,8 +64,11 @@ class Scripted:
                     if out is None:
                         c.shutdown(socket.SHUT_RDWR)
                         return
-                    for part in out if isinstance(out, list) else [out]:
-                        c.sendall(part)
+                    try:
+                        for part in out if isinstance(out, list) else [out]:
+                            c.sendall(part)
+                    except OSError:  # the client closed (at its duration): nothing more to answer
+                        return
 
     def close(self):
         self.sock.close()
