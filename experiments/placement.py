@@ -42,6 +42,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from experiments import bench
 from experiments.lib import generated
+from experiments.lib.threadcpu import last_cpu
 
 # name -> (server, {role: cpu index 0 or 1, or None for any of the two})
 PLACEMENTS = {
@@ -105,20 +106,13 @@ def sched_counts(tid):
     return out
 
 
-def last_cpu(tid):
-    """The CPU the thread last ran on (/proc/TID/stat, field 39)."""
-    with open(f"/proc/{tid}/stat") as f:
-        text = f.read()
-    return int(text[text.rfind(")") + 2:].split()[36])
-
-
 def settle(tids, sets, timeout=10.0):
     """Wait until each thread has run on a CPU of its set. A thread asleep
     when pinned moves only as it next wakes, and that move would count as a
     migration in the window."""
     deadline = time.monotonic() + timeout
     while True:
-        off = {role: last_cpu(tid) for role, tid in tids.items() if last_cpu(tid) not in sets[role]}
+        off = {role: cpu for role, cpu in ((r, last_cpu(t)) for r, t in tids.items()) if cpu not in sets[role]}
         if not off:
             return
         if time.monotonic() > deadline:
@@ -242,9 +236,9 @@ def describe(data, json_path):
                f"{mc['wrk']}; commit {mc['commit']} (`{mc['cserve']}`); load average "
                f"{m['loadavg_min']}–{m['loadavg_max']} (1 min), steal {m['steal_pct']} % of CPU time")
     return (f"`{m['command']}`, {m['time']} ({os.path.relpath(json_path, ROOT)}). Machine: {machine}. "
-            f"hello, `wrk -t1 -c{args.get('conns', 256)}`, pipelining depth {args['pipeline']}; {args['rounds']} interleaved "
-            f"rounds, shuffled, {args['warmup']}+{args['duration']} s a run; CPUs {cpus}, the servers started "
-            "confined to them. Median (min–max). \"a / b\": the threads before the slash share one of the "
+            f"hello, `wrk -t1 -c{args.get('conns', 256)}`, pipelining depth {args['pipeline']}; "
+            f"{args['rounds']} interleaved rounds, shuffled, {args['warmup']}+{args['duration']} s a run; "
+            f"CPUs {cpus}, the servers started confined to them. Median (min–max). \"a / b\": the threads before the slash share one of the "
             "two CPUs, those after it the other; \"either CPU\": each thread may run on both. Writes and "
             "passes are the loop's own counters; sleeps, preemptions and migrations the loop thread's "
             "voluntary and involuntary context switches and its moves between CPUs, per thousand of its "

@@ -5,7 +5,7 @@ the client) cannot each have one, and the ring's unpipelined rate moves
 with whether the kernel puts the pool thread on the loop's CPU
 (experiments/results/placement-c16). `Beside` reads, every `interval`
 seconds from a thread of its own, the CPU each of the two threads last
-ran on (/proc/PID/task/TID/stat, field 39), and `share()` is the fraction
+ran on (`threadcpu.last_cpu`), and `share()` is the fraction
 of those samples in which it was the same one. A sample says where each
 thread last ran, not where it ran throughout: a share of samples, not a
 placement. At 10 ms a window of a few seconds takes a few hundred
@@ -14,17 +14,7 @@ samples, two small reads each.
 import threading
 
 from experiments.lib import pinning
-
-
-def last_cpu(pid, tid):
-    """The CPU thread tid of pid last ran on, or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-            text = f.read().decode("latin-1")
-    except OSError:
-        return None
-    # comm is in parentheses and may hold spaces: the fields follow the last ')'
-    return int(text[text.rfind(")") + 2:].split()[36])
+from experiments.lib.threadcpu import last_cpu
 
 
 def find_tid(pid, prefix):
@@ -45,7 +35,7 @@ class Beside:
     (None when either thread is missing, as native-hello has no pool)."""
 
     def __init__(self, pid, a, b, interval=0.01, read=last_cpu, tid_of=find_tid):
-        self.pid, self.interval, self.read = pid, interval, read
+        self.interval, self.read = interval, read
         self.tids = (tid_of(pid, a), tid_of(pid, b))
         self.samples = []
         self._stop = threading.Event()
@@ -54,7 +44,7 @@ class Beside:
     def _run(self):
         ta, tb = self.tids
         while not self._stop.wait(self.interval):
-            self.samples.append((self.read(self.pid, ta), self.read(self.pid, tb)))
+            self.samples.append((self.read(ta), self.read(tb)))
 
     def __enter__(self):
         if None not in self.tids:

@@ -45,6 +45,13 @@ def _stat_fields(text):
     return comm, rest  # rest[0] is field 3 (state)
 
 
+def last_cpu(tid):
+    """The CPU thread tid last ran on (/proc/TID/stat, field 39), or None
+    once it has ended."""
+    t = _read(f"/proc/{tid}/stat")
+    return None if t is None else int(_stat_fields(t)[1][36])
+
+
 def descendants(pid):
     """pid and every live descendant process, by scanning /proc for ppids."""
     children = {}

@@ -346,13 +346,13 @@ def test_beside_counts_the_samples_with_both_threads_on_one_cpu():
     (native-hello has no pool) starts no sampler and reads None."""
     import threading
     import time
-    from experiments.lib import beside
+    from experiments.lib import beside, threadcpu
     assert beside.share([(0, 0), (0, 1), (None, 1), (1, 1)]) == 2 / 3
     assert beside.share([(None, 0)]) is None and beside.share([]) is None
     cpus = {11: 0, 12: 0}
     seen = threading.Event()
 
-    def read(pid, tid):
+    def read(tid):
         seen.set()
         return cpus[tid]
     with beside.Beside(7, "loop", "pool", interval=0.001, read=read,
@@ -363,7 +363,7 @@ def test_beside_counts_the_samples_with_both_threads_on_one_cpu():
         time.sleep(0.01)
     assert b.samples == [] and b.share() is None
     me = beside.find_tid(os.getpid(), open(f"/proc/{os.getpid()}/comm").read().strip())
-    assert me is not None and beside.last_cpu(os.getpid(), me) in os.sched_getaffinity(0)
+    assert me is not None and threadcpu.last_cpu(me) in os.sched_getaffinity(0)
 
 
 def with_window(r, busy=None, steal=0.0, foreign=0.0, nproc=2):

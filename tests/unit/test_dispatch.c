@@ -44,9 +44,12 @@ static void depth_cases(void)
     CHECK(dispatch_depth(1 * MS, 0, DISPATCH_BUDGET_NS, 64) == 3, "one ms: the running one and two behind");
     CHECK(dispatch_depth(5 * MS, 0, DISPATCH_BUDGET_NS, 64) == 1, "milliseconds past the budget: one");
     CHECK(dispatch_depth(DISPATCH_BUDGET_NS, 0, DISPATCH_BUDGET_NS, 64) == 2, "the budget exactly: one behind");
-    CHECK(dispatch_depth(10 * US, 500 * US, DISPATCH_BUDGET_NS, 64) == 5, "a request running long counts at its running time");
-    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS, DISPATCH_BUDGET_NS, 64) == 2, "running the budget exactly: one behind");
-    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS + 1, DISPATCH_BUDGET_NS, 64) == 1, "running past the budget: nothing behind");
+    CHECK(dispatch_depth(10 * US, 500 * US, DISPATCH_BUDGET_NS, 64) == 5,
+          "a request running long counts at its running time");
+    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS, DISPATCH_BUDGET_NS, 64) == 2,
+          "running the budget exactly: one behind");
+    CHECK(dispatch_depth(10 * US, DISPATCH_BUDGET_NS + 1, DISPATCH_BUDGET_NS, 64) == 1,
+          "running past the budget: nothing behind");
     CHECK(dispatch_depth(10 * US, 0, DISPATCH_BUDGET_NS, 1) == 1, "a capacity of one");
 }
 
