@@ -45,7 +45,8 @@
 #define POOL_STATS_COUNTERS(X)                                      \
     X(requests)     /* app calls finished */                       \
     X(gil_releases) /* times the thread dropped the GIL to wait */ \
-    X(messages)     /* intermediate messages posted (flush, need-body) */
+    X(messages)     /* intermediate messages posted (flush, need-body) */ \
+    X(skipped)      /* requests not run: their client had gone (job_skip) */
 
 /* The handoff's counters (struct handoff_loop_counters and
  * handoff_thread_counters in handoffs/handoff.h) that the reports show;

@@ -176,6 +176,10 @@ static enum verdict step(struct conn *c)
          * request is never run (and never holds a place in the hand-off). */
         return c->peer_gone ? VERDICT_CLOSE : VERDICT_WAIT;
     case CONN_APP:     /* the app posts a message */
+        /* A reset: nobody reads the answer. Dropped now, its jobs marked
+         * (conn_abort), so that one still in a thread's queue is not run
+         * (job_skip) and one running stops streaming. */
+        return c->peer_gone ? VERDICT_CLOSE : VERDICT_WAIT;
     case CONN_ORPHAN:  /* the app's last message frees it */
     case CONN_CLOSED: return VERDICT_WAIT;
     }
@@ -206,7 +210,6 @@ void conn_on_event(struct conn *c, uint32_t events)
         c->peer_gone = true;
     if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
         c->writable = true;
-    /* While the app has the request, a reset shows up at the next write. */
     conn_drive(c);
 }
 

@@ -30,7 +30,7 @@ int dispatch_set_active(struct dispatch *d, unsigned n)
         if (d->t[w].outstanding)
             return -1;
     for (unsigned w = n; w < d->active; w++) { /* retired: no pace to settle */
-        d->t[w].done_pass = 0;
+        d->t[w].done_pass = d->t[w].run_pass = 0;
         d->t[w].work_ns = 0;
     }
     for (unsigned w = d->active; w < n; w++) /* a thread taken back measures its pace anew */
@@ -68,9 +68,10 @@ unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, uint64_t budget_n
  * thread wherever it waits, and in its queue it costs the loop no pass to
  * bind it, so it may queue for DISPATCH_ALONE_NS, at most
  * DISPATCH_ALONE_MAX deep, while the current request has not run past the
- * budget: a bound request is committed to run (core/conn/README.md, "One
- * thread"), so what a wrong pace can commit stays what the budget's depth
- * could. A pipeline's next keeps the budget (Turns). */
+ * budget: a bound request cannot be taken back once its thread has
+ * started it (core/conn/README.md, "One thread"), so what a wrong pace can
+ * bind stays what the budget's depth could. A pipeline's next keeps the
+ * budget (Turns). */
 static unsigned depth_for(const struct dispatch *d, uint64_t slow_ns, uint64_t running_ns, bool arrival)
 {
     unsigned depth = dispatch_depth(slow_ns, running_ns, DISPATCH_BUDGET_NS, d->capacity);
@@ -140,15 +141,11 @@ unsigned dispatch_pick(const struct dispatch *d)
     return best;
 }
 
-/* Thread w's pace from the requests it finished since the last settling:
- * the time they ran (dispatch_done) over their number. Then its current
- * request, if it has one, started at the last of their stamps; or, when it
- * is the only one left, at its own submit if that came later (the loop
- * takes a pass's sockets before its completions, so it may have given work
- * to a thread that had already run dry without knowing). */
-static void settle_thread(struct dispatch_thread *t)
+/* Thread w's pace from the requests it ran since the last settling: the
+ * time they ran (dispatch_done) over their number. */
+static void settle_pace(struct dispatch_thread *t)
 {
-    uint64_t sample = t->work_ns / t->done_pass;
+    uint64_t sample = t->work_ns / t->run_pass;
     if (!sample)
         sample = 1; /* measured: faster than the clock tells */
     t->pace_ns = t->pace_ns ? (t->pace_ns * 3 + sample) / 4 : sample;
@@ -163,18 +160,29 @@ static void settle_thread(struct dispatch_thread *t)
      * request (not a settling: a pass may take many), so one slow request
      * keeps the thread's depth at one for some dozens of fast ones. */
     uint64_t excess = t->slow_ns > t->pace_ns ? t->slow_ns - t->pace_ns : 0;
-    for (unsigned k = 0; k < t->done_pass && excess; k++)
+    for (unsigned k = 0; k < t->run_pass && excess; k++)
         excess -= excess / DISPATCH_SLOW_FALL ? excess / DISPATCH_SLOW_FALL : excess;
     t->slow_ns = t->pace_ns + excess;
     if (sample > DISPATCH_BUDGET_NS && sample > t->slow_ns)
         t->slow_ns = sample;
+}
+
+/* Its pace, if it ran any; then its current request, if it has one,
+ * started at the last stamp of the completions taken; or, when it is the
+ * only one left, at its own submit if that came later (the loop takes a
+ * pass's sockets before its completions, so it may have given work to a
+ * thread that had already run dry without knowing). */
+static void settle_thread(struct dispatch_thread *t)
+{
+    if (t->run_pass)
+        settle_pace(t);
     t->busy_since_ns = t->last_end_ns;
     /* With one left it is the newest. With more, the oldest's submit is not
      * kept: the last stamp may start it early, which only shortens the
      * thread's queue until its next completion. */
     if (t->outstanding == 1 && t->last_submit_ns > t->busy_since_ns)
         t->busy_since_ns = t->last_submit_ns;
-    t->done_pass = 0;
+    t->done_pass = t->run_pass = 0;
     t->work_ns = 0;
 }
 
@@ -221,11 +229,17 @@ uint64_t dispatch_done(struct dispatch *d, const struct job *job, uint64_t now_m
     uint64_t end = job->done_ns && job->done_ns < d->now_ns ? job->done_ns : d->now_ns;
     uint64_t start = job->submit_ns > t->last_end_ns ? job->submit_ns : t->last_end_ns;
     uint64_t ran = end > start ? end - start : 0;
-    t->work_ns += ran;
     if (end > t->last_end_ns)
         t->last_end_ns = end;
     t->done_pass++;
     d->unsettled = true;
+    /* Not run (job_skip): the thread is past it, but its moment is no
+     * sample of what a request takes, and would read a thread whose
+     * clients left as fast. */
+    if (job->incomplete == JOB_UNRUN)
+        return 0;
+    t->work_ns += ran;
+    t->run_pass++;
     return ran;
 }
 

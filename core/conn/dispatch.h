@@ -40,7 +40,8 @@ struct dispatch_thread {
     uint64_t last_submit_ns; /* the submit of its newest request */
     uint64_t last_end_ns;    /* the stamp of the last completion taken (job.done_ns) */
     unsigned done_pass;      /* completions taken since the pace was last settled */
-    uint64_t work_ns;        /* the time they ran, summed */
+    unsigned run_pass;       /* of those, the ones the app ran (not job_skip's) */
+    uint64_t work_ns;        /* the time these ran, summed */
 };
 
 /* The longest a request is meant to wait in a pool thread's queue before
@@ -52,8 +53,8 @@ struct dispatch_thread {
  * that way: that thread runs every request, so a request waits for it as
  * long in its queue as in the loop, and the deeper queue saves the loop
  * the passes that bind it. Bounded all the same, in time at the thread's
- * pace and in number, since a bound request is committed to run
- * (core/conn/README.md, "One thread"). */
+ * pace and in number: a bound request cannot be taken back once its
+ * thread has started it (core/conn/README.md, "One thread"). */
 #define DISPATCH_ALONE_NS 20000000u
 #define DISPATCH_ALONE_MAX 256u
 /* What one turn of a connection's is worth while others wait

@@ -76,7 +76,7 @@ static void job_clear(struct job *job)
     job->msg_buf = 0;
     job->msg = JOB_DONE;
     job->close_after = false;
-    job->incomplete = false;
+    job->incomplete = JOB_WHOLE;
     job->file_fd = -1;
     job->done_ns = 0;
     job->file_off = 0;

@@ -14,7 +14,7 @@ void native_hello_respond(struct job *job)
     struct buffer *out = &job->out[0];
     out->len = 0;
     if (!buffer_reserve(out, 256)) {
-        job->incomplete = true;
+        job->incomplete = JOB_CUT;
         job->close_after = true;
     } else {
         response_head_start(out, "200 OK", 6);

@@ -34,6 +34,11 @@
 
 enum job_msg { JOB_DONE, JOB_FLUSH, JOB_NEED_BODY };
 
+/* What a JOB_DONE's response lacks (job.incomplete): nothing; its end (the
+ * app failed after the head, or the head could not be made); or all of it,
+ * the app never having been called for it (job_skip). */
+enum job_cut { JOB_WHOLE, JOB_CUT, JOB_UNRUN };
+
 /* The request body as the app sees it: a window of bytes the pool reads,
  * refilled by the loop on JOB_NEED_BODY. */
 struct body_pipe {
@@ -91,7 +96,7 @@ struct job {
     unsigned char msg_buf;   /* which out buffer the message carries (set before posting) */
     unsigned char msg;       /* an enum job_msg */
     bool close_after;        /* close the connection once the response is sent */
-    bool incomplete;         /* the response is cut short (app failed after headers) */
+    unsigned char incomplete; /* an enum job_cut: not JOB_WHOLE closes the connection after it */
     int file_fd;             /* JOB_DONE: >= 0, send file_len bytes from file_off after out */
     uint64_t done_ns;        /* JOB_DONE from a pool thread: when it finished (clock_ns), the
                               * end of the request (and the earliest start of the next one on
@@ -134,6 +139,9 @@ void job_flush(struct job *job);
 void job_need_body(struct job *job);
 /* Post the final message. The job is the loop's after this. */
 void job_done(struct job *job);
+/* A pool thread took a job whose client had gone (job_lost) while it
+ * waited in the thread's queue: post JOB_DONE without calling the app. */
+void job_skip(struct job *job);
 /* True if messages go to a loop on another thread (flushing is worth it). */
 bool job_streams(void);
 

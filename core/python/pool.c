@@ -98,6 +98,14 @@ static void *pool_main(void *arg)
             if (!job)
                 break;
         }
+        /* Its client reset, or the loop refused it or closed behind it,
+         * while it waited in this thread's queue: nobody will read its
+         * answer, so the app does not run it (core/conn/README.md, "One
+         * thread"). One the loop gives up after this load runs to its end. */
+        if (job_lost(job)) {
+            job_skip(job);
+            continue;
+        }
         if (watched) {
             atomic_store_explicit(&t->stats->app_job, job, memory_order_relaxed);
             atomic_store_explicit(&t->stats->app_since_ms, clock_coarse_ms() | 1, memory_order_release);

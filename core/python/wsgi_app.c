@@ -310,7 +310,7 @@ static void respond_error(Responder *r, int status)
     if (!r->status || !r->headers || responder_send_head(r, (int64_t)strlen(text)) < 0 ||
         responder_body(r, text, strlen(text)) < 0) {
         PyErr_Clear();
-        job->incomplete = true; /* cannot even say 500: just close */
+        job->incomplete = JOB_CUT; /* cannot even say 500: just close */
     }
 }
 
@@ -497,20 +497,20 @@ void wsgi_handle(struct job *job)
     }
     Py_XDECREF(result);
     if (!r) {
-        job->incomplete = true;
+        job->incomplete = JOB_CUT;
         job->close_after = true;
         PyErr_Clear();
     } else if (failed && !r->headers_sent && !job_lost(job)) {
         respond_error(r, job->body.error > 0 ? job->body.error : 500);
     } else if (failed) {
-        job->incomplete = true; /* never a body that looks complete */
+        job->incomplete = JOB_CUT; /* never a body that looks complete */
         job->close_after = true;
     } else if (responder_send_head(r, (int64_t)r->body_sent) < 0 || responder_end(r) < 0) {
         log_app_exception(job, "bad response");
         if (!r->headers_sent)
             respond_error(r, 500);
         else
-            job->incomplete = true;
+            job->incomplete = JOB_CUT;
     }
     if (r) {
         job->status = r->code;

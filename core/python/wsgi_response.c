@@ -438,7 +438,7 @@ int responder_end(Responder *r)
     } else if (r->content_length >= 0 && r->body_sent < (uint64_t)r->content_length) {
         log_warn("app sent %llu of the %lld bytes its Content-Length promised; closing",
                  (unsigned long long)r->body_sent, (long long)r->content_length);
-        job->incomplete = true;
+        job->incomplete = JOB_CUT;
         job->close_after = true;
     }
     return 0;

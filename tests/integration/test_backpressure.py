@@ -8,6 +8,8 @@ on the loop's pending list until a thread frees.
 - A parked connection is still watched: a client that resets it leaves, the
   others are served in order, every descriptor comes back, and the app
   never runs the request it left behind.
+- So is a connection whose request is bound to a thread's queue: a reset
+  drops it at once, and the thread hands the request back unrun.
 - A hand-off that refuses with nothing in flight (the test build's
   CSERVE_FAULT_SUBMIT) is retried on the loop's timed pass, with no other
   event to wake it, on every backend; when the retried submit then fails
@@ -29,7 +31,7 @@ import pytest
 from conftest import free_port
 from httpclient import Reader, get, req
 from loadgen import wait_until
-from procfs import fd_count, settled_fds
+from procfs import fd_count, fd_targets, settled_fds
 
 APP = "recording_apps:app"
 LOGAPP = "logging_apps:application"
@@ -227,6 +229,78 @@ def test_reset_while_queued_is_never_run(server_factory, tmp_path, monkeypatch, 
     for s in busy:
         s.close()
     assert "/reset" not in _runlog(log), _runlog(log)
+
+
+def _server_inode(port, client):
+    """The inode of the server's end of client's connection to port (from
+    /proc/net/tcp: the socket whose local port is port and whose peer is
+    client's own address), as in the server's /proc/PID/fd links."""
+    host, cport = client.getsockname()
+    peer = f"{socket.inet_aton(host)[::-1].hex().upper()}:{cport:04X}"
+    with open("/proc/net/tcp") as f:
+        for row in f.read().splitlines()[1:]:
+            col = row.split()
+            if col[1].endswith(f":{port:04X}") and col[2] == peer:
+                return int(col[9])
+    raise AssertionError(f"no server socket for {host}:{cport}")
+
+
+def _pool(srv):
+    """The worker's one pool thread, as /stats.json shows it now."""
+    seen = []
+    srv.wait(lambda w: seen.append(w) is None, "the worker's figures")
+    return [t for t in seen[-1]["threads"] if t["role"] == "pool"][0]
+
+
+def test_reset_while_bound_is_never_run(server_factory, tmp_path, monkeypatch, handoff):
+    """One pool thread measured fast. A connection pipelines two requests:
+    the first runs until its gate opens, the second is bound behind it, in
+    the thread's queue (the pace allows it: core/conn/dispatch.c). The
+    client resets. The loop drops the connection at once, not at its next
+    write (its socket leaves the worker's descriptors while the first
+    request still runs), and when the thread comes to the second request
+    it hands it back without calling the app (the pool's `skipped`).
+
+    Whether the second request binds is the pace's to decide, and a pool
+    thread that lost its CPU reads slow: until it binds, the pair is sent
+    again, after more fast requests (the gate opened and the answers read),
+    so what is checked is always the bound case."""
+    log = tmp_path / "runs"
+    monkeypatch.setenv("LOGGING_APPS_RUNLOG", str(log))
+    srv = Watched(server_factory, "--blocking-threads", "1", app=LOGAPP, handoff=handoff)
+    pid, port = srv.srv.proc.pid, srv.srv.port
+    for attempt in range(50):
+        with srv.srv.connect(timeout=HANG_S) as s:
+            r = Reader(s)
+            for _ in range(20):  # fast requests: the thread's pace
+                s.sendall(_get("/warm"))
+                assert r.read_response().status == 200
+            srv.sent += 20 * len(_get("/warm"))
+        gate = tmp_path / f"gate-{attempt}"
+        s = srv.srv.connect(timeout=HANG_S)
+        srv.send(s, _get(f"/slow{attempt}?gate={gate}") + _get(f"/behind{attempt}"))
+        _wait_log(log, [f"/slow{attempt}"])
+        if _pool(srv)["queue_depth"] == 2:
+            break
+        gate.touch()  # not bound: finish both, and measure again
+        r = Reader(s)
+        assert r.read_response().status == 200 and r.read_response().status == 200
+        s.close()
+    else:
+        raise AssertionError("the second request never bound in 50 attempts")
+    inode = f"socket:[{_server_inode(port, s)}]"
+    assert inode in fd_targets(pid)
+    rst_close(s)
+    assert wait_until(lambda: inode not in fd_targets(pid), HANG_S), "the reset connection stayed open"
+    assert _pool(srv)["queue_depth"] == 2, "the first request ended before the gate opened"
+    gate.touch()
+    assert wait_until(lambda: _pool(srv)["queue_depth"] == 0, HANG_S), "the thread's queue never emptied"
+    with srv.srv.connect(timeout=HANG_S) as s:
+        s.sendall(_get("/after"))
+        assert Reader(s).read_response().status == 200
+    runs = _runlog(log)
+    assert f"/behind{attempt}" not in runs, runs
+    assert _pool(srv)["counters"]["skipped"] == 1, _pool(srv)["counters"]
 
 
 # ---- a submit that fails after waiting for room ----------------------------------

@@ -45,7 +45,7 @@ FAMILIES = {
     "cserve_loop_requests", "cserve_loop_passes", "cserve_loop_epoll_waits", "cserve_loop_events",
     "cserve_loop_wait_seconds", "cserve_loop_pass_seconds", "cserve_loop_accepts", "cserve_loop_reads",
     "cserve_loop_read_eagain", "cserve_loop_writes", "cserve_loop_closes",
-    "cserve_pool_gil_releases", "cserve_pool_messages",
+    "cserve_pool_gil_releases", "cserve_pool_messages", "cserve_pool_skipped",
     "cserve_handoff_loop_submitted", "cserve_handoff_loop_full", "cserve_handoff_loop_submit_syscalls",
     "cserve_handoff_loop_wakes_sent", "cserve_handoff_loop_drained", "cserve_handoff_loop_drain_syscalls",
     "cserve_handoff_loop_eagain", "cserve_handoff_loop_sleep_syscalls", "cserve_handoff_loop_loop_parks",

@@ -11,8 +11,9 @@
  * connection's turn while others wait (dispatch_turn, dispatch_charge): a
  * batch of cheap requests, one slow request, one from an unmeasured thread,
  * a turn that ran over paid back before the next turn of several; and the
- * slow side of the pace that sets the depth after a slow request; and a
- * pool of one thread, whose new requests bind deeper than a pipeline's. */
+ * slow side of the pace that sets the depth after a slow request; a pool
+ * of one thread, whose new requests bind deeper than a pipeline's; and
+ * the requests a thread took but did not run. */
 #include <string.h>
 
 #include "check.h"
@@ -440,6 +441,40 @@ static void alone_cases(void)
     dispatch_destroy(&d);
 }
 
+/* Requests a thread took but did not run, their client gone (job_skip):
+ * the thread is past them, so the request after them started at their
+ * end, but they are no sample of its pace (which would read fast) and
+ * charge nothing to their connection's turns. */
+static void skip_cases(void)
+{
+    struct dispatch d;
+    uint64_t now = 5000 * MS;
+    measured(&d, 1, &now, 100 * US);
+    dispatch_clock(&d, now);
+    for (int i = 0; i < 3; i++)
+        CHECK(submit(&d) == 0, "submit %d", i);
+    struct job *a = &jobs[0][finished[0] % 64], *b = &jobs[0][(finished[0] + 1) % 64];
+    a->incomplete = b->incomplete = JOB_UNRUN;
+    now += 2 * US;
+    dispatch_clock(&d, now);
+    a->done_ns = now - 1 * US;
+    finished[0]++;
+    CHECK(dispatch_done(&d, a, 0) == 0, "a skipped request charges nothing");
+    done_at(&d, 0, now);
+    dispatch_settle(&d);
+    CHECK(d.t[0].pace_ns == 100 * US && d.t[0].slow_ns == 100 * US, "two skipped: the pace unmoved (%llu)",
+          (unsigned long long)d.t[0].pace_ns);
+    CHECK(d.t[0].busy_since_ns == now, "the one left started when the last skipped one ended");
+    now += 100 * US;
+    dispatch_clock(&d, now);
+    done_at(&d, 0, now);
+    dispatch_settle(&d);
+    CHECK(d.t[0].pace_ns == 100 * US, "the one run after them: 100 us, from their end (%llu)",
+          (unsigned long long)d.t[0].pace_ns);
+    a->incomplete = b->incomplete = JOB_WHOLE;
+    dispatch_destroy(&d);
+}
+
 int main(void)
 {
     depth_cases();
@@ -449,5 +484,6 @@ int main(void)
     turn_cases();
     slow_cases();
     alone_cases();
+    skip_cases();
     return check_summary();
 }
