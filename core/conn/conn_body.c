@@ -280,5 +280,5 @@ enum verdict conn_fill_body(struct conn *c)
             return VERDICT_CLOSE; /* conn_abort tells the app the client is gone */
     }
     conn_ack(c);
-    return VERDICT_WAIT;
+    return VERDICT_NEXT; /* CONN_APP: a reset read with the body's end closes now */
 }

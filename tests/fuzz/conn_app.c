@@ -156,6 +156,14 @@ bool app_pool_step(void)
     struct body_pipe *b = &job->body;
     switch (pool.stage) {
     case STAGE_START:
+        if (job_lost(job)) { /* as pool.c: not run (job_skip) */
+            pool.lost = true;
+            job->incomplete = JOB_UNRUN;
+            job->close_after = true;
+            job->out[job->fill_buf].len = 0;
+            post(job, JOB_DONE);
+            return true;
+        }
         pool.seq = pool.runs++;
         pool.body_len = 0;
         pool.body_hash = FUZZ_HASH_INIT;

@@ -29,6 +29,7 @@ static struct {
     const uint8_t *in;
     size_t delivered, read_pos;
     bool eof, shut_wr, closed, blocked;
+    bool reset;        /* the peer reset: reads and writes fail */
     uint64_t seed;
     size_t max_write;
     /* the response stream, parsed as it goes */
@@ -43,6 +44,10 @@ ssize_t conn_io_recv(int fd, void *buf, size_t len)
 {
     (void)fd;
     FUZZ_ASSERT(!sock.closed);
+    if (sock.reset) {
+        errno = ECONNRESET;
+        return -1;
+    }
     size_t avail = sock.delivered - sock.read_pos;
     if (avail == 0) {
         if (sock.eof)
@@ -104,8 +109,8 @@ ssize_t conn_io_writev(int fd, const struct iovec *iov, int cnt)
 {
     (void)fd;
     FUZZ_ASSERT(!sock.closed);
-    if (sock.shut_wr) {
-        errno = EPIPE;
+    if (sock.shut_wr || sock.reset) {
+        errno = sock.reset ? ECONNRESET : EPIPE;
         return -1;
     }
     if (sock.max_write && !sock.blocked && fuzz_next(&sock.seed) % 4 == 0) {
@@ -325,6 +330,20 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
                     r->dropped = true;
                     break;
                 }
+            }
+            if (cfg->drop && fuzz_next(&sock.seed) % 32 == 0) {
+                /* The peer resets, with bytes of the stream unread maybe.
+                 * Nobody reads what follows: a connection whose request is
+                 * with the app (or ready for it) is given up at once, and
+                 * the app told (job_lost: a job not yet started is handed
+                 * back unrun, as job_skip does). */
+                enum conn_state was = c->state;
+                sock.reset = true;
+                event(c, EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+                if (was == CONN_APP || was == CONN_READY)
+                    FUZZ_ASSERT(c->state == CONN_ORPHAN || gone(c));
+                r->dropped = true;
+                break;
             }
         }
         size_t piece = cfg->max_piece ? 1 + (size_t)(fuzz_next(&sock.seed) % cfg->max_piece) : size;
