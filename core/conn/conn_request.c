@@ -444,7 +444,7 @@ void conn_pipeline(struct conn *c, bool turn)
         cur->in_turn = true;
     }
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
-    while (piped < PIPE_MAX_JOBS && running < most && dispatch_room(d, w) &&
+    while (piped < PIPE_MAX_JOBS && running < most && dispatch_room(d, w, in_turn) &&
            unsent + (uint64_t)(running + 1) * each <= PIPE_MAX_BYTES) {
         size_t len;
         struct job *job = next_whole(c, &len); /* all of it before submit: it may run at once */

@@ -63,19 +63,22 @@ unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, uint64_t budget_n
     return within_capacity(1 + budget_ns / each, capacity);
 }
 
-/* Thread w's depth for a new request (arrival) or a pipeline's next. On a
- * pool that can never have a second thread a new request waits for that
- * thread wherever it waits, and in its queue it costs the loop no pass to
- * bind it, so it may queue for DISPATCH_ALONE_NS, at most
- * DISPATCH_ALONE_MAX deep, while the current request has not run past the
- * budget: a bound request cannot be taken back once its thread has
- * started it (core/conn/README.md, "One thread"), so what a wrong pace can
- * bind stays what the budget's depth could. A pipeline's next keeps the
- * budget (Turns). */
-static unsigned depth_for(const struct dispatch *d, uint64_t slow_ns, uint64_t running_ns, bool arrival)
+/* Thread w's depth for a request that may bind deep (a new one, or one of
+ * its connection's turn) or only within the budget (a pipeline's next
+ * while no other connection waits). On a pool that can never have a
+ * second thread a request waits for that thread wherever it waits, and in
+ * its queue it costs the loop no pass to bind it, so it may queue for
+ * DISPATCH_ALONE_NS, at most DISPATCH_ALONE_MAX deep, while the current
+ * request has not run past the budget: a bound request cannot be taken
+ * back once its thread has started it (core/conn/README.md, "One
+ * thread"), so what a wrong pace can bind stays what the budget's depth
+ * could. A turn may bind as deep because its credit, not the depth, bounds
+ * what one connection takes (Turns); held to the budget, a turn behind a
+ * queue deep in new requests would have no room past its first request. */
+static unsigned depth_for(const struct dispatch *d, uint64_t slow_ns, uint64_t running_ns, bool deep_ok)
 {
     unsigned depth = dispatch_depth(slow_ns, running_ns, DISPATCH_BUDGET_NS, d->capacity);
-    if (arrival && d->threads == 1 && running_ns <= DISPATCH_BUDGET_NS) {
+    if (deep_ok && d->threads == 1 && running_ns <= DISPATCH_BUDGET_NS) {
         unsigned most = d->capacity < DISPATCH_ALONE_MAX ? d->capacity : DISPATCH_ALONE_MAX;
         unsigned deep = dispatch_depth(slow_ns, running_ns, DISPATCH_ALONE_NS, most);
         if (deep > depth)
@@ -84,7 +87,7 @@ static unsigned depth_for(const struct dispatch *d, uint64_t slow_ns, uint64_t r
     return depth;
 }
 
-static bool room_for(const struct dispatch *d, unsigned w, bool arrival)
+static bool room_for(const struct dispatch *d, unsigned w, bool deep_ok)
 {
     if (w >= d->active) /* being retired, or DISPATCH_NONE: nothing new goes there */
         return false;
@@ -98,10 +101,10 @@ static bool room_for(const struct dispatch *d, unsigned w, bool arrival)
      * through a deep queue would read as stuck past the budget (core/conn/
      * README.md, "Depth"); a stuck one reads as stuck a look later. */
     uint64_t running = d->looked_ns > t->busy_since_ns ? d->looked_ns - t->busy_since_ns : 0;
-    return t->outstanding < depth_for(d, t->slow_ns, running, arrival);
+    return t->outstanding < depth_for(d, t->slow_ns, running, deep_ok);
 }
 
-bool dispatch_room(const struct dispatch *d, unsigned w) { return room_for(d, w, false); }
+bool dispatch_room(const struct dispatch *d, unsigned w, bool turn) { return room_for(d, w, turn); }
 
 /* Turns go round the waiting connections in arrival order. A turn of a
  * single request would have each response to a pipelining client written

@@ -128,8 +128,11 @@ int dispatch_set_active(struct dispatch *d, unsigned n);
 unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
  * its depth at DISPATCH_BUDGET_NS (false for one being retired, and for
- * DISPATCH_NONE). A pipeline's next requests ask this. */
-bool dispatch_room(const struct dispatch *d, unsigned w);
+ * DISPATCH_NONE). A pipeline's next requests ask this. turn: they are part
+ * of their connection's turn, whose number its credit bounds
+ * (dispatch_turn), so on a pool of one thread they bind as deep as a new
+ * request (DISPATCH_ALONE_NS). */
+bool dispatch_room(const struct dispatch *d, unsigned w, bool turn);
 /* How many requests, in all, one connection's turn may give thread w
  * while other connections wait for a thread (the one that waited, and
  * those pipelined behind it), given its *credit: the credit first gains

@@ -123,9 +123,9 @@ static void dispatcher_cases(void)
      * and by then a busy thread may have finished many). */
     d.t[0].pace_ns = d.t[0].slow_ns = 10 * US;
     dispatch_clock(&d, 1000 * MS + DISPATCH_BUDGET_NS + 1);
-    CHECK(dispatch_room(&d, 0), "past the budget since its start, but not since the last look: room");
+    CHECK(dispatch_room(&d, 0, false), "past the budget since its start, but not since the last look: room");
     dispatch_settle(&d); /* the look: nothing from thread 0 */
-    CHECK(!dispatch_room(&d, 0) && dispatch_room(&d, 1), "thread 0 running long: no room");
+    CHECK(!dispatch_room(&d, 0, false) && dispatch_room(&d, 1, false), "thread 0 running long: no room");
     /* Ties go to the lowest index, the shortest queue first. (Thread 0's
      * long request set its slow side past the budget, slow_cases' matter:
      * back to its pace for these.) */
@@ -147,12 +147,12 @@ static void dispatcher_cases(void)
     CHECK(d.t[1].done_pass == 0 && d.t[1].busy_since_ns == d.now_ns, "settled at the submit, busy from now");
     CHECK(d.t[1].pace_ns == (pace * 3 + (d.now_ns - since)) / 4, "its pace: the time to the completion (%llu)",
           (unsigned long long)d.t[1].pace_ns);
-    CHECK(!dispatch_room(&d, 1), "now slow, and busy: no room");
+    CHECK(!dispatch_room(&d, 1, false), "now slow, and busy: no room");
     /* Retiring a thread and taking it back: it measures its pace anew. */
     done(&d, 1);
     dispatch_settle(&d);
     CHECK(dispatch_set_active(&d, 1) == 0 && dispatch_active(&d) == 1, "retired thread 1");
-    CHECK(!dispatch_room(&d, 1) && !dispatch_room(&d, DISPATCH_NONE),
+    CHECK(!dispatch_room(&d, 1, false) && !dispatch_room(&d, DISPATCH_NONE, false),
           "a retired thread, or none, has no room (a pipeline there waits)");
     CHECK(dispatch_set_active(&d, 3) == -1 && dispatch_set_active(&d, 0) == -1, "out of range");
     CHECK(dispatch_set_active(&d, 2) == 0 && d.t[1].pace_ns == 0 && d.t[1].slow_ns == 0, "taken back: unmeasured");
@@ -379,11 +379,11 @@ static void measured(struct dispatch *d, unsigned threads, uint64_t *now, uint64
           (unsigned long long)d->t[0].slow_ns);
 }
 
-/* A pool that can never have a second thread binds new requests as deep
- * as DISPATCH_ALONE_NS at the thread's pace, at most DISPATCH_ALONE_MAX,
- * and only while its current request has not run past the budget; a
- * pipeline's next ones only as deep as the budget. A pool of two binds
- * both at the budget. */
+/* A pool that can never have a second thread binds new requests, and a
+ * pipeline's next in its connection's turn, as deep as DISPATCH_ALONE_NS
+ * at the thread's pace, at most DISPATCH_ALONE_MAX, and only while its
+ * current request has not run past the budget; a pipeline's next out of a
+ * turn only as deep as the budget. A pool of two binds all at the budget. */
 static void alone_cases(void)
 {
     struct dispatch d;
@@ -396,8 +396,9 @@ static void alone_cases(void)
     unsigned n = 0;
     for (; n < budget && dispatch_pick(&d) == 0; n++)
         CHECK(dispatch_submit(&d, 0, &jobs[0][0]) == HANDOFF_OK, "submit");
-    CHECK(n == budget && !dispatch_room(&d, 0) && dispatch_pick(&d) == 0,
+    CHECK(n == budget && !dispatch_room(&d, 0, false) && dispatch_pick(&d) == 0,
           "one thread, a budget's worth queued: no room for a pipeline's next, room for a new request");
+    CHECK(dispatch_room(&d, 0, true), "and room for a pipeline's next in its connection's turn");
     n += arrivals_taken(&d);
     CHECK(n == alone, "one thread: %u new requests outstanding, %u expected", n, alone);
     dispatch_destroy(&d);
@@ -408,6 +409,7 @@ static void alone_cases(void)
     n = arrivals_taken(&d);
     CHECK(n == DISPATCH_ALONE_MAX, "one thread at 10 us: at most %u, not %u (%u)", DISPATCH_ALONE_MAX,
           1 + DISPATCH_ALONE_NS / (10 * US), n);
+    CHECK(!dispatch_room(&d, 0, true), "a turn's next: at most as deep as a new request");
     dispatch_destroy(&d);
 
     /* The current request has run 1 ms (the loop has seen nothing from
@@ -420,10 +422,11 @@ static void alone_cases(void)
     dispatch_settle(&d);
     n = 1 + arrivals_taken(&d);
     CHECK(n == 1 + DISPATCH_ALONE_NS / MS, "running 1 ms: %u outstanding, 20 ms of it expected", n);
-    CHECK(!dispatch_room(&d, 0), "and no room for a pipeline's next");
+    CHECK(!dispatch_room(&d, 0, false), "and no room for a pipeline's next");
     dispatch_clock(&d, now + DISPATCH_BUDGET_NS + 1);
     dispatch_settle(&d);
-    CHECK(dispatch_pick(&d) == DISPATCH_NONE, "running past the budget: nothing more binds");
+    CHECK(dispatch_pick(&d) == DISPATCH_NONE && !dispatch_room(&d, 0, true),
+          "running past the budget: nothing more binds, in a turn neither");
     dispatch_destroy(&d);
     measured(&d, 1, &now, 100 * US); /* the same with nothing behind it */
     dispatch_clock(&d, now);
@@ -438,6 +441,7 @@ static void alone_cases(void)
     dispatch_settle(&d);
     n = arrivals_taken(&d);
     CHECK(n == budget, "two threads: %u on thread 0, the budget's %u expected", n, budget);
+    CHECK(!dispatch_room(&d, 0, true), "two threads: a turn's next at the budget too");
     dispatch_destroy(&d);
 }
 
