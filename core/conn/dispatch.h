@@ -48,9 +48,9 @@ struct dispatch_thread {
  * that thread starts it (dispatch_depth): the ring's longest hold, so that
  * under uniform load every thread's queue outlasts a full hold. */
 #define DISPATCH_BUDGET_NS 2000000u
-/* The budget of a new request (dispatch_pick) on a pool that can never
- * have a second thread (--blocking-threads 1), and the most it queues
- * that way: that thread runs every request, so a request waits for it as
+/* The budget of a new request (dispatch_pick), or of one of a
+ * connection's turn (dispatch_room), on a pool that can never have a
+ * second thread (--blocking-threads 1), and the most it queues that way: that thread runs every request, so a request waits for it as
  * long in its queue as in the loop, and the deeper queue saves the loop
  * the passes that bind it. Bounded all the same, in time at the thread's
  * pace and in number: a bound request cannot be taken back once its
@@ -127,11 +127,11 @@ int dispatch_set_active(struct dispatch *d, unsigned n);
  * would. DISPATCH_NONE when none has room: the request waits in the loop. */
 unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
- * its depth at DISPATCH_BUDGET_NS (false for one being retired, and for
- * DISPATCH_NONE). A pipeline's next requests ask this. turn: they are part
- * of their connection's turn, whose number its credit bounds
- * (dispatch_turn), so on a pool of one thread they bind as deep as a new
- * request (DISPATCH_ALONE_NS). */
+ * its depth (false for one being retired, and for DISPATCH_NONE). A
+ * pipeline's next requests ask this. The depth is the budget's
+ * (DISPATCH_BUDGET_NS), unless turn: they are part of their connection's
+ * turn, whose number its credit bounds (dispatch_turn), so on a pool of
+ * one thread they bind as deep as a new request (DISPATCH_ALONE_NS). */
 bool dispatch_room(const struct dispatch *d, unsigned w, bool turn);
 /* How many requests, in all, one connection's turn may give thread w
  * while other connections wait for a thread (the one that waited, and

@@ -401,6 +401,7 @@ static void alone_cases(void)
     CHECK(dispatch_room(&d, 0, true), "and room for a pipeline's next in its connection's turn");
     n += arrivals_taken(&d);
     CHECK(n == alone, "one thread: %u new requests outstanding, %u expected", n, alone);
+    CHECK(!dispatch_room(&d, 0, true), "a turn's next: no deeper than a new request, 20 ms at the pace");
     dispatch_destroy(&d);
 
     measured(&d, 1, &now, 10 * US);
@@ -442,6 +443,16 @@ static void alone_cases(void)
     n = arrivals_taken(&d);
     CHECK(n == budget, "two threads: %u on thread 0, the budget's %u expected", n, budget);
     CHECK(!dispatch_room(&d, 0, true), "two threads: a turn's next at the budget too");
+    dispatch_destroy(&d);
+
+    /* A pool that may grow to two (auto) with one active: a second thread
+     * may yet free first, so the budget holds. */
+    measured(&d, 2, &now, 100 * US);
+    CHECK(dispatch_set_active(&d, 1) == 0, "one of two active");
+    dispatch_clock(&d, now);
+    dispatch_settle(&d);
+    n = arrivals_taken(&d);
+    CHECK(n == budget && !dispatch_room(&d, 0, true), "one of two active: %u, the budget's %u expected", n, budget);
     dispatch_destroy(&d);
 }
 
