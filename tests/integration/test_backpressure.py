@@ -254,6 +254,16 @@ def _pool(srv):
     return [t for t in seen[-1]["threads"] if t["role"] == "pool"][0]
 
 
+def _warm(srv, n=100):
+    """n fast requests on a connection of their own: the pool thread's pace."""
+    with srv.srv.connect(timeout=HANG_S) as s:
+        r = Reader(s)
+        for _ in range(n):
+            s.sendall(_get("/warm"))
+            assert r.read_response().status == 200
+    srv.sent += n * len(_get("/warm"))
+
+
 def test_reset_while_bound_is_never_run(server_factory, tmp_path, monkeypatch, handoff):
     """One pool thread measured fast. A connection pipelines two requests:
     the first runs until its gate opens, the second is bound behind it, in
@@ -275,12 +285,7 @@ def test_reset_while_bound_is_never_run(server_factory, tmp_path, monkeypatch, h
     srv = Watched(server_factory, "--blocking-threads", "1", app=LOGAPP, handoff=handoff)
     pid, port = srv.srv.proc.pid, srv.srv.port
     for attempt in range(50):
-        with srv.srv.connect(timeout=HANG_S) as s:
-            r = Reader(s)
-            for _ in range(100):  # fast requests: the thread's pace
-                s.sendall(_get("/warm"))
-                assert r.read_response().status == 200
-            srv.sent += 100 * len(_get("/warm"))
+        _warm(srv)
         gate = tmp_path / f"gate-{attempt}"
         s = srv.srv.connect(timeout=HANG_S)
         # (its own deadline past HANG_S: ended by the gate, never by time)
@@ -323,12 +328,7 @@ def test_reset_read_with_its_request_is_never_run(server_factory, tmp_path, monk
     monkeypatch.setenv("LOGGING_APPS_RUNLOG", str(log))
     srv = Watched(server_factory, "--blocking-threads", "1", app=LOGAPP, handoff=handoff)
     pid = srv.srv.proc.pid
-    with srv.srv.connect(timeout=HANG_S) as s:
-        r = Reader(s)
-        for _ in range(100):  # fast requests: the thread's pace
-            s.sendall(_get("/warm"))
-            assert r.read_response().status == 200
-        srv.sent += 100 * len(_get("/warm"))
+    _warm(srv)
     first, gone = _get(f"/slow?gate={gate}&s={3 * HANG_S}"), _get("/reset")
     a = srv.srv.connect(timeout=HANG_S)
     b = srv.srv.connect(timeout=HANG_S)
