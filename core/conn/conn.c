@@ -162,7 +162,8 @@ static enum verdict step(struct conn *c)
     switch (c->state) {
     case CONN_HEAD: return conn_read_head(c);
     case CONN_PREREAD: return conn_preread(c);
-    case CONN_READY: return conn_start_app(c);
+    case CONN_READY:   /* a reset read with the request, or while it waited: not run */
+        return c->peer_gone ? VERDICT_CLOSE : conn_start_app(c);
     case CONN_HOLD: return conn_hold(c);
     case CONN_BODY: return conn_fill_body(c);
     case CONN_SEND_CONTINUE:
@@ -267,12 +268,8 @@ void conn_on_message(struct conn *c, struct job *job)
 
 void conn_retry_submit(struct conn *c)
 {
-    if (c->peer_gone) { /* reset before it was parked: its edge came already */
-        conn_abort(c);  /* leaves the pending list; conn_reap frees it */
-        return;
-    }
     c->turn = true;
-    conn_set_state(c, CONN_READY);
+    conn_set_state(c, CONN_READY); /* a reset one closes there (step), unrun */
     conn_drive(c);
 }
 

@@ -163,10 +163,6 @@ enum verdict conn_start_app(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *job = c->job;
-    /* Its client reset already (the request and the reset read in one
-     * event): nobody reads the answer, and no later edge would say so. */
-    if (c->peer_gone)
-        return VERDICT_CLOSE;
     if (l->opt->native_hello) {
         native_hello_respond(job);
         answer_pipelined(c, 0);

@@ -50,9 +50,10 @@ struct dispatch_thread {
 #define DISPATCH_BUDGET_NS 2000000u
 /* The budget of a new request (dispatch_pick), or of one of a
  * connection's turn (dispatch_room), on a pool that can never have a
- * second thread (--blocking-threads 1), and the most it queues that way: that thread runs every request, so a request waits for it as
- * long in its queue as in the loop, and the deeper queue saves the loop
- * the passes that bind it. Bounded all the same, in time at the thread's
+ * second thread (--blocking-threads 1), and the most it queues that way:
+ * that thread runs every request, so a request waits for it as long in
+ * its queue as in the loop, and the deeper queue saves the loop the
+ * passes that bind it. Bounded all the same, in time at the thread's
  * pace and in number: a bound request cannot be taken back once its
  * thread has started it (core/conn/README.md, "One thread"). */
 #define DISPATCH_ALONE_NS 20000000u
