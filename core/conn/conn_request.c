@@ -439,8 +439,13 @@ void conn_pipeline(struct conn *c, bool turn)
         most = dispatch_turn(d, w, &c->turn_credit_ns);
         cur->in_turn = true;
     }
+    /* Out of a turn, as deep as a turn while a turn's worth of them fits
+     * (dispatch_turn_fits): on a pool of one thread, a queue filled with
+     * new requests past the budget would otherwise leave a pipeline no
+     * room past its next request, each response written on its own. */
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
-    while (piped < PIPE_MAX_JOBS && running < most && dispatch_room(d, w, in_turn) &&
+    while (piped < PIPE_MAX_JOBS && running < most &&
+           dispatch_room(d, w, in_turn || dispatch_turn_fits(d, w, running + 1)) &&
            unsent + (uint64_t)(running + 1) * each <= PIPE_MAX_BYTES) {
         size_t len;
         struct job *job = next_whole(c, &len); /* all of it before submit: it may run at once */

@@ -124,6 +124,16 @@ unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
     return within_capacity((uint64_t)*credit / pace, d->capacity);
 }
 
+/* Out of a turn nobody waits, so nothing is charged: what bounds a
+ * pipeline binding deep then is this, a turn's worth of its requests at
+ * the thread's slow side, so a connection that comes next waits behind no
+ * more of it than a turn would have put ahead of it. */
+bool dispatch_turn_fits(const struct dispatch *d, unsigned w, unsigned n)
+{
+    uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
+    return pace && n <= DISPATCH_TURN_NS / pace;
+}
+
 void dispatch_charge(int64_t *credit, uint64_t ran_ns)
 {
     /* A debt of a century at most: no overflow, whatever the clock says. */

@@ -131,8 +131,9 @@ unsigned dispatch_pick(const struct dispatch *d);
  * its depth (false for one being retired, and for DISPATCH_NONE). A
  * pipeline's next requests ask this. The depth is the budget's
  * (DISPATCH_BUDGET_NS), unless turn: they are part of their connection's
- * turn, whose number its credit bounds (dispatch_turn), so on a pool of
- * one thread they bind as deep as a new request (DISPATCH_ALONE_NS). */
+ * turn, whose number its credit bounds (dispatch_turn), or they fit in a
+ * turn's worth (dispatch_turn_fits), so on a pool of one thread they bind
+ * as deep as a new request (DISPATCH_ALONE_NS). */
 bool dispatch_room(const struct dispatch *d, unsigned w, bool turn);
 /* How many requests, in all, one connection's turn may give thread w
  * while other connections wait for a thread (the one that waited, and
@@ -141,6 +142,11 @@ bool dispatch_room(const struct dispatch *d, unsigned w, bool turn);
  * request may take w (slow_ns), at least 1 and at most the capacity; 1
  * while w has no pace or the credit is not above 0. */
 unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit);
+/* True when n requests of thread w's fit in a turn's worth
+ * (DISPATCH_TURN_NS) at what a request may take it (slow_ns); false while
+ * it has no pace. A pipeline's next ones out of a turn bind as deep as a
+ * turn's (dispatch_room) while they fit. */
+bool dispatch_turn_fits(const struct dispatch *d, unsigned w, unsigned n);
 /* A request of a turn ran ran_ns (dispatch_done): less credit. */
 void dispatch_charge(int64_t *credit, uint64_t ran_ns);
 /* Submit job to thread w (DISPATCH_NONE: HANDOFF_FULL): HANDOFF_OK (job->thread is w, counted as

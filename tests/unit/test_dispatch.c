@@ -13,6 +13,7 @@
  * a turn that ran over paid back before the next turn of several; and the
  * slow side of the pace that sets the depth after a slow request; a pool
  * of one thread, whose new requests bind deeper than a pipeline's; and
+ * how many of a pipeline's next fit in a turn's worth out of a turn; and
  * the requests a thread took but did not run. */
 #include <string.h>
 
@@ -456,6 +457,52 @@ static void alone_cases(void)
     dispatch_destroy(&d);
 }
 
+/* Out of a turn, a pipeline's next ones bind as deep as a turn's while a
+ * turn's worth of them fits (dispatch_turn_fits): n of them at the slow
+ * side of the pace, within DISPATCH_TURN_NS; never on an unmeasured or
+ * retired thread. */
+static void fits_cases(void)
+{
+    struct dispatch d;
+    uint64_t now = 7000 * MS;
+    CHECK(dispatch_init(&d, &stub, 2, 1024) == 0, "init");
+    CHECK(!dispatch_turn_fits(&d, 0, 1), "unmeasured: none fits");
+    dispatch_destroy(&d);
+
+    measured(&d, 2, &now, 10 * US);
+    const unsigned worth = DISPATCH_TURN_NS / (10 * US);
+    CHECK(worth >= 2 && dispatch_turn_fits(&d, 0, worth) && !dispatch_turn_fits(&d, 0, worth + 1),
+          "10 us each: %u fit in a turn's worth, not one more", worth);
+    d.t[1].pace_ns = d.t[1].slow_ns = 10 * US; /* as if it had run them too */
+    CHECK(dispatch_turn_fits(&d, 1, 1) && dispatch_set_active(&d, 1) == 0 && !dispatch_turn_fits(&d, 1, 1),
+          "a retired thread: none fits");
+    dispatch_destroy(&d);
+
+    /* One thread, its queue past the budget's depth in new requests: a
+     * pipeline's next that fits binds as deep as a turn's. */
+    measured(&d, 1, &now, 10 * US);
+    dispatch_clock(&d, now);
+    dispatch_settle(&d);
+    for (unsigned n = 0; n < 1 + DISPATCH_BUDGET_NS / (10 * US); n++)
+        CHECK(submit(&d) == 0, "submit");
+    CHECK(!dispatch_room(&d, 0, false) && dispatch_room(&d, 0, dispatch_turn_fits(&d, 0, 1)),
+          "past the budget's depth: room for a pipeline's next that fits a turn");
+    dispatch_destroy(&d);
+
+    /* After a slow request the slow side decides, not the pace: requests
+     * of 100 ms fit in no turn until the slow side has fallen back. */
+    measured(&d, 1, &now, 10 * US);
+    run_one(&d, &now, 100 * MS);
+    int fast = 0;
+    while (fast < 60 && d.t[0].pace_ns > DISPATCH_TURN_NS / 2) {
+        run_one(&d, &now, 10 * US);
+        fast++;
+    }
+    CHECK(fast < 60 && !dispatch_turn_fits(&d, 0, 1),
+          "the pace is back under half a turn after %d fast ones, the slow side is not: none fits", fast);
+    dispatch_destroy(&d);
+}
+
 /* Requests a thread took but did not run, their client gone (job_skip):
  * the thread is past them, so the request after them started at their
  * end, but they are no sample of its pace (which would read fast) and
@@ -499,6 +546,7 @@ int main(void)
     turn_cases();
     slow_cases();
     alone_cases();
+    fits_cases();
     skip_cases();
     return check_summary();
 }
