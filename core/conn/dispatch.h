@@ -62,8 +62,12 @@ struct dispatch_thread {
  * (dispatch_turn): its requests' time, at most. A response written alone
  * costs the loop a write, about what a hello costs the app: a small part
  * of a request that takes more than half of this, which takes a turn of
- * its own. */
-#define DISPATCH_TURN_NS 64000u
+ * its own. Enough for a batch of a pipeline's cheap requests (wrk's 16
+ * hellos) at their pace as measured, in wall time: with the loop and the
+ * client on the same few CPUs it reads several times their CPU, and half
+ * this, 64 us, split such batches into several writes (core/conn/
+ * README.md, "Turns"). */
+#define DISPATCH_TURN_NS 128000u
 /* A new connection's credit: a turn's worth in debt, so that its first
  * turn is one request (dispatch_turn). */
 #define DISPATCH_CREDIT_START (-(int64_t)DISPATCH_TURN_NS)

@@ -13,12 +13,19 @@ that arrive meanwhile are placed by the dispatcher alone.
   ahead while another connection's request waits; that request runs right
   after the pipelined one that ran when it came. (How many cheap ones a
   turn takes depends on measured time: tests/unit/test_dispatch.c.)
+- Out of a turn, a pipeline of requests slower than a turn's worth binds
+  only within the budget's depth, though new requests on a pool of one
+  thread bind deeper: a connection that comes meanwhile waits behind no
+  more of it than that.
 
 How much these bounds cost or save under load is a benchmark's
 (experiments/), not asserted here. The depth rule itself:
 tests/unit/test_dispatch.c."""
+import json
 import socket
+import urllib.request
 
+from conftest import free_port
 from gate import Gate, marks
 from httpclient import Reader
 from loadgen import wait_until
@@ -118,3 +125,54 @@ def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_pa
     before_b = starts.index("b")
     assert starts[:before_b] == [f"a{i}" for i in range(held + 1)], \
         f"B's request ran after {before_b} of A's, not right after A's held one: {starts}"
+
+
+
+def bytes_read(mport):
+    """The bytes the worker's loop has read from clients (/stats.json)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/stats.json", timeout=10) as r:
+            w = json.loads(r.read())["workers"]
+    except OSError:
+        return -1
+    return w[0]["bytes_in"] if w else -1
+
+
+def test_a_pipeline_of_slow_requests_binds_within_the_budget(server_factory, tmp_path):
+    """One pool thread, so new requests bind deep (20 ms at the pace). A
+    pipeline's next ones out of a turn bind as deep only while a turn's
+    worth of them fits (128 us at the pace): connection A pipelines 32
+    requests of 1 ms each, which never fit, so A has at most the budget's
+    depth (2 ms at a pace of at least 1 ms: three) with the thread. A's
+    sixth request is held on a gate; B's request comes while it is held
+    (the gate opens once the loop has read it), and runs behind at most
+    the two of A's bound behind the held one. Were A's pipeline bound as
+    deep as a new request, B would wait behind a score of A's."""
+    mport = free_port()
+    srv = server_factory("--blocking-threads", "1", "--metrics-bind", f"127.0.0.1:{mport}", app=APP)
+    gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
+    a = connect(srv.port)
+    n, held = 32, 5
+    try:
+        data = b"".join(request(f"/?log=a{i}&sleep=0.001" +
+                                (f"&mark={mark}&gate={gate.path}" if i == held else ""))
+                        for i in range(n))
+        a.sendall(data)
+        assert wait_until(lambda: marks(mark), HANG_S), "A's held request never reached the app"
+        b = connect(srv.port)
+        data += request("/?log=b")
+        b.sendall(request("/?log=b"))
+        assert wait_until(lambda: bytes_read(mport) >= len(data), HANG_S), "the loop never read B's request"
+    finally:
+        gate.open()
+    ra = Reader(a)
+    for i in range(n):
+        r = ra.read_response()
+        assert r.status == 200 and r.body == b"ok\n", (i, r)
+    assert Reader(b).read_response().status == 200
+    a.close()
+    b.close()
+    starts = [line.split()[1] for line in app_order(srv.port) if line.startswith("start ")]
+    before_b = starts.index("b")
+    assert starts[:before_b] == [f"a{i}" for i in range(before_b)] and before_b <= held + 3, \
+        f"B's request ran after {before_b} of A's, more than the budget's depth past A's held one: {starts}"

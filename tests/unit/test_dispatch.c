@@ -255,11 +255,13 @@ static void turn_cases(void)
     d.t[0].slow_ns = 5 * MS;
     CHECK(dispatch_turn(&d, 0, &credit) == 1, "milliseconds: one per turn");
     /* A client whose pipelined requests are slower than the thread's pace:
-     * its turn of 32 ran 32 x 50 ms. It pays that back a turn at a time,
-     * each of one request (charged too), before a turn of several again. */
+     * its turn, a turn's worth at the pace, ran 50 ms each. It pays that
+     * back a turn at a time, each of one request (charged too), before a
+     * turn of several again. */
     d.t[0].slow_ns = 2 * US;
-    CHECK(dispatch_turn(&d, 0, &credit) == 32, "cheap on the thread's pace: 32");
-    for (int i = 0; i < 32; i++)
+    unsigned big = dispatch_turn(&d, 0, &credit);
+    CHECK(big == DISPATCH_TURN_NS / (2 * US), "cheap on the thread's pace: %u", big);
+    for (unsigned i = 0; i < big; i++)
         dispatch_charge(&credit, 50 * MS);
     int64_t debt = credit;
     CHECK(debt < 0, "in debt");
