@@ -365,7 +365,8 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
 /* Requests pipelined behind c->job, already whole in rbuf, go to the app
  * now, to the same pool thread: it runs them back to back, so a deep
  * pipeline costs no hand-off wake per request, and their responses come
- * back in order. Only within that thread's depth (dispatch_room), only a
+ * back in order. Only within that thread's depth (dispatch_room; as deep
+ * as a turn's while a turn's worth fits, dispatch_turn_fits), only a
  * turn's worth while other connections wait for a thread (turn: c->job
  * has just been submitted), and only as many as the budget above allows:
  * a job running is counted at the largest response part this connection

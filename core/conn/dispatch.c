@@ -63,9 +63,10 @@ unsigned dispatch_depth(uint64_t pace_ns, uint64_t running_ns, uint64_t budget_n
     return within_capacity(1 + budget_ns / each, capacity);
 }
 
-/* Thread w's depth for a request that may bind deep (a new one, or one of
- * its connection's turn) or only within the budget (a pipeline's next
- * while no other connection waits). On a pool that can never have a
+/* Thread w's depth for a request that may bind deep (a new one, one of
+ * its connection's turn, or a pipeline's next that fits in a turn's worth:
+ * dispatch_turn_fits) or only within the budget (a pipeline's next past
+ * that while no other connection waits). On a pool that can never have a
  * second thread a request waits for that thread wherever it waits, and in
  * its queue it costs the loop no pass to bind it, so it may queue for
  * DISPATCH_ALONE_NS, at most DISPATCH_ALONE_MAX deep, while the current
@@ -125,9 +126,9 @@ unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
 }
 
 /* Out of a turn nobody waits, so nothing is charged: what bounds a
- * pipeline binding deep then is this, a turn's worth of its requests at
- * the thread's slow side, so a connection that comes next waits behind no
- * more of it than a turn would have put ahead of it. */
+ * pipeline binding deep then is this, a full turn's count of its requests
+ * at the thread's slow side, whatever its connection's credit (a debt is
+ * paid back in turns only). */
 bool dispatch_turn_fits(const struct dispatch *d, unsigned w, unsigned n)
 {
     uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;

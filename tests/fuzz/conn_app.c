@@ -251,6 +251,8 @@ void app_reset(uint64_t seed)
     pool.full_odds = full[fuzz_next(&pool.seed) % 2];
 }
 
+void app_never_full(void) { pool.full_odds = 0; }
+
 unsigned app_runs(void) { return pool.runs; }
 bool app_body_error(void) { return pool.body_error; }
 bool app_lost(void) { return pool.lost; }

@@ -26,6 +26,8 @@ struct handoff;
 
 /* Start a run: nothing submitted; seed drives the pool's choices. */
 void app_reset(uint64_t seed);
+/* From now on in this run, the stand-in handoff is never full. */
+void app_never_full(void);
 /* How many requests the app started; whether one met a body error. */
 unsigned app_runs(void);
 bool app_body_error(void);

@@ -294,12 +294,11 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     timer_list_init(&l->t_hold, 2);
 }
 
-void harness_run(const uint8_t *data, size_t size, uint64_t seed,
-                 const struct harness_config *cfg, struct harness_result *r)
+/* A run's loop and connection, nothing delivered yet. */
+static struct conn *run_start(struct loop *l, struct options *opt, const uint8_t *data, uint64_t seed,
+                              const struct harness_config *cfg, struct harness_result *r)
 {
-    struct options opt;
-    static struct loop l;
-    loop_init_for(&l, &opt, cfg);
+    loop_init_for(l, opt, cfg);
     app_reset(seed ^ UINT64_C(0x9e3779b97f4a7c15));
 
     memset(r, 0, sizeof *r);
@@ -311,9 +310,21 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
     sock.max_write = cfg->max_write;
     sock.r = r;
 
-    struct conn *c = conn_new(&l, 3);
+    struct conn *c = conn_new(l, 3);
     FUZZ_ASSERT(c != NULL);
     conn_drive(c);
+    return c;
+}
+
+static void run_finish(struct loop *l, const struct harness_config *cfg, struct conn *c,
+                       struct harness_result *r);
+
+void harness_run(const uint8_t *data, size_t size, uint64_t seed,
+                 const struct harness_config *cfg, struct harness_result *r)
+{
+    struct options opt;
+    static struct loop l;
+    struct conn *c = run_start(&l, &opt, data, seed, cfg, r);
     while (sock.delivered < size && !gone(c) && c->state != CONN_LINGER &&
            c->state != CONN_ORPHAN) {
         if (cfg->pool) {
@@ -352,22 +363,29 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
         sock.delivered += piece;
         event(c, EPOLLIN);
     }
+    run_finish(&l, cfg, c, r);
+}
+
+/* The end of a run: the peer's EOF, then every check. */
+static void run_finish(struct loop *l, const struct harness_config *cfg, struct conn *c,
+                       struct harness_result *r)
+{
     if (cfg->pool)
-        settle(&l); /* as inline would have: every request here is answered */
+        settle(l); /* as inline would have: every request here is answered */
     r->closed_early = gone(c) || c->state == CONN_LINGER || c->state == CONN_ORPHAN;
     if (!gone(c) && c->state != CONN_ORPHAN) {
         sock.eof = true;
         event(c, EPOLLIN | EPOLLRDHUP);
     }
     if (cfg->pool)
-        settle(&l);
+        settle(l);
     if (!gone(c))
         conn_abort(c);
     if (cfg->pool)
-        settle(&l); /* the app hands back what it held: ORPHAN ends */
+        settle(l); /* the app hands back what it held: ORPHAN ends */
     FUZZ_ASSERT(gone(c) && app_pool_idle());
-    FUZZ_ASSERT(sock.closed && l.nconns == 1 && !dispatch_first_waiting(&l.disp) &&
-                dispatch_outstanding_total(&l.disp) == 0);
+    FUZZ_ASSERT(sock.closed && l->nconns == 1 && !dispatch_first_waiting(&l->disp) &&
+                dispatch_outstanding_total(&l->disp) == 0);
     r->app_runs = app_runs();
     r->body_error = app_body_error();
     /* Every request the app ran got its response, unless one closed the
@@ -381,17 +399,58 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
         for (unsigned i = 0; i < seen.n && i < HARNESS_KEEP_STATUSES; i++)
             FUZZ_ASSERT(seen.statuses[i] == r->statuses[i]);
     }
-    conn_reap(&l);
-    FUZZ_ASSERT(l.nconns == 0);
+    conn_reap(l);
+    FUZZ_ASSERT(l->nconns == 0);
     /* Every job the pool held is back on the free list. */
     struct job *const *jobs;
     size_t n = app_pool_jobs(&jobs);
     for (size_t i = 0; i < n; i++) {
-        const struct job *j = l.free_list.jobs;
+        const struct job *j = l->free_list.jobs;
         while (j && j != jobs[i])
             j = j->next_free;
         FUZZ_ASSERT(j != NULL);
     }
-    jobs_free_all(&l);
-    dispatch_destroy(&l.disp);
+    jobs_free_all(l);
+    dispatch_destroy(&l->disp);
+}
+
+unsigned harness_pipeline_bound(uint64_t pace_ns, unsigned others, unsigned n)
+{
+    static char raw[64 * 64];
+    size_t len = 0, first = 0;
+    FUZZ_ASSERT(n < 64);
+    for (unsigned i = 0; i <= n; i++) {
+        len += (size_t)snprintf(raw + len, sizeof raw - len, "GET /p%02u HTTP/1.1\r\nHost: h\r\n\r\n", i);
+        if (i == 0)
+            first = len;
+    }
+    struct harness_config cfg = {.max_head = 8192, .pool = true, .capacity = 1024};
+    struct harness_result r;
+    struct options opt;
+    static struct loop l;
+    struct conn *c = run_start(&l, &opt, (const uint8_t *)raw, 1, &cfg, &r);
+    app_never_full();
+    /* One request answered: the connection knows its responses' size. */
+    sock.delivered = first;
+    event(c, EPOLLIN);
+    settle(&l);
+    FUZZ_ASSERT(r.responses == 1 && c->state == CONN_HEAD);
+    /* The one thread, measured, runs another connection's request that has
+     * just started, with others - 1 more queued behind it. */
+    struct dispatch *d = &l.disp;
+    struct dispatch_thread *t = &d->t[0];
+    dispatch_clock(d, d->now_ns + 1000000);
+    dispatch_settle(d);
+    t->pace_ns = t->slow_ns = pace_ns;
+    t->outstanding += others;
+    d->outstanding_total += others;
+    t->busy_since_ns = d->now_ns;
+    sock.delivered = len;
+    event(c, EPOLLIN);
+    unsigned bound = t->outstanding - others;
+    t->outstanding -= others; /* those others were never the pool's: gone again */
+    d->outstanding_total -= others;
+    run_finish(&l, &cfg, c, &r);
+    FUZZ_ASSERT(r.responses == n + 1);
+    return bound;
 }

@@ -51,6 +51,16 @@ def app_order(port):
         return Reader(s).read_response().body.decode().splitlines()
 
 
+def bytes_read(mport):
+    """The bytes the worker's loop has read from clients (/stats.json)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/stats.json", timeout=10) as r:
+            w = json.loads(r.read())["workers"]
+    except OSError:
+        return -1
+    return w[0]["bytes_in"] if w else -1
+
+
 def test_fast_requests_are_not_queued_behind_a_held_one(server_factory, tmp_path, handoff):
     """Two pool threads. The server's first request is held on a gate: it
     runs on thread 0, whose pace nobody has measured, so nothing is queued
@@ -96,22 +106,26 @@ def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_pa
     the app's time (more than the dispatcher's budget, so the thread's
     depth is one: nothing is queued behind the request it runs); A's third
     request is held on a gate. Connection B then sends one request, and the
-    gate opens. B's request waits in the loop, and A's next request does
+    gate opens once the loop has read it. B's request waits in the loop, and A's next request does
     not go ahead of it: B's starts right after A's third ends, before A's
     fourth (a bound of one request: the one running when B came). Without
     turns, A's pipeline would take the thread for all 32 (ahead of time,
     or as each of its own ends)."""
-    srv = server_factory("--blocking-threads", "1", app=APP)
+    mport = free_port()
+    srv = server_factory("--blocking-threads", "1", "--metrics-bind", f"127.0.0.1:{mport}", app=APP)
     gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
     a = connect(srv.port)
     n, held = 32, 2
     try:
-        a.sendall(b"".join(request(f"/?log=a{i}&sleep=0.02" +
-                                   (f"&mark={mark}&gate={gate.path}" if i == held else ""))
-                           for i in range(n)))
+        data = b"".join(request(f"/?log=a{i}&sleep=0.02" +
+                                (f"&mark={mark}&gate={gate.path}" if i == held else ""))
+                        for i in range(n))
+        a.sendall(data)
         assert wait_until(lambda: marks(mark), HANG_S), "A's held request never reached the app"
         b = connect(srv.port)
+        data += request("/?log=b")
         b.sendall(request("/?log=b"))
+        assert wait_until(lambda: bytes_read(mport) >= len(data), HANG_S), "the loop never read B's request"
     finally:
         gate.open()
     ra = Reader(a)
@@ -126,16 +140,6 @@ def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_pa
     assert starts[:before_b] == [f"a{i}" for i in range(held + 1)], \
         f"B's request ran after {before_b} of A's, not right after A's held one: {starts}"
 
-
-
-def bytes_read(mport):
-    """The bytes the worker's loop has read from clients (/stats.json)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/stats.json", timeout=10) as r:
-            w = json.loads(r.read())["workers"]
-    except OSError:
-        return -1
-    return w[0]["bytes_in"] if w else -1
 
 
 def test_a_pipeline_of_slow_requests_binds_within_the_budget(server_factory, tmp_path):
