@@ -441,9 +441,9 @@ void conn_pipeline(struct conn *c, bool turn)
         cur->in_turn = true;
     }
     /* Out of a turn, as deep as a turn while a turn's worth of them fits
-     * (dispatch_turn_fits): on a pool of one thread, a queue filled with
-     * new requests past the budget would otherwise leave a pipeline no
-     * room past its next request, each response written on its own. */
+     * (dispatch_turn_fits): on a pool of one thread, a queue that new
+     * requests filled past the budget's depth would otherwise stop a
+     * pipeline there, and its batch's responses go out in several writes. */
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
     while (piped < PIPE_MAX_JOBS && running < most &&
            dispatch_room(d, w, in_turn || dispatch_turn_fits(d, w, running + 1)) &&

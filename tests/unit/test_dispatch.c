@@ -491,8 +491,9 @@ static void fits_cases(void)
           "past the budget's depth: room for a pipeline's next that fits a turn");
     dispatch_destroy(&d);
 
-    /* After a slow request the slow side decides, not the pace: requests
-     * of 100 ms fit in no turn until the slow side has fallen back. */
+    /* After a request of 100 ms the slow side decides, not the pace: the
+     * pace is back under half a turn after some fast ones, and still none
+     * fits until the slow side has fallen back too. */
     measured(&d, 1, &now, 10 * US);
     run_one(&d, &now, 100 * MS);
     int fast = 0;
