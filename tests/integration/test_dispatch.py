@@ -101,23 +101,18 @@ def test_fast_requests_are_not_queued_behind_a_held_one(server_factory, tmp_path
     held.close()
 
 
-def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_path):
-    """One pool thread. Connection A pipelines 32 requests, each 20 ms of
-    the app's time (more than the dispatcher's budget, so the thread's
-    depth is one: nothing is queued behind the request it runs); A's third
-    request is held on a gate. Connection B then sends one request, and the
-    gate opens once the loop has read it. B's request waits in the loop, and A's next request does
-    not go ahead of it: B's starts right after A's third ends, before A's
-    fourth (a bound of one request: the one running when B came). Without
-    turns, A's pipeline would take the thread for all 32 (ahead of time,
-    or as each of its own ends)."""
+def pipeline_beside(server_factory, tmp_path, sleep, held, n=32):
+    """One pool thread. Connection A pipelines n requests, each sleeping
+    sleep seconds in the app, the held-th held on a gate; once it runs,
+    connection B sends one request, and the gate opens once the loop has
+    read B's. Every response is checked; returns the app's starts in order
+    (A's as "a0".."a{n-1}", B's as "b")."""
     mport = free_port()
     srv = server_factory("--blocking-threads", "1", "--metrics-bind", f"127.0.0.1:{mport}", app=APP)
     gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
     a = connect(srv.port)
-    n, held = 32, 2
     try:
-        data = b"".join(request(f"/?log=a{i}&sleep=0.02" +
+        data = b"".join(request(f"/?log=a{i}&sleep={sleep}" +
                                 (f"&mark={mark}&gate={gate.path}" if i == held else ""))
                         for i in range(n))
         a.sendall(data)
@@ -135,11 +130,24 @@ def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_pa
     assert Reader(b).read_response().status == 200
     a.close()
     b.close()
-    starts = [line.split()[1] for line in app_order(srv.port) if line.startswith("start ")]
+    return [line.split()[1] for line in app_order(srv.port) if line.startswith("start ")]
+
+
+def test_a_pipeline_takes_turns_with_a_waiting_connection(server_factory, tmp_path):
+    """One pool thread. Connection A pipelines 32 requests, each 20 ms of
+    the app's time (more than the dispatcher's budget, so the thread's
+    depth is one: nothing is queued behind the request it runs); A's third
+    request is held on a gate. Connection B then sends one request, and
+    the gate opens once the loop has read it. B's request waits in the
+    loop, and A's next request does not go ahead of it: B's starts right
+    after A's third ends, before A's fourth (a bound of one request: the
+    one running when B came). Without turns, A's pipeline would take the
+    thread for all 32 (ahead of time, or as each of its own ends)."""
+    held = 2
+    starts = pipeline_beside(server_factory, tmp_path, 0.02, held)
     before_b = starts.index("b")
     assert starts[:before_b] == [f"a{i}" for i in range(held + 1)], \
         f"B's request ran after {before_b} of A's, not right after A's held one: {starts}"
-
 
 
 def test_a_pipeline_of_slow_requests_binds_within_the_budget(server_factory, tmp_path):
@@ -152,31 +160,8 @@ def test_a_pipeline_of_slow_requests_binds_within_the_budget(server_factory, tmp
     (the gate opens once the loop has read it), and runs behind at most
     the two of A's bound behind the held one. Were A's pipeline bound as
     deep as a new request, B would wait behind a score of A's."""
-    mport = free_port()
-    srv = server_factory("--blocking-threads", "1", "--metrics-bind", f"127.0.0.1:{mport}", app=APP)
-    gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
-    a = connect(srv.port)
-    n, held = 32, 5
-    try:
-        data = b"".join(request(f"/?log=a{i}&sleep=0.001" +
-                                (f"&mark={mark}&gate={gate.path}" if i == held else ""))
-                        for i in range(n))
-        a.sendall(data)
-        assert wait_until(lambda: marks(mark), HANG_S), "A's held request never reached the app"
-        b = connect(srv.port)
-        data += request("/?log=b")
-        b.sendall(request("/?log=b"))
-        assert wait_until(lambda: bytes_read(mport) >= len(data), HANG_S), "the loop never read B's request"
-    finally:
-        gate.open()
-    ra = Reader(a)
-    for i in range(n):
-        r = ra.read_response()
-        assert r.status == 200 and r.body == b"ok\n", (i, r)
-    assert Reader(b).read_response().status == 200
-    a.close()
-    b.close()
-    starts = [line.split()[1] for line in app_order(srv.port) if line.startswith("start ")]
+    held = 5
+    starts = pipeline_beside(server_factory, tmp_path, 0.001, held)
     before_b = starts.index("b")
     assert starts[:before_b] == [f"a{i}" for i in range(before_b)] and before_b <= held + 3, \
         f"B's request ran after {before_b} of A's, more than the budget's depth past A's held one: {starts}"
