@@ -400,8 +400,25 @@ def p50_goal(rs, cell):
     if not cs or not base or cs["med"].get("p50_ms") is None or not base["med"].get("p50_ms"):
         return (name, "cserve", None, "not measured (a row is missing)")
     x = cs["med"]["p50_ms"] / base["med"]["p50_ms"]
-    return (name, "cserve", x <= GOALS["mix_p50"],
-            f"p50 {_fmt_ms(cs['med']['p50_ms'])} ms, {x:.2f}× the baseline's {_fmt_ms(base['med']['p50_ms'])} ms")
+    text = f"p50 {_fmt_ms(cs['med']['p50_ms'])} ms, {x:.2f}× the baseline's {_fmt_ms(base['med']['p50_ms'])} ms"
+    return (name, "cserve", x <= GOALS["mix_p50"], text + p50_needs(cs, GOALS["mix_p50"] * base["med"]["p50_ms"]))
+
+
+def p50_needs(r, goal_ms):
+    """Where a p50 goal fails, what meeting it would take at the same shape,
+    by Little's law: the mean latency is the requests in flight over the
+    rate; a p50 at the same ratio to that mean, at goal_ms, needs the rate
+    that brings the mean down in proportion. Against the app's ceiling
+    (`ceiling`), it says whether the goal asks for a faster server or for
+    a different order of service (a p50 below the mean: some requests
+    served far ahead of others)."""
+    m = r["med"]
+    if not m.get("in_flight") or not m.get("rate") or m["p50_ms"] <= goal_ms:
+        return ""
+    shape = m["p50_ms"] / (m["in_flight"] / m["rate"] * 1e3)
+    need = m["in_flight"] / (goal_ms / shape / 1e3)
+    return (f"; at its p50 of {shape:.2f}× its mean latency (in flight over rate), {_fmt_ms(goal_ms)} ms "
+            f"needs {need:,.0f}/s, {need / ceiling(r['config']):.2f}× the app's ceiling")
 
 
 def burst_goal(rs, build):
@@ -667,7 +684,10 @@ def markdown(meta, recs):
           "server thread's, from its schedstat, per request (lib/account.py). Bound: the stage at 90 % of a "
           f"core or more by lib/model.py's rule, else unsaturated, and the rate against the app's ceiling "
           "(with the GIL released: min(connections, threads) over the mean wait; with it held: one over the "
-          "mean cost; auto's default cap counts as the connections). ‡: a row with failed runs.", ""]
+          "mean cost; auto's default cap counts as the connections). A failed p50 goal also says what meeting it "
+          "would take at the same shape (Little's law: the mean latency is the in-flight over the rate): a "
+          "rate near or past the ceiling means the goal asks for another order of service, not a faster "
+          "server. ‡: a row with failed runs.", ""]
     L += ["## Goals", ""] + [f"- {x}" for x in goal_lines(rows)]
     for cell, rs in cells(rows).items():
         c = (meta.get("cells") or CELLS).get(cell, CELLS.get(cell, {}))

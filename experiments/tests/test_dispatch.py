@@ -137,6 +137,11 @@ def test_goals_pass_and_fail_from_the_records():
               else r for r in canned()]
     met, text = {(n, b): (m, t) for n, b, m, t in d.goals(d.summarise(faster))}[("io-mix p50", "cserve")]
     assert met is False and "1.33× the baseline's 1.50 ms" in text
+    # 32 in flight at about 1,300/s: a mean near 24.6 ms, the p50 0.08× of it;
+    # 1.65 ms at that shape needs a mean near 20.3 ms: 1,577/s, over the
+    # app's ceiling of 8 threads at 5.95 ms each
+    assert "at its p50 of 0.08× its mean latency (in flight over rate), 1.65 ms needs 1,577/s, 1.17× the app's " \
+        "ceiling" in text, text
     met, text = g[("auto-sleep auto", "cserve")]
     assert met and text.startswith("rate 0.94× and p99 1.38× the best fixed count's (64 threads")
     assert g[("auto-sleep auto:64", "cserve")][0] is False  # 0.89× the rate
