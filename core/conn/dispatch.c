@@ -105,7 +105,7 @@ static bool room_for(const struct dispatch *d, unsigned w, bool deep_ok)
     return t->outstanding < depth_for(d, t->slow_ns, running, deep_ok);
 }
 
-bool dispatch_room(const struct dispatch *d, unsigned w, bool turn) { return room_for(d, w, turn); }
+bool dispatch_room(const struct dispatch *d, unsigned w, bool deep) { return room_for(d, w, deep); }
 
 /* Turns go round the waiting connections in arrival order. A turn of a
  * single request would have each response to a pipelining client written

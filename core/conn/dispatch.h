@@ -48,11 +48,11 @@ struct dispatch_thread {
  * that thread starts it (dispatch_depth): the ring's longest hold, so that
  * under uniform load every thread's queue outlasts a full hold. */
 #define DISPATCH_BUDGET_NS 2000000u
-/* The budget of a new request (dispatch_pick), or of one of a
- * connection's turn (dispatch_room), on a pool that can never have a
- * second thread (--blocking-threads 1), and the most it queues that way:
- * that thread runs every request, so a request waits for it as long in
- * its queue as in the loop, and the deeper queue saves the loop the
+/* The budget of a new request (dispatch_pick), or of a pipeline's next
+ * that may bind as deep (dispatch_room's deep), on a pool that can never
+ * have a second thread (--blocking-threads 1), and the most it queues that
+ * way: that thread runs every request, so a request waits for it as long
+ * in its queue as in the loop, and the deeper queue saves the loop the
  * passes that bind it. Bounded all the same, in time at the thread's
  * pace and in number: a bound request cannot be taken back once its
  * thread has started it (core/conn/README.md, "One thread"). */
@@ -134,11 +134,11 @@ unsigned dispatch_pick(const struct dispatch *d);
 /* True when thread w may be given one more job now: an active thread below
  * its depth (false for one being retired, and for DISPATCH_NONE). A
  * pipeline's next requests ask this. The depth is the budget's
- * (DISPATCH_BUDGET_NS), unless turn: they are part of their connection's
+ * (DISPATCH_BUDGET_NS), unless deep: they are part of their connection's
  * turn, whose number its credit bounds (dispatch_turn), or they fit in a
  * turn's worth (dispatch_turn_fits), so on a pool of one thread they bind
  * as deep as a new request (DISPATCH_ALONE_NS). */
-bool dispatch_room(const struct dispatch *d, unsigned w, bool turn);
+bool dispatch_room(const struct dispatch *d, unsigned w, bool deep);
 /* How many requests, in all, one connection's turn may give thread w
  * while other connections wait for a thread (the one that waited, and
  * those pipelined behind it), given its *credit: the credit first gains
