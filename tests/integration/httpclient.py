@@ -1,5 +1,6 @@
 """A minimal, strict HTTP/1.1 response reader for tests: no library in between
 the test and the bytes on the wire."""
+import json
 import socket
 import time
 
@@ -127,6 +128,14 @@ def get(port, path="/", headers=(), timeout=5.0):
     hdrs = "".join(f"{k}: {v}\r\n" for k, v in headers)
     raw = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n{hdrs}\r\n".encode("latin-1")
     return request(port, raw, timeout=timeout)
+
+
+def stats_json(port, timeout=10.0):
+    """The server's published figures (/stats.json on its --metrics-bind
+    port), parsed. OSError while the listener is not up yet."""
+    r = get(port, "/stats.json", timeout=timeout)
+    assert r.status == 200, r.status
+    return json.loads(r.body)
 
 
 def raw_exchange(port, raw, timeout=3.0, split=None):

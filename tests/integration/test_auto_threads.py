@@ -24,7 +24,7 @@ import pytest
 
 from conftest import BIN, ROOT, free_port
 from gate import Gate, marks
-from httpclient import Reader
+from httpclient import Reader, stats_json as stats
 from loadgen import wait_until
 from test_metrics import Load
 
@@ -50,11 +50,6 @@ def auto_server(server_factory, *extra, bound="auto"):
             return None
     assert wait_until(published, HANG_S), "the worker never published its figures"
     return srv, mport
-
-
-def stats(mport):
-    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/stats.json", timeout=10) as r:
-        return json.loads(r.read())
 
 
 def pool(mport):

@@ -21,17 +21,15 @@ The apps' requests end when the test creates their gate file, and the test
 waits for the server's state (the app's log, the worker's /stats.json on
 --metrics-bind) before each step, so the order of events is the test's.
 """
-import json
 import os
 import signal
 import socket
 import struct
-import urllib.request
 
 import pytest
 
 from conftest import free_port
-from httpclient import Reader, get, req
+from httpclient import Reader, get, req, stats_json
 from loadgen import wait_until
 from procfs import fd_count, fd_targets, settled_fds
 
@@ -82,8 +80,7 @@ class Watched:
 
     def worker(self):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/stats.json", timeout=10) as r:
-                w = json.loads(r.read())["workers"]
+            w = stats_json(self.mport)["workers"]
         except OSError:
             return None
         return w[0] if w else None

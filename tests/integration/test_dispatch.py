@@ -21,13 +21,11 @@ that arrive meanwhile are placed by the dispatcher alone.
 How much these bounds cost or save under load is a benchmark's
 (experiments/), not asserted here. The depth rule itself:
 tests/unit/test_dispatch.c."""
-import json
 import socket
-import urllib.request
 
 from conftest import free_port
 from gate import Gate, marks
-from httpclient import Reader
+from httpclient import Reader, stats_json
 from loadgen import wait_until
 
 APP = "auto_apps:application"
@@ -54,8 +52,7 @@ def app_order(port):
 def bytes_read(mport):
     """The bytes the worker's loop has read from clients (/stats.json)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/stats.json", timeout=10) as r:
-            w = json.loads(r.read())["workers"]
+        w = stats_json(mport)["workers"]
     except OSError:
         return -1
     return w[0]["bytes_in"] if w else -1

@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 
 from deploy_support import Proc, clean_env, http_get, one_line_error, wait_connect
-from httpclient import Reader
+from httpclient import Reader, stats_json as stats
 from conftest import BIN, ROOT, free_port, start_server
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -76,10 +76,6 @@ def families(port):
     _, headers, body = get(port, "/metrics")
     assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
     return {f.name: f for f in text_string_to_metric_families(body.decode())}
-
-
-def stats(port):
-    return json.loads(get(port, "/stats.json")[2])
 
 
 def wait_published(mport, done, check=None, timeout=30.0):
