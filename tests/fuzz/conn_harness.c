@@ -414,7 +414,7 @@ static void run_finish(struct loop *l, const struct harness_config *cfg, struct 
     dispatch_destroy(&l->disp);
 }
 
-unsigned harness_pipeline_bound(uint64_t pace_ns, unsigned others, unsigned n)
+unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned others, unsigned n)
 {
     static char raw[64 * 64];
     size_t len = 0, first = 0;
@@ -441,7 +441,8 @@ unsigned harness_pipeline_bound(uint64_t pace_ns, unsigned others, unsigned n)
     struct dispatch_thread *t = &d->t[0];
     dispatch_clock(d, d->now_ns + 1000000);
     dispatch_settle(d);
-    t->pace_ns = t->slow_ns = pace_ns;
+    t->pace_ns = pace_ns;
+    t->slow_ns = slow_ns;
     t->outstanding += others;
     d->outstanding_total += others;
     t->busy_since_ns = d->now_ns;

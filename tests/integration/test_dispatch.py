@@ -156,7 +156,9 @@ def test_a_pipeline_of_slow_requests_binds_within_the_budget(server_factory, tmp
     sixth request is held on a gate; B's request comes while it is held
     (the gate opens once the loop has read it), and runs behind at most
     the two of A's bound behind the held one. Were A's pipeline bound as
-    deep as a new request, B would wait behind a score of A's."""
+    deep as a new request, B would wait behind a score of A's. This guards
+    the slow side only: a cheap pipeline's deeper binding is counted, where
+    the clock is the test's, in tests/unit/test_conn_pipeline.c."""
     held = 5
     starts = pipeline_beside(server_factory, tmp_path, 0.001, held)
     before_b = starts.index("b")
