@@ -638,12 +638,15 @@ def run_lines(recs, cell):
 
 
 def sleep_lines(recs, cell):
-    """How cserve's loop slept in a mix cell, per request, medians over the
-    runs (cserve's --stats-json window): holds (deaf to the sockets while
-    every thread has work), dozes (a timed wait for the next completion),
-    parks (asleep until woken), and the wake-ups the pool threads sent it,
-    each a syscall made by a pool thread, with the GIL held on a GIL-bound
-    app."""
+    """How cserve's loop and pool threads slept in a mix cell, per request,
+    medians over the runs (cserve's --stats-json window): the loop's holds
+    (deaf to the sockets while every thread has work), dozes (a timed wait
+    for the next completion), parks (asleep until woken), and the wake-ups
+    the pool threads sent it, each a syscall made by a pool thread, with
+    the GIL held on a GIL-bound app; then the pool threads' parks, each
+    ended by a wake-up the loop sent with the next request: a thread that
+    found its queue empty after a request (late binding at a depth of one)
+    waits a round trip through the loop for its next."""
     by = {}
     for r in recs:
         if r["config"]["cell"] != cell or r.get("disturbed"):
@@ -655,14 +658,15 @@ def sleep_lines(recs, cell):
         if not loop or not done:
             continue
         lc = (loop[0].get("counters") or {}).get("handoff") or {}
-        wakes = sum(((t.get("counters") or {}).get("handoff") or {}).get("loop_wakes", 0) for t in pools)
-        f = by.setdefault(_name(r), {"holds": [], "dozes": [], "parks": [], "wakes": []})
+        ph = [((t.get("counters") or {}).get("handoff") or {}) for t in pools]
+        f = by.setdefault(_name(r), {"holds": [], "dozes": [], "parks": [], "wakes": [], "pool_parks": []})
         for k, v in (("holds", lc.get("loop_holds", 0)), ("dozes", lc.get("loop_dozes", 0)),
-                     ("parks", lc.get("loop_parks", 0)), ("wakes", wakes)):
+                     ("parks", lc.get("loop_parks", 0)), ("wakes", sum(h.get("loop_wakes", 0) for h in ph)),
+                     ("pool_parks", sum(h.get("parks", 0) for h in ph))):
             f[k].append(v / done)
     return [f"- {name}: holds {stats.median(f['holds']):.2f}, dozes {stats.median(f['dozes']):.2f}, parks "
-            f"{stats.median(f['parks']):.2f}; woken by the pool {stats.median(f['wakes']):.2f}"
-            for name, f in by.items()]
+            f"{stats.median(f['parks']):.2f}; woken by the pool {stats.median(f['wakes']):.2f}; the pool threads "
+            f"parked {stats.median(f['pool_parks']):.2f}" for name, f in by.items()]
 
 
 def markdown(meta, recs):
@@ -696,7 +700,10 @@ def markdown(meta, recs):
             L += ["", "Each run in the order run: rate /s (server CPU µs a request).", ""] + run_lines(recs, cell)
             sl = sleep_lines(recs, cell)
             if sl:
-                L += ["", "How cserve's loop slept, per request (medians of the runs' --stats-json windows):", ""] + sl
+                L += ["", "How cserve's loop and pool threads slept, per request (medians of the runs' "
+                      "--stats-json windows; a pool thread parks when it finds its queue empty, and waits for "
+                      "the loop to bind it its next request and wake it):",
+                      ""] + sl
     dist = sum(r["disturbed_runs"] for r in rows.values())
     L += ["", f"Runs disturbed by other tenants: {dist} of {sum(r['runs'] for r in rows.values())}; runs that "
           f"failed: {sum(r['errors'] for r in rows.values())}."]

@@ -154,20 +154,20 @@ def test_goals_pass_and_fail_from_the_records():
     assert g[("fairness", "baseline")][0] is False
 
 
-def test_how_the_loop_slept_is_counted_per_request_from_the_stats_window():
+def test_how_the_loop_and_the_pool_slept_is_counted_per_request_from_the_stats_window():
     def rec(holds, dozes, parks, wakes, disturbed=False):
         r = wrk("cpu-mix", "cserve", 4, 2900, 44)
         r["stats_threads"] = [
             {"role": "loop", "counters": {"handoff": {"loop_holds": holds, "loop_dozes": dozes, "loop_parks": parks}}},
-            {"role": "pool", "requests": 600, "counters": {"handoff": {"loop_wakes": wakes / 2}}},
-            {"role": "pool", "requests": 400, "counters": {"handoff": {"loop_wakes": wakes / 2}}}]
+            {"role": "pool", "requests": 600, "counters": {"handoff": {"loop_wakes": wakes / 2, "parks": wakes}}},
+            {"role": "pool", "requests": 400, "counters": {"handoff": {"loop_wakes": wakes / 2, "parks": 100}}}]
         if disturbed:
             r["disturbed"] = True
         return r
     recs = [rec(20, 300, 700, 400), rec(10, 500, 900, 600), rec(30, 100, 500, 200), rec(0, 0, 9000, 9000, True),
             wrk("cpu-mix", "gunicorn", 4, 1500, 44)]
     assert d.sleep_lines(recs, "cpu-mix") == [
-        "- cserve 4: holds 0.02, dozes 0.30, parks 0.70; woken by the pool 0.40"]
+        "- cserve 4: holds 0.02, dozes 0.30, parks 0.70; woken by the pool 0.40; the pool threads parked 0.50"]
     assert d.sleep_lines(recs, "io-mix") == []
 
 
