@@ -174,9 +174,15 @@ BURST = re.compile(r"blocking threads (\d+) -> (\d+) \(auto, at most \d+\): a bu
 
 
 def thread_state(pid, tid):
-    """A thread's scheduler state from /proc ('R', 'S', ...)."""
+    """A thread's scheduler state from /proc ('R', 'S', 'T', ...)."""
     with open(f"/proc/{pid}/task/{tid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def all_stopped(pid):
+    """Every thread of pid in the stopped state: a SIGSTOP has taken effect
+    (a thread stops only once it next runs)."""
+    return all(thread_state(pid, tid) == "T" for tid in os.listdir(f"/proc/{pid}/task"))
 
 
 def gated_burst_of_eight(srv, mport, tmp_path, what):
@@ -186,11 +192,12 @@ def gated_burst_of_eight(srv, mport, tmp_path, what):
       wake-up) before the others come, so that its start-up is not in the
       span: on a busy machine that start-up alone reads as a thread on the
       CPU, or waiting for one, for a tenth of a span;
-    - the other seven come at once: the worker is stopped (SIGSTOP) while
-      they are sent, so its loop reads all seven in one pass, and the span
-      judges seven waiting, not the few sent before the test lost its CPU.
+    - the other seven come at once: the worker is stopped (SIGSTOP, every
+      thread of it seen stopped) while they are sent, so its loop reads all
+      seven in one pass, and the span judges seven waiting, not the few
+      sent before the test, or the loop, lost its CPU.
     (Stopping wakes thread 0 to restart its flock: a span it waited for a
-    CPU in does not grow, and the next, at a gap of a few ms, does.)
+    CPU in does not grow, and the next, 20 ms later, does.)
     The pool, at one thread, gets its eight in one burst step: the first
     change logged."""
     gate, mark = Gate(tmp_path / "gate"), tmp_path / "mark"
@@ -207,6 +214,7 @@ def gated_burst_of_eight(srv, mport, tmp_path, what):
             "the worker never took the seven connections"
         os.kill(pid, signal.SIGSTOP)
         try:
+            assert wait_until(lambda: all_stopped(pid), HANG_S), "the worker never stopped"
             for s in conns[1:]:
                 s.sendall(request)
         finally:
@@ -224,9 +232,8 @@ def test_a_burst_gets_its_threads_at_once(server_factory, tmp_path):
     """Seven requests that wait on a gate with the GIL released arrive at
     once at an auto:8 pool whose one thread waits on the gate for an eighth:
     they wait behind it, on a thread off the CPU, so the pool grows in one
-    step to the eight they need, a burst's, not a window's doubling (which
-    would stop at two: the requests queued on thread 0 stay there, and
-    thread 1 takes nothing)."""
+    step to the eight they need, a burst's within its 10 ms span, not the
+    window's a second later."""
     srv, mport = auto_server(server_factory, bound="auto:8")
     gated_burst_of_eight(srv, mport, tmp_path, "a burst of eight gets eight threads")
 
