@@ -57,11 +57,11 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
 
 /* How many of a pipeline's requests go to the app at once, on a pool of
  * one thread measured at pace_ns, slow_ns its slow side (dispatch.h), that
- * runs another connection's request,
- * just started, with others jobs outstanding in all: one connection, one
- * request of it already answered, sends n more (n < 64) in one piece, and
- * the count is taken before any of them has run. The run then ends as
- * harness_run's do, every check included. */
+ * runs another connection's request, just started, with others jobs
+ * outstanding in all: one connection, one request of it already answered,
+ * sends n more (n < 64) in one piece, and the count is taken before any of
+ * them has run. The run then ends as harness_run's do, every check
+ * included. */
 unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned others, unsigned n);
 
 #endif
