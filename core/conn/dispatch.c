@@ -107,6 +107,13 @@ static bool room_for(const struct dispatch *d, unsigned w, bool deep_ok)
 
 bool dispatch_room(const struct dispatch *d, unsigned w, bool deep) { return room_for(d, w, deep); }
 
+/* What a request of thread w's may take, as turns count it: its slow side;
+ * 0 (unknown) while it has no pace or is not active. */
+static uint64_t turn_pace(const struct dispatch *d, unsigned w)
+{
+    return w < d->active ? d->t[w].slow_ns : 0;
+}
+
 /* Turns go round the waiting connections in arrival order. A turn of a
  * single request would have each response to a pipelining client written
  * on its own (core/conn/README.md, "Turns"), so a turn takes as many as its
@@ -119,7 +126,7 @@ bool dispatch_room(const struct dispatch *d, unsigned w, bool deep) { return roo
 unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
 {
     *credit = *credit < 0 ? *credit + DISPATCH_TURN_NS : DISPATCH_TURN_NS; /* at most a turn's worth */
-    uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
+    uint64_t pace = turn_pace(d, w);
     if (!pace || *credit <= 0)
         return 1;
     return within_capacity((uint64_t)*credit / pace, d->capacity);
@@ -131,7 +138,7 @@ unsigned dispatch_turn(const struct dispatch *d, unsigned w, int64_t *credit)
  * paid back in turns only). */
 bool dispatch_turn_fits(const struct dispatch *d, unsigned w, unsigned n)
 {
-    uint64_t pace = w < d->active ? d->t[w].slow_ns : 0;
+    uint64_t pace = turn_pace(d, w);
     return pace && n <= DISPATCH_TURN_NS / pace;
 }
 
