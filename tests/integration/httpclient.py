@@ -138,6 +138,16 @@ def stats_json(port, timeout=10.0):
     return json.loads(r.body)
 
 
+def worker_stats(port):
+    """The first worker's published figures (stats_json's workers[0]), or
+    None while the listener is not up or no worker has published yet."""
+    try:
+        w = stats_json(port)["workers"]
+    except OSError:
+        return None
+    return w[0] if w else None
+
+
 def raw_exchange(port, raw, timeout=3.0, split=None):
     """Send raw (optionally in pieces given by split: list of chunk sizes, sent
     with small pauses) and return every byte received until the server closes

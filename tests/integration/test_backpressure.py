@@ -29,7 +29,7 @@ import struct
 import pytest
 
 from conftest import free_port
-from httpclient import Reader, get, req, stats_json
+from httpclient import Reader, get, req, worker_stats
 from loadgen import wait_until
 from procfs import fd_count, fd_targets, settled_fds
 
@@ -79,11 +79,7 @@ class Watched:
         self.sent = 0  # request bytes the test sent
 
     def worker(self):
-        try:
-            w = stats_json(self.mport)["workers"]
-        except OSError:
-            return None
-        return w[0] if w else None
+        return worker_stats(self.mport)
 
     def wait(self, cond, what):
         seen = []

@@ -25,7 +25,7 @@ import socket
 
 from conftest import free_port
 from gate import Gate, marks
-from httpclient import Reader, stats_json
+from httpclient import Reader, worker_stats
 from loadgen import wait_until
 
 APP = "auto_apps:application"
@@ -51,11 +51,8 @@ def app_order(port):
 
 def bytes_read(mport):
     """The bytes the worker's loop has read from clients (/stats.json)."""
-    try:
-        w = stats_json(mport)["workers"]
-    except OSError:
-        return -1
-    return w[0]["bytes_in"] if w else -1
+    w = worker_stats(mport)
+    return w["bytes_in"] if w else -1
 
 
 def test_fast_requests_are_not_queued_behind_a_held_one(server_factory, tmp_path, handoff):
