@@ -90,6 +90,8 @@ static int fault_complete(struct handoff *h, unsigned w, struct job *job)
     return inner_of(h)->ops->complete(inner_of(h), w, job);
 }
 
+static void fault_unrun(struct handoff *h, unsigned w) { inner_of(h)->ops->unrun(inner_of(h), w); }
+
 static void fault_shutdown(struct handoff *h) { inner_of(h)->ops->shutdown(inner_of(h)); }
 
 struct handoff *handoff_fault_wrap(struct handoff *inner, long full_ms)
@@ -108,7 +110,7 @@ struct handoff *handoff_fault_wrap(struct handoff *inner, long full_ms)
         .hold = in->hold ? fault_hold : NULL,
         .set_active = in->set_active ? fault_set_active : NULL,
         .try_take = in->try_take ? fault_try_take : NULL, .take = fault_take,
-        .complete = fault_complete, .shutdown = fault_shutdown,
+        .complete = fault_complete, .unrun = in->unrun ? fault_unrun : NULL, .shutdown = fault_shutdown,
     };
     f->base.ops = &f->ops;
     f->inner = inner;

@@ -164,6 +164,10 @@ struct handoff_ops {
      * condvar: a full queue, impossible under the capacity rule). Every
      * backend keeps this: handoffs/tests/submit_error.c. */
     int (*complete)(struct handoff *h, unsigned w, struct job *job);
+    /* The next complete hands back a job that was not run (its client left
+     * while it was queued): no sample of the pool thread's pace. NULL where
+     * the backend keeps no pace. */
+    void (*unrun)(struct handoff *h, unsigned w);
 
     /* Any thread: make every take return NULL once its queue is empty. */
     void (*shutdown)(struct handoff *h);

@@ -719,6 +719,15 @@ static void record_pace(struct ring_thread *w)
     w->run = 1;
 }
 
+/* A run spans jobs that ran back to back. One handed back unrun took no
+ * time, and counted in a run it would read the thread as faster than its
+ * jobs are: it ends the run, as a wait does, and its completion starts the
+ * next. */
+static void ring_unrun(struct handoff *base, unsigned wi)
+{
+    ((struct ring_handoff *)base)->w[wi].run = 0;
+}
+
 static int ring_complete(struct handoff *base, unsigned wi, struct job *job)
 {
     struct ring_handoff *h = (struct ring_handoff *)base;
@@ -804,5 +813,6 @@ const struct handoff_ops handoff_ring = {
     .try_take = ring_try_take,
     .take = ring_take,
     .complete = ring_complete,
+    .unrun = ring_unrun,
     .shutdown = ring_shutdown,
 };

@@ -116,7 +116,8 @@ void job_need_body(struct job *job)
 
 /* Nothing to write and nobody to read it: the loop drops the connection's
  * jobs as they come back (conn_release's callers), so the message only
- * hands the job back. Not a sample of the thread's pace (dispatch_done). */
+ * hands the job back. Not a sample of the thread's pace: neither the
+ * dispatcher's (dispatch_done) nor the handoff's (unrun). */
 void job_skip(struct job *job)
 {
     job->incomplete = JOB_UNRUN;
@@ -124,6 +125,8 @@ void job_skip(struct job *job)
     job->fill_buf = 0;
     job->out[0].len = 0;
     counter_inc(&self.stats->skipped); /* rare: counted in every build, as requests are */
+    if (self.handoff && self.handoff->ops->unrun)
+        self.handoff->ops->unrun(self.handoff, self.index);
     post(job, JOB_DONE);
 }
 

@@ -49,10 +49,13 @@
  *    longest dozes, for a fast pool with less work ahead than
  *    RING_DOZE_AHEAD short dozes, or after four paces (or four dozes)
  *    with no completion; otherwise the doze_wanted below.
+ * 11. The pace counts only jobs that ran: a worker whose jobs each take
+ *    SKIP_NS on the CPU, between runs of jobs handed back unrun (unrun,
+ *    then complete) as many, paces at SKIP_NS or more, not near half.
  * Counters are the handoff's own (handoff.h), so this also pins what the
  * server's stats report for a burst. Exit 1 on a violation.
  *
- * `batch_test` runs parts 1-5, 8 and 10, whose verdicts the code decides
+ * `batch_test` runs parts 1-5, 8, 10 and 11, whose verdicts the code decides
  * alone: each waits for the state it checks (a worker parked, a job taken),
  * and the rule cases judge the stall rules at a clock they fix
  * (RING_POLICY_NOW). `make test` runs it, and `make mutants` requires it to
@@ -786,6 +789,52 @@ static void doze_rule_part(void)
     }
 }
 
+/* Part 11: on one thread, loop and worker in turn (the rings are SPSC,
+ * and each side is only ever this thread). Each job that runs takes
+ * SKIP_NS of the clock or more, however the thread is scheduled, so every
+ * pace sample of jobs that ran is at least SKIP_NS; counted in, the
+ * unrun ones would take it near half. */
+#define SKIP_NS 200000L
+static void skip_part(void)
+{
+    struct handoff_config cfg = {.threads = 1, .capacity = 8, .spin_iters = 0, .loop_spin_ns = 0};
+    struct handoff *hh = handoff_ring.create(&cfg);
+    if (!hh) {
+        perror("create");
+        exit(2);
+    }
+    static struct job ran, unrun;
+    struct job *out[2];
+    /* Blocks of RING_PACE_RUN unrun, then RING_PACE_RUN + 1 that ran: a
+     * full run of those follows the last unrun one's completion. */
+    const int block = 2 * RING_PACE_RUN + 1;
+    for (int k = 0; k < 3 * block; k++) {
+        bool runs = k % block >= RING_PACE_RUN;
+        if (handoff_ring.submit(hh, 0, runs ? &ran : &unrun) != HANDOFF_OK)
+            fail("part 11 submit refused at", (unsigned long long)k, 0);
+        handoff_ring.flush(hh);
+        struct job *job = handoff_ring.try_take(hh, 0);
+        if (!job)
+            fail("part 11: no job to take at", (unsigned long long)k, 1);
+        if (runs)
+            busy_ns(SKIP_NS);
+        else
+            handoff_ring.unrun(hh, 0);
+        if (handoff_ring.complete(hh, 0, job) != 0) {
+            perror("complete");
+            exit(1);
+        }
+        if (handoff_ring.drain(hh, false, out, 2) != 1)
+            fail("part 11: completions drained at", (unsigned long long)k, 1);
+    }
+    uint64_t pace = atomic_load_explicit(&((struct ring_handoff *)hh)->w[0].pace_ns, memory_order_relaxed);
+    if (pace < (uint64_t)SKIP_NS)
+        fail("part 11: the pace (ns) of jobs of at least SKIP_NS, beside jobs handed back unrun", pace,
+             (unsigned long long)SKIP_NS);
+    handoff_ring.shutdown(hh);
+    handoff_ring.destroy(hh);
+}
+
 /* Part 9: holding on a paced worker with a long queue, then a stall. */
 static unsigned hold_paced_part(void)
 {
@@ -864,9 +913,11 @@ int main(int argc, char **argv)
     burst_parts();
     hold_rule_part();
     doze_rule_part();
+    skip_part();
     printf("batch_test: a burst of %d: no syscall until the flush, 1 futex wake, 1 park; an unflushed "
            "submit woken by before_sleep; a burst of %d woken at its last submit; %d completions: 1 eventfd "
-           "write, 1 drain; the eventfd an edge per write, never read; holds and dozes by the rule: OK\n",
+           "write, 1 drain; the eventfd an edge per write, never read; holds and dozes by the rule; a pace "
+           "of the jobs that ran: OK\n",
            N, RING_WAKE_BATCH, N);
     return 0;
 }
