@@ -342,7 +342,8 @@ void conn_on_timeout(struct conn *c)
  * keep-alive, and the close after it loses nothing (job_head_end argues the
  * ordering). The request on stage that is not with the app yet (its body
  * being read, or parked for room) is marked too: when stopping, it is
- * answered, with close, when it has run; when refusing, it gets a 503 that
+ * answered, with close, when it has run, unless it came pipelined behind
+ * an answered one (conn_stop_unstarted); when refusing, it gets a 503 that
  * closes instead (conn_start_app). A request bound after a stop says close
  * by itself (job_bind); after a refusal it gets that 503. */
 void conn_stop(struct conn *c)
@@ -350,6 +351,26 @@ void conn_stop(struct conn *c)
     struct job *last = c->pipe_tail ? c->pipe_tail : c->job;
     if (last)
         atomic_store_explicit(&last->last_head, true, memory_order_relaxed);
+}
+
+/* A stop runs no request the client pipelined behind an answered one
+ * that the app does not have yet: conn_finish closes where it finds such
+ * bytes after a response once the loop stops, and one already on stage
+ * then (framed, its body being read, or parked for a thread) closes here,
+ * the same for a stop and a reload. Its client must be ready to send it
+ * again on a new connection (RFC 9112 §9.3.2); what it read is all the
+ * app ran for it. A refusing loop answers those with a 503 instead
+ * (conn_start_app). */
+void conn_stop_unstarted(struct conn *c)
+{
+    if (!c->loop->stopping || c->loop->refusing || !c->pipelined || c->pipe_head)
+        return;
+    bool unstarted = c->state == CONN_PREREAD || c->state == CONN_READY || c->state == CONN_QUEUED ||
+                     (c->state == CONN_HEAD && c->rbuf.len > 0);
+    if (!unstarted)
+        return;
+    if (conn_shutdown(c) == VERDICT_NEXT)
+        conn_drive(c);
 }
 
 void conn_stop_if_idle(struct conn *c)

@@ -70,6 +70,8 @@ struct conn {
     bool peer_gone;      /* a reset or an error (EPOLLERR/EPOLLHUP): nothing can be sent back */
     bool writable;       /* the send buffer has room */
     bool stop_probe;     /* shutting down: the last read of an idle connection is done */
+    bool pipelined;      /* the request on stage came in rbuf behind an answered one: the
+                          * client sent it before it read that answer (conn_finish) */
     bool turn;           /* CONN_READY off the head of the pending list: it goes before
                           * the ones still waiting (conn_start_app) */
     int64_t turn_credit_ns; /* what its turns may still queue while others wait, in ns of
@@ -131,6 +133,9 @@ void conn_retry_submit(struct conn *c);   /* CONN_QUEUED: there may be room now 
 void conn_refuse(struct conn *c);
 void conn_stop(struct conn *c);           /* the loop stops or refuses: mark the last request answered */
 void conn_stop_if_idle(struct conn *c);
+/* Once the loop stops: c closes if the request on stage came pipelined
+ * behind an answered one and the app does not have it yet. */
+void conn_stop_unstarted(struct conn *c);
 void conn_abort(struct conn *c);          /* close it, whatever it was doing */
 void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */
 

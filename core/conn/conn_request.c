@@ -551,10 +551,13 @@ enum verdict conn_finish(struct conn *c)
      * keep-alive, but the last one's: conn_stop). A retiring worker keeps a
      * connection whose last response promised keep-alive (its head was made
      * before the stop): the client may send on it at once, and its next
-     * response says "Connection: close". Not a refusing one: that next
-     * request would only get a 503, where a closed connection has a proxy
-     * retry it elsewhere. */
-    if (!c->pipe_head && (l->refusing || (l->stopping && !l->retiring)))
+     * response says "Connection: close". Not when the next request is in
+     * rbuf already: the client pipelined it, so it is ready to send it
+     * again on a new connection (RFC 9112 §9.3.2), and it is not run. Not a
+     * refusing one: that next request would only get a 503, where a closed
+     * connection has a proxy retry it elsewhere. */
+    bool behind = c->rbuf.len > c->consumed || job->body.raw.len > 0;
+    if (!c->pipe_head && (l->refusing || (l->stopping && (!l->retiring || behind))))
         close_after = true;
     if (c->pipe_head && close_after) {
         /* Requests behind a closing response are not answered; those still
@@ -599,6 +602,7 @@ enum verdict conn_finish(struct conn *c)
     c->consumed = 0;
     c->scanned = 0;
     c->tail_len = 0;
+    c->pipelined = c->rbuf.len > 0;
     conn_window_return(c, job);
     job_put(l, job);
     if (c->rbuf.len == 0) {

@@ -437,6 +437,7 @@ unsigned loop_run(struct loop *l)
         if (l->stopping || l->refusing) {
             for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
                 next = c->next;
+                conn_stop_unstarted(c);
                 conn_stop_if_idle(c);
             }
             conn_reap(l);

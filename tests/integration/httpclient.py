@@ -50,6 +50,12 @@ class Reader:
         out, self.buf = self.buf[:i], self.buf[i:]
         return out
 
+    def buffer_until(self, sep):
+        """Receive until sep is in the buffer, consuming nothing (a response
+        can still be read whole after)."""
+        while sep not in self.buf:
+            self._fill()
+
     def _read_exact(self, n):
         while len(self.buf) < n:
             self._fill()

@@ -12,16 +12,32 @@ response: the responses after the stop leave in more than one write, and
 the connection stays open after the first. Two depths: on a fresh
 connection the loop hands the app two requests (it does not know the
 responses' size yet); after one request answered on the connection, all
-twenty are with the app when the signal comes."""
+twenty are with the app when the signal comes.
+
+A request pipelined behind one already answered, and not with the app
+when the signal comes, is not run either, whether it waits for the one
+pool thread on the loop's pending list or is still in the connection's
+buffer behind a response whose head promised keep-alive before the
+signal (a reload's worker keeps such a connection open otherwise): the
+connection closes after what was answered. There the order is arranged,
+not raced: each request that matters is held on a file gate, and the
+test goes on once the loop has read what was sent (its bytes_in) or the
+app has marked a start."""
 import signal
+import socket
+import time
 
 import pytest
 
-from httpclient import Reader, req
+from conftest import free_port
+from gate import Gate, marks
+from httpclient import Reader, req, worker_stats
 from loadgen import wait_until
 
 APP = "recording_apps:app"
+GATED_APP = "auto_apps:application"
 N = 20
+HANG_S = 30  # a deadline that only detects a hang
 
 
 def _ran(log):
@@ -89,3 +105,136 @@ def test_a_stop_answers_every_request_the_app_ran(server_factory, logfile, tmp_p
         assert "close" not in conn[:-1], f"a response before the last says close: {conn}"
     finally:
         s.close()
+
+
+def _get(target):
+    return f"GET {target} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+
+
+def _bytes_read(mport):
+    w = worker_stats(mport)
+    return w["bytes_in"] if w else -1
+
+
+def _stopped(srv, sig, worker):
+    """Wait until the signalled worker is done with the app."""
+    if sig == signal.SIGTERM:
+        assert srv.proc.wait(timeout=HANG_S) == 0, srv.log_text()[-3000:]
+    else:
+        assert wait_until(lambda: f"[cserve {worker}] info: stopped" in srv.log_text(), HANG_S), \
+            srv.log_text()[-3000:]
+
+
+class _Held:
+    """One pool thread, held by B's request on a gate for long enough that
+    its measured time puts the thread's depth at one, every way the
+    dispatcher counts it (over DISPATCH_ALONE_NS): nothing binds behind the
+    request it runs. Then A's pipeline, read by the loop, waits for it."""
+
+    def __init__(self, server_factory, tmp_path, a_requests):
+        self.mport = free_port()
+        self.srv = server_factory("--blocking-threads", "1", "--graceful-timeout", "60",
+                                  "--metrics-bind", f"127.0.0.1:{self.mport}", app=GATED_APP)
+        self.mark = tmp_path / "mark"
+        self.gate_b = Gate(tmp_path / "gate_b")
+        self.socks = []
+        self.sent = 0  # bytes sent to the server, all connections together
+        self.b = self.connect()
+        self.send(self.b, _get(f"/?log=b&mark={self.mark}&gate={self.gate_b.path}"))
+        assert wait_until(lambda: marks(self.mark) == 1, HANG_S), "B never reached the app"
+        time.sleep(0.1)  # B's time, and so the pace, is at least this
+        self.a = self.connect()
+        self.send(self.a, b"".join(a_requests))
+        self.loop_read()
+
+    def connect(self):
+        s = socket.create_connection(("127.0.0.1", self.srv.port), timeout=HANG_S)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.socks.append(s)
+        return s
+
+    def send(self, s, data):
+        s.sendall(data)
+        self.sent += len(data)
+
+    def loop_read(self):
+        assert wait_until(lambda: _bytes_read(self.mport) >= self.sent, HANG_S), "the loop never read it all"
+
+    def release_b(self):
+        self.gate_b.open()
+        assert Reader(self.b).read_response().status == 200
+
+    def close(self):
+        self.gate_b.open()
+        for s in self.socks:
+            s.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_pipelined_request_waiting_for_the_thread_is_not_run(server_factory, tmp_path, sig):
+    """A pipelines A1 (held) and A2 while B holds the thread; D comes
+    next. B ends: A1 runs in A's turn, alone (a first turn is one request),
+    and D waits. A1 ends: A2, framed from A's buffer, waits behind D on the
+    pending list, and D runs (its start proves A2 parked: the same pass).
+    The signal then closes A with A2 unrun; D, with the app, is answered."""
+    gate_1, gate_d = Gate(tmp_path / "gate_1"), Gate(tmp_path / "gate_d")
+    h = None
+    try:
+        mark = tmp_path / "mark"
+        h = _Held(server_factory, tmp_path, [_get(f"/?log=a1&mark={mark}&gate={gate_1.path}"), _get("/?log=a2")])
+        d = h.connect()
+        h.send(d, _get(f"/?log=d&mark={mark}&gate={gate_d.path}"))
+        h.loop_read()
+        h.release_b()
+        assert wait_until(lambda: marks(mark) == 2, HANG_S), "A1 never reached the app"
+        gate_1.open()
+        ra = Reader(h.a)
+        assert ra.read_response().body == b"ok\n"
+        assert wait_until(lambda: marks(mark) == 3, HANG_S), "D never reached the app"
+        worker = h.srv.proc.pid
+        h.srv.proc.send_signal(sig)
+        with pytest.raises(EOFError):
+            ra.read_response()  # A2 unanswered: a hang here is A2 still waiting to run
+        gate_d.open()
+        rd = Reader(d).read_response()
+        assert rd.body == b"ok\n" and rd.header("connection", "").lower() == "close", rd
+        _stopped(h.srv, sig, worker)
+        assert marks(mark) == 3, "A2 ran after the stop"
+    finally:
+        gate_1.open()
+        gate_d.open()
+        if h:
+            h.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_pipelined_request_behind_a_kept_alive_response_is_not_run(server_factory, tmp_path, sig):
+    """A pipelines A1 and A2 while B holds the thread. B ends: A1 runs
+    alone (a first turn) and streams: its head, made before the signal,
+    promises keep-alive, and its first block is read; then it waits on a
+    gate. The signal; the gate opens; A1's response ends, and A closes
+    with A2, still in its buffer, unrun. (A reload's worker would keep A
+    open for a request sent after the response, not for one before it.)"""
+    gate_1 = Gate(tmp_path / "gate_1")
+    h = None
+    try:
+        mark = tmp_path / "mark"
+        h = _Held(server_factory, tmp_path,
+                  [_get(f"/?log=a1&mark={mark}&gate={gate_1.path}&stream"), _get(f"/?log=a2&mark={mark}")])
+        h.release_b()
+        ra = Reader(h.a)
+        ra.buffer_until(b"part\n")
+        assert b"connection: close" not in ra.buf.lower(), ra.buf
+        worker = h.srv.proc.pid
+        h.srv.proc.send_signal(sig)
+        assert wait_until(lambda: "stopping:" in h.srv.log_text(), HANG_S), h.srv.log_text()[-3000:]
+        gate_1.open()
+        assert ra.read_response().body == b"part\nok\n"
+        with pytest.raises(EOFError):
+            ra.read_response()
+        _stopped(h.srv, sig, worker)
+        assert marks(mark) == 2, "A2 ran after the stop"
+    finally:
+        gate_1.open()
+        if h:
+            h.close()

@@ -8,7 +8,9 @@ appends "start" to PATH when the request reaches the app, so a test can wait
 for it there; `?gate=PATH` then blocks until the test lets go of its lock on
 PATH (flock: the thread waits in the kernel with the GIL released, using no
 CPU and waking never, so the request certainly waits as long as the test
-says)."""
+says). With `?stream`, the response's head and a first block ("part\n") go
+out first, and the gate is waited on in the body, before its last block
+("ok\n"): the head is made while the request still runs."""
 import fcntl
 import os
 import tempfile
@@ -46,6 +48,20 @@ def _query(environ):
     return q
 
 
+def _wait_gate(q):
+    if "gate" in q:
+        with open(q["gate"], "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+
+
+def _stream(q):
+    yield b"part\n"
+    _wait_gate(q)
+    if "log" in q:
+        _note(f"end {q['log']}")
+    yield b"ok\n"
+
+
 def application(environ, start_response):
     q = _query(environ)
     if "order" in q:
@@ -58,9 +74,10 @@ def application(environ, start_response):
             f.write("start\n")
     if "log" in q:
         _note(f"start {q['log']}")
-    if "gate" in q:
-        with open(q["gate"], "rb") as f:
-            fcntl.flock(f, fcntl.LOCK_SH)
+    if "stream" in q:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return _stream(q)
+    _wait_gate(q)
     if "sleep" in q:
         time.sleep(float(q["sleep"]))
     if "spin" in q:
