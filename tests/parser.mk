@@ -24,7 +24,7 @@ CONN_SRCS := core/conn/conn.c core/conn/conn_state.c core/conn/dispatch.c core/c
 CONN_HDRS := $(wildcard core/conn/*.h core/python/job.h core/http/buffer.h) \
              tests/fuzz/conn_harness.h tests/fuzz/conn_app.h
 # Which test and fuzzer link them.
-CONN_USERS := test_http_corpus test_conn_pipeline fuzz_connection
+CONN_USERS := test_http_corpus test_conn_pipeline test_conn_stop fuzz_connection
 uses_conn = $(if $(filter $(1),$(CONN_USERS)),$(CONN_SRCS))
 
 UNIT_TESTS     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))

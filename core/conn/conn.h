@@ -70,8 +70,9 @@ struct conn {
     bool peer_gone;      /* a reset or an error (EPOLLERR/EPOLLHUP): nothing can be sent back */
     bool writable;       /* the send buffer has room */
     bool stop_probe;     /* shutting down: the last read of an idle connection is done */
-    bool pipelined;      /* the request on stage came in rbuf behind an answered one: the
-                          * client sent it before it read that answer (conn_finish) */
+    bool pipelined;      /* the request on stage came in rbuf behind an answered one (not
+                          * empty lines only): the client sent it before it read that
+                          * answer (conn_finish) */
     bool turn;           /* CONN_READY off the head of the pending list: it goes before
                           * the ones still waiting (conn_start_app) */
     int64_t turn_credit_ns; /* what its turns may still queue while others wait, in ns of

@@ -163,6 +163,14 @@ enum verdict conn_start_app(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *job = c->job;
+    /* Pipelined behind an answered one, after a stop: not run (conn_stop_
+     * unstarted, which closes such a request at the end of the stop's
+     * first pass; one that would come here earlier in that pass, a thread
+     * having freed for it, is closed here). */
+    if (l->stopping && !l->refusing && c->pipelined) {
+        c->turn = false;
+        return conn_shutdown(c);
+    }
     if (l->opt->native_hello) {
         native_hello_respond(job);
         answer_pipelined(c, 0);
@@ -530,6 +538,17 @@ static struct job *pipe_pop(struct conn *c)
     return job;
 }
 
+/* Whether n bytes left after a request hold a start of another: empty
+ * lines before a request line are ignored (RFC 9112 §2.2), so a stray CRLF
+ * after a body, as old clients send, is none. */
+static bool request_bytes(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != '\r' && p[i] != '\n')
+            return true;
+    return false;
+}
+
 /* The response (and the pipelined ones written with it) is out: drop the
  * requests, then go on with the next one in flight, the next in rbuf, or
  * close. */
@@ -556,7 +575,8 @@ enum verdict conn_finish(struct conn *c)
      * again on a new connection (RFC 9112 §9.3.2), and it is not run. Not a
      * refusing one: that next request would only get a 503, where a closed
      * connection has a proxy retry it elsewhere. */
-    bool behind = c->rbuf.len > c->consumed || job->body.raw.len > 0;
+    bool behind = request_bytes(c->rbuf.data + c->consumed, c->rbuf.len - c->consumed) ||
+                  request_bytes(job->body.raw.data, job->body.raw.len);
     if (!c->pipe_head && (l->refusing || (l->stopping && (!l->retiring || behind))))
         close_after = true;
     if (c->pipe_head && close_after) {
@@ -602,7 +622,7 @@ enum verdict conn_finish(struct conn *c)
     c->consumed = 0;
     c->scanned = 0;
     c->tail_len = 0;
-    c->pipelined = c->rbuf.len > 0;
+    c->pipelined = behind;
     conn_window_return(c, job);
     job_put(l, job);
     if (c->rbuf.len == 0) {

@@ -455,3 +455,49 @@ unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned oth
     FUZZ_ASSERT(r.responses == n + 1);
     return bound;
 }
+
+unsigned harness_stop_pipelined(bool thread_frees_first)
+{
+    static const char raw[] = "GET /p00 HTTP/1.1\r\nHost: h\r\n\r\nGET /p01 HTTP/1.1\r\nHost: h\r\n\r\n";
+    struct harness_config cfg = {.max_head = 8192, .pool = true, .capacity = 1024};
+    struct harness_result r;
+    struct options opt;
+    static struct loop l;
+    struct conn *c = run_start(&l, &opt, (const uint8_t *)raw, 1, &cfg, &r);
+    app_never_full();
+    /* The one thread, measured at 50 ms a request (a depth of one, past
+     * DISPATCH_ALONE_NS too), runs another connection's request: both of
+     * c's wait, the first parked. */
+    struct dispatch *d = &l.disp;
+    struct dispatch_thread *t = &d->t[0];
+    dispatch_clock(d, d->now_ns + 1000000);
+    dispatch_settle(d);
+    t->pace_ns = t->slow_ns = 50000000;
+    t->outstanding++;
+    d->outstanding_total++;
+    t->busy_since_ns = d->now_ns;
+    sock.delivered = sizeof raw - 1;
+    event(c, EPOLLIN);
+    FUZZ_ASSERT(c->state == CONN_QUEUED);
+    /* That request ends: c's first takes the thread, alone (a first turn),
+     * and another connection's request queues behind it. */
+    t->outstanding--;
+    d->outstanding_total--;
+    FUZZ_ASSERT(retry_pending(&l) && c->state == CONN_APP && !c->pipe_head);
+    t->outstanding++;
+    d->outstanding_total++;
+    /* c's first is answered; its second, framed from the buffer, waits
+     * for the thread. */
+    settle(&l);
+    FUZZ_ASSERT(r.responses == 1 && c->state == CONN_QUEUED && c->pipelined);
+    l.stopping = true; /* loop_stop */
+    conn_stop(c);
+    if (!thread_frees_first)
+        conn_stop_unstarted(c);
+    t->outstanding--; /* the other connection's request ends */
+    d->outstanding_total--;
+    retry_pending(&l);
+    conn_stop_unstarted(c);
+    run_finish(&l, &cfg, c, &r);
+    return r.app_runs;
+}

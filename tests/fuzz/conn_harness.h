@@ -64,4 +64,13 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
  * included. */
 unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned others, unsigned n);
 
+/* How many of a connection's two pipelined requests the app runs when the
+ * loop stops (SIGTERM, as loop_stop marks it) with the first answered and
+ * the second parked for the one pool thread, busy with another
+ * connection's request: in the pass where that request's completion frees
+ * the thread (loop.c: the signal's events, then the completions, then the
+ * retries, then the stop's sweep) when thread_frees_first, else after the
+ * sweep. The run then ends as harness_run's do, every check included. */
+unsigned harness_stop_pipelined(bool thread_frees_first);
+
 #endif

@@ -238,3 +238,46 @@ def test_a_pipelined_request_behind_a_kept_alive_response_is_not_run(server_fact
         gate_1.open()
         if h:
             h.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_request_sent_on_its_own_after_a_stray_crlf_is_answered(server_factory, tmp_path, sig):
+    """A POST whose body a stray CRLF follows (old clients send one; empty
+    lines before a request line are ignored, RFC 9112 §2.2), answered;
+    then B holds the one pool thread, and A sends its next request on its
+    own, after reading that answer. It waits for the thread (the POST's
+    0.1 s of sleep put the thread's depth at one) when the signal comes:
+    it is no pipelined request, so it runs and is answered, with close."""
+    mport = free_port()
+    srv = server_factory("--blocking-threads", "1", "--graceful-timeout", "60",
+                         "--metrics-bind", f"127.0.0.1:{mport}", app=GATED_APP)
+    gate_b, mark = Gate(tmp_path / "gate_b"), tmp_path / "mark"
+    a = b = None
+    try:
+        a = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
+        post = b"POST /?sleep=0.1 HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc\r\n"
+        a.sendall(post)
+        ra = Reader(a)
+        assert ra.read_response().body == b"ok\n"
+        b = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
+        get_b = _get(f"/?log=b&mark={mark}&gate={gate_b.path}")
+        b.sendall(get_b)
+        assert wait_until(lambda: marks(mark) == 1, HANG_S), "B never reached the app"
+        get_a = _get(f"/?log=a1&mark={mark}")
+        a.sendall(get_a)
+        sent = len(post) + len(get_b) + len(get_a)
+        assert wait_until(lambda: _bytes_read(mport) >= sent, HANG_S), "the loop never read A's request"
+        worker = srv.proc.pid
+        srv.proc.send_signal(sig)
+        assert wait_until(lambda: "stopping:" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
+        gate_b.open()
+        assert Reader(b).read_response().status == 200
+        r = ra.read_response()
+        assert r.body == b"ok\n" and r.header("connection", "").lower() == "close", r
+        _stopped(srv, sig, worker)
+        assert marks(mark) == 2
+    finally:
+        gate_b.open()
+        for s in (a, b):
+            if s:
+                s.close()
