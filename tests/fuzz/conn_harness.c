@@ -414,6 +414,17 @@ static void run_finish(struct loop *l, const struct harness_config *cfg, struct 
     dispatch_destroy(&l->disp);
 }
 
+/* The scripted runs' pool: one thread, whose queue never fills. */
+static const struct harness_config one_thread = {.max_head = 8192, .pool = true, .capacity = 1024};
+
+static struct conn *one_thread_start(struct loop *l, struct options *opt, const char *raw,
+                                     struct harness_result *r)
+{
+    struct conn *c = run_start(l, opt, (const uint8_t *)raw, 1, &one_thread, r);
+    app_never_full();
+    return c;
+}
+
 unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned others, unsigned n)
 {
     static char raw[64 * 64];
@@ -424,12 +435,10 @@ unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned oth
         if (i == 0)
             first = len;
     }
-    struct harness_config cfg = {.max_head = 8192, .pool = true, .capacity = 1024};
     struct harness_result r;
     struct options opt;
     static struct loop l;
-    struct conn *c = run_start(&l, &opt, (const uint8_t *)raw, 1, &cfg, &r);
-    app_never_full();
+    struct conn *c = one_thread_start(&l, &opt, raw, &r);
     /* One request answered: the connection knows its responses' size. */
     sock.delivered = first;
     event(c, EPOLLIN);
@@ -451,7 +460,7 @@ unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned oth
     unsigned bound = t->outstanding - others;
     t->outstanding -= others; /* those others were never the pool's: gone again */
     d->outstanding_total -= others;
-    run_finish(&l, &cfg, c, &r);
+    run_finish(&l, &one_thread, c, &r);
     FUZZ_ASSERT(r.responses == n + 1);
     return bound;
 }
@@ -459,12 +468,10 @@ unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned oth
 unsigned harness_stop_pipelined(bool thread_frees_first)
 {
     static const char raw[] = "GET /p00 HTTP/1.1\r\nHost: h\r\n\r\nGET /p01 HTTP/1.1\r\nHost: h\r\n\r\n";
-    struct harness_config cfg = {.max_head = 8192, .pool = true, .capacity = 1024};
     struct harness_result r;
     struct options opt;
     static struct loop l;
-    struct conn *c = run_start(&l, &opt, (const uint8_t *)raw, 1, &cfg, &r);
-    app_never_full();
+    struct conn *c = one_thread_start(&l, &opt, raw, &r);
     /* The one thread, measured at 50 ms a request (a depth of one, past
      * DISPATCH_ALONE_NS too), runs another connection's request: both of
      * c's wait, the first parked. */
@@ -498,6 +505,6 @@ unsigned harness_stop_pipelined(bool thread_frees_first)
     d->outstanding_total--;
     retry_pending(&l);
     conn_stop_unstarted(c);
-    run_finish(&l, &cfg, c, &r);
+    run_finish(&l, &one_thread, c, &r);
     return r.app_runs;
 }
