@@ -79,7 +79,7 @@ struct conn {
                              * its requests' time; below 0, a debt (dispatch_turn) */
     struct loop *loop;
     struct conn *prev, *next;         /* all connections (for shutdown) */
-    struct conn *pending_next;        /* CONN_QUEUED: the loop's pending list */
+    struct conn *pending_prev, *pending_next; /* CONN_QUEUED: the loop's pending list */
     struct conn *closed_next;         /* CONN_CLOSED: the loop's list to free */
     struct timer_link timer;
 

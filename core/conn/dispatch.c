@@ -295,17 +295,24 @@ bool dispatch_thread_working(const struct dispatch *d, unsigned w, uint64_t now_
     return d->t[w].owed > 0 || now_ms - d->t[w].seen_ms < timeout_ms;
 }
 
+/* Doubly linked: a connection leaves from anywhere in it (a reset, a
+ * timeout) at a constant cost, so clients that park many connections and
+ * reset them newest first cost the loop no walk of the list each. */
 void dispatch_park(struct dispatch *d, struct conn *c, bool first)
 {
     d->waiting++;
     if (first) {
+        c->pending_prev = NULL;
         c->pending_next = d->pending_head;
-        d->pending_head = c;
-        if (!d->pending_tail)
+        if (d->pending_head)
+            d->pending_head->pending_prev = c;
+        else
             d->pending_tail = c;
+        d->pending_head = c;
         return;
     }
     c->pending_next = NULL;
+    c->pending_prev = d->pending_tail;
     if (d->pending_tail)
         d->pending_tail->pending_next = c;
     else
@@ -315,17 +322,18 @@ void dispatch_park(struct dispatch *d, struct conn *c, bool first)
 
 void dispatch_unpark(struct dispatch *d, struct conn *c)
 {
-    struct conn **pp = &d->pending_head, *prev = NULL;
-    while (*pp && *pp != c) {
-        prev = *pp;
-        pp = &(*pp)->pending_next;
-    }
-    if (!*pp)
-        return;
-    *pp = c->pending_next;
+    if (!c->pending_prev && d->pending_head != c)
+        return; /* not parked */
+    if (c->pending_prev)
+        c->pending_prev->pending_next = c->pending_next;
+    else
+        d->pending_head = c->pending_next;
+    if (c->pending_next)
+        c->pending_next->pending_prev = c->pending_prev;
+    else
+        d->pending_tail = c->pending_prev;
+    c->pending_prev = c->pending_next = NULL;
     d->waiting--;
-    if (d->pending_tail == c)
-        d->pending_tail = prev;
 }
 
 /* A pool that talks to the loop mid-request (a response streamed in

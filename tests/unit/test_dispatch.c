@@ -216,6 +216,24 @@ static void pending_cases(void)
     dispatch_unpark(&d, &conns[2]);
     dispatch_park(&d, &conns[3], false);
     CHECK(d.pending_tail == &conns[3] && conns[1].pending_next == &conns[3], "the tail follows");
+    CHECK(conns[3].pending_prev == &conns[1] && conns[1].pending_prev == &conns[0] && !conns[0].pending_prev,
+          "and back");
+    dispatch_unpark(&d, &conns[1]); /* from the middle */
+    CHECK(conns[0].pending_next == &conns[3] && conns[3].pending_prev == &conns[0] && dispatch_waiting(&d) == 2,
+          "the middle leaves");
+    dispatch_unpark(&d, &conns[3]); /* the tail */
+    CHECK(d.pending_tail == &conns[0] && !conns[0].pending_next && dispatch_waiting(&d) == 1, "the tail leaves");
+    dispatch_unpark(&d, &conns[3]);
+    CHECK(dispatch_waiting(&d) == 1 && d.pending_head == &conns[0], "twice: nothing changes");
+    dispatch_unpark(&d, &conns[0]);
+    CHECK(!d.pending_head && !d.pending_tail && !dispatch_waiting(&d), "the last leaves");
+    dispatch_park(&d, &conns[2], true);
+    dispatch_park(&d, &conns[1], false);
+    CHECK(d.pending_head == &conns[2] && d.pending_tail == &conns[1] && conns[1].pending_prev == &conns[2],
+          "parked again, first then last");
+    dispatch_unpark(&d, &conns[1]);
+    dispatch_unpark(&d, &conns[2]);
+    dispatch_park(&d, &conns[3], false);
     CHECK(dispatch_can_retry(&d), "an idle thread: retry");
     submit(&d);
     CHECK(!dispatch_can_retry(&d), "its one unmeasured thread busy: wait");
