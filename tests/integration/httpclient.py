@@ -154,6 +154,13 @@ def worker_stats(port):
     return w[0] if w else None
 
 
+def bytes_read(port):
+    """The bytes the first worker's loop has read from clients (/stats.json
+    on the metrics port), -1 while it has published none."""
+    w = worker_stats(port)
+    return w["bytes_in"] if w else -1
+
+
 def raw_exchange(port, raw, timeout=3.0, split=None):
     """Send raw (optionally in pieces given by split: list of chunk sizes, sent
     with small pauses) and return every byte received until the server closes

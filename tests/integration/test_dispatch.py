@@ -25,7 +25,7 @@ import socket
 
 from conftest import free_port
 from gate import Gate, marks
-from httpclient import Reader, worker_stats
+from httpclient import Reader, bytes_read
 from loadgen import wait_until
 
 APP = "auto_apps:application"
@@ -47,12 +47,6 @@ def app_order(port):
     with connect(port) as s:
         s.sendall(request("/?order"))
         return Reader(s).read_response().body.decode().splitlines()
-
-
-def bytes_read(mport):
-    """The bytes the worker's loop has read from clients (/stats.json)."""
-    w = worker_stats(mport)
-    return w["bytes_in"] if w else -1
 
 
 def test_fast_requests_are_not_queued_behind_a_held_one(server_factory, tmp_path, handoff):

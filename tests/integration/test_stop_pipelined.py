@@ -31,7 +31,7 @@ import pytest
 
 from conftest import free_port
 from gate import Gate, marks
-from httpclient import Reader, req, worker_stats
+from httpclient import Reader, bytes_read, req
 from loadgen import wait_until
 
 APP = "recording_apps:app"
@@ -89,11 +89,7 @@ def test_a_stop_answers_every_request_the_app_ran(server_factory, logfile, tmp_p
         gate2.touch()
         _read(r, ids, conn)
         # The draining worker is done with the app: what it ran is all in the log.
-        if sig == signal.SIGTERM:
-            assert srv.proc.wait(timeout=30) == 0, srv.log_text()[-3000:]
-        else:
-            assert wait_until(lambda: f"[cserve {worker}] info: stopped" in srv.log_text(), 30), \
-                srv.log_text()[-3000:]
+        _stopped(srv, sig, worker)
         ran = _ran(logfile)
         if warm:
             ran.remove(0)
@@ -105,15 +101,6 @@ def test_a_stop_answers_every_request_the_app_ran(server_factory, logfile, tmp_p
         assert "close" not in conn[:-1], f"a response before the last says close: {conn}"
     finally:
         s.close()
-
-
-def _get(target):
-    return f"GET {target} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
-
-
-def _bytes_read(mport):
-    w = worker_stats(mport)
-    return w["bytes_in"] if w else -1
 
 
 def _stopped(srv, sig, worker):
@@ -140,7 +127,7 @@ class _Held:
         self.socks = []
         self.sent = 0  # bytes sent to the server, all connections together
         self.b = self.connect()
-        self.send(self.b, _get(f"/?log=b&mark={self.mark}&gate={self.gate_b.path}"))
+        self.send(self.b, req("GET", f"/?log=b&mark={self.mark}&gate={self.gate_b.path}"))
         assert wait_until(lambda: marks(self.mark) == 1, HANG_S), "B never reached the app"
         time.sleep(0.1)  # B's time, and so the pace, is at least this
         self.a = self.connect()
@@ -158,7 +145,7 @@ class _Held:
         self.sent += len(data)
 
     def loop_read(self):
-        assert wait_until(lambda: _bytes_read(self.mport) >= self.sent, HANG_S), "the loop never read it all"
+        assert wait_until(lambda: bytes_read(self.mport) >= self.sent, HANG_S), "the loop never read it all"
 
     def release_b(self):
         self.gate_b.open()
@@ -181,9 +168,10 @@ def test_a_pipelined_request_waiting_for_the_thread_is_not_run(server_factory, t
     h = None
     try:
         mark = tmp_path / "mark"
-        h = _Held(server_factory, tmp_path, [_get(f"/?log=a1&mark={mark}&gate={gate_1.path}"), _get("/?log=a2")])
+        h = _Held(server_factory, tmp_path,
+                  [req("GET", f"/?log=a1&mark={mark}&gate={gate_1.path}"), req("GET", "/?log=a2")])
         d = h.connect()
-        h.send(d, _get(f"/?log=d&mark={mark}&gate={gate_d.path}"))
+        h.send(d, req("GET", f"/?log=d&mark={mark}&gate={gate_d.path}"))
         h.loop_read()
         h.release_b()
         assert wait_until(lambda: marks(mark) == 2, HANG_S), "A1 never reached the app"
@@ -220,7 +208,7 @@ def test_a_pipelined_request_behind_a_kept_alive_response_is_not_run(server_fact
     try:
         mark = tmp_path / "mark"
         h = _Held(server_factory, tmp_path,
-                  [_get(f"/?log=a1&mark={mark}&gate={gate_1.path}&stream"), _get(f"/?log=a2&mark={mark}")])
+                  [req("GET", f"/?log=a1&mark={mark}&gate={gate_1.path}&stream"), req("GET", f"/?log=a2&mark={mark}")])
         h.release_b()
         ra = Reader(h.a)
         ra.buffer_until(b"part\n")
@@ -260,13 +248,13 @@ def test_a_request_sent_on_its_own_after_a_stray_crlf_is_answered(server_factory
         ra = Reader(a)
         assert ra.read_response().body == b"ok\n"
         b = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
-        get_b = _get(f"/?log=b&mark={mark}&gate={gate_b.path}")
+        get_b = req("GET", f"/?log=b&mark={mark}&gate={gate_b.path}")
         b.sendall(get_b)
         assert wait_until(lambda: marks(mark) == 1, HANG_S), "B never reached the app"
-        get_a = _get(f"/?log=a1&mark={mark}")
+        get_a = req("GET", f"/?log=a1&mark={mark}")
         a.sendall(get_a)
         sent = len(post) + len(get_b) + len(get_a)
-        assert wait_until(lambda: _bytes_read(mport) >= sent, HANG_S), "the loop never read A's request"
+        assert wait_until(lambda: bytes_read(mport) >= sent, HANG_S), "the loop never read A's request"
         worker = srv.proc.pid
         srv.proc.send_signal(sig)
         assert wait_until(lambda: "stopping:" in srv.log_text(), HANG_S), srv.log_text()[-3000:]
