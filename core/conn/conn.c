@@ -363,7 +363,7 @@ void conn_stop(struct conn *c)
  * (conn_start_app). */
 void conn_stop_unstarted(struct conn *c)
 {
-    if (!c->loop->stopping || c->loop->refusing || !c->pipelined || c->pipe_head)
+    if (!conn_stop_skips(c) || c->pipe_head)
         return;
     bool unstarted = c->state == CONN_PREREAD || c->state == CONN_READY || c->state == CONN_QUEUED ||
                      (c->state == CONN_HEAD && c->rbuf.len > 0);

@@ -158,16 +158,20 @@ enum verdict conn_read_head(struct conn *c)
 static bool ends_batch(const struct job *j);
 static void answer_pipelined(struct conn *c, uint64_t start_ns);
 
+bool conn_stop_skips(const struct conn *c)
+{
+    return c->loop->stopping && !c->loop->refusing && c->pipelined;
+}
+
 /* CONN_READY: the body is as framed as it will be before the app runs. */
 enum verdict conn_start_app(struct conn *c)
 {
     struct loop *l = c->loop;
     struct job *job = c->job;
-    /* Pipelined behind an answered one, after a stop: not run (conn_stop_
-     * unstarted, which closes such a request at the end of the stop's
-     * first pass; one that would come here earlier in that pass, a thread
-     * having freed for it, is closed here). */
-    if (l->stopping && !l->refusing && c->pipelined) {
+    /* The stop's sweep closes such a request at the end of the stop's
+     * first pass; one that comes here earlier in that pass, a thread
+     * having freed for it, is closed here. */
+    if (conn_stop_skips(c)) {
         c->turn = false;
         return conn_shutdown(c);
     }
@@ -575,8 +579,8 @@ enum verdict conn_finish(struct conn *c)
      * again on a new connection (RFC 9112 §9.3.2), and it is not run. Not a
      * refusing one: that next request would only get a 503, where a closed
      * connection has a proxy retry it elsewhere. */
-    bool behind = request_bytes(c->rbuf.data + c->consumed, c->rbuf.len - c->consumed) ||
-                  request_bytes(job->body.raw.data, job->body.raw.len);
+    bool behind = !c->pipe_head && (request_bytes(c->rbuf.data + c->consumed, c->rbuf.len - c->consumed) ||
+                                    request_bytes(job->body.raw.data, job->body.raw.len));
     if (!c->pipe_head && (l->refusing || (l->stopping && (!l->retiring || behind))))
         close_after = true;
     if (c->pipe_head && close_after) {

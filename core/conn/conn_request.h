@@ -19,5 +19,10 @@ enum verdict conn_hold(struct conn *c);        /* CONN_HOLD */
  * While other connections wait for a thread, only at turn (c->job was just
  * submitted) and only a turn's worth (dispatch_turn). */
 void conn_pipeline(struct conn *c, bool turn);
+/* Once the loop stops (not refusing): c's request on stage, if the app
+ * does not have it yet, is not run, because it came pipelined behind an
+ * answered one (conn.pipelined). Where it would reach the app,
+ * conn_start_app closes c; conn_stop_unstarted, in the stop's sweep. */
+bool conn_stop_skips(const struct conn *c);
 
 #endif
