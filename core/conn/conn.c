@@ -133,6 +133,7 @@ static void conn_free(struct conn *c)
     while (c->pipe_head) {
         struct job *j = c->pipe_head;
         c->pipe_head = j->pipe_next;
+        l->piped.jobs--;
         job_put(l, j);
     }
     if (c->wfile_fd >= 0)

@@ -138,6 +138,10 @@ void conn_stop_if_idle(struct conn *c);
  * behind an answered one and the app does not have it yet. */
 void conn_stop_unstarted(struct conn *c);
 void conn_abort(struct conn *c);          /* close it, whatever it was doing */
+/* How many pipelined jobs, behind their connections' first, a worker keeps
+ * at most (loop.piped): half of RLIMIT_NOFILE, because each may end as a
+ * file response that holds a descriptor until its turn to be written. */
+unsigned conn_pipe_most(void);
 void conn_reap(struct loop *l);           /* free the CONN_CLOSED ones */
 
 #endif

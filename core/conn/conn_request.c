@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "../../handoffs/handoff.h"
 #include "../../lib/clock.h"
@@ -355,9 +356,25 @@ static struct job *next_whole(struct conn *c, size_t *len)
     return job;
 }
 
+unsigned conn_pipe_most(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 >= UINT_MAX)
+        return UINT_MAX;
+    return (unsigned)(rl.rlim_cur / 2);
+}
+
+/* Whether one more job may go behind its connection's first. A file
+ * response (wsgi.file_wrapper) keeps its descriptor until it is written,
+ * and a pipelined one waits for those before it, which a client that
+ * does not read never lets go: counted per connection, a few hundred
+ * such clients would take every descriptor the worker has. */
+static bool pipe_room(const struct loop *l) { return l->piped.jobs < l->piped.most; }
+
 /* job goes behind c->job, in order; its bytes are taken from rbuf. */
 static void pipe_push(struct conn *c, struct job *job, size_t len)
 {
+    c->loop->piped.jobs++;
     if (c->pipe_tail)
         c->pipe_tail->pipe_next = job;
     else
@@ -380,7 +397,8 @@ static void pipe_push(struct conn *c, struct job *job, size_t len)
  * back in order. Only within that thread's depth (dispatch_room; as deep
  * as a turn's while a turn's worth fits, dispatch_turn_fits), only a
  * turn's worth while other connections wait for a thread (turn: c->job
- * has just been submitted), and only as many as the budget above allows:
+ * has just been submitted), only while the worker's pipelined jobs are
+ * under their cap (pipe_room), and only as many as the budget above allows:
  * a job running is counted at the largest response part this connection
  * has had (half the budget before the first: so one request goes behind
  * the first at once), the finished ones at what they made. The rest stay
@@ -457,7 +475,7 @@ void conn_pipeline(struct conn *c, bool turn)
      * requests filled past the budget's depth would otherwise stop a
      * pipeline there, and its batch's responses go out in several writes. */
     uint64_t each = c->resp_max ? c->resp_max : PIPE_MAX_BYTES / 2;
-    while (piped < PIPE_MAX_JOBS && running < most &&
+    while (piped < PIPE_MAX_JOBS && running < most && pipe_room(l) &&
            dispatch_room(d, w, in_turn || dispatch_turn_fits(d, w, running + 1)) &&
            unsent + (uint64_t)(running + 1) * each <= PIPE_MAX_BYTES) {
         size_t len;
@@ -534,6 +552,7 @@ static bool finish_one(struct conn *c, struct job *job)
 static struct job *pipe_pop(struct conn *c)
 {
     struct job *job = c->pipe_head;
+    c->loop->piped.jobs--;
     c->pipe_head = job->pipe_next;
     if (!c->pipe_head)
         c->pipe_tail = NULL;

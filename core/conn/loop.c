@@ -45,6 +45,7 @@ int loop_init(struct loop *l, const struct options *opt, int listen_fd, struct h
     l->handoff = h;
     l->conns.next = l->conns.prev = &l->conns;
     l->now_ms = clock_coarse_ms();
+    l->piped.most = conn_pipe_most();
     timer_list_init(&l->t_header, opt->header_timeout_ms);
     timer_list_init(&l->t_keepalive, opt->keepalive_timeout_ms);
     timer_list_init(&l->t_io, opt->io_timeout_ms);

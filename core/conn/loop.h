@@ -73,6 +73,10 @@ struct loop {
     struct conn conns;         /* sentinel of the list of all connections */
     unsigned nconns;
     struct conn *closed;       /* connections to free at the end of this pass */
+    struct {                   /* pipelined jobs, behind their connection's first (conn_request.c) */
+        unsigned jobs;         /* in every connection's pipe list */
+        unsigned most;         /* at most, so that their file responses' descriptors are bounded */
+    } piped;
     struct {                   /* the free list of jobs (jobs.c bounds both) */
         struct job *jobs;
         unsigned count;        /* jobs on it */

@@ -4,6 +4,7 @@
 #include "conn_harness.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -271,6 +272,11 @@ static void settle(struct loop *l)
     }
 }
 
+/* loop.piped.most for the runs that follow (harness_set_pipe_most); 0: no cap. */
+static unsigned pipe_most;
+
+void harness_set_pipe_most(unsigned most) { pipe_most = most; }
+
 static void loop_init_for(struct loop *l, struct options *opt, const struct harness_config *cfg)
 {
     memset(opt, 0, sizeof *opt);
@@ -281,6 +287,7 @@ static void loop_init_for(struct loop *l, struct options *opt, const struct harn
     memset(l, 0, sizeof *l);
     l->opt = opt;
     l->conns.next = l->conns.prev = &l->conns;
+    l->piped.most = pipe_most ? pipe_most : UINT_MAX;
     l->hooks[0] = l->responders[0] = &responder; /* as loop_hook_add does */
     l->nhooks = l->nresponders = 1;
     if (cfg->pool) {
@@ -400,7 +407,7 @@ static void run_finish(struct loop *l, const struct harness_config *cfg, struct 
             FUZZ_ASSERT(seen.statuses[i] == r->statuses[i]);
     }
     conn_reap(l);
-    FUZZ_ASSERT(l->nconns == 0);
+    FUZZ_ASSERT(l->nconns == 0 && l->piped.jobs == 0);
     /* Every job the pool held is back on the free list. */
     struct job *const *jobs;
     size_t n = app_pool_jobs(&jobs);

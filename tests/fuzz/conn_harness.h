@@ -63,6 +63,9 @@ void harness_run(const uint8_t *data, size_t size, uint64_t seed,
  * them has run. The run then ends as harness_run's do, every check
  * included. */
 unsigned harness_pipeline_bound(uint64_t pace_ns, uint64_t slow_ns, unsigned others, unsigned n);
+/* The worker's cap on pipelined jobs (loop.piped.most) in the runs that
+ * follow; 0: none, as before the first call. */
+void harness_set_pipe_most(unsigned most);
 
 /* How many of a connection's two pipelined requests the app runs when the
  * loop stops (SIGTERM, as loop_stop marks it) with the first answered and

@@ -14,7 +14,13 @@ one client can cost").
 4. A client reading a large response slowly does not hold up another
    client's requests: the loop writes the big body only as its socket
    drains.
+5. Connections that pipeline requests answered from a file
+   (wsgi.file_wrapper) and never read hold a bounded number of
+   descriptors: each response keeps its file open until it is written, so
+   the requests bound ahead of their connections' first are capped across
+   the worker at half of RLIMIT_NOFILE.
 """
+import resource
 import socket
 import time
 
@@ -23,7 +29,7 @@ import pytest
 import loadgen
 from conftest import BIN
 from httpclient import Reader, req
-from procfs import rss_kib
+from procfs import fd_count, rss_kib
 
 APP = "hostile_client_apps:application"
 RECORDING_APP = "recording_apps:app"
@@ -277,3 +283,47 @@ def test_slow_reader_of_a_large_response_does_not_stall_others(server_factory):
     assert mid < size // 2, "the slow reader was not slow: the test proves nothing"
     head = first.partition(b"\r\n\r\n")[0]
     assert got[0] == len(head) + 4 + size
+
+
+FILE_LIMIT = 512      # the server's RLIMIT_NOFILE in the test below
+FILE_ATTACKERS = 40   # each could hold 33 files unbounded: far past the limit
+FILE_DEPTH = 64
+
+
+def test_non_reading_pipeliners_of_files_hold_bounded_descriptors(server_factory):
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
+
+    threads = 2
+    srv = server_factory("--blocking-threads", str(threads), app="auto_apps:application", preexec_fn=low_nofile)
+    pid = srv.proc.pid
+    assert _get(srv, "/?file=262144", 10)[0] == 200
+    base = fd_count(pid)
+    # Each connection (the plain client's too): its socket, the file being
+    # sent, the one on stage behind it; the pipelined ones waiting, half the
+    # limit between them all (core/README.md, "Descriptors"); and the file
+    # each pool thread's app has open while it makes a response.
+    bound = base + 3 * (FILE_ATTACKERS + 1) + FILE_LIMIT // 2 + threads
+    assert bound < FILE_LIMIT - 16, "the case's premise: the bound leaves room to serve"
+    wire = b"GET /?file=262144 HTTP/1.1\r\nHost: x\r\n\r\n" * FILE_DEPTH
+    attackers = []
+    most = base
+    try:
+        for _ in range(FILE_ATTACKERS):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(wire)
+            attackers.append(s)
+            # Apart, so that no other connection waits when this one's
+            # pipeline binds, and it binds as deep as it may.
+            time.sleep(0.01)
+            most = max(most, fd_count(pid))
+        for _ in range(10):
+            # A plain client is served, and the app can still open its file.
+            assert _get(srv, "/?file=1000", 30.0) == (200, b"f" * 1000)
+            most = max(most, fd_count(pid))
+            time.sleep(0.05)  # a pace: the attack goes on between requests
+    finally:
+        for s in attackers:
+            s.close()
+    assert most <= bound, f"{most} descriptors held, at most {bound} expected (base {base})"

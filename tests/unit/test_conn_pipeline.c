@@ -5,7 +5,8 @@
  * as fit in a turn's worth at the thread's pace (dispatch_turn_fits), the
  * one that went to the app first included, for cheap requests; only the
  * first for requests slower than a turn; counted at the thread's slow
- * side, not its pace. The dispatcher's own rules:
+ * side, not its pace; and never more behind their connections' first than
+ * the worker's cap (loop.piped). The dispatcher's own rules:
  * tests/unit/test_dispatch.c. */
 #include "../../core/conn/dispatch.h"
 #include "../fuzz/conn_harness.h"
@@ -38,5 +39,12 @@ int main(void)
     CHECK(slow_worth > 1 && slow_worth < worth, "the case's premises (worth %u at the slow side)", slow_worth);
     bound = harness_pipeline_bound(10 * US, 40 * US, slow_budget, n);
     CHECK(bound == slow_worth, "a slow side above the pace: %u of %u bound, %u expected", bound, n, slow_worth);
+    /* The worker's cap on pipelined jobs (loop.piped.most; half of
+     * RLIMIT_NOFILE in the server), 3 here: within the budget's depth, the
+     * request on stage and 3 behind it, not all of them. */
+    harness_set_pipe_most(3);
+    bound = harness_pipeline_bound(10 * US, 10 * US, 1, n);
+    harness_set_pipe_most(0);
+    CHECK(bound == 1 + 3, "the worker's cap of 3 pipelined jobs: %u of %u bound, 4 expected", bound, n);
     return check_summary();
 }
