@@ -86,8 +86,8 @@ struct conn {
     struct buffer rbuf;  /* request bytes; the current head starts at 0 */
     size_t scanned;      /* rbuf bytes already checked for a line end */
     size_t consumed;     /* rbuf bytes the request in flight accounts for */
-    size_t tail_from, tail_len; /* rbuf from tail_from on was a partial head when rbuf.len
-                                 * was tail_len (0: not known); see next_whole */
+    size_t tail_from, tail_len; /* rbuf from tail_from on held no request that could run as
+                                 * it was when rbuf.len was tail_len (0: not known); next_whole */
     struct job *job;
     char *win;           /* the body window, lent to the job reading a body */
     size_t win_cap;

@@ -320,8 +320,10 @@ static struct job *next_whole(struct conn *c, size_t *len)
     if (c->consumed >= c->rbuf.len)
         return NULL;
     /* The loop reads nothing while it pipelines, and this is called after
-     * every message and write: a partial head behind the whole ones would
-     * be parsed again each time, for as many bytes as it has. */
+     * every message and write: a request behind the whole ones that cannot
+     * run as it is (a partial head, a body still to come, one the ordinary
+     * path must answer) would be parsed again each time, for as many bytes
+     * as its head has. The verdict is the same until those bytes change. */
     if (c->tail_len == c->rbuf.len && c->tail_from == c->consumed)
         return NULL;
     const char *p = c->rbuf.data + c->consumed;
@@ -331,10 +333,6 @@ static struct job *next_whole(struct conn *c, size_t *len)
         return NULL;
     int status = 0;
     int n = http_parse_request(p, avail, opt->max_header_size, &job->req, &status);
-    if (n == HTTP_PARTIAL) {
-        c->tail_from = c->consumed;
-        c->tail_len = c->rbuf.len;
-    }
     uint64_t body = 0;
     bool ok = n > 0 && http_request_framing(&job->req, &job->framing) == 0 &&
               http_split_target(job->req.method, job->req.method_len, job->req.target,
@@ -344,6 +342,8 @@ static struct job *next_whole(struct conn *c, size_t *len)
     ok = ok && job->framing.body != HTTP_BODY_CHUNKED && body <= avail - (size_t)n &&
          body <= opt->max_body_size;
     if (!ok) {
+        c->tail_from = c->consumed;
+        c->tail_len = c->rbuf.len;
         job_put(l, job);
         return NULL;
     }
