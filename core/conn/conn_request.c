@@ -500,7 +500,8 @@ void conn_pipeline(struct conn *c, bool turn)
  * their responses leave in one write (conn_hold, conn_queue_pipelined) rather
  * than one send() each. The batch ends where a write would come anyway: no
  * further whole request, a response that ends it (ends_batch), the iovec
- * array full, or CONN_BATCH_BYTES of output queued (the first response's
+ * array full, the worker's pipelined jobs at their cap (pipe_room), or
+ * CONN_BATCH_BYTES of output queued (the first response's
  * latency stays bounded, and so does the memory pinned in jobs). */
 #define CONN_BATCH_BYTES (64 * 1024)
 
@@ -510,7 +511,7 @@ static void answer_pipelined(struct conn *c, uint64_t start_ns)
     if (ends_batch(first) || first->body.raw.len)
         return;
     size_t queued = first->out[first->msg_buf].len;
-    for (int n = 1; n < CONN_IOV && queued < CONN_BATCH_BYTES; n++) {
+    for (int n = 1; n < CONN_IOV && queued < CONN_BATCH_BYTES && pipe_room(c->loop); n++) {
         /* With --inline, an app that took its time ends the batch: the
          * responses made are not held back behind slow ones (conn_hold
          * bounds the pool's pipelines the same way). */
