@@ -20,6 +20,7 @@ one client can cost").
    the requests bound ahead of their connections' first are capped across
    the worker at half of RLIMIT_NOFILE.
 """
+import contextlib
 import resource
 import socket
 import time
@@ -74,6 +75,27 @@ def _read_response(s, timeout):
     return status, rest[:length]
 
 
+@contextlib.contextmanager
+def _non_readers(srv, wire, n, after_each=None):
+    """n connections that each send wire and never read, open for the
+    with block. A small receive window: the server's writes stop early,
+    and what it holds is in its own memory and descriptors, not in this
+    process's sockets. after_each() runs after each one is sent."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(wire)
+            if after_each:
+                after_each()
+        yield
+    finally:
+        for s in socks:
+            s.close()
+
+
 def _get(srv, path, timeout):
     with srv.connect(timeout=timeout) as s:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -103,16 +125,8 @@ def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_
     base = _settled_rss(pid)
 
     wire = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * DEPTH
-    attackers = []
     peak = base
-    try:
-        for _ in range(ATTACKERS):
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-            # A small receive window: the server's writes stop early and what
-            # it holds is in its own memory, not in this process's socket.
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(wire)
-            attackers.append(s)
+    with _non_readers(srv, wire, ATTACKERS):
         # Meanwhile a plain client is served, again and again (30 s per
         # request only detects one the attackers starve; how fast it is
         # served is a benchmark's question).
@@ -122,9 +136,6 @@ def test_non_reading_pipeliners_pin_bounded_memory_and_others_are_served(server_
             assert SAN or (peak - base) / 1024 < DURING_BOUND_MB, \
                 f"RSS grew from {base} to {peak} KiB during the attack"
             time.sleep(0.2)  # a pace: the attack goes on between requests
-    finally:
-        for s in attackers:
-            s.close()
     # Gone: the server's memory returns near its baseline.
     deadline = time.monotonic() + 30.0
     now = rss_kib(pid)
@@ -308,24 +319,19 @@ def test_non_reading_pipeliners_of_files_hold_bounded_descriptors(server_factory
     bound = base + 2 * (FILE_ATTACKERS + 1) + FILE_LIMIT // 2 + threads + 8
     assert bound < FILE_LIMIT - 16, "the case's premise: the bound leaves room to serve"
     wire = b"GET /?file=262144 HTTP/1.1\r\nHost: x\r\n\r\n" * FILE_DEPTH
-    attackers = []
     most = base
-    try:
-        for _ in range(FILE_ATTACKERS):
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(wire)
-            attackers.append(s)
-            # Apart, so that no other connection waits when this one's
-            # pipeline binds, and it binds as deep as it may.
-            time.sleep(0.01)
-            most = max(most, fd_count(pid))
+
+    def apart():
+        # So that no other connection waits when the next one's pipeline
+        # binds, and it binds as deep as it may.
+        nonlocal most
+        time.sleep(0.01)
+        most = max(most, fd_count(pid))
+
+    with _non_readers(srv, wire, FILE_ATTACKERS, after_each=apart):
         for _ in range(10):
             # A plain client is served, and the app can still open its file.
             assert _get(srv, "/?file=1000", 30.0) == (200, b"f" * 1000)
             most = max(most, fd_count(pid))
             time.sleep(0.05)  # a pace: the attack goes on between requests
-    finally:
-        for s in attackers:
-            s.close()
     assert most <= bound, f"{most} descriptors held, at most {bound} expected (base {base})"
