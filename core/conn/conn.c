@@ -386,9 +386,10 @@ void conn_stop_if_idle(struct conn *c)
         return;
     /* A request may have arrived with its edge not yet seen: try one read
      * whatever `readable` says (a request found is served, with
-     * "Connection: close"); the next pass closes what stayed idle. A
-     * refusing loop closes it now: a request sent meanwhile would only get
-     * a 503, where a closed connection has a proxy retry it elsewhere. */
+     * "Connection: close"); the stop's next look (loop.c, sweep_due)
+     * closes what stayed idle. A refusing loop closes it now: a request
+     * sent meanwhile would only get a 503, where a closed connection has a
+     * proxy retry it elsewhere. */
     if (!c->stop_probe) {
         c->stop_probe = true;
         c->readable = true;

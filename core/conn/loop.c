@@ -177,7 +177,8 @@ void loop_stop(struct loop *l, bool retiring)
      * connections have no request yet. */
     for (struct conn *c = l->conns.next; c != &l->conns; c = c->next)
         conn_stop(c);
-    l->stop_deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
+    l->stop.deadline_ms = l->now_ms + l->opt->graceful_timeout_ms;
+    l->stop.sweeps = 0; /* its own first two (sweep_due) */
     /* Take what the kernel already accepted for us, all of it, then close:
      * a connection left in the backlog would be reset. Even while accepts
      * are paused for want of descriptors: some may have been freed since
@@ -197,6 +198,7 @@ void loop_refuse(struct loop *l)
     if (l->refusing)
         return;
     l->refusing = true;
+    l->stop.sweeps = 0; /* its own first two (sweep_due) */
     /* As in a stop, each connection answers what the app already has of it
      * (requests on threads that are not stuck finish), its last response
      * says close, and nothing more is run: a close on every head would drop
@@ -305,6 +307,26 @@ static int next_timeout_ms(struct loop *l)
         if (l->hooks[i]->before_sleep)
             ms = l->hooks[i]->before_sleep(l->hooks[i]->ctx, l, ms);
     return ms;
+}
+
+/* While stopping or refusing, the loop looks at every connection for what
+ * it closes (conn_stop_unstarted, conn_stop_if_idle): on the first two
+ * passes, which close what the stop found idle or not to run (the second
+ * closes what its probe read nothing from), then at most every
+ * LOOP_SWEEP_MS for what is left. A connection that comes to such a state
+ * later closes where it does (conn_finish, conn_start_app); a look every
+ * pass would cost a loop of many connections a walk of them all for each
+ * event, a byte dribbled by one client included, until the stop ends. */
+#define LOOP_SWEEP_MS 50
+
+static bool sweep_due(struct loop *l)
+{
+    if (l->stop.sweeps < 2 || l->now_ms - l->stop.swept_ms >= LOOP_SWEEP_MS) {
+        l->stop.sweeps += l->stop.sweeps < 2;
+        l->stop.swept_ms = l->now_ms;
+        return true;
+    }
+    return false;
 }
 
 static bool drained(struct loop *l)
@@ -435,7 +457,7 @@ unsigned loop_run(struct loop *l)
         conn_reap(l); /* the one place connections are freed */
         jobs_release_memory(l);
         resume_accepting(l);
-        if (l->stopping || l->refusing) {
+        if ((l->stopping || l->refusing) && sweep_due(l)) {
             for (struct conn *c = l->conns.next, *next; c != &l->conns; c = next) {
                 next = c->next;
                 conn_stop_unstarted(c);
@@ -446,7 +468,7 @@ unsigned loop_run(struct loop *l)
         if (l->stopping) {
             if (drained(l))
                 break;
-            if (l->now_ms >= l->stop_deadline_ms) {
+            if (l->now_ms >= l->stop.deadline_ms) {
                 log_warn("graceful timeout: %u request(s) still with the app, %u connection(s) open",
                          dispatch_outstanding_total(&l->disp), l->nconns);
                 /* Every socket closed now: the process may live on (as its

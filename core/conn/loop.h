@@ -98,7 +98,11 @@ struct loop {
     bool refusing;             /* the app cannot answer (loop_refuse): accept nothing, a
                                 * request not yet with the app gets a 503 that closes,
                                 * each connection closes after what the app has of it */
-    uint64_t stop_deadline_ms;
+    struct {                   /* while stopping or refusing */
+        uint64_t deadline_ms;  /* --graceful-timeout's end (loop_stop) */
+        uint64_t swept_ms;     /* the last look at every connection (sweep_due) */
+        unsigned sweeps;       /* looks so far, counted up to 2 */
+    } stop;
     struct loop_stats lstats;
     const struct loop_hook *hooks[LOOP_MAX_HOOKS];
     unsigned nhooks;
