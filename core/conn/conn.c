@@ -130,12 +130,7 @@ static void conn_free(struct conn *c)
     STAT(counter_inc(&l->lstats.closes));
     if (c->job)
         job_put(l, c->job);
-    while (c->pipe_head) {
-        struct job *j = c->pipe_head;
-        c->pipe_head = j->pipe_next;
-        l->piped.jobs--;
-        job_put(l, j);
-    }
+    conn_pipe_put_all(c);
     if (c->wfile_fd >= 0)
         conn_io_close(c->wfile_fd);
     /* Counted toward giving memory back (jobs_release_memory): after a

@@ -562,6 +562,12 @@ static struct job *pipe_pop(struct conn *c)
     return job;
 }
 
+void conn_pipe_put_all(struct conn *c)
+{
+    while (c->pipe_head)
+        job_put(c->loop, pipe_pop(c));
+}
+
 /* Whether n bytes left after a request hold a start of another: empty
  * lines before a request line are ignored (RFC 9112 §2.2), so a stray CRLF
  * after a body, as old clients send, is none. */

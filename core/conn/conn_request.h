@@ -19,6 +19,8 @@ enum verdict conn_hold(struct conn *c);        /* CONN_HOLD */
  * While other connections wait for a thread, only at turn (c->job was just
  * submitted) and only a turn's worth (dispatch_turn). */
 void conn_pipeline(struct conn *c, bool turn);
+/* Put every job of c's pipeline back on the free list (conn_free). */
+void conn_pipe_put_all(struct conn *c);
 /* Once the loop stops (not refusing): c's request on stage, if the app
  * does not have it yet, is not run, because it came pipelined behind an
  * answered one (conn.pipelined). Where it would reach the app,
